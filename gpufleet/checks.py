@@ -1,0 +1,363 @@
+"""Semantic pass: dstack grammars and cross-field rules -> frozen specs + diagnostics. Pure.
+
+Runs after the schema pass and only on fields the schema accepted, so every rule may trust
+the shape of the value it reads.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
+from gpufleet.normalize import (
+    SpecError,
+    check_tags,
+    parse_idle_duration,
+    parse_nodes,
+    parse_resources,
+    parse_retry,
+)
+from gpufleet.spec import (
+    UNCONSTRAINED,
+    BackendConfig,
+    CertificateSpec,
+    FleetSpec,
+    GatewaySpec,
+    Origin,
+    ProfileSpec,
+    frozen_map,
+)
+from gpufleet.validate import Checked
+
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
+_AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
+RESERVATION_BACKENDS = ("aws", "gcp")
+PRIVATE_GATEWAY_BACKENDS = ("aws", "gcp")
+# Fields a profile may fill in on a fleet (FleetSpec attribute names).
+PROFILE_FIELDS = ("resources", "backends", "regions", "availability_zones", "instance_types",
+                  "reservation", "spot_policy", "retry", "max_price", "idle_duration", "tags")
+
+
+class _Ctx:
+    """Collects diagnostics for one document; ``parse`` turns SpecErrors into located ones."""
+
+    def __init__(self, c: Checked, code: str) -> None:
+        self.c = c
+        self.code = code
+        self.diags: list[Diagnostic] = []
+
+    def data(self) -> dict[str, Any]:
+        d: dict[str, Any] = self.c.doc.data
+        return d
+
+    def has(self, key: str) -> bool:
+        return key in self.data() and self.c.ok((key,))
+
+    def error(self, path: KeyPath, message: str, code: str | None = None, *, key: bool = False,
+              hint: str | None = None, severity: Severity = Severity.ERROR) -> None:
+        at = self.c.doc.at_key if key else self.c.doc.at_value
+        self.diags.append(at(path, code or self.code, message, hint=hint, severity=severity))
+
+    def parse(self, key: str, fn: Callable[[Any], Any], code: str, default: Any = None) -> Any:
+        if not self.has(key):
+            return default
+        try:
+            return fn(self.data()[key])
+        except SpecError as e:
+            self.error((key, *e.subpath), e.message, code)
+            return default
+
+    def origin(self) -> Origin:
+        line, col = self.c.doc.source.key(("name",) if "name" in self.data() else ())
+        return Origin(self.c.doc.file, line, col, self.c.doc.index)
+
+
+def region_of_zone(zone: str) -> str | None:
+    """Region of a GCP zone (``us-west2-c``) or AWS AZ (``us-east-1a``); None if unknown."""
+    for pattern in (_GCP_ZONE, _AWS_AZ):
+        m = pattern.match(zone)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _strs(v: Any) -> tuple[str, ...] | None:
+    return None if v is None else tuple(str(x) for x in v)
+
+
+def _tags(ctx: _Ctx, path: KeyPath = ("tags",)) -> dict[str, str]:
+    if not ctx.c.ok(path) or path[-1] not in ctx.data():
+        return {}
+    tags = {str(k): str(v) for k, v in ctx.data()[path[-1]].items()}
+    for e in check_tags(tags):
+        ctx.error((*path, *e.subpath), e.message, "F004", key=True)
+    return tags
+
+
+# --- fleets ------------------------------------------------------------------------------
+
+def check_fleet(c: Checked) -> tuple[FleetSpec | None, list[Diagnostic]]:
+    ctx = _Ctx(c, "F000")
+    d = ctx.data()
+    if "ssh_config" in d:
+        ctx.error(("ssh_config",), "gpufleet provisions cloud fleets only: SSH fleets "
+                  "(`ssh_config`) describe hosts that already exist", "F007", key=True,
+                  hint="remove `ssh_config` and set `nodes`, or manage this fleet with dstack")
+        if "nodes" in d:
+            ctx.error(("nodes",), "ssh_config and nodes are mutually exclusive", "F007", key=True)
+    elif "nodes" not in d:
+        ctx.error((), "No ssh_config or nodes specified", "F008", key=True,
+                  hint="add `nodes: N` (the number of instances)")
+    if "env" in d and "ssh_config" not in d:
+        ctx.error(("env",), "Backend fleet configuration does not support the following "
+                  "fields: ['env']", "F007", key=True, hint="remove `env`")
+    if "name" not in d:
+        ctx.error((), "fleet has no `name`; gpufleet derives stable resource names from it",
+                  "F009", key=True, hint="add `name: <lower-case name>`")
+    nodes = ctx.parse("nodes", parse_nodes, "F001")
+    resources = UNCONSTRAINED
+    if ctx.has("resources"):
+        resources, errors = parse_resources(d["resources"])
+        for e in errors:
+            ctx.error(("resources", *e.subpath), e.message, "F002")
+    retry = ctx.parse("retry", parse_retry, "F005")
+    idle = ctx.parse("idle_duration", parse_idle_duration, "F003")
+    tags = _tags(ctx)
+    _fleet_rules(ctx)
+    if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
+        return None, ctx.diags
+    spec = FleetSpec(
+        name=d["name"], nodes=nodes, origin=ctx.origin(), placement=d.get("placement", "any"),
+        blocks=d.get("blocks", 1), reservation=d.get("reservation"), resources=resources,
+        backends=_strs(d.get("backends")), regions=_strs(d.get("regions")),
+        availability_zones=_strs(d.get("availability_zones")),
+        instance_types=_strs(d.get("instance_types")), spot_policy=d.get("spot_policy"),
+        retry=retry, max_price=d.get("max_price"), idle_duration=idle, tags=frozen_map(tags),
+        previous_names=_strs(d.get("previous_names")) or (),
+        explicit=frozenset(k for k in PROFILE_FIELDS if k in d),
+    )
+    return spec, ctx.diags
+
+
+def _fleet_rules(ctx: _Ctx) -> None:
+    d = ctx.data()
+    backends = d.get("backends") if ctx.has("backends") else None
+    if ctx.has("reservation") and backends is not None and not any(
+            b in RESERVATION_BACKENDS for b in backends):
+        ctx.error(("reservation",), "`reservation` needs a backend with reservation support "
+                  f"(aws, gcp), but backends are {', '.join(backends)}", "F011", key=True,
+                  hint="add aws or gcp to `backends`, or remove `reservation`")
+    if d.get("placement") == "cluster" and ctx.has("availability_zones"):
+        regions = sorted({r for z in d["availability_zones"] if (r := region_of_zone(str(z)))})
+        if len(regions) > 1:
+            ctx.error(("availability_zones",), "placement: cluster puts every node in one "
+                      f"backend region, but availability_zones span {', '.join(regions)}",
+                      "F010", key=True, hint="list zones of a single region")
+    if ctx.has("backend_options"):
+        seen: set[str] = set()
+        for i, opt in enumerate(d["backend_options"]):
+            t = str(opt.get("type"))
+            if t in seen:
+                ctx.error(("backend_options", i), "backend_options contains duplicate entry "
+                          f"for backend '{t}'", "F013")
+            seen.add(t)
+
+
+# --- gateways ----------------------------------------------------------------------------
+
+def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
+    ctx = _Ctx(c, "G000")
+    d = ctx.data()
+    backend = d.get("backend") if ctx.has("backend") else None
+    if "name" not in d:
+        ctx.error((), "gateway has no `name`; gpufleet derives stable resource names from it",
+                  "G007", key=True, hint="add `name: <lower-case name>`")
+    if backend == "azure" and "instance_type" in d:
+        ctx.error(("instance_type",), "The `azure` backend does not support the "
+                  "`instance_type` gateway configuration property", "G002", key=True,
+                  hint="remove `instance_type`: Azure gateways always use Standard_B1ms")
+    public = d.get("public_ip", True)
+    if public is False and backend is not None and backend not in PRIVATE_GATEWAY_BACKENDS:
+        ctx.error(("public_ip",), f"private gateways (`public_ip: false`) are not supported "
+                  f"for {backend} backend", "G003", key=True, hint="use aws or gcp")
+    cert = _certificate(ctx)
+    if cert is not None and cert.type == "lets-encrypt" and public is False:
+        ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
+                  "lets-encrypt certificate type is not supported for private gateways", "G004",
+                  key=True, hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
+    if cert is not None and cert.type == "acm" and backend is not None and backend != "aws":
+        ctx.error(("certificate", "type"), "acm certificate type is supported for aws backend "
+                  "only", "G005")
+    replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
+    if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
+        ctx.error(("replicas",), "lets-encrypt certificate type is not supported for gateways "
+                  "with several replicas", "G006", key=True,
+                  hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
+    if ctx.has("domain"):
+        _check_domain(ctx, d["domain"])
+    tags = _tags(ctx)
+    if any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
+        return None, ctx.diags
+    spec = GatewaySpec(
+        name=d["name"], backend=d["backend"], region=d["region"], origin=ctx.origin(),
+        instance_type=d.get("instance_type"), domain=d.get("domain"), public_ip=public,
+        certificate=cert, replicas=replicas, default=d.get("default", False),
+        tags=frozen_map(tags), dns_zone=d.get("dns_zone"),
+        protect_address=d.get("protect_address", True),
+    )
+    return spec, ctx.diags
+
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def _check_domain(ctx: _Ctx, domain: str) -> None:
+    name = domain.replace("${{ run.project_name }}", "project").lower().rstrip(".")
+    name = name.removeprefix("*.")
+    labels = name.split(".")
+    if len(labels) < 2 or not all(_LABEL.match(lbl) for lbl in labels) or len(name) > 253:
+        ctx.error(("domain",), f"invalid domain '{domain}'", "G009",
+                  hint="use a DNS name such as `gpu.example.com`; services get "
+                       "`<run>.<domain>`")
+
+
+def _certificate(ctx: _Ctx) -> CertificateSpec | None:
+    d = ctx.data()
+    if "certificate" not in d:
+        return CertificateSpec("lets-encrypt")
+    raw = d["certificate"]
+    if raw is None or not ctx.c.ok(("certificate",)):
+        return None
+    return CertificateSpec(raw["type"], raw.get("arn"))
+
+
+# --- profiles ----------------------------------------------------------------------------
+
+def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
+    ctx = _Ctx(c, "P000")
+    out: list[ProfileSpec] = []
+    if not c.ok_above(("profiles",)):
+        return out, ctx.diags
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(ctx.data()["profiles"]):
+        name = str(raw.get("name"))
+        if name in seen:
+            ctx.error(("profiles", i, "name"), f"duplicate profile '{name}' (first at "
+                      f"profiles[{seen[name]}])", "P001")
+        seen.setdefault(name, i)
+        values = _profile_values(ctx, ("profiles", i), raw)
+        line, col = c.doc.source.key(("profiles", i))
+        out.append(ProfileSpec(name, Origin(c.doc.file, line, col, c.doc.index),
+                               bool(raw.get("default", False)), frozen_map(values)))
+    defaults = [p for p in out if p.default]
+    if len(defaults) > 1:
+        ctx.error(("profiles",), "several profiles set `default: true`: "
+                  f"{', '.join(p.name for p in defaults)}", "P002", key=True,
+                  hint="keep `default: true` on one profile")
+    return out, ctx.diags
+
+
+def _profile_values(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    raw = {k: v for k, v in raw.items() if ctx.c.ok((*base, k))}
+    for key in ("backends", "regions", "availability_zones", "instance_types"):
+        if key in raw:
+            values[key] = _strs(raw[key])
+    for key in ("reservation", "spot_policy", "max_price"):
+        if key in raw:
+            values[key] = raw[key]
+    parsers: dict[str, Callable[[Any], Any]] = {
+        "retry": parse_retry, "idle_duration": parse_idle_duration}
+    for key, fn in parsers.items():
+        if key in raw:
+            try:
+                values[key] = fn(raw[key])
+            except SpecError as e:
+                ctx.error((*base, key, *e.subpath), e.message, "F005")
+    if "resources" in raw:
+        res, errors = parse_resources(raw["resources"])
+        for err in errors:
+            ctx.error((*base, "resources", *err.subpath), err.message, "F002")
+        values["resources"] = res
+    if "tags" in raw:
+        tags = {str(k): str(v) for k, v in raw["tags"].items()}
+        for err in check_tags(tags):
+            ctx.error((*base, "tags", *err.subpath), err.message, "F004", key=True)
+        values["tags"] = frozen_map(tags)
+    return values
+
+
+# --- backends ----------------------------------------------------------------------------
+
+def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
+    ctx = _Ctx(c, "B000")
+    out: list[BackendConfig] = []
+    if not c.ok_above(("backends",)):
+        return out, ctx.diags
+    for i, raw in enumerate(ctx.data()["backends"]):
+        base: KeyPath = ("backends", i)
+        if not c.ok(base):
+            continue
+        t = raw["type"]
+        _backend_rules(ctx, base, raw)
+        line, col = c.doc.source.key(base)
+        tags = _tags_at(ctx, base, raw)
+        settings = {k: v for k, v in raw.items() if k not in ("type", "regions", "cidr",
+                                                              "ssh_cidrs", "public_ips", "tags")}
+        settings["tags"] = frozen_map(tags)
+        out.append(BackendConfig(
+            t, Origin(c.doc.file, line, col, c.doc.index), _strs(raw.get("regions")),
+            raw.get("cidr"), _strs(raw.get("ssh_cidrs")) or (), raw.get("public_ips"),
+            frozen_map(settings)))
+    return out, ctx.diags
+
+
+def _tags_at(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
+    tags = {str(k): str(v) for k, v in (raw.get("tags") or {}).items()}
+    for e in check_tags(tags):
+        ctx.error((*base, "tags", *e.subpath), e.message, "F004", key=True)
+    return tags
+
+
+def _backend_rules(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
+    t = raw["type"]
+    if t == "aws":
+        if "vpc_name" in raw and "vpc_ids" in raw:
+            ctx.error((*base, "vpc_ids"), "Only one of `vpc_name` and `vpc_ids` can be "
+                      "specified", "B002", key=True)
+        if raw.get("default_vpcs") is False and not ("vpc_name" in raw or "vpc_ids" in raw):
+            ctx.error((*base, "default_vpcs"), "`default_vpcs: false` needs `vpc_name` or "
+                      "`vpc_ids`", "B003", key=True)
+    if t == "azure":
+        vpcs, subnets = raw.get("vpc_ids") or {}, raw.get("subnet_ids") or {}
+        if raw.get("public_ips") is False and not (vpcs or subnets):
+            ctx.error((*base, "public_ips"), "`vpc_ids` or `subnet_ids` must be specified if "
+                      "`public_ips: false`.", "B004", key=True)
+        for loc in sorted(set(vpcs) & set(subnets)):
+            ctx.error((*base, "subnet_ids", loc), f"location '{loc}' is in both `vpc_ids` and "
+                      "`subnet_ids`", "B007", key=True, hint="keep one of the two")
+    if "cidr" in raw:
+        _check_cidr(ctx, (*base, "cidr"), raw["cidr"], private=True)
+    for j, cidr in enumerate(raw.get("ssh_cidrs") or []):
+        net = _check_cidr(ctx, (*base, "ssh_cidrs", j), cidr, private=False)
+        if net is not None and net.prefixlen == 0:
+            ctx.error((*base, "ssh_cidrs", j), f"{cidr} opens SSH to the whole internet",
+                      "B006", severity=Severity.WARNING,
+                      hint="list your office or bastion ranges instead")
+
+
+def _check_cidr(ctx: _Ctx, path: KeyPath, value: str, *, private: bool
+                ) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as e:
+        ctx.error(path, f"invalid CIDR '{value}': {e}", "B005",
+                  hint="write a network address with a prefix, e.g. 10.0.0.0/16")
+        return None
+    if private and (net.version != 4 or not net.is_private or net.prefixlen > 24):
+        ctx.error(path, f"`cidr` must be a private IPv4 range of /24 or larger, not {value}",
+                  "B008", hint="use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
+    return net

@@ -1,0 +1,80 @@
+"""Load -> schema pass -> semantic pass for a set of paths: the front half of every command.
+
+The only entry that touches files is :func:`gpufleet.loader.load_paths`; everything after it
+is pure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpufleet.checks import check_backends, check_fleet, check_gateway, check_profiles
+from gpufleet.diagnostics import Diagnostic, sort_diagnostics
+from gpufleet.loader import LoadResult, load_paths
+from gpufleet.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, ProfileSpec
+from gpufleet.validate import check_schema
+
+
+@dataclass(slots=True)
+class Validated:
+    inputs: Inputs
+    diagnostics: list[Diagnostic]
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+
+def validate_paths(paths: Iterable[str | os.PathLike[str]]) -> Validated:
+    return validate_loaded(load_paths(paths))
+
+
+def validate_loaded(loaded: LoadResult) -> Validated:
+    diags = list(loaded.diagnostics)
+    fleets: list[FleetSpec] = []
+    gateways: list[GatewaySpec] = []
+    profiles: list[ProfileSpec] = []
+    backends: list[BackendConfig] = []
+    for doc in loaded.documents:
+        c = check_schema(doc)
+        diags.extend(c.diagnostics)
+        if c.kind == "fleet":
+            spec, more = check_fleet(c)
+            fleets.extend([spec] if spec else [])
+        elif c.kind == "gateway":
+            gw, more = check_gateway(c)
+            gateways.extend([gw] if gw else [])
+        elif c.kind == "profiles":
+            ps, more = check_profiles(c)
+            profiles.extend(ps)
+        elif c.kind == "backends":
+            bs, more = check_backends(c)
+            backends.extend(bs)
+        else:
+            more = []
+        diags.extend(more)
+    diags.extend(_duplicates(fleets, gateways, backends))
+    inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends))
+    return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files)
+
+
+def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
+                backends: list[BackendConfig]) -> list[Diagnostic]:
+    out = []
+    seen: dict[tuple[str, str], tuple[str, int]] = {}
+    named = [("fleet", f.name, f.origin) for f in fleets]
+    named += [("gateway", g.name, g.origin) for g in gateways]
+    named += [("backend", b.type, b.origin) for b in backends]
+    for kind, name, origin in named:
+        first = seen.setdefault((kind, name), (origin.file, origin.line))
+        if first != (origin.file, origin.line):
+            code = {"fleet": "F012", "gateway": "G008", "backend": "B001"}[kind]
+            out.append(Diagnostic(origin.file, origin.line, origin.column, code,
+                                  f"{kind} '{name}' is defined twice (first at "
+                                  f"{first[0]}:{first[1]})",
+                                  hint=f"{kind} names must be unique across all input files"))
+    return out

@@ -1,0 +1,201 @@
+"""Frozen dataclasses for validated, normalized input (FleetSpec, GatewaySpec, ...). Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+SUPPORTED_BACKENDS: tuple[str, ...] = ("aws", "gcp", "azure")
+
+# dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only SUPPORTED_BACKENDS.
+DSTACK_BACKENDS: tuple[str, ...] = (
+    "amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch", "digitalocean",
+    "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius", "oci",
+    "runpod", "tensordock", "vastai", "verda", "vultr", "slurm",
+)
+
+EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
+
+
+def frozen_map(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """An inclusive numeric range; ``None`` means unbounded on that side."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def contains(self, value: float) -> bool:
+        lo = -math.inf if self.min is None else self.min
+        hi = math.inf if self.max is None else self.max
+        return lo <= value <= hi
+
+    def __str__(self) -> str:
+        lo = "" if self.min is None else _num(self.min)
+        hi = "" if self.max is None else _num(self.max)
+        return lo if lo == hi else f"{lo}..{hi}"
+
+    def to_json(self) -> dict[str, float | None]:
+        return {"min": self.min, "max": self.max}
+
+
+def _num(v: float) -> str:
+    return f"{v:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    min: int
+    target: int
+    max: int | None
+
+    def __str__(self) -> str:
+        if self.min == self.target == self.max:
+            return str(self.min)
+        return f"{self.min}..{'' if self.max is None else self.max} (target {self.target})"
+
+
+@dataclass(frozen=True, slots=True)
+class CPUSpec:
+    count: Range = Range(2, None)
+    arch: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    count: Range = Range(0, None)
+    vendor: str | None = None
+    names: tuple[str, ...] = ()
+    memory: Range | None = None
+    total_memory: Range | None = None
+    compute_capability: tuple[int, int] | None = None
+
+    def __str__(self) -> str:
+        parts = [",".join(self.names), f"{self.memory}GB" if self.memory else "", str(self.count)]
+        return ":".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcesSpec:
+    cpu: CPUSpec = CPUSpec()
+    memory: Range = Range(8, None)
+    gpu: GPUSpec = GPUSpec()
+    disk: Range | None = Range(100, None)
+    shm_size: float | None = None
+
+
+UNCONSTRAINED = ResourcesSpec(cpu=CPUSpec(Range(1, None)), memory=Range(0, None),
+                              gpu=GPUSpec(), disk=None)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    on_events: tuple[str, ...]
+    duration: int
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a spec came from, for located diagnostics in later stages."""
+
+    file: str
+    line: int
+    column: int
+    document: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    name: str
+    nodes: Nodes
+    origin: Origin = field(compare=False)
+    placement: str = "any"
+    blocks: int | str = 1
+    reservation: str | None = None
+    resources: ResourcesSpec = UNCONSTRAINED
+    backends: tuple[str, ...] | None = None
+    regions: tuple[str, ...] | None = None
+    availability_zones: tuple[str, ...] | None = None
+    instance_types: tuple[str, ...] | None = None
+    spot_policy: str | None = None
+    retry: RetrySpec | None = None
+    max_price: float | None = None
+    idle_duration: int | None = None
+    tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    previous_names: tuple[str, ...] = ()
+    # Fields the user set explicitly (profiles fill in the others).
+    explicit: frozenset[str] = frozenset()
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.placement == "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateSpec:
+    type: str
+    arn: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySpec:
+    name: str
+    backend: str
+    region: str
+    origin: Origin = field(compare=False)
+    instance_type: str | None = None
+    domain: str | None = None
+    public_ip: bool = True
+    certificate: CertificateSpec | None = CertificateSpec("lets-encrypt")
+    replicas: int = 1
+    default: bool = False
+    tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    dns_zone: str | None = None
+    protect_address: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    name: str
+    origin: Origin = field(compare=False)
+    default: bool = False
+    # Normalized fleet-level fields this profile sets (keys are FleetSpec field names).
+    values: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendConfig:
+    """One backend entry of a gpufleet backends file (dstack server config fields + our own)."""
+
+    type: str
+    origin: Origin = field(compare=False)
+    regions: tuple[str, ...] | None = None
+    cidr: str | None = None
+    ssh_cidrs: tuple[str, ...] = ()
+    public_ips: bool | None = None
+    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything a set of input files declared, after validation."""
+
+    fleets: tuple[FleetSpec, ...] = ()
+    gateways: tuple[GatewaySpec, ...] = ()
+    profiles: tuple[ProfileSpec, ...] = ()
+    backends: tuple[BackendConfig, ...] = ()
+
+    def backend(self, name: str) -> BackendConfig | None:
+        for b in self.backends:
+            if b.type == name:
+                return b
+        return None

@@ -1,0 +1,192 @@
+"""Schema pass: kind dispatch and JSON Schema errors -> located diagnostics. Pure.
+
+Never raises on bad input: every problem becomes a :class:`Diagnostic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean, format_path
+from gpufleet.loader import Document
+from gpufleet.schema_files import validator
+from gpufleet.spec import DSTACK_BACKENDS, SUPPORTED_BACKENDS
+
+DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "volume", "preset")
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
+               "boolean": "a boolean", "object": "a mapping", "array": "a list", "null": "null"}
+_NAME_PATTERN = "^[a-z][a-z0-9-]{1,40}$"
+
+
+@dataclass(slots=True)
+class Checked:
+    """A document with its kind, schema diagnostics and the key paths they cover."""
+
+    doc: Document
+    kind: str | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    bad: set[KeyPath] = field(default_factory=set)
+
+    def ok_above(self, path: KeyPath) -> bool:
+        """True when no schema error sits at ``path`` or any of its parents."""
+        return not any(path[: len(p)] == p for p in self.bad)
+
+    def ok(self, path: KeyPath) -> bool:
+        """True when no schema error sits at, above or below ``path``."""
+        n = len(path)
+        return not any(p[:n] == path or path[: len(p)] == p for p in self.bad)
+
+
+def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
+    data = doc.data
+    if not isinstance(data, dict):
+        got = _describe(data)
+        return None, [doc.at_value((), "L007", f"expected a mapping with a `type` key, got {got}",
+                                   hint="start the document with `type: fleet` or "
+                                        "`type: gateway`")]
+    kind = data.get("type")
+    if kind is None:
+        if "profiles" in data:
+            return "profiles", []
+        items = data.get("backends")
+        if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
+            return "backends", []
+        return None, [doc.at_key((), "L007", "missing `type`: cannot tell what this document is",
+                                 hint="add `type: fleet` or `type: gateway`")]
+    if kind in ("fleet", "gateway"):
+        return kind, []
+    if isinstance(kind, str) and kind in DSTACK_RUN_KINDS:
+        return None, [doc.at_value(("type",), "L008", f"`type: {kind}` is a dstack {kind} "
+                                   "configuration; gpufleet only reads fleets and gateways "
+                                   "(skipped)", severity=Severity.WARNING)]
+    return None, [doc.at_value(("type",), "L007", f"unknown configuration type '{kind}'",
+                               hint=did_you_mean(str(kind), ["fleet", "gateway"])
+                               or "gpufleet reads `type: fleet` and `type: gateway`")]
+
+
+def check_schema(doc: Document) -> Checked:
+    kind, diags = detect_kind(doc)
+    checked = Checked(doc, kind, diags)
+    if kind is None:
+        checked.bad.add(())
+        return checked
+    for err in validator(kind).iter_errors(doc.data):
+        _translate(checked, err, kind)
+    return checked
+
+
+def _describe(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    return "a mapping"
+
+
+def _where(path: KeyPath, kind: str) -> str:
+    return format_path(path) or kind
+
+
+def _translate(c: Checked, err: Any, kind: str) -> None:
+    path: KeyPath = tuple(err.absolute_path)
+    v = err.validator
+    doc = c.doc
+    if v == "additionalProperties":
+        allowed = list(err.schema.get("properties", {}))
+        for key in err.instance:
+            if key in allowed:
+                continue
+            c.bad.add((*path, key))
+            c.diagnostics.append(doc.at_key(
+                (*path, key), "S001", f"unknown key '{key}' in {_where(path, kind)}",
+                hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
+        return
+    if v == "required":
+        for key in err.validator_value:
+            if isinstance(err.instance, dict) and key not in err.instance and (
+                    (*path, key) not in c.bad):
+                c.bad.add((*path, key))
+                c.diagnostics.append(doc.at_key(
+                    path, "S004", f"missing required key '{key}' in {_where(path, kind)}",
+                    hint=f"add `{key}:`"))
+        return
+    if v == "anyOf" and err.context:
+        if all(e.validator == "type" and not e.relative_path for e in err.context):
+            types = [t for e in err.context for t in _as_list(e.validator_value)]
+            _type_error(c, path, types, err.instance)
+            return
+        # Report the error of the branch that matches the instance's type, if any.
+        same_type = [e for e in err.context if e.validator != "type"]
+        if same_type:
+            _translate(c, min(same_type, key=lambda e: len(e.path)), kind)
+            return
+    c.bad.add(path)
+    if v == "type":
+        _type_error(c, path, _as_list(err.validator_value), err.instance)
+    elif v == "enum":
+        _enum_error(c, path, err.validator_value, err.instance, kind)
+    elif v == "const":
+        c.diagnostics.append(doc.at_value(path, "S003", f"{_where(path, kind)} must be "
+                                          f"'{err.validator_value}'"))
+    elif v == "pattern" and err.validator_value == _NAME_PATTERN:
+        c.diagnostics.append(doc.at_value(
+            path, "S005", f"Resource name should match regex '{_NAME_PATTERN}'",
+            hint="use lower-case letters, digits and dashes, starting with a letter "
+                 "(2-41 characters)"))
+    elif v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
+                 "maximum": "less than or equal to", "exclusiveMaximum": "less than"}[v]
+        c.diagnostics.append(doc.at_value(
+            path, "S006", f"Input should be {words} {err.validator_value}",
+            hint=f"check `{_where(path, kind)}`"))
+    elif v == "minLength":
+        c.diagnostics.append(doc.at_value(path, "S006", f"{_where(path, kind)} must not be empty"))
+    elif v == "maxItems":
+        c.diagnostics.append(doc.at_value(
+            path, "S006", f"{_where(path, kind)} takes at most {err.validator_value} item(s)"))
+    elif v == "False" or err.validator_value is False:
+        c.diagnostics.append(doc.at_key(path, "S001", f"'{path[-1]}' is not allowed here"))
+    else:
+        c.diagnostics.append(doc.at_value(path, "S007", f"{_where(path, kind)}: {err.message}"))
+
+
+def _as_list(v: Any) -> list[str]:
+    return list(v) if isinstance(v, list) else [v]
+
+
+def _type_error(c: Checked, path: KeyPath, types: Iterable[str], instance: Any) -> None:
+    names = []
+    for t in types:
+        if _TYPE_NAMES.get(t, t) not in names:
+            names.append(_TYPE_NAMES.get(t, t))
+    want = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    c.bad.add(path)
+    c.diagnostics.append(c.doc.at_value(
+        path, "S002", f"{_where(path, c.kind or '')} must be {want}, not {_describe(instance)}"))
+
+
+def _enum_error(c: Checked, path: KeyPath, allowed: list[Any], value: Any, kind: str) -> None:
+    is_backend = set(allowed) == set(SUPPORTED_BACKENDS)
+    supported = ", ".join(SUPPORTED_BACKENDS)
+    if is_backend and isinstance(value, str) and value in DSTACK_BACKENDS:
+        if kind == "gateway":
+            msg = f"Gateways are not supported for {value} backend by gpufleet"
+        else:
+            msg = f"backend '{value}' is not supported by gpufleet"
+        c.diagnostics.append(c.doc.at_value(
+            path, "F006", msg, hint=f"gpufleet builds infrastructure on {supported}; "
+                                    f"remove '{value}'"))
+        return
+    choices = ", ".join(f"'{a}'" for a in allowed)
+    what = "backend" if is_backend else _where(path, kind)
+    hint = did_you_mean(str(value), [str(a) for a in allowed]) if isinstance(value, str) else None
+    c.diagnostics.append(c.doc.at_value(
+        path, "S003", f"invalid {what} '{value}': expected one of {choices}", hint=hint))

@@ -1,0 +1,29 @@
+"""Shared pytest options: ``--update-golden`` rewrites expected files instead of comparing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite golden/expected files from the current output")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def compare_or_update(path: Path, actual: str, update: bool) -> None:
+    """Assert ``actual`` equals the file's text, or rewrite the file with ``--update-golden``."""
+    if update or not path.exists():
+        if not update:
+            pytest.fail(f"{path} is missing; run pytest --update-golden to create it")
+        path.write_text(actual, encoding="utf-8")
+        return
+    assert actual == path.read_text(encoding="utf-8"), f"{path.name} differs"

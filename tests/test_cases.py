@@ -1,0 +1,46 @@
+"""The positive/negative corpus: every valid case passes; each invalid case gives exactly the
+diagnostics pinned in its ``.expected`` file (rendered text, as ``gpufleet validate`` prints)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import compare_or_update
+
+from gpufleet.diagnostics import render_json, render_text
+from gpufleet.inputs import validate_paths
+
+CASES = Path(__file__).parent / "cases"
+VALID = sorted((CASES / "valid").glob("*.y*ml"))
+INVALID = sorted((CASES / "invalid").glob("*.y*ml"))
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_valid_case(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(path.parent)
+    result = validate_paths([path.name])
+    assert result.diagnostics == [], render_text(result.diagnostics, result.sources)
+    assert result.inputs.fleets or result.inputs.gateways or result.inputs.profiles \
+        or result.inputs.backends
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
+def test_invalid_case(path: Path, monkeypatch: pytest.MonkeyPatch, update_golden: bool) -> None:
+    monkeypatch.chdir(path.parent)
+    result = validate_paths([path.name])
+    errors = [d for d in result.diagnostics if d.is_error]
+    warnings = [d for d in result.diagnostics if not d.is_error]
+    assert errors or warnings, "an invalid case must produce a diagnostic"
+    text = render_text(result.diagnostics, result.sources) + "\n"
+    compare_or_update(path.with_suffix(".expected"), text, update_golden)
+    records = json.loads(render_json(result.diagnostics))
+    assert [(r["line"], r["column"], r["code"]) for r in records] == [
+        (d.line, d.column, d.code) for d in result.diagnostics]
+
+
+def test_corpus_size() -> None:
+    # The foundation issue asks for at least 40 pinned invalid cases.
+    assert len(INVALID) >= 40
+    assert all(p.with_suffix(".expected").exists() for p in INVALID)

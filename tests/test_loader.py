@@ -1,0 +1,81 @@
+"""Loader hazards: positions, duplicate keys, bounded aliases, size and encoding limits."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gpufleet.loader import MAX_FILE_BYTES, LoadResult, expand_paths, load_paths, load_text
+
+
+def _load(text: str) -> LoadResult:
+    result = LoadResult()
+    load_text("f.yml", text, result)
+    return result
+
+
+def test_source_map_records_key_and_value_positions() -> None:
+    r = _load("type: fleet\nresources:\n  gpu: H100:8\nbackends:\n  - gcp\n  - aws\n")
+    src = r.documents[0].source
+    assert src.key(("resources", "gpu")) == (3, 3)
+    assert src.value(("resources", "gpu")) == (3, 8)
+    assert src.value(("backends", 1)) == (6, 5)
+    # An unknown path falls back to its nearest located parent.
+    assert src.key(("resources", "gpu", "count")) == (3, 3)
+
+
+def test_multi_document_positions_are_per_file_lines() -> None:
+    r = _load("type: fleet\nname: a\n---\ntype: fleet\nname: b\n")
+    assert [d.data["name"] for d in r.documents] == ["a", "b"]
+    assert r.documents[1].source.key(("name",)) == (5, 1)
+    assert [d.index for d in r.documents] == [0, 1]
+
+
+def test_scalars_keep_yaml_types_and_dates_stay_strings() -> None:
+    r = _load("a: 1\nb: 1.5\nc: true\nd: null\ne: 2024-01-01\nf: '8'\n1: x\n")
+    assert r.documents[0].data == {"a": 1, "b": 1.5, "c": True, "d": None, "e": "2024-01-01",
+                                   "f": "8", "1": "x"}
+
+
+def test_billion_laughs_is_rejected_quickly() -> None:
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 12):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]")
+    start = time.perf_counter()
+    r = _load("\n".join(lines) + "\n")
+    elapsed = time.perf_counter() - start
+    assert [d.code for d in r.diagnostics] == ["L005"]
+    assert r.documents == []
+    assert elapsed < 5, "expansion must stop at the node budget, not expand 10^12 values"
+
+
+def test_oversized_file_is_a_located_diagnostic(tmp_path: Path) -> None:
+    big = tmp_path / "big.yml"
+    with big.open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)
+    r = load_paths([big])
+    assert [(d.code, d.line, d.column) for d in r.diagnostics] == [("L001", 1, 1)]
+    assert r.documents == []
+
+
+def test_bom_is_accepted(tmp_path: Path) -> None:
+    p = tmp_path / "bom.yml"
+    p.write_bytes(b"\xef\xbb\xbftype: fleet\nname: x\n")
+    r = load_paths([p])
+    assert r.diagnostics == [] and r.documents[0].data["type"] == "fleet"
+
+
+def test_directories_recurse_and_skip_hidden(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / ".git").mkdir()
+    for rel in ("a/x.dstack.yml", "b.yaml", "c.yml", ".git/d.yml", "notes.txt"):
+        (tmp_path / rel).write_text("type: fleet\n")
+    names = [p.relative_to(tmp_path).as_posix() for p in expand_paths([tmp_path])]
+    assert names == ["b.yaml", "c.yml", "a/x.dstack.yml"]
+    # The same file named twice is read once.
+    assert len(expand_paths([tmp_path / "c.yml", tmp_path / "c.yml"])) == 1
+
+
+def test_merge_keys_explicit_keys_win() -> None:
+    r = _load("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n")
+    assert r.documents[0].data["m"] == {"x": 1, "y": 3}
