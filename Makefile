@@ -18,6 +18,6 @@ plan: venv
 	$(BIN)/gpufleet validate examples/
 
 test: venv
-	$(BIN)/ruff check gpufleet components tests bench
+	$(BIN)/ruff check gpufleet components tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

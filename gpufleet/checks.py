@@ -71,8 +71,10 @@ class _Ctx:
             return default
 
     def origin(self) -> Origin:
-        line, col = self.c.doc.source.key(("name",) if "name" in self.data() else ())
-        return Origin(self.c.doc.file, line, col, self.c.doc.index)
+        src = self.c.doc.source
+        line, col = src.key(("name",) if "name" in self.data() else ())
+        positions = {str(k[0]): pos for k, pos in src.keys.items() if len(k) == 1}
+        return Origin(self.c.doc.file, line, col, self.c.doc.index, frozen_map(positions))
 
 
 def region_of_zone(zone: str) -> str | None:

@@ -6,6 +6,8 @@ Heavy modules (pulumi, gpuhunt) are imported inside the commands that need them.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -73,6 +75,124 @@ def schema(kind: str) -> None:
     from gpufleet.schema_files import schema_text
 
     click.echo(schema_text(kind), nl=False)
+
+
+def _catalog_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--catalog", "catalog_dir", type=click.Path(file_okay=False),
+                        envvar="GPUFLEET_CATALOG_DIR",
+                        help="Catalog folder (gpuhunt CSV v2 files); default: the cache "
+                             "from `gpufleet catalog update`, else the bundled one.")(f)
+
+
+def load_catalog_or_fail(catalog_dir: str | None) -> Any:
+    from gpufleet.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog(catalog_dir)
+    except CatalogError as e:
+        raise click.ClickException(f"cannot read the catalog: {e}") from None
+
+
+def validated_or_exit(paths: Sequence[str], fmt: str) -> Any:
+    """Validate inputs; on errors print them (stderr) and exit 1 before any later stage."""
+    from gpufleet.inputs import validate_paths
+
+    result = validate_paths(paths)
+    if not result.files:
+        raise click.UsageError(f"no YAML files found in {', '.join(paths)}")
+    if not result.ok:
+        emit_diagnostics(result, "json" if fmt == "json" else "text", err=True)
+        sys.exit(EXIT_INVALID)
+    return result
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--fleet", "fleet_names", multiple=True, help="Only this fleet (repeatable).")
+@click.option("--max", "limit", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Offers shown per fleet.")
+@click.option("--profile", help="Profile from profiles.yml (default: the `default: true` one).")
+@_catalog_option
+@_format_option("text", "json")
+def offers(paths: Sequence[str], fleet_names: Sequence[str], limit: int, profile: str | None,
+           catalog_dir: str | None, fmt: str) -> None:
+    """Show the cheapest matching offers for each fleet, like `dstack apply` does."""
+    from gpufleet.offers import select_all
+    from gpufleet.offers_view import render_offers_json, render_offers_text
+
+    result = validated_or_exit(paths, fmt)
+    inputs = result.inputs
+    if fleet_names:
+        unknown = sorted(set(fleet_names) - {f.name for f in inputs.fleets})
+        if unknown:
+            raise click.UsageError(f"no fleet named {', '.join(unknown)} in the given files")
+        inputs = dataclasses.replace(
+            inputs, fleets=tuple(f for f in inputs.fleets if f.name in fleet_names))
+    if not inputs.fleets:
+        raise click.UsageError("no fleets in the given files")
+    catalog = load_catalog_or_fail(catalog_dir)
+    try:
+        selections = select_all(inputs, catalog, profile)
+    except KeyError as e:
+        raise click.UsageError(str(e.args[0])) from None
+    errors = [s.error for s in selections if s.error]
+    if fmt == "json":
+        click.echo(render_offers_json(selections, catalog, limit))
+    else:
+        click.echo(render_offers_text(selections, catalog, limit))
+        if errors:
+            click.echo(render_text(errors, result.sources), err=True)
+    sys.exit(EXIT_INVALID if errors else EXIT_OK)
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--gpu", help="Only this GPU (e.g. H100).")
+@click.option("--backend", type=click.Choice(["aws", "gcp", "azure"]), help="Only this backend.")
+@_catalog_option
+@_format_option("text", "json")
+@click.pass_context
+def catalog(ctx: click.Context, gpu: str | None, backend: str | None, catalog_dir: str | None,
+            fmt: str) -> None:
+    """List GPUs with their count options and price ranges per backend."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from gpufleet.offers_view import catalog_summary, render_catalog_text
+
+    cat = load_catalog_or_fail(catalog_dir)
+    summary = catalog_summary(cat, gpu, backend)
+    if gpu and not summary:
+        from gpufleet.diagnostics import did_you_mean
+
+        known = sorted({r.gpu_name for r in cat.rows if r.gpu_name})
+        hint = did_you_mean(gpu, known) or f"known GPUs: {', '.join(known)}"
+        raise click.ClickException(f"no GPU named '{gpu}' in the {cat.describe()}; {hint}")
+    if fmt == "json":
+        click.echo(json.dumps({"catalog": {"source": cat.source, "version": cat.version,
+                                           "date": cat.date}, "gpus": summary}, indent=2))
+    else:
+        click.echo(render_catalog_text(cat, summary))
+
+
+@catalog.command("update")
+@click.option("--url", help="Catalog base URL (default: $GPUHUNT_CATALOG_URL or gpuhunt's).")
+@click.option("--dest", type=click.Path(file_okay=False),
+              help="Cache location (default: ~/.cache/gpufleet/catalog).")
+@click.option("--timeout", type=float, default=60.0, show_default=True)
+def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
+    """Download the newest catalogs through gpuhunt's published layout into the cache."""
+    from pathlib import Path
+
+    from gpufleet.catalog_update import UpdateError, update_catalog
+
+    try:
+        res = update_catalog(url, Path(dest) if dest else None, timeout=timeout)
+    except UpdateError as e:
+        raise click.ClickException(f"catalog update failed, previous catalog kept: {e}") \
+            from None
+    for b, v in res.versions.items():
+        skipped = f", {res.skipped[b]} malformed row(s) skipped" if res.skipped[b] else ""
+        click.echo(f"{b}: version {v}, {res.rows[b]} rows{skipped}")
+    click.echo(f"catalog updated: {res.path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

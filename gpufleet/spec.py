@@ -18,6 +18,7 @@ DSTACK_BACKENDS: tuple[str, ...] = (
 )
 
 EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
+EMPTY_POSITIONS: Mapping[str, tuple[int, int]] = MappingProxyType({})
 
 
 def frozen_map(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -108,6 +109,9 @@ class Origin:
     line: int
     column: int
     document: int = 0
+    # Positions of the document's top-level keys, for diagnostics of later stages.
+    positions: Mapping[str, tuple[int, int]] = field(
+        default_factory=lambda: EMPTY_POSITIONS, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,3 +95,65 @@ def test_core_modules_do_not_import_pulumi() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_offers_text_table_and_totals() -> None:
+    r = CliRunner().invoke(cli, ["offers", str(ROOT / "examples"), "--fleet", "a4"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("catalog: bundled catalog")
+    header = next(ln for ln in lines if "BACKEND" in ln).split()
+    assert header == ["#", "BACKEND", "REGION", "ZONE", "INSTANCE", "RESOURCES", "SPOT", "PRICE"]
+    assert any("a4-highgpu-8g" in ln and "224xCPU, 3968GB, 8xB200 (180GB)" in ln for ln in lines)
+    assert any(ln.strip().startswith("total at target: 2 node(s)") for ln in lines)
+
+
+def test_offers_json_contract() -> None:
+    r = CliRunner().invoke(cli, ["offers", "--format", "json", "--max", "3",
+                                 str(ROOT / "examples")])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    fleets = {f["fleet"]: f for f in data["fleets"]}
+    assert set(fleets) == {"a4", "h100-train", "nd-h100", "a100-any", "dev-l4"}
+    offer = fleets["a4"]["offers"][0]
+    for key in ("backend", "region", "zone", "instance_type", "gpu_name", "gpu_count",
+                "gpu_memory_gib", "vcpus", "memory_gib", "spot", "price"):
+        assert key in offer
+    assert len(fleets["a100-any"]["offers"]) == 3
+    prices = [o["price"] for o in fleets["a100-any"]["offers"]]
+    assert prices == sorted(prices)
+    a4 = fleets["a4"]
+    assert a4["total_per_hour"] == pytest.approx(2 * offer["price"], abs=1e-3)
+
+
+def test_offers_no_offer_exit_1_with_located_error(tmp_path: Path) -> None:
+    f = tmp_path / "f.yml"
+    f.write_text("type: fleet\nname: a4\nnodes: 2\nbackends: [gcp]\nspot_policy: auto\n"
+                 "max_price: 30\nresources:\n  gpu: B200:8\n")
+    r = CliRunner().invoke(cli, ["offers", str(f)])
+    assert r.exit_code == 1
+    assert "f.yml:6:1: error[O001]: no offer for fleet 'a4': 11 offer(s) match B200:8 but " \
+           "none is under max_price 30 (cheapest: gcp " in r.output
+
+
+def test_offers_usage_errors() -> None:
+    assert main(["offers", str(ROOT / "examples"), "--fleet", "nope"]) == 2
+    assert main(["offers", str(ROOT / "examples"), "--profile", "nope"]) == 2
+    assert main(["offers", str(ROOT / "examples" / "gateways")]) == 2
+
+
+def test_offers_refuses_invalid_input() -> None:
+    r = CliRunner().invoke(cli, ["offers", str(INVALID / "range-order.yml")])
+    assert r.exit_code == 1 and "error[F002]" in r.output
+
+
+def test_catalog_listing() -> None:
+    r = CliRunner().invoke(cli, ["catalog", "--gpu", "b200", "--backend", "gcp"])
+    assert r.exit_code == 0, r.output
+    row = next(ln for ln in r.output.splitlines() if ln.startswith("B200"))
+    assert row.split()[:4] == ["B200", "180GB", "gcp", "8"]
+    r = CliRunner().invoke(cli, ["catalog", "--format", "json"])
+    gpus = {(g["gpu"], g["backend"]) for g in json.loads(r.output)["gpus"]}
+    assert ("H100", "aws") in gpus and ("L4", "gcp") in gpus
+    r = CliRunner().invoke(cli, ["catalog", "--gpu", "H10"])
+    assert r.exit_code == 1 and "did you mean" in r.output

@@ -1,0 +1,192 @@
+"""The offer catalog: gpuhunt CSV v2 files per backend plus gpufleet's network facts.
+
+Where the catalog comes from, in order: ``--catalog DIR``, ``$GPUFLEET_CATALOG_DIR``, the
+user cache written by ``gpufleet catalog update``, the copy bundled with the package.
+Reading is the only I/O here; the update path lives in :mod:`gpufleet.catalog_update`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpufleet.spec import SUPPORTED_BACKENDS
+
+ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
+V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
+             "gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch",
+             "provider_data")
+
+
+class CatalogError(Exception):
+    """A catalog that cannot be read; the message says which file and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkFacts:
+    rdma: str = "none"
+    rdma_interfaces: int = 0
+    nics: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One catalog row (gpuhunt's CatalogItem fields) with its backend."""
+
+    backend: str
+    instance_type: str
+    location: str
+    price: float
+    vcpus: int
+    memory_gib: float
+    gpu_count: int
+    gpu_name: str | None
+    gpu_memory_gib: float | None
+    spot: bool
+    disk_size: float | None
+    gpu_vendor: str | None
+    flags: tuple[str, ...]
+    cpu_arch: str
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    rows: tuple[Row, ...]
+    network: dict[tuple[str, str], NetworkFacts] = field(hash=False)
+    source: str = "bundled"
+    version: str = ""
+    date: str = ""
+    path: str = ""
+    skipped: int = 0
+    chosen_by: str = "bundled"
+
+    def facts(self, backend: str, instance_type: str) -> NetworkFacts:
+        return self.network.get((backend, instance_type), NetworkFacts())
+
+    def describe(self) -> str:
+        when = f", {self.date}" if self.date else ""
+        ver = f" {self.version}" if self.version else ""
+        where = "" if self.chosen_by in ("bundled", "cache") else \
+            f" (from {self.chosen_by} {self.path})"
+        return f"{self.source} catalog{ver}{when}{where}"
+
+
+def user_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpufleet" / "catalog"
+
+
+def bundled_dir() -> Path:
+    return Path(str(resources.files("gpufleet") / "data" / "catalog"))
+
+
+def choose_dir(explicit: str | None = None) -> tuple[Path, str]:
+    """The catalog folder to use and why it was chosen."""
+    if explicit:
+        return Path(explicit), "--catalog"
+    env = os.environ.get(ENV_CATALOG_DIR)
+    if env:
+        return Path(env), ENV_CATALOG_DIR
+    cached = user_cache_dir()
+    if (cached / "catalog.json").is_file():
+        return cached, "cache"
+    return bundled_dir(), "bundled"
+
+
+def load_catalog(explicit: str | None = None) -> Catalog:
+    path, why = choose_dir(explicit)
+    meta = path / "catalog.json"
+    stamp = meta.stat().st_mtime_ns if meta.is_file() else 0
+    return _load_dir(str(path.resolve()) if path.exists() else str(path), why, stamp)
+
+
+@cache
+def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise CatalogError(f"catalog folder {path} does not exist ({why})")
+    meta: dict[str, Any] = {}
+    if (folder / "catalog.json").is_file():
+        try:
+            meta = json.loads((folder / "catalog.json").read_text("utf-8"))
+        except (OSError, ValueError) as e:
+            raise CatalogError(f"{folder / 'catalog.json'}: {e}") from None
+    rows: list[Row] = []
+    skipped = 0
+    found = False
+    for backend in SUPPORTED_BACKENDS:
+        f = folder / f"{backend}.csv"
+        if not f.is_file():
+            continue
+        found = True
+        with f.open(newline="", encoding="utf-8") as fh:
+            parsed, bad = parse_rows(backend, fh)
+        rows.extend(parsed)
+        skipped += bad
+    if not found:
+        raise CatalogError(f"catalog folder {path} holds none of aws.csv, gcp.csv, azure.csv")
+    network = read_network(folder / "network.csv" if (folder / "network.csv").is_file()
+                           else bundled_dir() / "network.csv")
+    return Catalog(tuple(rows), network, str(meta.get("source", "local")),
+                   str(meta.get("version", "")), str(meta.get("date", "")), path, skipped, why)
+
+
+def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
+    """Parse gpuhunt CSV v2 text; malformed rows are counted and skipped, as gpuhunt does."""
+    reader = csv.DictReader(lines)
+    missing = [f for f in ("instance_name", "location", "price", "spot") if
+               f not in (reader.fieldnames or [])]
+    if missing:
+        raise CatalogError(f"{backend}.csv is not a gpuhunt v2 catalog: missing columns "
+                           f"{', '.join(missing)}")
+    rows, bad = [], 0
+    for raw in reader:
+        try:
+            rows.append(_row(backend, raw))
+        except (ValueError, TypeError, KeyError):
+            bad += 1
+    return rows, bad
+
+
+def _opt_float(v: str | None) -> float | None:
+    return float(v) if v else None
+
+
+def _row(backend: str, r: dict[str, str]) -> Row:
+    spot = r["spot"].lower()
+    if spot not in ("true", "false"):
+        raise ValueError(spot)
+    gpu_count = int(r.get("gpu_count") or 0)
+    name = r.get("gpu_name") or None
+    vendor = r.get("gpu_vendor") or None
+    if name and name.startswith("tpu-"):
+        name, vendor = name[4:], vendor or "google"
+    elif vendor is None and gpu_count:
+        vendor = "nvidia"
+    if not r["instance_name"] or not r["location"]:
+        raise ValueError("empty instance or location")
+    return Row(backend, r["instance_name"], r["location"], float(r["price"]), int(r["cpu"]),
+               float(r["memory"]), gpu_count, name, _opt_float(r.get("gpu_memory")),
+               spot == "true", _opt_float(r.get("disk_size")), vendor,
+               tuple((r.get("flags") or "").split()), r.get("cpu_arch") or "x86")
+
+
+def read_network(path: Path) -> dict[tuple[str, str], NetworkFacts]:
+    out: dict[tuple[str, str], NetworkFacts] = {}
+    with path.open(newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            out[(r["backend"], r["instance_type"])] = NetworkFacts(
+                r["rdma"], int(r["rdma_interfaces"]), int(r["nics"]))
+    return out
+
+
+def iter_rows(catalog: Catalog, backends: Iterable[str] | None = None) -> Iterator[Row]:
+    wanted = set(backends) if backends is not None else None
+    return (r for r in catalog.rows if wanted is None or r.backend in wanted)

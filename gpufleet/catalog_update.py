@@ -1,0 +1,130 @@
+"""`gpufleet catalog update`: download gpuhunt's published catalogs into the user cache.
+
+Layout read (gpuhunt's offline providers): ``<base>/<backend>/version`` holds the latest
+version; ``<base>/<backend>/<version>/catalog.zip`` holds ``<backend>.csv`` (CSV v2).
+Every file is downloaded and checked before anything is written where readers look; the
+new catalog then replaces the old one with one atomic ``os.replace`` of a symlink, so a
+failed, partial or corrupt download leaves the previous catalog untouched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.catalog import CatalogError, bundled_dir, parse_rows, user_cache_dir
+from gpufleet.spec import SUPPORTED_BACKENDS
+
+# gpuhunt's published location (dstackai/gpuhunt: src/gpuhunt/_internal/catalog.py); the
+# same environment variable gpuhunt reads points both tools at a mirror.
+DEFAULT_URL = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"
+URL_ENV = "GPUHUNT_CATALOG_URL"
+MAX_ZIP_BYTES = 200 * 1024 * 1024
+_VERSION = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class UpdateError(Exception):
+    """Why an update failed; the previous catalog is untouched when this is raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateResult:
+    path: Path
+    versions: dict[str, str]
+    rows: dict[str, int]
+    skipped: dict[str, int]
+
+
+def default_url() -> str:
+    return os.environ.get(URL_ENV, DEFAULT_URL).rstrip("/")
+
+
+def _get(url: str, timeout: float, limit: int) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            data: bytes = resp.read(limit + 1)
+    except urllib.error.HTTPError as e:
+        raise UpdateError(f"GET {url}: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise UpdateError(f"GET {url}: {reason}") from None
+    if len(data) > limit:
+        raise UpdateError(f"GET {url}: response larger than {limit:,} bytes")
+    return data
+
+
+def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, int, int]:
+    """Download and check one backend's catalog: (version, csv bytes, rows, skipped rows)."""
+    version = _get(f"{base}/{backend}/version", timeout, 1024).decode("utf-8", "replace").strip()
+    if not _VERSION.match(version):
+        raise UpdateError(f"{base}/{backend}/version: not a version string: {version[:40]!r}")
+    url = f"{base}/{backend}/{version}/catalog.zip"
+    blob = _get(url, timeout, MAX_ZIP_BYTES)
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            raw = zf.read(f"{backend}.csv")
+    except KeyError:
+        raise UpdateError(f"{url}: the archive has no {backend}.csv") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as e:
+        raise UpdateError(f"{url}: not a valid zip archive ({e})") from None
+    try:
+        rows, skipped = parse_rows(backend, io.StringIO(raw.decode("utf-8")))
+    except (UnicodeDecodeError, CatalogError) as e:
+        raise UpdateError(f"{url}: {e}") from None
+    if not rows:
+        raise UpdateError(f"{url}: {backend}.csv has no usable rows ({skipped} malformed)")
+    if skipped > len(rows):
+        raise UpdateError(f"{url}: {backend}.csv is mostly malformed ({skipped} of "
+                          f"{skipped + len(rows)} rows)")
+    return version, raw, len(rows), skipped
+
+
+def update_catalog(base: str | None = None, dest: Path | None = None,
+                   backends: tuple[str, ...] = SUPPORTED_BACKENDS, timeout: float = 60.0,
+                   now: dt.datetime | None = None) -> UpdateResult:
+    """Download every backend, then swap the new catalog in atomically."""
+    base = (base or default_url()).rstrip("/")
+    link = dest or user_cache_dir()
+    fetched = {b: fetch_backend(base, b, timeout) for b in backends}  # raises before writing
+    link.parent.mkdir(parents=True, exist_ok=True)
+    stamp = (now or dt.datetime.now(dt.UTC))
+    staging = Path(tempfile.mkdtemp(prefix=".catalog-", dir=link.parent))
+    try:
+        for b, (_, raw, _, _) in fetched.items():
+            (staging / f"{b}.csv").write_bytes(raw)
+        shutil.copyfile(bundled_dir() / "network.csv", staging / "network.csv")
+        meta = {"source": base, "version": " ".join(f"{b}={v[0]}" for b, v in fetched.items()),
+                "date": stamp.strftime("%Y-%m-%d"), "downloaded_at": stamp.isoformat(),
+                "rows": {b: v[2] for b, v in fetched.items()}}
+        (staging / "catalog.json").write_text(json.dumps(meta, indent=2) + "\n")
+        _swap(link, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return UpdateResult(link, {b: v[0] for b, v in fetched.items()},
+                        {b: v[2] for b, v in fetched.items()},
+                        {b: v[3] for b, v in fetched.items()})
+
+
+def _swap(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` atomically and remove the catalog it pointed at before."""
+    old = link.resolve() if link.is_symlink() else None
+    if link.exists() and not link.is_symlink():
+        raise UpdateError(f"{link} exists and is not a catalog link; move it away first")
+    tmp_link = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    if tmp_link.is_symlink() or tmp_link.exists():
+        tmp_link.unlink()
+    os.symlink(target.name, tmp_link)
+    os.replace(tmp_link, link)
+    if old is not None and old != target.resolve() and old.parent == link.parent.resolve():
+        shutil.rmtree(old, ignore_errors=True)

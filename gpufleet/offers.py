@@ -1,0 +1,313 @@
+"""Offer selection: FleetSpec + Catalog -> ordered offers, or a located explanation. Pure.
+
+Resources are matched with gpuhunt's own ``matches`` on a ``QueryFilter`` built the way
+dstack builds it; then dstack's filters run in dstack's order (backends, regions, zones,
+instance types, spot policy, max price, reservation, cluster placement). Each stage is
+recorded so that an empty result names the filter that removed the last candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gpufleet.catalog import Catalog, Row
+from gpufleet.checks import RESERVATION_BACKENDS, region_of_zone
+from gpufleet.diagnostics import Diagnostic, did_you_mean
+from gpufleet.spec import SUPPORTED_BACKENDS, FleetSpec, Inputs, ProfileSpec, ResourcesSpec
+
+HOURS_PER_MONTH = 730
+NO_CLUSTER_FAMILIES = ("t2.", "t3.")  # no cluster placement groups (dstackai/dstack#2872)
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    backend: str
+    region: str
+    zone: str | None
+    instance_type: str
+    gpu_name: str | None
+    gpu_count: int
+    gpu_memory_gib: float | None
+    vcpus: int
+    memory_gib: float
+    spot: bool
+    price: float
+    rdma: str = "none"
+    rdma_interfaces: int = 0
+    nics: int = 1
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.price, self.backend, self.region, self.zone or "", self.instance_type,
+                self.spot)
+
+    def resources_text(self) -> str:
+        text = f"{self.vcpus}xCPU, {self.memory_gib:g}GB"
+        if self.gpu_count:
+            mem = f" ({self.gpu_memory_gib:g}GB)" if self.gpu_memory_gib else ""
+            text += f", {self.gpu_count}x{self.gpu_name}{mem}"
+        return text
+
+    def short(self) -> str:
+        return (f"{self.backend} {self.location} {self.instance_type} "
+                f"{'spot' if self.spot else 'on-demand'} ${self.price:.2f}")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    fleet: FleetSpec
+    offers: tuple[Offer, ...]
+    error: Diagnostic | None = None
+    profile: str | None = None
+
+    @property
+    def best(self) -> Offer | None:
+        return self.offers[0] if self.offers else None
+
+
+# --- profiles ----------------------------------------------------------------------------
+
+def pick_profile(profiles: Sequence[ProfileSpec], name: str | None) -> ProfileSpec | None:
+    """The named profile, else the one marked ``default: true``; KeyError for unknown names."""
+    if name is not None:
+        for p in profiles:
+            if p.name == name:
+                return p
+        hint = did_you_mean(name, [p.name for p in profiles])
+        raise KeyError(f"no profile named '{name}'" + (f"; {hint}" if hint else ""))
+    return next((p for p in profiles if p.default), None)
+
+
+def apply_profile(fleet: FleetSpec, profile: ProfileSpec | None) -> FleetSpec:
+    """Fill the fields the fleet leaves unset from the profile (the fleet always wins)."""
+    if profile is None:
+        return fleet
+    values = {k: v for k, v in profile.values.items() if k not in fleet.explicit}
+    return dataclasses.replace(fleet, **values) if values else fleet
+
+
+# --- matching ----------------------------------------------------------------------------
+
+def query_filter(res: ResourcesSpec) -> Any:
+    """dstack's requirements -> gpuhunt QueryFilter (dstack: core/backends/base/offers.py)."""
+    from gpuhunt import AcceleratorVendor, CPUArchitecture, QueryFilter
+
+    gpu = res.gpu
+    vendor = gpu.vendor
+    if vendor is None and not gpu.names and (gpu.count.min or 0) > 0:
+        vendor = "nvidia"  # the server's default for a GPU spec without names
+    return QueryFilter(
+        cpu_arch=CPUArchitecture.cast(res.cpu.arch) if res.cpu.arch else None,
+        min_cpu=_int(res.cpu.count.min), max_cpu=_int(res.cpu.count.max),
+        min_memory=res.memory.min, max_memory=res.memory.max,
+        min_gpu_count=_int(gpu.count.min), max_gpu_count=_int(gpu.count.max),
+        gpu_vendor=AcceleratorVendor.cast(vendor) if vendor else None,
+        gpu_name=list(gpu.names) or None,
+        min_gpu_memory=gpu.memory.min if gpu.memory else None,
+        max_gpu_memory=gpu.memory.max if gpu.memory else None,
+        min_total_gpu_memory=gpu.total_memory.min if gpu.total_memory else None,
+        max_total_gpu_memory=gpu.total_memory.max if gpu.total_memory else None,
+        min_compute_capability=gpu.compute_capability,
+        min_disk_size=_int(res.disk.min) if res.disk else None,
+        max_disk_size=_int(res.disk.max) if res.disk else None,
+    )
+
+
+def _int(v: float | None) -> int | None:
+    return None if v is None else int(v)
+
+
+@cache
+def _items(catalog: Catalog) -> tuple[tuple[Row, Any], ...]:
+    from gpuhunt import AcceleratorVendor, CatalogItem, CPUArchitecture
+
+    out = []
+    for r in catalog.rows:
+        item = CatalogItem(
+            provider=r.backend, instance_name=r.instance_type, location=r.location,
+            price=r.price, cpu=r.vcpus, memory=r.memory_gib, gpu_count=r.gpu_count,
+            gpu_name=r.gpu_name, gpu_memory=r.gpu_memory_gib, spot=r.spot,
+            disk_size=r.disk_size,
+            gpu_vendor=AcceleratorVendor.cast(r.gpu_vendor) if r.gpu_vendor else None,
+            flags=list(r.flags), cpu_arch=CPUArchitecture.cast(r.cpu_arch))
+        out.append((r, item))
+    return tuple(out)
+
+
+def _offer(catalog: Catalog, r: Row) -> Offer:
+    region = r.location
+    zone = None
+    if r.backend == "gcp":
+        region = region_of_zone(r.location) or r.location
+        zone = r.location
+    f = catalog.facts(r.backend, r.instance_type)
+    return Offer(r.backend, region, zone, r.instance_type, r.gpu_name, r.gpu_count,
+                 r.gpu_memory_gib, r.vcpus, r.memory_gib, r.spot, r.price, f.rdma,
+                 f.rdma_interfaces, f.nics)
+
+
+# --- filter stages -----------------------------------------------------------------------
+
+Stage = tuple[str, str, Callable[[list[Offer]], list[Offer]]]
+
+
+def _lower(values: Iterable[str]) -> set[str]:
+    return {v.lower() for v in values}
+
+
+def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
+    wanted = _lower(zones)
+
+    def run(offers: list[Offer]) -> list[Offer]:
+        out = []
+        for o in offers:
+            if o.backend == "gcp" and o.zone and o.zone.lower() in wanted:
+                out.append(o)
+            elif o.backend == "aws":
+                # AWS rows are per region (the source has AZ ids, not names): pin the
+                # first requested AZ of that region.
+                azs = sorted(z for z in wanted if region_of_zone(z) == o.region)
+                if azs:
+                    out.append(dataclasses.replace(o, zone=azs[0]))
+        return out
+    return run
+
+
+def stages(fleet: FleetSpec, backends: Sequence[str],
+           allowed_regions: dict[str, set[str] | None]) -> list[Stage]:
+    """(yaml key, phrase for 'but none ...', filter) in dstack's order."""
+    out: list[Stage] = [("backends", f"is on backends {', '.join(backends)}",
+                         lambda os: [o for o in os if o.backend in backends])]
+    if any(v is not None for v in allowed_regions.values()):
+        out.append(("backends", "is in the regions the backends file allows",
+                    lambda os: [o for o in os if (allowed_regions.get(o.backend) is None
+                                                  or o.region.lower()
+                                                  in (allowed_regions[o.backend] or set()))]))
+    if fleet.regions is not None:
+        regions = _lower(fleet.regions)
+        out.append(("regions", f"is in regions {', '.join(fleet.regions)}",
+                    lambda os: [o for o in os if o.region.lower() in regions]))
+    if fleet.availability_zones is not None:
+        out.append(("availability_zones",
+                    f"is in availability_zones {', '.join(fleet.availability_zones)}",
+                    _zones(fleet.availability_zones)))
+    if fleet.instance_types is not None:
+        types = _lower(fleet.instance_types)
+        out.append(("instance_types", f"is one of instance_types "
+                    f"{', '.join(fleet.instance_types)}",
+                    lambda os: [o for o in os if o.instance_type.lower() in types]))
+    policy = fleet.spot_policy or "on-demand"
+    if policy != "auto":
+        want_spot = policy == "spot"
+        out.append(("spot_policy", f"is {policy} (spot_policy: {policy})",
+                    lambda os: [o for o in os if o.spot == want_spot]))
+    if fleet.max_price is not None:
+        cap = fleet.max_price
+        out.append(("max_price", f"is under max_price {cap:g}",
+                    lambda os: [o for o in os if o.price <= cap]))
+    if fleet.reservation is not None:
+        out.append(("reservation", "is on a backend with reservations (aws, gcp)",
+                    lambda os: [o for o in os if o.backend in RESERVATION_BACKENDS]))
+    if fleet.is_cluster:
+        out.append(("placement", "can join a cluster placement group (no t2/t3)",
+                    lambda os: [o for o in os
+                                if not o.instance_type.startswith(NO_CLUSTER_FAMILIES)]))
+    return out
+
+
+def effective_backends(fleet: FleetSpec, inputs: Inputs) -> list[str]:
+    configured = [b.type for b in inputs.backends]
+    if fleet.backends is not None:
+        return list(fleet.backends)
+    return configured or list(SUPPORTED_BACKENDS)
+
+
+def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
+           profile: ProfileSpec | None = None) -> Selection:
+    """All offers for ``fleet`` in a fixed order (price, backend, region, zone, type)."""
+    inputs = inputs or Inputs()
+    fleet = apply_profile(fleet, profile)
+    q = query_filter(fleet.resources)
+    from gpuhunt import matches
+
+    candidates = [_offer(catalog, r) for r, item in _items(catalog) if matches(item, q)]
+    what = describe_resources(fleet.resources)
+    pname = profile.name if profile else None
+    if not candidates:
+        return Selection(fleet, (), _no_match(fleet, catalog, what), pname)
+    backends = effective_backends(fleet, inputs)
+    allowed = {b.type: (_lower(b.regions) if b.regions is not None else None)
+               for b in inputs.backends}
+    for key, phrase, run in stages(fleet, backends, allowed):
+        survivors = run(candidates)
+        if not survivors:
+            cheapest = sorted(candidates, key=Offer.sort_key)[:1]
+            near = f" (cheapest: {cheapest[0].short()})" if cheapest else ""
+            msg = (f"no offer for fleet '{fleet.name}': {len(candidates)} offer(s) match "
+                   f"{what} but none {phrase}{near}")
+            hint = _hint(key)
+            if profile is not None and key in profile.values and key not in fleet.explicit:
+                hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
+            return Selection(fleet, (), _at(fleet, key, "O001", msg, hint), pname)
+        candidates = survivors
+    return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname)
+
+
+def _hint(key: str) -> str:
+    return {
+        "max_price": "raise `max_price` or allow spot (`spot_policy: auto`)",
+        "spot_policy": "set `spot_policy: auto` to accept both spot and on-demand",
+        "availability_zones": "list zones where the GPU is offered (see `gpufleet offers`)",
+        "regions": "add a region where the GPU is offered (see `gpufleet catalog`)",
+        "backends": "add a backend that offers this GPU (see `gpufleet catalog`)",
+    }.get(key, f"relax `{key}`")
+
+
+def _at(fleet: FleetSpec, key: str, code: str, message: str, hint: str) -> Diagnostic:
+    o = fleet.origin
+    line, col = o.positions.get(key, (o.line, o.column))
+    return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
+
+
+def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
+    gpu = fleet.resources.gpu
+    known = sorted({r.gpu_name for r in catalog.rows if r.gpu_name})
+    hint = "see `gpufleet catalog` for what the catalog offers"
+    unknown = [n for n in gpu.names if n.lower() not in _lower(known)]
+    if gpu.names and len(unknown) == len(gpu.names):
+        hint = (f"the catalog has no GPU named {', '.join(unknown)}; "
+                + (did_you_mean(unknown[0], known) or f"known GPUs: {', '.join(known)}"))
+    elif gpu.names:
+        shapes = sorted({(r.gpu_name or "", r.gpu_count, r.gpu_memory_gib or 0)
+                         for r in catalog.rows
+                         if r.gpu_name and r.gpu_name.lower() in _lower(gpu.names)})
+        hint = "the catalog offers " + ", ".join(f"{c}x{n} ({m:g}GB)" for n, c, m in shapes)
+    return _at(fleet, "resources", "O002",
+               f"no offer for fleet '{fleet.name}': no catalog offer matches {what}", hint)
+
+
+def describe_resources(res: ResourcesSpec) -> str:
+    gpu = str(res.gpu) if (res.gpu.names or res.gpu.memory or (res.gpu.count.min or 0) > 0) \
+        else ""
+    parts = [gpu] if gpu else []
+    if res.cpu.count.min not in (None, 1, 2) or res.cpu.count.max is not None or res.cpu.arch:
+        parts.append(f"cpu {(res.cpu.arch + ':') if res.cpu.arch else ''}{res.cpu.count}")
+    if res.memory.min not in (None, 0, 8) or res.memory.max is not None:
+        parts.append(f"memory {res.memory}GB")
+    return ", ".join(parts) or "any resources"
+
+
+def select_all(inputs: Inputs, catalog: Catalog, profile_name: str | None = None
+               ) -> list[Selection]:
+    profile = pick_profile(inputs.profiles, profile_name)
+    return [select(f, catalog, inputs, profile) for f in inputs.fleets]

@@ -1,0 +1,84 @@
+"""Rebuild the bundled catalog (gpufleet/data/catalog/) from the curated team CSV.
+
+    python scripts/build_catalog.py PATH/TO/gpu-instances.csv
+
+Writes one gpuhunt CSV v2 file per backend (aws.csv, gcp.csv, azure.csv: one row per
+instance type x location x spot/on-demand, sorted by price as gpuhunt's collectors write
+them), network.csv (RDMA kind and interface counts, which gpuhunt does not carry) and
+catalog.json (source and date). Deterministic: the same input gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent.parent / "gpufleet" / "data" / "catalog"
+V2_FIELDS = ["instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
+             "gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch",
+             "provider_data"]
+# Where the curated CSV and cloud-recipes.md disagree, the recipe (with its source) wins.
+NETWORK_OVERRIDES = {
+    # cloud-recipes.md §1.4: ENA primary + 16 efa-only (dstack); the curated CSV says 8.
+    "p6-b300.48xlarge": ("efa", 16, 17,
+                         "cloud-recipes.md 1.4 (dstack test data); curated CSV says 8, unverified"),
+}
+# Total NICs per node where it differs from the fabric interface count (cloud-recipes.md).
+GCP_NICS = {"gpudirect-tcpx": 1, "gpudirect-tcpxo": 1, "roce": 2}
+
+
+def _price(v: str) -> str:
+    return repr(round(float(v), 6))
+
+
+def main(src: Path) -> None:
+    rows: dict[str, list[dict[str, str]]] = {"aws": [], "gcp": [], "azure": []}
+    network: dict[tuple[str, str], tuple[str, int, int, str]] = {}
+    with src.open(newline="") as f:
+        for r in csv.DictReader(f):
+            backend, itype = r["cloud"], r["instance_type"]
+            location = r["zone"] or r["region"]
+            flags = "gcp-a4" if itype.startswith("a4-") else ""
+            for spot, price in (("False", r["price_on_demand_usd_hr"]),
+                                ("True", r["price_spot_usd_hr"])):
+                if not price:
+                    continue
+                rows[backend].append({
+                    "instance_name": itype, "location": location, "price": _price(price),
+                    "cpu": r["vcpus"], "memory": str(float(r["memory_gib"])),
+                    "gpu_count": r["gpu_count"], "gpu_name": r["gpu_name"],
+                    "gpu_memory": str(float(r["gpu_memory_gib"])), "spot": spot,
+                    "disk_size": "", "gpu_vendor": "nvidia", "flags": flags, "cpu_arch": "x86",
+                    "provider_data": "{}",
+                })
+            rdma, count = r["rdma"], int(r["rdma_interfaces"])
+            nics = count + GCP_NICS.get(rdma, 0) if backend == "gcp" else max(count, 1)
+            if backend == "azure":
+                nics = 1  # InfiniBand is a separate fabric; one Ethernet NIC (cloud-recipes 3.3)
+            network[(backend, itype)] = NETWORK_OVERRIDES.get(
+                itype, (rdma, count, nics, "curated CSV"))
+    OUT.mkdir(parents=True, exist_ok=True)
+    for backend, items in rows.items():
+        items.sort(key=lambda x: (float(x["price"]), x["instance_name"], x["location"],
+                                  x["spot"]))
+        with (OUT / f"{backend}.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=V2_FIELDS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(items)
+    with (OUT / "network.csv").open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["backend", "instance_type", "rdma", "rdma_interfaces", "nics", "source"])
+        for (backend, itype), (rdma, count, nics, note) in sorted(network.items()):
+            w.writerow([backend, itype, rdma, count, nics, note])
+    meta = {"source": "bundled", "version": "2026-08-bundled",
+            "date": "2026-08-21",
+            "derived_from": "curated gpu-instances.csv (SkyPilot catalog snapshot + corrections)",
+            "rows": {b: len(v) for b, v in rows.items()}}
+    (OUT / "catalog.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(meta["rows"])
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,174 @@
+"""`gpufleet catalog update` end to end against a real HTTP server on 127.0.0.1 that serves
+catalogs in gpuhunt's published layout (<base>/<backend>/version and
+<base>/<backend>/<version>/catalog.zip). No HTTP mocking: the code under test opens sockets."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpufleet.catalog import bundled_dir, load_catalog
+from gpufleet.catalog_update import UpdateError, update_catalog
+from gpufleet.cli import cli
+
+BACKENDS = ("aws", "gcp", "azure")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(_Quiet, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v3", root / "v3"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def publish(root: Path, version: str, price_factor: float = 1.0,
+            csv_text: dict[str, str] | None = None, raw_zip: dict[str, bytes] | None = None
+            ) -> None:
+    """Write a catalog the way gpuhunt's collectors publish it."""
+    for b in BACKENDS:
+        folder = root / b / version
+        folder.mkdir(parents=True, exist_ok=True)
+        (root / b / "version").write_text(version + "\n")
+        if raw_zip and b in raw_zip:
+            (folder / "catalog.zip").write_bytes(raw_zip[b])
+            continue
+        text = (csv_text or {}).get(b)
+        if text is None:
+            lines = (bundled_dir() / f"{b}.csv").read_text().splitlines()
+            out = [lines[0]]
+            for line in lines[1:]:
+                cells = line.split(",")
+                cells[2] = str(round(float(cells[2]) * price_factor, 5))
+                out.append(",".join(cells))
+            text = "\n".join(out) + "\n"
+        with zipfile.ZipFile(folder / "catalog.zip", "w") as zf:
+            zf.writestr(f"{b}.csv", text)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.resolve().iterdir())}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPUFLEET_CATALOG_DIR", raising=False)
+    return tmp_path / "cache" / "gpufleet" / "catalog"
+
+
+def test_update_downloads_and_later_runs_prefer_the_cache(server: tuple[str, Path],
+                                                          cache: Path) -> None:
+    url, root = server
+    publish(root, "20261120", price_factor=2.0)
+    assert load_catalog().chosen_by == "bundled"
+    res = update_catalog(url)
+    assert res.versions == dict.fromkeys(BACKENDS, "20261120")
+    assert res.path == cache and cache.is_symlink()
+    cat = load_catalog()
+    assert cat.chosen_by == "cache" and cat.source == url
+    assert cat.version == "aws=20261120 gcp=20261120 azure=20261120"
+    bundled = load_catalog(str(bundled_dir()))
+    assert len(cat.rows) == len(bundled.rows)
+    assert cat.rows[0].price == pytest.approx(2 * bundled.rows[0].price, rel=1e-4)
+    # network facts are kept from the bundled table
+    assert cat.facts("gcp", "a4-highgpu-8g").nics == 10
+
+
+def test_second_update_replaces_atomically_and_cleans_up(server: tuple[str, Path],
+                                                         cache: Path) -> None:
+    url, root = server
+    publish(root, "v1")
+    update_catalog(url)
+    first_target = cache.resolve()
+    publish(root, "v2", price_factor=3.0)
+    update_catalog(url)
+    assert cache.resolve() != first_target and not first_target.exists()
+    assert load_catalog().version.startswith("aws=v2")
+    leftovers = [p.name for p in cache.parent.iterdir() if p.name.startswith(".")]
+    assert leftovers == [cache.resolve().name]
+
+
+@pytest.mark.parametrize("breakage", ["corrupt-zip", "truncated-zip", "missing-backend",
+                                      "no-csv-in-zip", "garbage-rows", "bad-version"])
+def test_failed_update_keeps_previous_catalog(server: tuple[str, Path], cache: Path,
+                                             breakage: str) -> None:
+    url, root = server
+    publish(root, "good")
+    update_catalog(url)
+    before = snapshot(cache)
+    good_zip = (root / "gcp" / "good" / "catalog.zip").read_bytes()
+    if breakage == "corrupt-zip":
+        publish(root, "next", raw_zip={"gcp": b"PK\x03\x04 this is not a zip"})
+    elif breakage == "truncated-zip":
+        publish(root, "next", raw_zip={"gcp": good_zip[: len(good_zip) // 2]})
+    elif breakage == "missing-backend":
+        publish(root, "next")
+        (root / "azure" / "next" / "catalog.zip").unlink()
+    elif breakage == "no-csv-in-zip":
+        import io
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("other.csv", "x")
+        publish(root, "next", raw_zip={"aws": buf.getvalue()})
+    elif breakage == "garbage-rows":
+        publish(root, "next", csv_text={"aws": "instance_name,location,price,spot\n"
+                                               "a,b,notanumber,maybe\n"})
+    elif breakage == "bad-version":
+        publish(root, "next")
+        (root / "gcp" / "version").write_text("../../etc/passwd\n")
+    with pytest.raises(UpdateError):
+        update_catalog(url)
+    assert snapshot(cache) == before
+    assert load_catalog().version.startswith("aws=good")
+    assert not [p for p in cache.parent.iterdir() if p.name.startswith(".catalog-")
+                and p.resolve() != cache.resolve()]
+
+
+def test_cli_update_reports_and_failure_exits_1(server: tuple[str, Path], cache: Path) -> None:
+    url, root = server
+    publish(root, "c1")
+    r = CliRunner().invoke(cli, ["catalog", "update", "--url", url])
+    assert r.exit_code == 0, r.output
+    assert "gcp: version c1" in r.output and f"catalog updated: {cache}" in r.output
+    r = CliRunner().invoke(cli, ["catalog", "update", "--url", url + "/nothing-here"])
+    assert r.exit_code == 1
+    assert "catalog update failed, previous catalog kept" in r.output and "HTTP 404" in r.output
+    r = CliRunner().invoke(cli, ["catalog", "--gpu", "B200"])
+    assert r.exit_code == 0 and f"{url} catalog aws=c1" in r.output
+
+
+def test_unreachable_server_is_a_clear_error(cache: Path) -> None:
+    with pytest.raises(UpdateError, match=r"GET http://127\.0\.0\.1:9/v3/aws/version"):
+        update_catalog("http://127.0.0.1:9/v3", timeout=5)
+    assert not cache.exists()
+
+
+def test_explicit_dir_and_env_override_the_cache(cache: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "gcp.csv").write_text((bundled_dir() / "gcp.csv").read_text())
+    assert load_catalog(str(d)).chosen_by == "--catalog"
+    assert {r.backend for r in load_catalog(str(d)).rows} == {"gcp"}
+    monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(d))
+    assert load_catalog().chosen_by == "GPUFLEET_CATALOG_DIR"
