@@ -195,6 +195,54 @@ def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
     click.echo(f"catalog updated: {res.path}")
 
 
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--stack", default="dev", show_default=True, help="Stack name used in URNs.")
+@click.option("--profile", help="Profile from profiles.yml (default: the `default: true` one).")
+@_catalog_option
+@_format_option("text", "json", "markdown")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True),
+              help="Write the plan to FILE (atomically) instead of standard output.")
+def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
+         fmt: str, out: str | None) -> None:
+    """Preview, offline, every resource `pulumi up` would create for these files."""
+    from gpufleet.planning import build_report, render
+
+    result = validated_or_exit(paths, fmt)
+    catalog = load_catalog_or_fail(catalog_dir)
+    try:
+        report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir)
+    except KeyError as e:
+        raise click.UsageError(str(e.args[0])) from None
+    if report is None:
+        click.echo(render_text(diags, result.sources) if fmt != "json"
+                   else render_json(diags), err=True)
+        sys.exit(EXIT_INVALID)
+    text = render(report, fmt)
+    if out:
+        write_atomically(out, text)
+        click.echo(f"plan written to {out}", err=True)
+    else:
+        click.echo(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])

@@ -1,5 +1,5 @@
-"""Pulumi program: load the YAML files named in config `gpufleet:files` and validate them."""
+"""Pulumi program: compile the fleet and gateway files in `gpufleet:files` into resources."""
 
-from gpufleet.stack import run
+from gpufleet.components.program import main
 
-run()
+main()

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import compare_or_update
 
 from gpufleet.diagnostics import render_json, render_text
 from gpufleet.inputs import validate_paths
+
+from conftest import compare_or_update
 
 CASES = Path(__file__).parent / "cases"
 VALID = sorted((CASES / "valid").glob("*.y*ml"))

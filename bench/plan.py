@@ -1,0 +1,167 @@
+"""Benchmark: `gpufleet plan` against the bare Pulumi SDK floor, per fleet size.
+
+For each size, a child process runs the whole offline plan (validate, offers, plan, the
+stack program under mocks, JSON rendering) on one cluster fleet of N nodes; another child
+replays the very same registrations (same count, types, names, parents and inputs) through
+the bare SDK (`pulumi.CustomResource` / `ComponentResource`) under the same mock monitor,
+without gpufleet. Both print wall time (imports excluded) and peak RSS.
+Targets (compile issue): <= 1.3x the floor; time per node flat within +-20% from 100 to
+5,000 nodes.
+
+    python bench/plan.py [--backend gcp|aws|azure] [--sizes 10,100,1000,5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FLEETS = {
+    "gcp": "backends: [gcp]\nspot_policy: auto\nresources:\n  gpu: B200:8\n",
+    "aws": "backends: [aws]\nregions: [us-east-1]\nresources:\n  gpu: H100:8\n",
+    "azure": "backends: [azure]\nresources:\n  gpu: H100:8\n",
+}
+
+
+def fleet_file(folder: Path, backend: str, nodes: int) -> str:
+    path = folder / f"{backend}-{nodes}.yml"
+    path.write_text(f"type: fleet\nname: bench\nnodes: {nodes}\nplacement: cluster\n"
+                    + FLEETS[backend])
+    return str(path)
+
+
+def child_gpufleet(path: str, dump: str) -> dict[str, Any]:
+    from gpufleet.backends import BACKENDS_BY_NAME
+    from gpufleet.catalog import load_catalog
+    from gpufleet.inputs import validate_paths
+    from gpufleet.plan_view import render_json
+    from gpufleet.planning import build_report
+
+    for backend in BACKENDS_BY_NAME.values():  # imports are not per-node work: warm them
+        warm(backend.component)
+
+    start = time.perf_counter()
+    validated = validate_paths([path])
+    report, diags = build_report(validated, load_catalog(), [path], "bench", None, None)
+    assert report is not None, diags
+    render_json(report)
+    elapsed = time.perf_counter() - start
+    Path(dump).write_text(json.dumps(list(report.resources)))
+    return {"seconds": elapsed, "resources": len(report.resources)}
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def resource_class(token: str) -> Any:
+    """`gcp:compute/instance:Instance` -> pulumi_gcp.compute.Instance (the generated class)."""
+    import importlib
+
+    pkg, mod, cls = token.split(":")
+    module = importlib.import_module(f"pulumi_{pkg.replace('-', '_')}.{mod.split('/')[0]}"
+                                     if mod not in ("index", "") else
+                                     f"pulumi_{pkg.replace('-', '_')}")
+    return getattr(module, cls)
+
+
+def warm(module: str) -> None:
+    """Import a component module and the provider submodules it uses, outside the timing."""
+    import importlib
+    import re
+
+    mod = importlib.import_module(module)
+    src = Path(str(mod.__file__)).read_text()
+    pkg = {"gcp": "pulumi_gcp", "aws": "pulumi_aws", "azure": "pulumi_azure_native"}[
+        module.rsplit(".", 1)[1]]
+    alias = {"pulumi_gcp": "gcp", "pulumi_aws": "aws", "pulumi_azure_native": "azure_native"}
+    for sub in sorted(set(re.findall(rf"\b{alias[pkg]}\.([a-z_0-9]+)\.", src))):
+        lazy = importlib.import_module(f"{pkg}.{sub}")
+        getattr(lazy, "__all__", None)  # SDK submodules load on first attribute access
+
+
+def child_floor(dump: str) -> dict[str, Any]:
+    import pulumi
+
+    from gpufleet.components import harness
+
+    regs = json.loads(Path(dump).read_text())
+    regs.sort(key=lambda r: (r["urn"].count("$"), r["urn"]))  # parents first
+    classes = {r["type"]: resource_class(r["type"]) for r in regs
+               if r["custom"] and not r["type"].startswith("pulumi:providers:")}
+    providers = {r["type"]: resource_class(r["type"].split(":")[-1] + ":index:Provider")
+                 for r in regs if r["type"].startswith("pulumi:providers:")}
+
+    def program() -> None:
+        made: dict[str, pulumi.Resource] = {}
+        for r in regs:
+            parent = made.get(r["parent"])
+            kwargs = {_snake(k): v for k, v in r["inputs"].items()}
+            if r["type"] in providers:
+                made[r["urn"]] = providers[r["type"]](r["name"], **kwargs)
+            elif r["custom"]:
+                prov = made.get(r["provider"].rsplit("::", 1)[0])
+                opts = pulumi.ResourceOptions(parent=parent, provider=prov)
+                made[r["urn"]] = classes[r["type"]](r["name"], opts=opts, **kwargs)
+            else:
+                opts = pulumi.ResourceOptions(parent=parent)
+                made[r["urn"]] = pulumi.ComponentResource(r["type"], r["name"], None, opts)
+
+    start = time.perf_counter()
+    run = harness.run_program(program, {}, harness.StrictMocks({}), stack="bench")
+    elapsed = time.perf_counter() - start
+    assert len(run.registrations) == len(regs)
+    return {"seconds": elapsed, "resources": len(regs)}
+
+
+def measure(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="gcp", choices=sorted(FLEETS))
+    ap.add_argument("--sizes", default="10,100,1000,5000")
+    ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        kind, *rest = args.child
+        result = child_gpufleet(*rest) if kind == "gpufleet" else child_floor(*rest)
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"backend {args.backend}: one placement: cluster fleet of N nodes")
+    print(f"{'nodes':>6} {'resources':>9} {'gpufleet s':>10} {'floor s':>8} {'ratio':>6} "
+          f"{'ms/node':>8} {'RSS MB':>7} {'floor RSS':>9}")
+    per_node = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = fleet_file(Path(tmp), args.backend, n)
+            dump = os.path.join(tmp, f"regs-{n}.json")
+            ours = measure(["--child", "gpufleet", path, dump])
+            floor = measure(["--child", "floor", dump])
+            per_node[n] = ours["seconds"] / n * 1000
+            print(f"{n:>6} {ours['resources']:>9} {ours['seconds']:>10.2f} "
+                  f"{floor['seconds']:>8.2f} {ours['seconds'] / floor['seconds']:>6.2f} "
+                  f"{per_node[n]:>8.2f} {ours['peak_rss_mb']:>7.0f} "
+                  f"{floor['peak_rss_mb']:>9.0f}")
+    flat = [v for k, v in per_node.items() if k >= 100]
+    if len(flat) > 1:
+        spread = (max(flat) - min(flat)) / min(flat) * 100
+        print(f"time per node from 100 up: {min(flat):.2f}..{max(flat):.2f} ms "
+              f"(spread {spread:.0f}%, target <= 20%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""GCP ComponentResources: a FleetPlan -> VPCs, subnets, firewalls, NAT, placement, VMs.
+
+Makes no decisions: every number and name comes from the plan (gpufleet.backends.gcp).
+The provider is passed in explicitly and inherited by every child through ``parent=self``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet import naming
+from gpufleet.plan import FirewallRule, FleetPlan, NetworkPlan, ProviderPlan
+
+ALL_PROTOCOLS = ({"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"})
+
+
+def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+    args: dict[str, Any] = {"region": p.region}
+    if p.scope:
+        args["project"] = p.scope
+    return gcp.Provider(p.name, **args)
+
+
+class Network(pulumi.ComponentResource):
+    """One VPC of a fleet (main, extra gVNIC or RoCE) with its subnets and firewall rules."""
+
+    network_id: pulumi.Output[str]
+    subnet_links: dict[str, pulumi.Output[str]]
+
+    def __init__(self, net: NetworkPlan, plan: FleetPlan,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        token = "gpufleet:gcp:RoceNetwork" if net.role == "roce" else "gpufleet:gcp:Network"
+        super().__init__(token, net.name, None, opts)
+        project = plan.options.get("project")
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        profile: pulumi.Input[str] | None = None
+        if net.profile:
+            project_id = pulumi.Output.from_input(project) if project else \
+                gcp.organizations.get_client_config_output(opts=invoke).project
+            profile = project_id.apply(
+                lambda p: f"projects/{p}/global/networkProfiles/{net.profile}")
+        if net.existing:
+            found = gcp.compute.get_network_output(name=net.existing, project=project,
+                                                   opts=invoke)
+            self.network_id = found.self_link
+        else:
+            vpc = gcp.compute.Network(
+                net.name, auto_create_subnetworks=False, mtu=net.mtu,
+                network_profile=profile, routing_mode="REGIONAL",
+                description=f"gpufleet {net.role} network of fleet {plan.name}", opts=child)
+            self.network_id = vpc.id
+        self.subnet_links = self._subnets(net, project, invoke)
+        for rule in net.firewall:
+            self._firewall(rule, plan)
+        if net.nat:
+            router = gcp.compute.Router(naming.child(net.name, "router"), network=self.network_id,
+                                        region=plan.region, opts=child)
+            gcp.compute.RouterNat(
+                naming.child(net.name, "nat"), router=router.name, region=plan.region,
+                nat_ip_allocate_option="AUTO_ONLY",
+                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES", opts=child)
+        self.register_outputs({"network": self.network_id, "subnets": self.subnet_links})
+
+    def _subnets(self, net: NetworkPlan, project: str | None,
+                 invoke: pulumi.InvokeOptions) -> dict[str, pulumi.Output[str]]:
+        links: dict[str, pulumi.Output[str]] = {}
+        if net.role == "roce" and net.existing:
+            # dstack's rule: an existing RoCE VPC must already hold 8 subnets in the region.
+            found = gcp.compute.get_subnetworks_output(
+                filter=f"network eq .*/{net.existing}$", project=project,
+                region=net.subnets[0].region, opts=invoke)
+            need = len(net.subnets)
+
+            def pick(result: Any, i: int) -> str:
+                subs = sorted(result.subnetworks, key=lambda s: s.name)
+                if len(subs) < need:
+                    raise ValueError(f"RoCE needs {need} subnets, but only {len(subs)} are "
+                                     f"available in VPC {net.existing}")
+                return str(subs[i].self_link)
+            for i, s in enumerate(net.subnets):
+                links[s.name] = found.apply(lambda r, i=i: pick(r, i))
+            return links
+        for s in net.subnets:
+            if s.existing:
+                links[s.name] = gcp.compute.get_subnetwork_output(
+                    name=s.existing, region=s.region, project=project, opts=invoke).self_link
+                continue
+            sub = gcp.compute.Subnetwork(
+                s.name, network=self.network_id, ip_cidr_range=s.cidr, region=s.region,
+                private_ip_google_access=net.role == "main",
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["ip_cidr_range"]))
+            links[s.name] = sub.self_link
+        return links
+
+    def _firewall(self, rule: FirewallRule, plan: FleetPlan) -> None:
+        allows = list(ALL_PROTOCOLS) if rule.protocol == "all" else \
+            [{"protocol": rule.protocol, "ports": list(rule.ports)}]
+        tag = plan.options["network_tag"]
+        gcp.compute.Firewall(
+            rule.name, network=self.network_id, direction="INGRESS", allows=allows,
+            source_ranges=list(rule.sources) or None,
+            source_tags=[tag] if rule.from_self else None, target_tags=[tag],
+            description=rule.description, opts=pulumi.ResourceOptions(parent=self))
+
+
+class Fleet(pulumi.ComponentResource):
+    """A fleet: its networks, its placement policy and one VM per node."""
+
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
+        super().__init__("gpufleet:gcp:Fleet", plan.name, None,
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases)))
+        child = pulumi.ResourceOptions(parent=self)
+        self.networks = {n.role: Network(n, plan, child) for n in plan.networks}
+        policies = []
+        if plan.placement is not None:
+            policy = gcp.compute.ResourcePolicy(
+                plan.placement.name, region=plan.region,
+                group_placement_policy={
+                    "availability_domain_count": plan.placement.options.get(
+                        "availability_domain_count", 1),
+                    "collocation": plan.placement.kind},
+                opts=child)
+            policies.append(policy.self_link)
+        self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
+        self.internal_ips = [n.network_interfaces.apply(lambda nics: nics[0].network_ip
+                                                        if nics else None)
+                             for n in self.nodes]
+        self.network_ids = {role: n.network_id for role, n in self.networks.items()}
+        self.register_outputs({"nodes": [n.name for n in self.nodes],
+                               "internal_ips": self.internal_ips, "networks": self.network_ids})
+
+    def _node(self, plan: FleetPlan, name: str, policies: list[pulumi.Output[str]]
+              ) -> gcp.compute.Instance:
+        nics = []
+        for nic in plan.nics:
+            net = self.networks[nic.network]
+            entry: dict[str, Any] = {"network": net.network_id,
+                                     "subnetwork": net.subnet_links[nic.subnet],
+                                     "nic_type": nic.nic_type}
+            if nic.public_ip:
+                entry["access_configs"] = [{}]
+            nics.append(entry)
+        scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
+        if plan.spot:
+            scheduling.update(provisioning_model="SPOT", preemptible=True,
+                              automatic_restart=False, instance_termination_action="STOP")
+        else:
+            scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
+        extra: dict[str, Any] = {}
+        if plan.reservation:
+            extra["reservation_affinity"] = {
+                "type": "SPECIFIC_RESERVATION",
+                "specific_reservation": {"key": "compute.googleapis.com/reservation-name",
+                                         "values": [plan.reservation]}}
+        if plan.options.get("service_account"):
+            extra["service_account"] = {"email": plan.options["service_account"],
+                                        "scopes": ["cloud-platform"]}
+        return gcp.compute.Instance(
+            name, machine_type=plan.instance_type, zone=plan.zone,
+            boot_disk={"initialize_params": {"image": plan.image, "size": plan.disk_gib,
+                                             "type": plan.disk_type}},
+            network_interfaces=nics, scheduling=scheduling,
+            resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
+            tags=[plan.options["network_tag"]], metadata={"enable-oslogin": "TRUE"},
+            allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self), **extra)
+
+
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))

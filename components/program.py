@@ -1,0 +1,77 @@
+"""The Pulumi program behind ``stacks/``: config -> load -> validate -> compile -> emit.
+
+``stacks/__main__.py`` calls :func:`main`; ``gpufleet plan`` runs the same function under
+the SDK's mock monitor. Invalid input aborts the program with the rendered diagnostics.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from gpufleet.backends import BACKENDS_BY_NAME
+from gpufleet.catalog import load_catalog
+from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.diagnostics import render_text
+from gpufleet.inputs import validate_paths
+
+
+def resolve_files(patterns: list[str], base: Path) -> list[str]:
+    """Paths or globs relative to the stack folder -> existing paths, in a stable order."""
+    out: list[str] = []
+    for pattern in patterns:
+        full = pattern if os.path.isabs(pattern) else str(base / pattern)
+        matches = sorted(glob.glob(full, recursive=True)) or [full]
+        out.extend(m for m in matches if m not in out)
+    return out
+
+
+def compile_config(files: list[str], base: Path, profile: str | None = None,
+                   catalog_dir: str | None = None) -> Compiled:
+    validated = validate_paths(resolve_files(files, base))
+    if not validated.ok:
+        raise pulumi.RunError("invalid gpufleet input:\n" + render_text(
+            [d for d in validated.diagnostics if d.is_error], validated.sources))
+    compiled = compile_inputs(validated.inputs, load_catalog(catalog_dir), profile)
+    if not compiled.ok:
+        raise pulumi.RunError("gpufleet cannot plan these fleets:\n" + render_text(
+            [d for d in compiled.diagnostics if d.is_error], validated.sources))
+    return compiled
+
+
+def component(backend: str) -> Any:
+    return importlib.import_module(BACKENDS_BY_NAME[backend].component)
+
+
+def emit(compiled: Compiled) -> None:
+    providers: dict[str, pulumi.ProviderResource] = {}
+    for plan in compiled.plans:
+        module = component(plan.backend)
+        prov = providers.get(plan.provider.name)
+        if prov is None:
+            prov = providers[plan.provider.name] = module.provider(plan.provider)
+        fleet = module.emit(plan, prov)
+        pulumi.export(plan.name, {
+            "backend": plan.backend, "region": plan.region, "zone": plan.zone,
+            "instance_type": plan.instance_type, "nodes": [n for n in plan.node_names],
+            "internal_ips": fleet.internal_ips, "networks": fleet.network_ids,
+        })
+
+
+def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:
+    """The stack program. ``compiled`` lets `gpufleet plan` pass the result it already
+    computed from the same files instead of compiling them a second time."""
+    if compiled is None:
+        cfg = pulumi.Config("gpufleet")
+        files = cfg.get_object("files") or []
+        if not isinstance(files, list) or not files:
+            raise pulumi.RunError("set the stack config `gpufleet:files` to a list of files")
+        base = Path(pulumi.get_root_directory() or base_dir or os.getcwd())
+        compiled = compile_config([str(f) for f in files], base, cfg.get("profile") or None,
+                                  cfg.get("catalog") or None)
+    emit(compiled)

@@ -1,0 +1,11 @@
+"""Registry of backends: name -> pure planner. Adding a backend = a planner module here, its
+component module in ``components/``, one line below and one in the schema enum."""
+
+from __future__ import annotations
+
+from gpufleet.backends.base import Backend
+from gpufleet.backends.gcp import BACKEND as GCP
+
+BACKENDS_BY_NAME: dict[str, Backend] = {
+    "gcp": GCP,
+}

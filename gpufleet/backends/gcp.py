@@ -1,0 +1,181 @@
+"""GCP recipes (cloud-recipes.md §2): networks, NIC layout, placement, scheduling. Pure.
+
+| machine type            | fabric          | extra gVNIC VPCs | RoCE subnets | NICs |
+|-------------------------|-----------------|------------------|--------------|------|
+| a4-highgpu-8g, a3-ultra | RoCE            | 1 (MTU 8896)     | 8 (MRDMA)    | 10   |
+| a3-megagpu-8g           | GPUDirect-TCPXO | 8 (MTU 8244)     | -            | 9    |
+| a3-highgpu/edgegpu-8g   | GPUDirect-TCPX  | 4 (MTU 8244)     | -            | 5    |
+| everything else         | none            | -                | -            | 1    |
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from gpufleet import naming
+from gpufleet.backends.base import (
+    Planned,
+    disk_gib,
+    gcp_labels,
+    located,
+    merged_tags,
+    public_ips,
+    ssh_rule,
+)
+from gpufleet.cidr import pack, split, usable_hosts
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.offers import Offer
+from gpufleet.plan import (
+    FirewallRule,
+    FleetPlan,
+    NetworkPlan,
+    NicPlan,
+    PlacementPlan,
+    ProviderPlan,
+    SubnetPlan,
+)
+from gpufleet.spec import BackendConfig, FleetSpec
+
+DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
+                 "ubuntu-accelerator-2204-amd64-with-nvidia-570")
+HYPERDISK_FAMILIES = ("a4-", "c4-", "m4-", "n4-", "h3-", "g4-", "ct6e-")
+RESERVED_PER_SUBNET = 4  # GCP keeps 4 addresses of every primary range
+ROCE_SUBNETS = 8
+MTU_ROCE = 8896  # "the maximum supported MTU and a recommended choice" (Google Cloud docs)
+MTU_TCPX = 8244  # dstack's and Cluster Toolkit's A3 High/Mega recipe
+MAIN_PREFIX, EXTRA_PREFIX, ROCE_PREFIX = 19, 20, 18
+
+
+def extra_vpc_count(offer: Offer) -> int:
+    return {"roce": 1, "gpudirect-tcpxo": 8, "gpudirect-tcpx": 4}.get(offer.rdma, 0)
+
+
+def roce_subnet_count(offer: Offer) -> int:
+    return ROCE_SUBNETS if offer.rdma == "roce" else 0
+
+
+class GcpBackend:
+    name = "gcp"
+    component = "gpufleet.components.gcp"
+    fleet_prefix = 16
+
+    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+             config: BackendConfig | None) -> Planned:
+        diags = self.check(fleet, offer, config)
+        if any(d.is_error for d in diags):
+            return Planned(None, tuple(diags))
+        project = config.get("project_id") if config is not None else None
+        zone = offer.zone or f"{offer.region}-a"
+        public = public_ips(config)
+        networks = self.networks(fleet, offer, block, config, zone, project, public)
+        nics = self.nics(networks, public)
+        placement = None
+        if fleet.is_cluster and fleet.reservation is None:
+            # With a reservation GCP uses the reservation's own placement (cloud-recipes 2.6).
+            placement = PlacementPlan(naming.child(fleet.name, "placement"), "COLLOCATED",
+                                      {"availability_domain_count": 1})
+        itype = offer.instance_type
+        plan = FleetPlan(
+            name=fleet.name, file=fleet.origin.file, backend="gcp",
+            provider=ProviderPlan("gcp", naming.provider("gcp", project, offer.region),
+                                  offer.region, project),
+            region=offer.region, zone=zone, instance_type=itype,
+            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
+            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
+            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
+            networks=networks, nics=nics,
+            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
+            disk_gib=disk_gib(fleet),
+            disk_type="hyperdisk-balanced" if itype.startswith(HYPERDISK_FAMILIES)
+            else "pd-balanced",
+            image=(config.get("image") if config is not None else None) or DEFAULT_IMAGE,
+            public_ip=public, placement=placement, reservation=fleet.reservation,
+            labels=gcp_labels(merged_tags(fleet, config)),
+            previous_names=fleet.previous_names, rdma=offer.rdma,
+            options={"project": project, "service_account": config.get("vm_service_account")
+                     if config is not None else None,
+                     "network_tag": naming.network_tag(fleet.name)},
+        )
+        return Planned(plan, tuple(diags))
+
+    def check(self, fleet: FleetSpec, offer: Offer, config: BackendConfig | None
+              ) -> list[Diagnostic]:
+        diags: list[Diagnostic] = []
+        capacity = usable_hosts(IPv4Network(f"10.0.0.0/{MAIN_PREFIX}"), RESERVED_PER_SUBNET)
+        wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
+        if wanted > capacity:
+            diags.append(located(fleet, "nodes", "C001", f"fleet '{fleet.name}' wants up to "
+                                 f"{wanted} nodes, but its /{MAIN_PREFIX} subnet holds "
+                                 f"{capacity}", "split the fleet into several fleets"))
+        if fleet.reservation is not None and offer.spot:
+            diags.append(located(fleet, "reservation", "C002", "a GCP reservation is consumed "
+                                 "by on-demand VMs, but the chosen offer is spot",
+                                 "set `spot_policy: on-demand` with `reservation`"))
+        extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
+        if extras and len(extras) < extra_vpc_count(offer):
+            diags.append(located(fleet, "resources", "C003", f"{offer.instance_type} needs "
+                                 f"{extra_vpc_count(offer)} extra VPCs, but extra_vpcs in "
+                                 f"the backends file lists {len(extras)}",
+                                 "list enough VPCs, or remove extra_vpcs to let gpufleet "
+                                 "create them"))
+        return diags
+
+    def networks(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+                 config: BackendConfig | None, zone: str, project: str | None,
+                 public: bool) -> tuple[NetworkPlan, ...]:
+        name = fleet.name
+        n_extra = extra_vpc_count(offer)
+        requests = [("main", MAIN_PREFIX)]
+        requests += [(f"gpu-{i}", EXTRA_PREFIX) for i in range(1, n_extra + 1)]
+        if roce_subnet_count(offer):
+            requests.append(("roce", ROCE_PREFIX))
+        ranges = pack(block, requests)
+        cfg = config.settings if config is not None else {}
+        mtu = MTU_ROCE if offer.rdma == "roce" else MTU_TCPX if n_extra else None
+        subnet_existing = (cfg.get("subnetworks") or {}).get(offer.region)
+        main_net = ranges["main"]
+        nets = [NetworkPlan(
+            "main", naming.child(name, "net"),
+            (SubnetPlan(naming.child(name, "subnet"), str(main_net), offer.region,
+                        existing=subnet_existing),),
+            cidr=str(main_net), mtu=mtu, existing=cfg.get("vpc_name"),
+            firewall=(FirewallRule(naming.child(name, "internal"),
+                                   "all traffic between the fleet's own nodes", "all",
+                                   sources=(str(main_net),), from_self=True),
+                      *ssh_rule(name, config)),
+            nat=not public)]
+        extra_names = list(cfg.get("extra_vpcs") or [])
+        for i in range(1, n_extra + 1):
+            r = ranges[f"gpu-{i}"]
+            nets.append(NetworkPlan(
+                f"gpu-{i}", naming.child(name, "gpu", i),
+                (SubnetPlan(naming.child(name, "gpu-subnet", i), str(r), offer.region),),
+                cidr=str(r), mtu=MTU_ROCE if offer.rdma == "roce" else MTU_TCPX,
+                existing=extra_names[i - 1] if i <= len(extra_names) else None,
+                firewall=(FirewallRule(naming.child(name, "gpu-internal", i),
+                                       "GPU traffic within this VPC", "all",
+                                       sources=(str(r),)),)))
+        if roce_subnet_count(offer):
+            r = ranges["roce"]
+            roce_existing = (cfg.get("roce_vpcs") or [None])[0]
+            profile = f"{zone}-vpc-roce"  # the component qualifies it with the project
+            nets.append(NetworkPlan(
+                "roce", naming.child(name, "roce"),
+                tuple(SubnetPlan(naming.child(name, "roce", i), str(s), offer.region)
+                      for i, s in enumerate(split(r, ROCE_SUBNETS))),
+                cidr=str(r), mtu=MTU_ROCE, profile=profile, existing=roce_existing))
+        return tuple(nets)
+
+    @staticmethod
+    def nics(networks: tuple[NetworkPlan, ...], public: bool) -> tuple[NicPlan, ...]:
+        out = []
+        for net in networks:
+            if net.role == "roce":
+                out += [NicPlan("roce", s.name, "MRDMA") for s in net.subnets]
+            else:
+                out.append(NicPlan(net.role, net.subnets[0].name, "GVNIC",
+                                   public_ip=public and net.role == "main"))
+        return tuple(out)
+
+
+BACKEND = GcpBackend()

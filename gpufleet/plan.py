@@ -1,0 +1,123 @@
+"""Frozen dataclasses for a resolved plan: what the components create, decided up front. Pure.
+
+Components receive a finished ``FleetPlan`` and make no decisions of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.spec import EMPTY_MAP
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderPlan:
+    """One explicit Pulumi provider: backend + account/project/subscription + region."""
+
+    backend: str
+    name: str
+    region: str
+    scope: str | None = None  # GCP project, Azure subscription; AWS uses ambient credentials
+
+
+@dataclass(frozen=True, slots=True)
+class SubnetPlan:
+    name: str
+    cidr: str
+    region: str
+    zone: str | None = None
+    existing: str | None = None  # id/name of a subnet looked up instead of created
+    public: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FirewallRule:
+    name: str
+    description: str
+    protocol: str  # "all", "tcp", "udp", "icmp"
+    ports: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # CIDRs
+    from_self: bool = False  # traffic from the fleet's own group/tag
+    direction: str = "ingress"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPlan:
+    role: str  # "main", "gpu-1".., "roce"
+    name: str
+    subnets: tuple[SubnetPlan, ...]
+    cidr: str | None = None  # the range the network's subnets come from
+    mtu: int | None = None
+    profile: str | None = None  # GCP network profile (RoCE)
+    existing: str | None = None  # name/id of an existing network, looked up not created
+    firewall: tuple[FirewallRule, ...] = ()
+    nat: bool = False  # egress through a NAT (private nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class NicPlan:
+    network: str  # NetworkPlan.role
+    subnet: str  # SubnetPlan.name
+    nic_type: str  # GVNIC, MRDMA, ENA, efa, efa-only, interface, ETHERNET
+    card: int = 0
+    device: int = 0
+    public_ip: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPlan:
+    name: str
+    kind: str  # "COLLOCATED" (gcp), "cluster" (aws), "scale-set" (azure)
+    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    name: str
+    file: str
+    backend: str
+    provider: ProviderPlan
+    region: str
+    zone: str | None
+    instance_type: str
+    gpu: str
+    nodes: int  # target: how many nodes `pulumi up` creates
+    nodes_min: int
+    nodes_max: int | None
+    spot: bool
+    price_per_hour: float  # per node
+    max_price: float | None
+    networks: tuple[NetworkPlan, ...]
+    nics: tuple[NicPlan, ...]  # per-node NIC layout, the same on every node
+    node_names: tuple[str, ...]
+    disk_gib: int
+    disk_type: str
+    image: str
+    public_ip: bool
+    placement: PlacementPlan | None = None
+    reservation: str | None = None
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    previous_names: tuple[str, ...] = ()
+    rdma: str = "none"
+    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+
+    @property
+    def total_per_hour(self) -> float:
+        return self.nodes * self.price_per_hour
+
+    def network(self, role: str) -> NetworkPlan:
+        return next(n for n in self.networks if n.role == role)
+
+
+def to_json(obj: Any) -> Any:
+    """Plan dataclasses -> JSON-ready dicts (mappings and tuples become dicts and lists)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_json(v) for v in obj]
+    return obj

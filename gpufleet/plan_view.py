@@ -1,0 +1,188 @@
+"""Views of an offline plan: text for terminals, JSON for tools, Markdown for PR comments. Pure.
+
+Input: the compiled fleet plans and the resources the stack program registered (as dicts
+with ``urn, type, name, parent, provider, inputs``), plus the offline lookups it made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.offers import HOURS_PER_MONTH
+from gpufleet.plan import FleetPlan, to_json
+
+NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
+        "cloud calls, ids and computed values are placeholders")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    stack: str
+    catalog: str
+    fleets: tuple[FleetPlan, ...]
+    resources: tuple[Mapping[str, Any], ...]
+    lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    exports: Mapping[str, Any] = field(default_factory=dict)
+    extra_fleets: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def per_hour(self) -> float:
+        return sum(f.total_per_hour for f in self.fleets)
+
+
+def fleet_summary(f: FleetPlan) -> dict[str, Any]:
+    nic_types = Counter(n.nic_type for n in f.nics)
+    return {
+        "name": f.name, "file": f.file, "backend": f.backend, "region": f.region,
+        "zone": f.zone, "instance_type": f.instance_type, "gpu": f.gpu, "nodes": f.nodes,
+        "nodes_min": f.nodes_min, "nodes_max": f.nodes_max, "spot": f.spot,
+        "price_per_hour": f.price_per_hour, "total_per_hour": round(f.total_per_hour, 4),
+        "total_per_month": round(f.total_per_hour * HOURS_PER_MONTH, 2), "rdma": f.rdma,
+        "nics_per_node": len(f.nics), "nic_types": dict(sorted(nic_types.items())),
+        "networks": [{"name": n.name, "role": n.role, "cidr": n.cidr, "mtu": n.mtu,
+                      "profile": n.profile, "existing": n.existing,
+                      "subnets": [s.cidr for s in n.subnets]} for n in f.networks],
+        "placement": f.placement.kind if f.placement else None,
+        "public_ip": f.public_ip, "provider": f.provider.name,
+    }
+
+
+def counts(resources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return dict(sorted(Counter(r["type"] for r in resources).items()))
+
+
+def render_json(report: PlanReport) -> str:
+    data = {
+        "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
+        "fleets": [fleet_summary(f) for f in report.fleets],
+        "plans": [to_json(f) for f in report.fleets],
+        "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
+                                         "inputs")} for r in report.resources],
+        "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
+                    "total_per_hour": round(report.per_hour, 4),
+                    "total_per_month": round(report.per_hour * HOURS_PER_MONTH, 2)},
+        "lookups": [{"token": t, "args": dict(a)} for t, a in report.lookups],
+        "exports": dict(report.exports),
+    }
+    return json.dumps(data, indent=2, sort_keys=False)
+
+
+def _money(v: float) -> str:
+    return f"${v:,.2f}"
+
+
+def _fleet_lines(f: FleetPlan) -> list[str]:
+    s = fleet_summary(f)
+    where = f"{f.region}" + (f" / {f.zone}" if f.zone else "")
+    top = "unlimited" if f.nodes_max is None else str(f.nodes_max)
+    nodes = str(f.nodes)
+    if (f.nodes_min, f.nodes_max) != (f.nodes, f.nodes):
+        nodes += f" (min {f.nodes_min}, max {top})"
+    nic_desc = " + ".join(f"{c} {t}" for t, c in s["nic_types"].items())
+    lines = [
+        f"fleet {f.name} ({f.file})",
+        f"  offer:    {f.backend} {where}  {f.instance_type}  {f.gpu}  "
+        f"{'spot' if f.spot else 'on-demand'}  ${f.price_per_hour:,.4f}/h per node",
+        f"  nodes:    {nodes}   cost: {_money(f.total_per_hour)}/h, "
+        f"{_money(f.total_per_hour * HOURS_PER_MONTH)}/month",
+        f"  fabric:   {f.rdma}; {len(f.nics)} NIC(s) per node ({nic_desc})",
+    ]
+    if f.placement:
+        lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")
+    for n in f.networks:
+        bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
+                f"profile {n.profile}" if n.profile else "",
+                f"existing {n.existing}" if n.existing else "",
+                f"{len(n.subnets)} subnet(s)" if len(n.subnets) > 1 else ""]
+        lines.append(f"  network:  {n.name} [{n.role}] " + ", ".join(b for b in bits if b))
+    return lines
+
+
+def tree(resources: Sequence[Mapping[str, Any]]) -> list[str]:
+    children: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    urns = {r["urn"] for r in resources}
+    for r in resources:
+        children[r["parent"] if r["parent"] in urns else ""].append(r)
+    out: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for r in sorted(children.get(parent, []), key=lambda x: (x["type"], x["name"])):
+            out.append(f"{'  ' * depth}+ {r['type']}  {r['name']}")
+            walk(r["urn"], depth + 1)
+    walk("", 1)
+    return out
+
+
+def render_text(report: PlanReport) -> str:
+    lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})", ""]
+    for f in report.fleets:
+        lines += [*_fleet_lines(f), ""]
+    for g in report.extra_fleets:
+        lines += [*g.get("lines", []), ""]
+    by_type = counts(report.resources)
+    lines.append(f"resources: {len(report.resources)} to create")
+    width = max((len(t) for t in by_type), default=0)
+    lines += [f"  {t.ljust(width)}  {c}" for t, c in by_type.items()]
+    lines += ["", "resource tree:", *tree(report.resources)]
+    if report.lookups:
+        lines += ["", "looked up offline (answered with placeholders; `pulumi preview` reads "
+                  "the real values):"]
+        lines += [f"  {t} {json.dumps(dict(a), sort_keys=True)}" for t, a in report.lookups]
+    lines += ["", f"total: {len(report.fleets)} fleet(s), {_money(report.per_hour)}/h, "
+              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month"]
+    return "\n".join(lines)
+
+
+def _mermaid_id(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)
+
+
+def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
+    out = ["```mermaid", "flowchart LR"]
+    for f in fleets:
+        fid = _mermaid_id(f.name)
+        out.append(f'  subgraph {fid}["{f.name}: {f.nodes} x {f.instance_type} '
+                   f'({f.backend} {f.zone or f.region})"]')
+        for n in f.networks:
+            nid = _mermaid_id(n.name)
+            label = f"{n.name}<br/>{n.cidr or n.existing or ''}"
+            if len(n.subnets) > 1:
+                label += f"<br/>{len(n.subnets)} subnets"
+            out.append(f'    {nid}[("{label}")]')
+        shown = f.node_names[:max_nodes]
+        for node in shown:
+            out.append(f'    {_mermaid_id(node)}["{node}"]')
+            for n in f.networks:
+                k = sum(1 for nic in f.nics if nic.network == n.role)
+                out.append(f"    {_mermaid_id(node)} -- {k} NIC --- {_mermaid_id(n.name)}")
+        if len(f.node_names) > max_nodes:
+            out.append(f'    {fid}_more["... {len(f.node_names) - max_nodes} more node(s)"]')
+        out.append("  end")
+    out.append("```")
+    return out
+
+
+def render_markdown(report: PlanReport) -> str:
+    lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
+             "", "| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
+                 "$/month |", "|---|---|---|---|---|---:|---|---:|---:|"]
+    for f in report.fleets:
+        lines.append(f"| `{f.name}` | {f.backend} | {f.region} / {f.zone or '-'} | "
+                     f"`{f.instance_type}` | {f.gpu} | {f.nodes} | {'yes' if f.spot else 'no'} "
+                     f"| {_money(f.total_per_hour)} | "
+                     f"{_money(f.total_per_hour * HOURS_PER_MONTH)} |")
+    lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
+              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month", ""]
+    for g in report.extra_fleets:
+        lines += [*g.get("markdown", []), ""]
+    lines += ["### Topology", "", *mermaid(report.fleets), "",
+              f"### Resources ({len(report.resources)} to create)", "",
+              "| type | count |", "|---|---:|"]
+    lines += [f"| `{t}` | {c} |" for t, c in counts(report.resources).items()]
+    lines += ["", "<details><summary>Resource tree</summary>", "", "```",
+              *tree(report.resources), "```", "", "</details>"]
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""`gpufleet plan`: compile, then run the real stack program offline and build the report.
+
+The program and the mock harness live in ``gpufleet.components`` (Pulumi code); this module
+imports them only when a plan is actually built, so the rest of the CLI stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from gpufleet.catalog import Catalog
+from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.inputs import Validated
+from gpufleet.plan_view import PlanReport, render_json, render_markdown, render_text
+
+
+def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None
+                 ) -> dict[str, str]:
+    config = {"gpufleet:files": json.dumps([os.path.abspath(p) for p in paths])}
+    if profile:
+        config["gpufleet:profile"] = profile
+    if catalog_dir:
+        config["gpufleet:catalog"] = os.path.abspath(catalog_dir)
+    return config
+
+
+def run_offline(paths: Sequence[str], stack: str, profile: str | None,
+                catalog_dir: str | None, compiled: Compiled | None = None) -> Any:
+    from gpufleet.components import harness, offline, program
+
+    mocks = harness.StrictMocks(offline.INVOKES, offline.outputs)
+    return harness.run_program(lambda: program.main(compiled=compiled),
+                               stack_config(paths, profile, catalog_dir), mocks, stack=stack)
+
+
+def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
+                 profile: str | None, catalog_dir: str | None
+                 ) -> tuple[PlanReport | None, list[Diagnostic]]:
+    compiled = compile_inputs(validated.inputs, catalog, profile)
+    if not compiled.ok:
+        return None, list(compiled.diagnostics)
+    run = run_offline(paths, stack, profile, catalog_dir, compiled)
+    resources = tuple(r.to_json() for r in run.sorted())
+    lookups = tuple(sorted(((t, a) for t, a in run.invokes),
+                           key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
+    report = PlanReport(stack, compiled.catalog, compiled.plans, resources, lookups,
+                        run.exports)
+    return report, [d for d in compiled.diagnostics if not d.is_error]
+
+
+def render(report: PlanReport, fmt: str) -> str:
+    if fmt == "json":
+        return render_json(report)
+    if fmt == "markdown":
+        return render_markdown(report)
+    return render_text(report)

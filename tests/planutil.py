@@ -1,0 +1,47 @@
+"""Helpers shared by the plan tests: compile files and run the stack program offline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpufleet.catalog import load_catalog
+from gpufleet.inputs import validate_paths
+from gpufleet.plan_view import PlanReport
+from gpufleet.planning import build_report
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SHARED = [str(EXAMPLES / "backends.yml"), str(EXAMPLES / "profiles.yml")]
+
+
+def plan_files(files: Sequence[str | Path], stack: str = "dev") -> PlanReport:
+    paths = [str(f) for f in files]
+    validated = validate_paths(paths)
+    assert validated.ok, validated.diagnostics
+    report, diags = build_report(validated, load_catalog(), paths, stack, None, None)
+    assert report is not None, diags
+    return report
+
+
+def write(tmp: Path, name: str, text: str) -> str:
+    p = tmp / name
+    p.write_text(text)
+    return str(p)
+
+
+def by_type(report: PlanReport, typ: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in report.resources if r["type"] == typ]
+
+
+def named(report: PlanReport, name: str, typ: str | None = None) -> dict[str, Any]:
+    hits = [dict(r) for r in report.resources
+            if r["name"] == name and (typ is None or r["type"] == typ)]
+    assert len(hits) == 1, (name, [h["type"] for h in hits])
+    return hits[0]
+
+
+def children(report: PlanReport, parent_name: str) -> list[dict[str, Any]]:
+    parents = {r["urn"] for r in report.resources if r["name"] == parent_name and not r["custom"]}
+    return [dict(r) for r in report.resources if r["parent"] in parents]
