@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 plan: venv
-	$(BIN)/gpufleet validate examples/
+	$(BIN)/gpufleet plan examples/
 
 test: venv
 	$(BIN)/ruff check gpufleet components tests bench scripts

@@ -24,17 +24,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+# Shapes that scale to 5,000 nodes: GCP A4 (10 NICs per node) in a cluster; AWS g6e (one
+# ENA; 5,000 p5 nodes x 32 interfaces would not fit one subnet, which plan refuses); Azure
+# plain VMs (a scale set is one resource whatever its size, and caps at 300 nodes).
 FLEETS = {
-    "gcp": "backends: [gcp]\nspot_policy: auto\nresources:\n  gpu: B200:8\n",
-    "aws": "backends: [aws]\nregions: [us-east-1]\nresources:\n  gpu: H100:8\n",
-    "azure": "backends: [azure]\nresources:\n  gpu: H100:8\n",
+    "gcp": "placement: cluster\nbackends: [gcp]\nspot_policy: auto\nresources:\n"
+           "  gpu: B200:8\n",
+    "aws": "placement: cluster\nbackends: [aws]\nregions: [us-east-1]\nresources:\n"
+           "  gpu: L40S:8\n",
+    "azure": "backends: [azure]\nregions: [eastus]\nresources:\n  gpu: T4:1\n",
 }
+BACKENDS_FILE = ("backends:\n  - type: azure\n    ssh_public_key: ssh-ed25519 AAAAbench bench\n")
 
 
 def fleet_file(folder: Path, backend: str, nodes: int) -> str:
     path = folder / f"{backend}-{nodes}.yml"
-    path.write_text(f"type: fleet\nname: bench\nnodes: {nodes}\nplacement: cluster\n"
-                    + FLEETS[backend])
+    path.write_text(f"type: fleet\nname: bench\nnodes: {nodes}\n" + FLEETS[backend]
+                    + "---\n" + BACKENDS_FILE)
     return str(path)
 
 
@@ -141,7 +147,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"backend {args.backend}: one placement: cluster fleet of N nodes")
+    print(f"backend {args.backend}: one fleet of N nodes")
     print(f"{'nodes':>6} {'resources':>9} {'gpufleet s':>10} {'floor s':>8} {'ratio':>6} "
           f"{'ms/node':>8} {'RSS MB':>7} {'floor RSS':>9}")
     per_node = {}

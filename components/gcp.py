@@ -112,8 +112,8 @@ class Fleet(pulumi.ComponentResource):
 
     def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
-        super().__init__("gpufleet:gcp:Fleet", plan.name, None,
-                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases)))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+        super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.networks = {n.role: Network(n, plan, child) for n in plan.networks}
         policies = []

@@ -43,7 +43,50 @@ def _gcp_client_config(args: dict[str, Any]) -> dict[str, Any]:
             "id": "mock-client-config"}
 
 
+def _aws_ami(args: dict[str, Any]) -> dict[str, Any]:
+    name = next((f["values"][0] for f in args.get("filters", []) if f.get("name") == "name"),
+                "mock")
+    return {"id": "ami-0mock0000000000000", "imageId": "ami-0mock0000000000000",
+            "name": name.replace("*", "mock"), "architecture": "x86_64",
+            "ownerId": (args.get("owners") or ["amazon"])[0]}
+
+
+def _aws_azs(args: dict[str, Any]) -> dict[str, Any]:
+    region = "mock-region"
+    return {"id": region, "names": [f"{region}-1a", f"{region}-1b", f"{region}-1c"],
+            "zoneIds": ["mock-az1", "mock-az2", "mock-az3"]}
+
+
+def _aws_vpc(args: dict[str, Any]) -> dict[str, Any]:
+    key = args.get("id") or (args.get("tags") or {}).get("Name") or "default"
+    return {"id": key if str(key).startswith("vpc-") else f"vpc-mock-{key}",
+            "cidrBlock": "mock-existing-range", "default": bool(args.get("default"))}
+
+
+def _aws_subnets(args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "mock-subnets", "ids": ["subnet-mock-a", "subnet-mock-b"]}
+
+
+def _azure_client_config(args: dict[str, Any]) -> dict[str, Any]:
+    return {"subscriptionId": "00000000-mock-subscription", "tenantId": "mock-tenant",
+            "clientId": "mock-client", "objectId": "mock-object"}
+
+
+def _azure_vnet(args: dict[str, Any]) -> dict[str, Any]:
+    rg, name = args.get("resourceGroupName", ""), args.get("virtualNetworkName", "")
+    vid = (f"/subscriptions/00000000-mock-subscription/resourceGroups/{rg}/providers/"
+           f"Microsoft.Network/virtualNetworks/{name}")
+    return {"id": vid, "name": name, "location": "mock",
+            "subnets": [{"id": f"{vid}/subnets/mock-subnet-0", "name": "mock-subnet-0"}]}
+
+
 INVOKES: dict[str, Invoke] = {
+    "azure-native:authorization:getClientConfig": _azure_client_config,
+    "azure-native:network:getVirtualNetwork": _azure_vnet,
+    "aws:ec2/getAmi:getAmi": _aws_ami,
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _aws_azs,
+    "aws:ec2/getVpc:getVpc": _aws_vpc,
+    "aws:ec2/getSubnets:getSubnets": _aws_subnets,
     "gcp:organizations/getClientConfig:getClientConfig": _gcp_client_config,
     "gcp:compute/getNetwork:getNetwork": _gcp_network,
     "gcp:compute/getSubnetwork:getSubnetwork": _gcp_subnetwork,
@@ -54,6 +97,17 @@ INVOKES: dict[str, Invoke] = {
 def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Computed outputs that downstream inputs read (self links, names)."""
     out: dict[str, Any] = {}
+    if typ == "aws:ec2/instance:Instance":
+        out["primaryNetworkInterfaceId"] = f"eni-mock-{name}"
+    elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        out["latestVersion"] = 1
+    elif typ == "aws:ec2/eip:Eip":
+        out["allocationId"] = f"eipalloc-mock-{name}"
+    elif typ == "aws:ec2/placementGroup:PlacementGroup":
+        out["name"] = f"{name}-mock"
+    if typ.startswith("azure-native:"):
+        out.setdefault("name", inputs.get("resourceGroupName") if typ.endswith("ResourceGroup")
+                       else f"{name}-mock")
     if typ.startswith("gcp:compute/"):
         kind = typ.split("/")[1].split(":")[0]
         out["selfLink"] = f"mock://gcp/{kind}/{name}"

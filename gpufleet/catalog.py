@@ -66,6 +66,8 @@ class Catalog:
     path: str = ""
     skipped: int = 0
     chosen_by: str = "bundled"
+    # Sizes users expect whose price no source gives: shown by `offers`, never selected.
+    unpriced: tuple[Row, ...] = ()
 
     def facts(self, backend: str, instance_type: str) -> NetworkFacts:
         return self.network.get((backend, instance_type), NetworkFacts())
@@ -135,7 +137,8 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
     network = read_network(folder / "network.csv" if (folder / "network.csv").is_file()
                            else bundled_dir() / "network.csv")
     return Catalog(tuple(rows), network, str(meta.get("source", "local")),
-                   str(meta.get("version", "")), str(meta.get("date", "")), path, skipped, why)
+                   str(meta.get("version", "")), str(meta.get("date", "")), path, skipped, why,
+                   read_unpriced(bundled_dir() / "unpriced.csv"))
 
 
 def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
@@ -184,7 +187,18 @@ def read_network(path: Path) -> dict[tuple[str, str], NetworkFacts]:
         for r in csv.DictReader(fh):
             out[(r["backend"], r["instance_type"])] = NetworkFacts(
                 r["rdma"], int(r["rdma_interfaces"]), int(r["nics"]))
+
     return out
+
+
+def read_unpriced(path: Path) -> tuple[Row, ...]:
+    if not path.is_file():
+        return ()
+    with path.open(newline="", encoding="utf-8") as fh:
+        return tuple(Row(r["backend"], r["instance_type"], r["location"], float("nan"),
+                         int(r["cpu"]), float(r["memory"]), int(r["gpu_count"]), r["gpu_name"],
+                         float(r["gpu_memory"]), False, None, "nvidia", (), "x86")
+                     for r in csv.DictReader(fh))
 
 
 def iter_rows(catalog: Catalog, backends: Iterable[str] | None = None) -> Iterator[Row]:

@@ -9,6 +9,7 @@ recorded so that an empty result names the filter that removed the last candidat
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -60,7 +61,10 @@ class Offer:
                 f"{'spot' if self.spot else 'on-demand'} ${self.price:.2f}")
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if math.isnan(self.price):
+            data["price"] = None  # a size with no known price
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,7 @@ class Selection:
     offers: tuple[Offer, ...]
     error: Diagnostic | None = None
     profile: str | None = None
+    unpriced: tuple[Offer, ...] = ()
 
     @property
     def best(self) -> Offer | None:
@@ -128,11 +133,11 @@ def _int(v: float | None) -> int | None:
 
 
 @cache
-def _items(catalog: Catalog) -> tuple[tuple[Row, Any], ...]:
+def _items(catalog: Catalog, unpriced: bool = False) -> tuple[tuple[Row, Any], ...]:
     from gpuhunt import AcceleratorVendor, CatalogItem, CPUArchitecture
 
     out = []
-    for r in catalog.rows:
+    for r in catalog.unpriced if unpriced else catalog.rows:
         item = CatalogItem(
             provider=r.backend, instance_name=r.instance_type, location=r.location,
             price=r.price, cpu=r.vcpus, memory=r.memory_gib, gpu_count=r.gpu_count,
@@ -243,12 +248,18 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
     candidates = [_offer(catalog, r) for r, item in _items(catalog) if matches(item, q)]
     what = describe_resources(fleet.resources)
     pname = profile.name if profile else None
-    if not candidates:
-        return Selection(fleet, (), _no_match(fleet, catalog, what), pname)
     backends = effective_backends(fleet, inputs)
     allowed = {b.type: (_lower(b.regions) if b.regions is not None else None)
                for b in inputs.backends}
-    for key, phrase, run in stages(fleet, backends, allowed):
+    steps = stages(fleet, backends, allowed)
+    unpriced = [_offer(catalog, r) for r, item in _items(catalog, True) if matches(item, q)]
+    for key, _, run in steps:
+        if key in ("backends", "regions", "instance_types", "availability_zones"):
+            unpriced = run(unpriced)
+    extra = tuple(sorted(unpriced, key=lambda o: (o.backend, o.region, o.instance_type)))
+    if not candidates:
+        return Selection(fleet, (), _no_match(fleet, catalog, what), pname, extra)
+    for key, phrase, run in steps:
         survivors = run(candidates)
         if not survivors:
             cheapest = sorted(candidates, key=Offer.sort_key)[:1]
@@ -258,9 +269,9 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
             hint = _hint(key)
             if profile is not None and key in profile.values and key not in fleet.explicit:
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
-            return Selection(fleet, (), _at(fleet, key, "O001", msg, hint), pname)
+            return Selection(fleet, (), _at(fleet, key, "O001", msg, hint), pname, extra)
         candidates = survivors
-    return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname)
+    return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
 
 
 def _hint(key: str) -> str:

@@ -35,6 +35,9 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
         prof = f", profile {sel.profile}" if sel.profile else ""
         out += ["", f"fleet {f.name} ({f.origin.file}): {describe_resources(f.resources)}, "
                 f"nodes {f.nodes}, spot_policy {f.spot_policy or 'on-demand'}{prof}"]
+        for u in sel.unpriced:
+            out.append(f"  also matches, price unknown (not selectable): {u.backend} {u.region} "
+                       f"{u.instance_type} {u.resources_text()}")
         if not sel.offers:
             out.append("  no offers (see the error below)")
             continue
@@ -67,6 +70,7 @@ def selection_json(sel: Selection, limit: int) -> dict[str, Any]:
         "nodes": {"min": f.nodes.min, "target": f.nodes.target, "max": f.nodes.max},
         "offers": [o.to_json() for o in sel.offers[:limit]],
         "offer_count": len(sel.offers),
+        "unpriced": [o.to_json() for o in sel.unpriced],
         "total_per_hour": round(hourly, 4) if best else None,
         "total_per_month": round(hourly * HOURS_PER_MONTH, 2) if best else None,
         "error": to_record(sel.error) if sel.error else None,

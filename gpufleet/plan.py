@@ -102,6 +102,7 @@ class FleetPlan:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     previous_names: tuple[str, ...] = ()
     rdma: str = "none"
+    rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
     options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
 
     @property

@@ -42,7 +42,8 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
         "nodes_min": f.nodes_min, "nodes_max": f.nodes_max, "spot": f.spot,
         "price_per_hour": f.price_per_hour, "total_per_hour": round(f.total_per_hour, 4),
         "total_per_month": round(f.total_per_hour * HOURS_PER_MONTH, 2), "rdma": f.rdma,
-        "nics_per_node": len(f.nics), "nic_types": dict(sorted(nic_types.items())),
+        "rdma_interfaces": f.rdma_interfaces, "nics_per_node": len(f.nics),
+        "nic_types": dict(sorted(nic_types.items())),
         "networks": [{"name": n.name, "role": n.role, "cidr": n.cidr, "mtu": n.mtu,
                       "profile": n.profile, "existing": n.existing,
                       "subnets": [s.cidr for s in n.subnets]} for n in f.networks],
@@ -89,7 +90,8 @@ def _fleet_lines(f: FleetPlan) -> list[str]:
         f"{'spot' if f.spot else 'on-demand'}  ${f.price_per_hour:,.4f}/h per node",
         f"  nodes:    {nodes}   cost: {_money(f.total_per_hour)}/h, "
         f"{_money(f.total_per_hour * HOURS_PER_MONTH)}/month",
-        f"  fabric:   {f.rdma}; {len(f.nics)} NIC(s) per node ({nic_desc})",
+        f"  fabric:   {f.rdma}" + (f" x{f.rdma_interfaces}" if f.rdma_interfaces else "")
+        + f"; {len(f.nics)} NIC(s) per node ({nic_desc})",
     ]
     if f.placement:
         lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")

@@ -20,7 +20,8 @@ from conftest import compare_or_update
 from planutil import EXAMPLES, SHARED, plan_files
 
 GOLDEN = Path(__file__).parent / "golden"
-EXAMPLES_WITH_GOLDEN = ["fleets/gcp-a4.dstack.yml"]
+EXAMPLES_WITH_GOLDEN = sorted(str(p.relative_to(EXAMPLES))
+                              for p in (EXAMPLES / "fleets").glob("*.yml"))
 
 
 def _stem(example: str) -> str:

@@ -24,7 +24,7 @@ def test_plan_text_for_the_a4_example() -> None:
     assert r.exit_code == 0, r.output
     out = r.output
     assert "offer:    gcp us-west2 / us-west2-c  a4-highgpu-8g  8xB200  spot" in out
-    assert "fabric:   roce; 10 NIC(s) per node (2 GVNIC + 8 MRDMA)" in out
+    assert "fabric:   roce x8; 10 NIC(s) per node (2 GVNIC + 8 MRDMA)" in out
     assert "gcp:compute/subnetwork:Subnetwork          10" in out
     assert "+ gcp:compute/instance:Instance  a4-node-1" in out
     assert "offline plan" in out

@@ -92,6 +92,7 @@ class GcpBackend:
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=gcp_labels(merged_tags(fleet, config)),
             previous_names=fleet.previous_names, rdma=offer.rdma,
+            rdma_interfaces=offer.rdma_interfaces,
             options={"project": project, "service_account": config.get("vm_service_account")
                      if config is not None else None,
                      "network_tag": naming.network_tag(fleet.name)},

@@ -1,0 +1,201 @@
+"""Azure ComponentResources: a FleetPlan -> resource group (shared per stack and region),
+VNet, subnet, NSG, and either one InfiniBand VM scale set or plain VMs.
+
+Makes no decisions: every number and name comes from the plan (gpufleet.backends.azure).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import pulumi
+import pulumi_azure_native as azure_native
+from pulumi_azure_native import compute, network, resources
+
+from gpufleet import naming
+from gpufleet.plan import FleetPlan, NetworkPlan, ProviderPlan
+
+# One resource group per (provider, region), shared by every fleet there. It is a top-level
+# resource, so removing or renaming one fleet never touches it.
+_GROUPS: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.Output[str]] = \
+    weakref.WeakKeyDictionary()
+
+
+def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+    args: dict[str, Any] = {"location": p.region}
+    if p.scope:
+        args["subscription_id"] = p.scope
+    return azure_native.Provider(p.name, **args)
+
+
+def resource_group(plan: FleetPlan, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
+    existing = plan.options.get("resource_group")
+    if existing:
+        return pulumi.Output.from_input(str(existing))
+    if prov not in _GROUPS:
+        name = f"gpufleet-{pulumi.get_stack()}-{plan.region}"
+        rg = resources.ResourceGroup(
+            naming.child("rg", plan.region), resource_group_name=name, location=plan.region,
+            tags={"managed-by": "gpufleet"}, opts=pulumi.ResourceOptions(provider=prov))
+        _GROUPS[prov] = rg.name
+    return _GROUPS[prov]
+
+
+def _image(ref: str) -> dict[str, str]:
+    publisher, offer, sku, version = ref.split(":")
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+class Network(pulumi.ComponentResource):
+    """VNet + subnet (created, or an existing subnet) and the fleet's NSG."""
+
+    subnet_id: pulumi.Output[str]
+    vnet_id: pulumi.Output[str]
+
+    def __init__(self, net: NetworkPlan, plan: FleetPlan, rg: pulumi.Output[str],
+                 opts: pulumi.ResourceOptions) -> None:
+        super().__init__("gpufleet:azure:Network", net.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        rules = [{"name": rule.name, "priority": 100 + i, "direction": "Inbound",
+                  "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                  "destination_port_range": rule.ports[0], "destination_address_prefix": "*",
+                  "source_address_prefixes": list(rule.sources),
+                  "description": rule.description}
+                 for i, rule in enumerate(net.firewall)]
+        self.nsg = network.NetworkSecurityGroup(
+            str(plan.options["nsg"]), resource_group_name=rg, location=plan.region,
+            security_rules=rules, tags=dict(plan.labels), opts=child)
+        subnet = net.subnets[0]
+        if net.existing and subnet.existing not in (None, "lookup"):
+            self.subnet_id = self._subnet_by_path(str(subnet.existing), plan, invoke)
+            self.vnet_id = self.subnet_id.apply(lambda i: i.split("/subnets/")[0])
+        elif net.existing:
+            vnet_rg, vnet_name = str(net.existing).split("/")
+            found = network.get_virtual_network_output(resource_group_name=vnet_rg,
+                                                       virtual_network_name=vnet_name,
+                                                       opts=invoke)
+            self.vnet_id = found.id.apply(str)
+            self.subnet_id = found.subnets.apply(
+                lambda subs: str(sorted(subs or [], key=lambda s: s.name or "")[0].id))
+        else:
+            vnet = network.VirtualNetwork(
+                net.name, resource_group_name=rg, location=plan.region,
+                address_space={"address_prefixes": [net.cidr]}, tags=dict(plan.labels),
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]))
+            sub = network.Subnet(
+                subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
+                address_prefix=subnet.cidr,
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
+            self.vnet_id, self.subnet_id = vnet.id, sub.id
+        self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,
+                               "nsg": self.nsg.id})
+
+    @staticmethod
+    def _subnet_by_path(path: str, plan: FleetPlan,
+                        invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
+        rg, vnet, subnet = path.split("/")
+        sub_id = pulumi.Output.from_input(plan.provider.scope) if plan.provider.scope else \
+            azure_native.authorization.get_client_config_output(opts=invoke).subscription_id
+        return sub_id.apply(lambda s: f"/subscriptions/{s}/resourceGroups/{rg}/providers/"
+                                      f"Microsoft.Network/virtualNetworks/{vnet}/subnets/{subnet}")
+
+
+class Fleet(pulumi.ComponentResource):
+    """A fleet: its network, then one InfiniBand scale set or one VM per node."""
+
+    def __init__(self, plan: FleetPlan, rg: pulumi.Output[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+        super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
+        self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
+        self.rg = rg
+        if plan.placement is not None:
+            self.scale_set = self._scale_set(plan)
+            self.internal_ips: list[Any] = []
+        else:
+            vms = [self._vm(plan, name) for name in plan.node_names]
+            self.internal_ips = [nic.ip_configurations.apply(
+                lambda cfgs: cfgs[0].private_ip_address if cfgs else None) for nic in vms]
+        self.network_ids = {"main": self.network.vnet_id}
+        self.register_outputs({"internal_ips": self.internal_ips,
+                               "networks": self.network_ids})
+
+    def _os_profile(self, plan: FleetPlan, computer_name: str, key: str) -> dict[str, Any]:
+        user = str(plan.options["admin_user"])
+        return {key: computer_name, "admin_username": user, "linux_configuration": {
+            "disable_password_authentication": True,
+            "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
+                                     "key_data": plan.options["ssh_public_key"]}]}}}
+
+    def _storage(self, plan: FleetPlan) -> dict[str, Any]:
+        # Managed disks are encrypted at rest (platform-managed keys) by default.
+        return {"image_reference": _image(plan.image),
+                "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
+                            "disk_size_gb": plan.disk_gib,
+                            "managed_disk": {"storage_account_type": plan.disk_type}}}
+
+    @staticmethod
+    def _priority(plan: FleetPlan) -> dict[str, Any]:
+        if not plan.spot:
+            return {"priority": "Regular"}
+        return {"priority": "Spot", "eviction_policy": "Delete",
+                "billing_profile": {"max_price": plan.max_price if plan.max_price else -1}}
+
+    def _scale_set(self, plan: FleetPlan) -> compute.VirtualMachineScaleSet:
+        assert plan.placement is not None
+        nic = plan.nics[0]
+        ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
+                                     "subnet": {"id": self.network.subnet_id}}
+        if nic.public_ip:
+            ip_config["public_ip_address_configuration"] = {"name": "public-ip"}
+        profile = {
+            "os_profile": self._os_profile(plan, plan.name[:9], "computer_name_prefix"),
+            "storage_profile": self._storage(plan),
+            "network_profile": {"network_interface_configurations": [{
+                "name": naming.child(plan.name, "nic"), "primary": True,
+                "enable_accelerated_networking": plan.options["accelerated_networking"],
+                "network_security_group": {"id": self.network.nsg.id},
+                "ip_configurations": [ip_config]}]},
+            **self._priority(plan),
+        }
+        return compute.VirtualMachineScaleSet(
+            plan.placement.name, resource_group_name=self.rg, location=plan.region,
+            sku={"name": plan.instance_type, "tier": "Standard", "capacity": plan.nodes},
+            single_placement_group=True, platform_fault_domain_count=1, overprovision=False,
+            orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"},
+            virtual_machine_profile=profile, tags=dict(plan.labels),
+            opts=pulumi.ResourceOptions(parent=self))
+
+    def _vm(self, plan: FleetPlan, name: str) -> network.NetworkInterface:
+        child = pulumi.ResourceOptions(parent=self)
+        ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
+                                     "private_ip_allocation_method": "Dynamic",
+                                     "subnet": {"id": self.network.subnet_id}}
+        if plan.nics[0].public_ip:
+            pip = network.PublicIPAddress(
+                naming.child(name, "pip"), resource_group_name=self.rg, location=plan.region,
+                sku={"name": "Standard"}, public_ip_allocation_method="Static",
+                tags=dict(plan.labels), opts=child)
+            ip_config["public_ip_address"] = {"id": pip.id}
+        nic = network.NetworkInterface(
+            naming.child(name, "nic"), resource_group_name=self.rg, location=plan.region,
+            ip_configurations=[ip_config],
+            enable_accelerated_networking=plan.options["accelerated_networking"],
+            network_security_group={"id": self.network.nsg.id}, tags=dict(plan.labels),
+            opts=child)
+        compute.VirtualMachine(
+            name, resource_group_name=self.rg, location=plan.region,
+            hardware_profile={"vm_size": plan.instance_type},
+            os_profile=self._os_profile(plan, name, "computer_name"),
+            storage_profile=self._storage(plan),
+            network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
+            tags=dict(plan.labels), opts=child, **self._priority(plan))
+        return nic
+
+
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
+    rg = resource_group(plan, prov)
+    return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}))

@@ -1,0 +1,155 @@
+"""AWS recipes (cloud-recipes.md §1): VPC, subnets, security group, EFA layout, placement. Pure.
+
+| instance type             | EFA | NICs | layout                                       |
+|---------------------------|-----|------|----------------------------------------------|
+| p5.48xlarge, p5e.48xlarge | 32  | 32   | `efa` on cards 0, 4, ..., 28; `efa-only` rest |
+| p5en.48xlarge             | 16  | 16   | 1 `efa` + 15 `efa-only`                       |
+| p6-b200.48xlarge          | 8   | 8    | 1 `efa` + 7 `efa-only`                        |
+| p6-b300.48xlarge          | 16  | 17   | ENA primary + 16 `efa-only` on cards 1-16     |
+| p4d/p4de.24xlarge         | 4   | 4    | 1 `efa` + 3 `efa-only`                        |
+| everything else           | 0   | 1    | one ENA interface                             |
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from gpufleet import naming
+from gpufleet.backends.base import Planned, disk_gib, located, merged_tags, public_ips, ssh_rule
+from gpufleet.cidr import pack, usable_hosts
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.offers import Offer
+from gpufleet.plan import (
+    FirewallRule,
+    FleetPlan,
+    NetworkPlan,
+    NicPlan,
+    PlacementPlan,
+    ProviderPlan,
+    SubnetPlan,
+)
+from gpufleet.spec import BackendConfig, FleetSpec
+
+RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
+NODE_PREFIX, PUBLIC_PREFIX = 18, 24
+# AWS Deep Learning Base AMI with the NVIDIA driver and the EFA installer (dstack's choice
+# of family); `os_images` in the backends file overrides it, as in dstack.
+DEFAULT_AMI = {"name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *",
+               "owner": "amazon"}
+DEFAULT_CPU_AMI = {"name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
+                   "owner": "099720109477"}
+EVERY_FOURTH = ("p5.48xlarge", "p5e.48xlarge")  # AWS: "EFA configuration for P5 and P5e"
+
+
+def efa_layout(instance_type: str, efa_interfaces: int) -> list[tuple[int, int, str]]:
+    """(network card, device index, interface type) for every interface of one node."""
+    if efa_interfaces <= 0:
+        return [(0, 0, "interface")]
+    if instance_type.startswith("p6-b300"):
+        return [(0, 0, "interface")] + [(i, 1, "efa-only") for i in range(1, efa_interfaces + 1)]
+    if instance_type in EVERY_FOURTH:
+        return [(i, 0 if i == 0 else 1, "efa" if i % 4 == 0 else "efa-only")
+                for i in range(efa_interfaces)]
+    return [(0, 0, "efa")] + [(i, 1, "efa-only") for i in range(1, efa_interfaces)]
+
+
+class AwsBackend:
+    name = "aws"
+    component = "gpufleet.components.aws"
+    fleet_prefix = 16
+
+    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+             config: BackendConfig | None) -> Planned:
+        layout = efa_layout(offer.instance_type,
+                            offer.rdma_interfaces if offer.rdma == "efa" else 0)
+        diags = self.check(fleet, offer, config, len(layout))
+        if any(d.is_error for d in diags):
+            return Planned(None, tuple(diags))
+        public = public_ips(config)
+        network = self.network(fleet, offer, block, config, public)
+        node_subnet = network.subnets[0].name
+        nics = tuple(NicPlan("main", node_subnet, kind, card, device,
+                             public_ip=public and card == 0 and device == 0)
+                     for card, device, kind in layout)
+        cfg = config.settings if config is not None else {}
+        images = cfg.get("os_images") or {}
+        ami = images.get("nvidia" if offer.gpu_count else "cpu") or (
+            DEFAULT_AMI if offer.gpu_count else DEFAULT_CPU_AMI)
+        reservation = fleet.reservation
+        market = "spot" if offer.spot else None
+        if reservation and reservation in (cfg.get("capacity_blocks") or ()):
+            market = "capacity-block"
+        tags = merged_tags(fleet, config)
+        plan = FleetPlan(
+            name=fleet.name, file=fleet.origin.file, backend="aws",
+            provider=ProviderPlan("aws", naming.provider("aws", None, offer.region),
+                                  offer.region),
+            region=offer.region, zone=offer.zone, instance_type=offer.instance_type,
+            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
+            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
+            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
+            networks=(network,), nics=nics,
+            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
+            disk_gib=disk_gib(fleet), disk_type="gp3",
+            image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
+            placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
+            if fleet.is_cluster else None,
+            reservation=reservation, labels=tags, previous_names=fleet.previous_names,
+            rdma=offer.rdma, rdma_interfaces=offer.rdma_interfaces,
+            options={"ami_name": ami.get("name"), "ami_owner": ami.get("owner", "amazon"),
+                     "market": market, "eip_per_node": public and len(nics) > 1,
+                     "iam_instance_profile": cfg.get("iam_instance_profile"),
+                     "security_group": naming.child(fleet.name, "sg"),
+                     "launch_template": naming.child(fleet.name, "lt")},
+        )
+        return Planned(plan, tuple(diags))
+
+    def check(self, fleet: FleetSpec, offer: Offer, config: BackendConfig | None,
+              interfaces: int) -> list[Diagnostic]:
+        diags: list[Diagnostic] = []
+        capacity = usable_hosts(IPv4Network(f"10.0.0.0/{NODE_PREFIX}"), RESERVED_PER_SUBNET)
+        wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
+        if wanted * interfaces > capacity:
+            diags.append(located(fleet, "nodes", "C001", f"fleet '{fleet.name}' wants up to "
+                                 f"{wanted} nodes x {interfaces} interfaces, but its "
+                                 f"/{NODE_PREFIX} subnet holds {capacity} addresses",
+                                 "split the fleet into several fleets"))
+        cfg = config.settings if config is not None else {}
+        if fleet.reservation and fleet.reservation in (cfg.get("capacity_blocks") or ()):
+            if fleet.nodes.max is None or fleet.nodes.min != fleet.nodes.max:
+                diags.append(located(fleet, "nodes", "C005", "a Capacity Block has a fixed "
+                                     "size: `nodes` must be a single number",
+                                     "set `nodes: N` to the size of the block"))
+            if offer.spot:
+                diags.append(located(fleet, "reservation", "C002", "a Capacity Block is not "
+                                     "spot capacity", "set `spot_policy: on-demand`"))
+        elif fleet.reservation and offer.spot:
+            diags.append(located(fleet, "reservation", "C002", "a Capacity Reservation is "
+                                 "used by on-demand instances, but the chosen offer is spot",
+                                 "set `spot_policy: on-demand` with `reservation`"))
+        return diags
+
+    def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+                config: BackendConfig | None, public: bool) -> NetworkPlan:
+        name = fleet.name
+        cfg = config.settings if config is not None else {}
+        existing = (cfg.get("vpc_ids") or {}).get(offer.region) or cfg.get("vpc_name")
+        if existing is None and cfg.get("default_vpcs") is True:
+            existing = "default"
+        ranges = pack(block, [("nodes", NODE_PREFIX), ("public", PUBLIC_PREFIX)])
+        subnets = [SubnetPlan(naming.child(name, "subnet"), str(ranges["nodes"]), offer.region,
+                              offer.zone, public=public,
+                              existing="lookup" if existing else None)]
+        if not public and not existing:
+            # The NAT gateway lives in a small public subnet of the same AZ.
+            subnets.append(SubnetPlan(naming.child(name, "public"), str(ranges["public"]),
+                                      offer.region, offer.zone, public=True))
+        rules = (FirewallRule(naming.child(name, "self"), "all traffic within the fleet's "
+                              "security group (EFA needs it both ways)", "all", from_self=True),
+                 *ssh_rule(name, config))
+        return NetworkPlan("main", naming.child(name, "vpc"), tuple(subnets),
+                           cidr=None if existing else str(block), existing=existing,
+                           firewall=rules, nat=not public and not existing)
+
+
+BACKEND = AwsBackend()

@@ -1,0 +1,113 @@
+"""Azure recipes (cloud-recipes.md §3): resource group, VNet, NSG, InfiniBand scale sets. Pure.
+
+InfiniBand connects only VMs of one scale set limited to a single placement group (100 VMs
+by default, 300 with a raised limit), so a `placement: cluster` fleet on an IB size becomes
+one VM scale set; other fleets become plain VMs. The VNet stays out of 172.16.0.0/16, which
+Azure's RDMA network reserves.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from gpufleet import naming
+from gpufleet.backends.base import Planned, disk_gib, located, merged_tags, public_ips, ssh_rule
+from gpufleet.cidr import pack
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.offers import Offer
+from gpufleet.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, ProviderPlan, SubnetPlan
+from gpufleet.spec import BackendConfig, FleetSpec
+
+# Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
+DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
+RDMA_RESERVED = IPv4Network("172.16.0.0/16")
+DEFAULT_SCALE_SET_LIMIT, MAX_SCALE_SET = 100, 300
+NODE_PREFIX = 18
+
+
+class AzureBackend:
+    name = "azure"
+    component = "gpufleet.components.azure"
+    fleet_prefix = 16
+
+    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+             config: BackendConfig | None) -> Planned:
+        diags = self.check(fleet, offer, block, config)
+        if any(d.is_error for d in diags):
+            return Planned(None, tuple(diags))
+        cfg = config.settings if config is not None else {}
+        subscription = cfg.get("subscription_id")
+        public = public_ips(config)
+        network = self.network(fleet, offer, block, config)
+        scale_set = fleet.is_cluster and offer.rdma == "infiniband"
+        plan = FleetPlan(
+            name=fleet.name, file=fleet.origin.file, backend="azure",
+            provider=ProviderPlan("azure", naming.provider("azure", subscription, offer.region),
+                                  offer.region, subscription),
+            region=offer.region, zone=None, instance_type=offer.instance_type,
+            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
+            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
+            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
+            networks=(network,),
+            nics=(NicPlan("main", network.subnets[0].name, "ETHERNET", public_ip=public),),
+            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
+            disk_gib=disk_gib(fleet), disk_type="Premium_LRS",
+            image=cfg.get("image") or DEFAULT_IMAGE, public_ip=public,
+            placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
+                                    {"single_placement_group": True})
+            if scale_set else None,
+            reservation=None, labels=merged_tags(fleet, config),
+            previous_names=fleet.previous_names, rdma=offer.rdma,
+            rdma_interfaces=offer.rdma_interfaces,
+            options={"resource_group": cfg.get("resource_group"),
+                     "ssh_public_key": cfg.get("ssh_public_key"), "admin_user": "azureuser",
+                     "accelerated_networking": True,
+                     "nsg": naming.child(fleet.name, "nsg")},
+        )
+        return Planned(plan, tuple(diags))
+
+    def check(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+              config: BackendConfig | None) -> list[Diagnostic]:
+        diags: list[Diagnostic] = []
+        cfg = config.settings if config is not None else {}
+        wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
+        if fleet.is_cluster and offer.rdma == "infiniband":
+            limit = int(cfg.get("max_scale_set_nodes") or DEFAULT_SCALE_SET_LIMIT)
+            if wanted > MAX_SCALE_SET:
+                diags.append(located(fleet, "nodes", "C008", f"an InfiniBand cluster is one "
+                                     f"scale set with a single placement group, which holds at "
+                                     f"most {MAX_SCALE_SET} VMs; fleet '{fleet.name}' wants "
+                                     f"{wanted}", "split the fleet into several clusters"))
+            elif wanted > limit:
+                diags.append(located(fleet, "nodes", "C008", f"fleet '{fleet.name}' wants "
+                                     f"{wanted} nodes, but a single-placement-group scale set "
+                                     f"holds {limit} unless Azure support raised the limit",
+                                     "after Azure support raises the limit, set "
+                                     "`max_scale_set_nodes` (<= 300) for azure in the "
+                                     "backends file"))
+            if block.overlaps(RDMA_RESERVED):
+                diags.append(located(fleet, "backends", "C006", f"the VNet range {block} "
+                                     f"overlaps {RDMA_RESERVED}, which Azure's RDMA network "
+                                     "reserves", "give azure a `cidr` outside 172.16.0.0/16"))
+        if not cfg.get("ssh_public_key"):
+            diags.append(located(fleet, "backends", "C007", "Azure needs an SSH public key "
+                                 "for the admin account of Linux VMs",
+                                 "set `ssh_public_key` for azure in the backends file"))
+        return diags
+
+    def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+                config: BackendConfig | None) -> NetworkPlan:
+        name = fleet.name
+        cfg = config.settings if config is not None else {}
+        existing_subnet = (cfg.get("subnet_ids") or {}).get(offer.region)
+        existing_vnet = (cfg.get("vpc_ids") or {}).get(offer.region)
+        nodes = pack(block, [("nodes", NODE_PREFIX)])["nodes"]
+        subnet = SubnetPlan(naming.child(name, "subnet"), str(nodes), offer.region,
+                            existing=existing_subnet or ("lookup" if existing_vnet else None))
+        return NetworkPlan("main", naming.child(name, "vnet"), (subnet,),
+                           cidr=None if (existing_vnet or existing_subnet) else str(block),
+                           existing=existing_subnet or existing_vnet,
+                           firewall=ssh_rule(name, config))
+
+
+BACKEND = AzureBackend()

@@ -1,0 +1,169 @@
+"""AWS fidelity: the recorded resources carry the recipe numbers of cloud-recipes.md §1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet.backends.aws import efa_layout
+from gpufleet.plan_view import PlanReport
+
+from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+
+
+@pytest.fixture(scope="module")
+def p5() -> PlanReport:
+    return plan_files([EXAMPLES / "fleets" / "aws-h100.dstack.yml", *SHARED])
+
+
+def _fleet(tmp: Path, itype: str, gpu: str, extra: str = "", backends: str = "") -> PlanReport:
+    f = write(tmp, "f.yml", f"type: fleet\nname: t1\nnodes: 2\nplacement: cluster\n"
+              f"backends: [aws]\ninstance_types: [{itype}]\nresources:\n  gpu: {gpu}\n{extra}")
+    files = [f]
+    if backends:
+        files.append(write(tmp, "b.yml", backends))
+    return plan_files(files)
+
+
+def test_p5_has_32_interfaces_efa_on_every_fourth_card(p5: PlanReport) -> None:
+    nics = named(p5, "h100-train-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == 32
+    assert [n["networkCardIndex"] for n in nics] == list(range(32))
+    assert [n["networkCardIndex"] for n in nics if n["interfaceType"] == "efa"] == \
+        list(range(0, 32, 4))
+    assert sum(n["interfaceType"] == "efa-only" for n in nics) == 24
+    assert nics[0]["deviceIndex"] == 0 and {n["deviceIndex"] for n in nics[1:]} == {1}
+    assert {n["subnetId"] for n in nics} == {"h100-train-subnet-id"}
+    assert {tuple(n["securityGroups"]) for n in nics} == {("h100-train-sg-id",)}
+    assert not any("associatePublicIpAddress" in n for n in nics)
+
+
+def test_security_group_self_rule_both_ways_and_ssh_from_ssh_cidrs(p5: PlanReport) -> None:
+    sg = named(p5, "h100-train-sg", SG)["inputs"]
+    self_in = [r for r in sg["ingress"] if r.get("self")]
+    assert self_in == [{"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True,
+                        "description": self_in[0]["description"]}]
+    ssh = [r for r in sg["ingress"] if not r.get("self")]
+    assert ssh == [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                    "cidrBlocks": ["203.0.113.0/24"], "description": ssh[0]["description"]}]
+    assert any(r.get("self") for r in sg["egress"])
+    assert any(r.get("cidrBlocks") == ["0.0.0.0/0"] for r in sg["egress"])
+    assert all("0.0.0.0/0" not in r.get("cidrBlocks", []) for r in sg["ingress"])
+
+
+def test_placement_group_imdsv2_and_encrypted_gp3(p5: PlanReport) -> None:
+    pg = named(p5, "h100-train-placement", "aws:ec2/placementGroup:PlacementGroup")
+    assert pg["inputs"]["strategy"] == "cluster"
+    lt = named(p5, "h100-train-lt", LT)["inputs"]
+    assert lt["placement"]["groupName"] == "h100-train-placement-mock"
+    assert lt["metadataOptions"]["httpTokens"] == "required"
+    ebs = lt["blockDeviceMappings"][0]["ebs"]
+    assert (ebs["volumeType"], ebs["encrypted"], ebs["volumeSize"]) == ("gp3", "true", 500)
+    assert lt["imageId"] == "ami-0mock0000000000000" and lt["instanceType"] == "p5.48xlarge"
+    assert lt["tags"]["managed-by"] == "gpufleet" and lt["tags"]["team"] == "llm"
+    node = named(p5, "h100-train-node-0", "aws:ec2/instance:Instance")["inputs"]
+    assert node["launchTemplate"] == {"id": "h100-train-lt-id", "version": "1"}
+
+
+def test_vpc_dns_and_private_routing_through_nat(p5: PlanReport) -> None:
+    vpc = named(p5, "h100-train-vpc", "aws:ec2/vpc:Vpc")["inputs"]
+    assert vpc["enableDnsSupport"] is True and vpc["enableDnsHostnames"] is True
+    rts = {r["name"]: r["inputs"] for r in by_type(p5, "aws:ec2/routeTable:RouteTable")}
+    assert rts["h100-train-vpc-private-rt"]["routes"] == [
+        {"cidrBlock": "0.0.0.0/0", "natGatewayId": "h100-train-vpc-nat-id"}]
+    assert rts["h100-train-vpc-public-rt"]["routes"] == [
+        {"cidrBlock": "0.0.0.0/0", "gatewayId": "h100-train-vpc-igw-id"}]
+    subnets = {r["name"]: r["inputs"] for r in by_type(p5, "aws:ec2/subnet:Subnet")}
+    assert subnets["h100-train-subnet"]["cidrBlock"].endswith("/18")
+    assert all(s["mapPublicIpOnLaunch"] is False for s in subnets.values())
+
+
+@pytest.mark.parametrize(("itype", "gpu", "count", "efa_cards"), [
+    ("p4d.24xlarge", "A100:40GB:8", 4, [0]),
+    ("p6-b200.48xlarge", "B200:8", 8, [0]),
+    ("p5en.48xlarge", "H200:8", 16, [0]),
+    ("g6.12xlarge", "L4:4", 1, []),
+])
+def test_interface_counts(tmp_path: Path, itype: str, gpu: str, count: int,
+                          efa_cards: list[int]) -> None:
+    report = _fleet(tmp_path, itype, gpu, "spot_policy: auto\n")
+    nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == count
+    assert [n["networkCardIndex"] for n in nics if n.get("interfaceType") == "efa"] == efa_cards
+    if not efa_cards:
+        assert "interfaceType" not in nics[0]  # a plain ENA interface
+
+
+def test_p6_b300_layout_is_ena_primary_plus_16_efa_only() -> None:
+    layout = efa_layout("p6-b300.48xlarge", 16)
+    assert layout[0] == (0, 0, "interface") and len(layout) == 17
+    assert {kind for _, _, kind in layout[1:]} == {"efa-only"}
+
+
+def test_multi_efa_public_fleet_gets_one_eip_per_node(tmp_path: Path) -> None:
+    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8", "spot_policy: auto\n",
+                    "backends:\n  - type: aws\n    public_ips: true\n")
+    eips = sorted(r["name"] for r in by_type(report, "aws:ec2/eip:Eip"))
+    assert eips == ["t1-node-0-eip", "t1-node-1-eip"]  # no NAT EIP with public subnets
+    assoc = named(report, "t1-node-1-eip-assoc", "aws:ec2/eipAssociation:EipAssociation")
+    assert assoc["inputs"]["networkInterfaceId"] == "eni-mock-t1-node-1"
+    assert not by_type(report, "aws:ec2/natGateway:NatGateway")
+
+
+def test_single_nic_public_fleet_auto_assigns(tmp_path: Path) -> None:
+    report = _fleet(tmp_path, "g6.12xlarge", "L4:4", "",
+                    "backends:\n  - type: aws\n    public_ips: true\n")
+    nic = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"][0]
+    assert nic["associatePublicIpAddress"] == "true"
+    assert not by_type(report, "aws:ec2/eip:Eip")
+
+
+def test_spot_with_max_price_and_reservations(tmp_path: Path) -> None:
+    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8",
+                    "spot_policy: spot\nmax_price: 9.5\n")
+    lt = named(report, "t1-lt", LT)["inputs"]
+    assert lt["instanceMarketOptions"] == {"marketType": "spot", "spotOptions": {
+        "spotInstanceType": "one-time", "instanceInterruptionBehavior": "terminate",
+        "maxPrice": "9.5"}}
+    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8", "reservation: cr-0abc\n")
+    lt = named(report, "t1-lt", LT)["inputs"]
+    assert lt["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0abc"}}
+    assert "instanceMarketOptions" not in lt
+    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8", "reservation: cr-0blk\n",
+                    "backends:\n  - type: aws\n    capacity_blocks: [cr-0blk]\n")
+    lt = named(report, "t1-lt", LT)["inputs"]
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+
+
+@pytest.mark.parametrize(("setting", "lookup"), [
+    ("vpc_name: corp", {"tags": {"Name": "corp"}}),
+    ("vpc_ids: {us-east-1: vpc-0123}", {"id": "vpc-0123"}),
+    ("default_vpcs: true", {"default": True}),
+])
+def test_existing_vpcs_are_looked_up_not_created(tmp_path: Path, setting: str,
+                                                 lookup: dict[str, object]) -> None:
+    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8",
+                    "regions: [us-east-1]\navailability_zones: [us-east-1b]\n",
+                    f"backends:\n  - type: aws\n    {setting}\n")
+    assert not by_type(report, "aws:ec2/vpc:Vpc")
+    assert not by_type(report, "aws:ec2/subnet:Subnet")
+    assert ("aws:ec2/getVpc:getVpc", lookup) in [(t, dict(a)) for t, a in report.lookups]
+    lt = named(report, "t1-lt", LT)["inputs"]
+    assert lt["networkInterfaces"][0]["subnetId"] == "subnet-mock-a"
+    assert lt["placement"]["availabilityZone"] == "us-east-1b"
+
+
+def test_capacity_block_needs_fixed_size(tmp_path: Path) -> None:
+    from gpufleet.catalog import load_catalog
+    from gpufleet.compile import compile_inputs
+    from gpufleet.inputs import validate_paths
+    f = write(tmp_path, "f.yml", "type: fleet\nname: t1\nnodes: 1..4\nbackends: [aws]\n"
+              "reservation: cr-0blk\nresources:\n  gpu: A100:40GB:8\n")
+    b = write(tmp_path, "b.yml", "backends:\n  - type: aws\n    capacity_blocks: [cr-0blk]\n")
+    compiled = compile_inputs(validate_paths([f, b]).inputs, load_catalog())
+    assert [d.code for d in compiled.diagnostics] == ["C005"]
