@@ -12,14 +12,16 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet import naming
-from gpufleet.plan import FleetPlan, NetworkPlan, ProviderPlan
+from gpufleet.plan import DnsRecordPlan, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
+
+Owner = FleetPlan | GatewayPlan
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:
     return aws.Provider(p.name, region=p.region)
 
 
-def _tags(plan: FleetPlan, name: str) -> dict[str, str]:
+def _tags(plan: Owner, name: str) -> dict[str, str]:
     return {**dict(plan.labels), "Name": name}
 
 
@@ -30,15 +32,13 @@ class Network(pulumi.ComponentResource):
     subnet_ids: dict[str, pulumi.Output[str]]
     zone: pulumi.Output[str]
 
-    def __init__(self, net: NetworkPlan, plan: FleetPlan, opts: pulumi.ResourceOptions) -> None:
+    def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions) -> None:
         super().__init__("gpufleet:aws:Network", net.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
-        if plan.zone:
-            self.zone = pulumi.Output.from_input(plan.zone)
-        else:  # no AZ pinned: the first available AZ of the region, by name
-            azs = aws.get_availability_zones_output(state="available", opts=invoke)
-            self.zone = azs.names.apply(lambda names: sorted(names)[0])
+        self._azs: pulumi.Output[list[str]] | None = None
+        self._invoke = invoke
+        self.zone = pulumi.Output.from_input(plan.zone) if plan.zone else self.nth_zone(0)
         self.subnet_ids = {}
         if net.existing:
             self._existing(net, invoke)
@@ -47,6 +47,13 @@ class Network(pulumi.ComponentResource):
         self.sg = self._security_group(net, plan, child)
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
                                "security_group": self.sg.id})
+
+    def nth_zone(self, index: int) -> pulumi.Output[str]:
+        """No AZ pinned: the N-th available AZ of the region, by name."""
+        if self._azs is None:
+            found = aws.get_availability_zones_output(state="available", opts=self._invoke)
+            self._azs = found.names.apply(sorted)
+        return self._azs.apply(lambda names: names[index % len(names)])
 
     def _existing(self, net: NetworkPlan, invoke: pulumi.InvokeOptions) -> None:
         assert net.existing is not None
@@ -64,13 +71,15 @@ class Network(pulumi.ComponentResource):
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
 
-    def _create(self, net: NetworkPlan, plan: FleetPlan, child: pulumi.ResourceOptions) -> None:
+    def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions) -> None:
         vpc = aws.ec2.Vpc(net.name, cidr_block=net.cidr, enable_dns_support=True,
                           enable_dns_hostnames=True, tags=_tags(plan, net.name), opts=child)
         self.vpc_id = vpc.id
         for s in net.subnets:
+            zone = s.zone or (self.nth_zone(s.zone_index) if s.zone_index is not None
+                              else self.zone)
             sub = aws.ec2.Subnet(
-                s.name, vpc_id=vpc.id, cidr_block=s.cidr, availability_zone=self.zone,
+                s.name, vpc_id=vpc.id, cidr_block=s.cidr, availability_zone=zone,
                 map_public_ip_on_launch=False, tags=_tags(plan, s.name),
                 opts=pulumi.ResourceOptions(parent=self,
                                             replace_on_changes=["cidr_block",
@@ -107,21 +116,21 @@ class Network(pulumi.ComponentResource):
                                                   subnet_id=self.subnet_ids[s.name],
                                                   route_table_id=private_rt.id, opts=child)
 
-    def _security_group(self, net: NetworkPlan, plan: FleetPlan,
+    def _security_group(self, net: NetworkPlan, plan: Owner,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         ingress: list[dict[str, Any]] = []
         for rule in net.firewall:
             if rule.from_self:
                 ingress.append({"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
                                 "description": rule.description})
-            else:
-                port = int(rule.ports[0]) if rule.ports else 0
+                continue
+            for port in (int(p) for p in rule.ports):
                 ingress.append({"protocol": rule.protocol, "from_port": port, "to_port": port,
                                 "cidr_blocks": list(rule.sources),
                                 "description": rule.description})
         name = str(plan.options["security_group"])
         return aws.ec2.SecurityGroup(
-            name, vpc_id=self.vpc_id, description=f"gpufleet fleet {plan.name}",
+            name, vpc_id=self.vpc_id, description=f"gpufleet {plan.name}",
             ingress=ingress,
             egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
                      "cidr_blocks": ["0.0.0.0/0"], "description": "all egress"},
@@ -222,3 +231,103 @@ class Fleet(pulumi.ComponentResource):
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
     return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}))
+
+
+class Gateway(pulumi.ComponentResource):
+    """A gateway: network, one Elastic IP (or fixed private ENI) per replica as its own
+    protected resource, the instances, an ALB for ACM, and the `*.<domain>` record."""
+
+    def __init__(self, plan: GatewayPlan, opts: pulumi.ResourceOptions) -> None:
+        super().__init__("gpufleet:aws:Gateway", plan.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
+        self.network = Network(plan.network, plan, child)
+        subnets = [self.network.subnet_ids[s.name] for s in plan.network.subnets
+                   if s.public == plan.public][:2]
+        user, image = plan.image.split("/", 1)
+        ami = aws.ec2.get_ami_output(most_recent=True, owners=[user],
+                                     filters=[{"name": "name", "values": [image]}],
+                                     opts=pulumi.InvokeOptions(parent=self))
+        sg = self.network.sg.id
+        self.addresses: list[pulumi.Output[str]] = []
+        self.instances = []
+        for i, (addr, vm) in enumerate(zip(plan.address_names, plan.instance_names,
+                                           strict=True)):
+            subnet = subnets[i % len(subnets)]
+            common: dict[str, Any] = {
+                "ami": ami.id, "instance_type": plan.instance_type,
+                "metadata_options": {"http_tokens": "required"},
+                "root_block_device": {"volume_size": 20, "volume_type": "gp3",
+                                      "encrypted": True},
+                "tags": _tags(plan, vm), "opts": child}
+            if plan.public:
+                eip = aws.ec2.Eip(addr, domain="vpc", tags=_tags(plan, addr), opts=keep)
+                inst = aws.ec2.Instance(vm, subnet_id=subnet, vpc_security_group_ids=[sg],
+                                        **common)
+                aws.ec2.EipAssociation(naming.child(addr, "assoc"),
+                                       allocation_id=eip.allocation_id, instance_id=inst.id,
+                                       opts=child)
+                self.addresses.append(eip.public_ip)
+            else:
+                eni = aws.ec2.NetworkInterface(addr, subnet_id=subnet, security_groups=[sg],
+                                               tags=_tags(plan, addr), opts=keep)
+                inst = aws.ec2.Instance(vm, network_interfaces=[
+                    {"network_interface_id": eni.id, "device_index": 0}], **common)
+                self.addresses.append(eni.private_ip)
+            self.instances.append(inst)
+        self.alb = self._load_balancer(plan, subnets, sg, child) if plan.load_balancer else None
+        if plan.record is not None:
+            self._record(plan, plan.record)
+        self.register_outputs({"addresses": self.addresses,
+                               "record": plan.record.fqdn if plan.record else None})
+
+    def _load_balancer(self, plan: GatewayPlan, subnets: list[pulumi.Output[str]],
+                       sg: pulumi.Output[str],
+                       child: pulumi.ResourceOptions) -> aws.lb.LoadBalancer:
+        assert plan.load_balancer is not None
+        alb = aws.lb.LoadBalancer(plan.load_balancer, load_balancer_type="application",
+                                  internal=not plan.public, subnets=subnets,
+                                  security_groups=[sg], tags=_tags(plan, plan.load_balancer),
+                                  opts=child)
+        tg = aws.lb.TargetGroup(naming.child(plan.name, "tg"), port=80, protocol="HTTP",
+                                target_type="instance", vpc_id=self.network.vpc_id,
+                                tags=_tags(plan, naming.child(plan.name, "tg")), opts=child)
+        for vm, inst in zip(plan.instance_names, self.instances, strict=True):
+            aws.lb.TargetGroupAttachment(naming.child(vm, "tg"), target_group_arn=tg.arn,
+                                         target_id=inst.id, port=80, opts=child)
+        aws.lb.Listener(naming.child(plan.name, "https"), load_balancer_arn=alb.arn, port=443,
+                        protocol="HTTPS", certificate_arn=plan.certificate_arn,
+                        ssl_policy="ELBSecurityPolicy-TLS13-1-2-2021-06",
+                        default_actions=[{"type": "forward", "target_group_arn": tg.arn}],
+                        opts=child)
+        aws.lb.Listener(naming.child(plan.name, "http"), load_balancer_arn=alb.arn, port=80,
+                        protocol="HTTP", default_actions=[{"type": "redirect", "redirect": {
+                            "port": "443", "protocol": "HTTPS", "status_code": "HTTP_301"}}],
+                        opts=child)
+        return alb
+
+    def _record(self, plan: GatewayPlan, rec: DnsRecordPlan) -> None:
+        opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
+        zone_id: pulumi.Output[str]
+        if rec.create_zone:
+            vpcs = [{"vpc_id": self.network.vpc_id}] if rec.private else None
+            zone = aws.route53.Zone(naming.child(plan.name, "zone"), name=rec.zone, vpcs=vpcs,
+                                    tags=_tags(plan, rec.zone),
+                                    opts=pulumi.ResourceOptions(parent=self, protect=True))
+            zone_id = zone.zone_id
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(deleted_with=zone))
+        else:
+            zone_id = aws.route53.get_zone_output(name=rec.zone, private_zone=rec.private,
+                                                  opts=pulumi.InvokeOptions(parent=self)).zone_id
+        if rec.record_type == "ALIAS" and self.alb is not None:
+            aws.route53.Record(rec.name, zone_id=zone_id, name=rec.fqdn, type="A",
+                               aliases=[{"name": self.alb.dns_name,
+                                         "zone_id": self.alb.zone_id,
+                                         "evaluate_target_health": True}], opts=opts)
+            return
+        aws.route53.Record(rec.name, zone_id=zone_id, name=rec.fqdn, type=rec.record_type,
+                           ttl=rec.ttl, records=self.addresses, opts=opts)
+
+
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
+    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}))

@@ -11,10 +11,12 @@ from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
-from pulumi_azure_native import compute, network, resources
+from pulumi_azure_native import compute, dns, network, resources
 
 from gpufleet import naming
-from gpufleet.plan import FleetPlan, NetworkPlan, ProviderPlan
+from gpufleet.plan import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
+
+Owner = FleetPlan | GatewayPlan
 
 # One resource group per (provider, region), shared by every fleet there. It is a top-level
 # resource, so removing or renaming one fleet never touches it.
@@ -29,7 +31,7 @@ def provider(p: ProviderPlan) -> pulumi.ProviderResource:
     return azure_native.Provider(p.name, **args)
 
 
-def resource_group(plan: FleetPlan, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
+def resource_group(plan: Owner, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
     existing = plan.options.get("resource_group")
     if existing:
         return pulumi.Output.from_input(str(existing))
@@ -47,20 +49,60 @@ def _image(ref: str) -> dict[str, str]:
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
+def os_profile(plan: Owner, computer_name: str, key: str) -> dict[str, Any]:
+    user = str(plan.options["admin_user"])
+    return {key: computer_name, "admin_username": user, "linux_configuration": {
+        "disable_password_authentication": True,
+        "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
+                                 "key_data": plan.options["ssh_public_key"]}]}}}
+
+
+def storage(image: str, disk_gib: int, disk_type: str) -> dict[str, Any]:
+    # Managed disks are encrypted at rest (platform-managed keys) by default.
+    return {"image_reference": _image(image),
+            "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
+                        "disk_size_gb": disk_gib,
+                        "managed_disk": {"storage_account_type": disk_type}}}
+
+
+def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulumi.Input[str],
+                nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
+                storage_profile: dict[str, Any], public_ip_id: pulumi.Input[str] | None,
+                accelerated: bool, extra: dict[str, Any]) -> network.NetworkInterface:
+    """One VM with its own NIC (and a public IP when given)."""
+    child = pulumi.ResourceOptions(parent=owner)
+    ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
+                                 "private_ip_allocation_method": "Dynamic",
+                                 "subnet": {"id": subnet_id}}
+    if public_ip_id is not None:
+        ip_config["public_ip_address"] = {"id": public_ip_id}
+    nic = network.NetworkInterface(
+        naming.child(name, "nic"), resource_group_name=rg, location=plan.region,
+        ip_configurations=[ip_config], enable_accelerated_networking=accelerated,
+        network_security_group={"id": nsg_id}, tags=dict(plan.labels), opts=child)
+    compute.VirtualMachine(
+        name, resource_group_name=rg, location=plan.region, hardware_profile={"vm_size": size},
+        os_profile=os_profile(plan, name, "computer_name"), storage_profile=storage_profile,
+        network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
+        tags=dict(plan.labels), opts=child, **extra)
+    return nic
+
+
 class Network(pulumi.ComponentResource):
     """VNet + subnet (created, or an existing subnet) and the fleet's NSG."""
 
     subnet_id: pulumi.Output[str]
     vnet_id: pulumi.Output[str]
 
-    def __init__(self, net: NetworkPlan, plan: FleetPlan, rg: pulumi.Output[str],
+    def __init__(self, net: NetworkPlan, plan: Owner, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions) -> None:
         super().__init__("gpufleet:azure:Network", net.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
         rules = [{"name": rule.name, "priority": 100 + i, "direction": "Inbound",
                   "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
-                  "destination_port_range": rule.ports[0], "destination_address_prefix": "*",
+                  "destination_port_ranges": list(rule.ports),
+                  "destination_address_prefix": "*",
                   "source_address_prefixes": list(rule.sources),
                   "description": rule.description}
                  for i, rule in enumerate(net.firewall)]
@@ -93,7 +135,7 @@ class Network(pulumi.ComponentResource):
                                "nsg": self.nsg.id})
 
     @staticmethod
-    def _subnet_by_path(path: str, plan: FleetPlan,
+    def _subnet_by_path(path: str, plan: Owner,
                         invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
         rg, vnet, subnet = path.split("/")
         sub_id = pulumi.Output.from_input(plan.provider.scope) if plan.provider.scope else \
@@ -123,20 +165,6 @@ class Fleet(pulumi.ComponentResource):
         self.register_outputs({"internal_ips": self.internal_ips,
                                "networks": self.network_ids})
 
-    def _os_profile(self, plan: FleetPlan, computer_name: str, key: str) -> dict[str, Any]:
-        user = str(plan.options["admin_user"])
-        return {key: computer_name, "admin_username": user, "linux_configuration": {
-            "disable_password_authentication": True,
-            "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
-                                     "key_data": plan.options["ssh_public_key"]}]}}}
-
-    def _storage(self, plan: FleetPlan) -> dict[str, Any]:
-        # Managed disks are encrypted at rest (platform-managed keys) by default.
-        return {"image_reference": _image(plan.image),
-                "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
-                            "disk_size_gb": plan.disk_gib,
-                            "managed_disk": {"storage_account_type": plan.disk_type}}}
-
     @staticmethod
     def _priority(plan: FleetPlan) -> dict[str, Any]:
         if not plan.spot:
@@ -152,8 +180,8 @@ class Fleet(pulumi.ComponentResource):
         if nic.public_ip:
             ip_config["public_ip_address_configuration"] = {"name": "public-ip"}
         profile = {
-            "os_profile": self._os_profile(plan, plan.name[:9], "computer_name_prefix"),
-            "storage_profile": self._storage(plan),
+            "os_profile": os_profile(plan, plan.name[:9], "computer_name_prefix"),
+            "storage_profile": storage(plan.image, plan.disk_gib, plan.disk_type),
             "network_profile": {"network_interface_configurations": [{
                 "name": naming.child(plan.name, "nic"), "primary": True,
                 "enable_accelerated_networking": plan.options["accelerated_networking"],
@@ -170,32 +198,61 @@ class Fleet(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self))
 
     def _vm(self, plan: FleetPlan, name: str) -> network.NetworkInterface:
-        child = pulumi.ResourceOptions(parent=self)
-        ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
-                                     "private_ip_allocation_method": "Dynamic",
-                                     "subnet": {"id": self.network.subnet_id}}
+        pip_id = None
         if plan.nics[0].public_ip:
-            pip = network.PublicIPAddress(
+            pip_id = network.PublicIPAddress(
                 naming.child(name, "pip"), resource_group_name=self.rg, location=plan.region,
                 sku={"name": "Standard"}, public_ip_allocation_method="Static",
-                tags=dict(plan.labels), opts=child)
-            ip_config["public_ip_address"] = {"id": pip.id}
-        nic = network.NetworkInterface(
-            naming.child(name, "nic"), resource_group_name=self.rg, location=plan.region,
-            ip_configurations=[ip_config],
-            enable_accelerated_networking=plan.options["accelerated_networking"],
-            network_security_group={"id": self.network.nsg.id}, tags=dict(plan.labels),
-            opts=child)
-        compute.VirtualMachine(
-            name, resource_group_name=self.rg, location=plan.region,
-            hardware_profile={"vm_size": plan.instance_type},
-            os_profile=self._os_profile(plan, name, "computer_name"),
-            storage_profile=self._storage(plan),
-            network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
-            tags=dict(plan.labels), opts=child, **self._priority(plan))
-        return nic
+                tags=dict(plan.labels), opts=pulumi.ResourceOptions(parent=self)).id
+        return vm_with_nic(self, plan, name, self.network.subnet_id, self.network.nsg.id,
+                           self.rg, plan.instance_type,
+                           storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
+                           bool(plan.options["accelerated_networking"]), self._priority(plan))
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
     rg = resource_group(plan, prov)
     return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}))
+
+
+class Gateway(pulumi.ComponentResource):
+    """A gateway: network, one protected Standard static public IP per replica, the VMs
+    (always Standard_B1ms), and the `*.<domain>` record in Azure DNS."""
+
+    def __init__(self, plan: GatewayPlan, rg: pulumi.Output[str],
+                 opts: pulumi.ResourceOptions) -> None:
+        super().__init__("gpufleet:azure:Gateway", plan.name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
+        self.network = Network(plan.network, plan, rg, pulumi.ResourceOptions(parent=self))
+        self.addresses: list[pulumi.Output[str]] = []
+        for addr, vm in zip(plan.address_names, plan.instance_names, strict=True):
+            pip = network.PublicIPAddress(
+                addr, resource_group_name=rg, location=plan.region, sku={"name": "Standard"},
+                public_ip_allocation_method="Static", tags=dict(plan.labels), opts=keep)
+            vm_with_nic(self, plan, vm, self.network.subnet_id, self.network.nsg.id, rg,
+                        plan.instance_type, storage(plan.image, 30, "StandardSSD_LRS"), pip.id,
+                        False, {})
+            self.addresses.append(pip.ip_address.apply(lambda a: a or ""))
+        if plan.record is not None:
+            rec = plan.record
+            relative = rec.fqdn.rstrip(".")[: -len(rec.zone) - 1]
+            opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
+            zone_rg = plan.options["dns_resource_group"]
+            if rec.create_zone:
+                zone = dns.Zone(naming.child(plan.name, "zone"), zone_name=rec.zone,
+                                resource_group_name=zone_rg, location="global",
+                                tags=dict(plan.labels),
+                                opts=pulumi.ResourceOptions(parent=self, protect=True))
+                opts = pulumi.ResourceOptions.merge(opts,
+                                                    pulumi.ResourceOptions(deleted_with=zone))
+            dns.RecordSet(rec.name, resource_group_name=zone_rg, zone_name=rec.zone,
+                          relative_record_set_name=relative, record_type=rec.record_type,
+                          ttl=rec.ttl, a_records=[{"ipv4_address": a} for a in self.addresses],
+                          opts=opts)
+        self.register_outputs({"addresses": self.addresses,
+                               "record": plan.record.fqdn if plan.record else None})
+
+
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
+    rg = resource_group(plan, prov)
+    return Gateway(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}))

@@ -12,7 +12,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet import naming
-from gpufleet.plan import FirewallRule, FleetPlan, NetworkPlan, ProviderPlan
+from gpufleet.plan import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
+
+Owner = FleetPlan | GatewayPlan
 
 ALL_PROTOCOLS = ({"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"})
 
@@ -30,7 +32,7 @@ class Network(pulumi.ComponentResource):
     network_id: pulumi.Output[str]
     subnet_links: dict[str, pulumi.Output[str]]
 
-    def __init__(self, net: NetworkPlan, plan: FleetPlan,
+    def __init__(self, net: NetworkPlan, plan: Owner,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         token = "gpufleet:gcp:RoceNetwork" if net.role == "roce" else "gpufleet:gcp:Network"
         super().__init__(token, net.name, None, opts)
@@ -96,7 +98,7 @@ class Network(pulumi.ComponentResource):
             links[s.name] = sub.self_link
         return links
 
-    def _firewall(self, rule: FirewallRule, plan: FleetPlan) -> None:
+    def _firewall(self, rule: FirewallRule, plan: Owner) -> None:
         allows = list(ALL_PROTOCOLS) if rule.protocol == "all" else \
             [{"protocol": rule.protocol, "ports": list(rule.ports)}]
         tag = plan.options["network_tag"]
@@ -172,3 +174,81 @@ class Fleet(pulumi.ComponentResource):
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
     return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))
+
+
+class Gateway(pulumi.ComponentResource):
+    """A gateway: network, one protected static address per replica, the VMs, and the
+    `*.<domain>` record in the Cloud DNS zone that holds the domain."""
+
+    def __init__(self, plan: GatewayPlan, opts: pulumi.ResourceOptions) -> None:
+        super().__init__("gpufleet:gcp:Gateway", plan.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
+        invoke = pulumi.InvokeOptions(parent=self)
+        self.network = Network(plan.network, plan, child)
+        subnet = self.network.subnet_links[plan.network.subnets[0].name]
+        zones = gcp.compute.get_zones_output(region=plan.region, project=plan.options.get(
+            "project"), status="UP", opts=invoke)
+        self.addresses: list[pulumi.Output[str]] = []
+        for i, (addr, vm) in enumerate(zip(plan.address_names, plan.instance_names,
+                                           strict=True)):
+            if plan.public:
+                address = gcp.compute.Address(addr, region=plan.region, address_type="EXTERNAL",
+                                              network_tier="PREMIUM", labels=dict(plan.labels),
+                                              opts=keep)
+                nic: dict[str, Any] = {"network": self.network.network_id,
+                                       "subnetwork": subnet,
+                                       "access_configs": [{"nat_ip": address.address}]}
+            else:
+                address = gcp.compute.Address(addr, region=plan.region, address_type="INTERNAL",
+                                              subnetwork=subnet, labels=dict(plan.labels),
+                                              opts=keep)
+                nic = {"network": self.network.network_id, "subnetwork": subnet,
+                       "network_ip": address.address}
+            gcp.compute.Instance(
+                vm, machine_type=plan.instance_type,
+                zone=zones.names.apply(lambda names, i=i: sorted(names)[i % len(names)]),
+                boot_disk={"initialize_params": {"image": plan.image, "size": 20,
+                                                 "type": "pd-balanced"}},
+                network_interfaces=[nic], tags=[plan.options["network_tag"]],
+                labels=dict(plan.labels), metadata={"enable-oslogin": "TRUE"},
+                shielded_instance_config={"enable_secure_boot": True},
+                allow_stopping_for_update=True, opts=child)
+            self.addresses.append(address.address)
+        if plan.record is not None:
+            rec = plan.record
+            opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
+            if rec.create_zone:
+                zone = gcp.dns.ManagedZone(
+                    naming.child(plan.name, "zone"), dns_name=rec.zone + ".",
+                    visibility="private" if rec.private else "public",
+                    private_visibility_config={"networks": [
+                        {"network_url": self.network.network_id}]} if rec.private else None,
+                    labels=dict(plan.labels),
+                    opts=pulumi.ResourceOptions(parent=self, protect=True))
+                zone_name: pulumi.Output[str] = zone.name
+                opts = pulumi.ResourceOptions.merge(opts,
+                                                    pulumi.ResourceOptions(deleted_with=zone))
+            else:
+                managed = gcp.dns.get_managed_zones_output(
+                    project=plan.options.get("project"), opts=invoke)
+                zone_name = managed.managed_zones.apply(
+                    lambda zs: _zone_named(zs, rec.zone, rec.private))
+            gcp.dns.RecordSet(rec.name, managed_zone=zone_name, name=rec.fqdn,
+                              type=rec.record_type, ttl=rec.ttl, rrdatas=self.addresses,
+                              opts=opts)
+        self.register_outputs({"addresses": self.addresses,
+                               "record": plan.record.fqdn if plan.record else None})
+
+
+def _zone_named(zones: Any, dns_name: str, private: bool) -> str:
+    want = dns_name.rstrip(".") + "."
+    visibility = "private" if private else "public"
+    for z in sorted(zones or [], key=lambda z: z.name):
+        if z.dns_name == want and (z.visibility or "public") == visibility:
+            return str(z.name)
+    raise ValueError(f"no {visibility} Cloud DNS zone for {want}: create it or set dns_zone")
+
+
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
+    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}))

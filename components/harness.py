@@ -51,6 +51,7 @@ class Registration:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
                 "custom": self.custom, "provider": self.provider, "inputs": self.inputs,
                 "protect": self.protect, "ignore_changes": self.ignore_changes,
+                "delete_before_replace": self.delete_before_replace,
                 "replace_on_changes": self.replace_on_changes,
                 "deleted_with": self.deleted_with, "aliases": self.aliases}
 

@@ -80,7 +80,33 @@ def _azure_vnet(args: dict[str, Any]) -> dict[str, Any]:
             "subnets": [{"id": f"{vid}/subnets/mock-subnet-0", "name": "mock-subnet-0"}]}
 
 
+def _aws_route53_zone(args: dict[str, Any]) -> dict[str, Any]:
+    name = str(args.get("name", "")).rstrip(".")
+    return {"id": f"Z-MOCK-{name}", "zoneId": f"Z-MOCK-{name}", "name": f"{name}.",
+            "privateZone": bool(args.get("privateZone"))}
+
+
+def _gcp_zones(args: dict[str, Any]) -> dict[str, Any]:
+    region = args.get("region", "mock-region")
+    return {"id": f"mock-{region}", "names": [f"{region}-a", f"{region}-b", f"{region}-c"]}
+
+
+def _gcp_managed_zones(args: dict[str, Any]) -> dict[str, Any]:
+    # One public and one private zone per common parent; names follow the usual dash style.
+    zones = []
+    for dns_name in ("example.com.", "gpu.example.com."):
+        for vis in ("public", "private"):
+            zones.append({"name": f"mock-{dns_name.rstrip('.').replace('.', '-')}-{vis}",
+                          "dnsName": dns_name, "visibility": vis, "id": "mock",
+                          "managedZoneId": 1, "project": args.get("project") or "mock-project",
+                          "description": "mock", "nameServers": []})
+    return {"id": "mock-zones", "managedZones": zones}
+
+
 INVOKES: dict[str, Invoke] = {
+    "aws:route53/getZone:getZone": _aws_route53_zone,
+    "gcp:compute/getZones:getZones": _gcp_zones,
+    "gcp:dns/getManagedZones:getManagedZones": _gcp_managed_zones,
     "azure-native:authorization:getClientConfig": _azure_client_config,
     "azure-native:network:getVirtualNetwork": _azure_vnet,
     "aws:ec2/getAmi:getAmi": _aws_ami,
@@ -103,8 +129,20 @@ def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out["latestVersion"] = 1
     elif typ == "aws:ec2/eip:Eip":
         out["allocationId"] = f"eipalloc-mock-{name}"
+        out["publicIp"] = f"mock-public-ip-of-{name}"
+    elif typ == "aws:ec2/networkInterface:NetworkInterface":
+        out["privateIp"] = f"mock-private-ip-of-{name}"
+    elif typ == "aws:lb/loadBalancer:LoadBalancer":
+        out.update(dnsName=f"{name}.mock.elb.amazonaws.com", zoneId="Z-MOCK-ELB",
+                   arn=f"arn:mock:{name}")
+    elif typ == "aws:lb/targetGroup:TargetGroup":
+        out["arn"] = f"arn:mock:{name}"
     elif typ == "aws:ec2/placementGroup:PlacementGroup":
         out["name"] = f"{name}-mock"
+    if typ == "azure-native:network:PublicIPAddress":
+        out["ipAddress"] = f"mock-public-ip-of-{name}"
+    if typ == "gcp:compute/address:Address":
+        out["address"] = f"mock-address-of-{name}"
     if typ.startswith("azure-native:"):
         out.setdefault("name", inputs.get("resourceGroupName") if typ.endswith("ResourceGroup")
                        else f"{name}-mock")

@@ -61,6 +61,15 @@ def emit(compiled: Compiled) -> None:
             "instance_type": plan.instance_type, "nodes": [n for n in plan.node_names],
             "internal_ips": fleet.internal_ips, "networks": fleet.network_ids,
         })
+    for gw in compiled.gateways:
+        module = component(gw.backend)
+        prov = providers.get(gw.provider.name)
+        if prov is None:
+            prov = providers[gw.provider.name] = module.provider(gw.provider)
+        gateway = module.emit_gateway(gw, prov)
+        pulumi.export(f"gateway-{gw.name}", {
+            "backend": gw.backend, "region": gw.region, "addresses": gateway.addresses,
+            "record": gw.record.fqdn if gw.record else None})
 
 
 def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:

@@ -209,6 +209,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
         certificate=cert, replicas=replicas, default=d.get("default", False),
         tags=frozen_map(tags), dns_zone=d.get("dns_zone"),
         protect_address=d.get("protect_address", True),
+        create_dns_zone=d.get("create_dns_zone", False),
     )
     return spec, ctx.diags
 

@@ -13,12 +13,13 @@ from ipaddress import IPv4Network
 
 from gpufleet.backends import BACKENDS_BY_NAME
 from gpufleet.backends.base import located
+from gpufleet.backends.gateway import plan_gateway
 from gpufleet.catalog import Catalog
 from gpufleet.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.offers import Selection, pick_profile, select
-from gpufleet.plan import FleetPlan
-from gpufleet.spec import Inputs
+from gpufleet.plan import FleetPlan, GatewayPlan
+from gpufleet.spec import GatewaySpec, Inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class Compiled:
     selections: tuple[Selection, ...]
     diagnostics: tuple[Diagnostic, ...] = field(default=())
     catalog: str = ""
+    gateways: tuple[GatewayPlan, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -48,7 +50,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
         assert s.best is not None
         by_backend[s.best.backend].append(s)
     blocks: dict[str, IPv4Network] = {}
-    for backend, sels in sorted(by_backend.items()):
+    for backend in sorted(set(by_backend) | {g.backend for g in inputs.gateways}):
+        sels = by_backend.get(backend, [])
         impl = BACKENDS_BY_NAME.get(backend)
         if impl is None:
             diags += [located(s.fleet, "backends", "C010", f"fleet '{s.fleet.name}': the "
@@ -56,9 +59,10 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
                               f"set `backends:` to {', '.join(sorted(BACKENDS_BY_NAME))}")
                       for s in sels]
             continue
+        keys = [s.fleet.name for s in sels]
+        keys += [gateway_key(g.name) for g in inputs.gateways if g.backend == backend]
         try:
-            blocks.update(allocate_blocks(pool_for(inputs, backend),
-                                          [s.fleet.name for s in sels], impl.fleet_prefix))
+            blocks.update(allocate_blocks(pool_for(inputs, backend), keys, impl.fleet_prefix))
         except AllocationError as e:
             diags += [located(s.fleet, "backends", "C004", f"address pool for {backend}: {e}",
                               "give the backend a larger `cidr` in the backends file")
@@ -74,5 +78,34 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
         diags += planned.diagnostics
         if planned.plan is not None:
             plans.append(planned.plan)
+    gateways: list[GatewayPlan] = []
+    for g in inputs.gateways:
+        if gateway_key(g.name) not in blocks:
+            continue
+        gplan, gdiags = plan_gateway(g, blocks[gateway_key(g.name)], inputs.backend(g.backend))
+        diags += gdiags
+        if gplan is not None:
+            gateways.append(gplan)
+    owners: dict[tuple[str, str], str] = {}
+    for g, gp in ((g, gp) for g in inputs.gateways for gp in gateways if gp.name == g.name):
+        if gp.record is None or not gp.record.create_zone:
+            continue
+        key = (gp.backend, gp.record.zone)
+        if key in owners:
+            diags.append(gateway_at(g, "create_dns_zone", "G013", f"gateway '{g.name}' and "
+                                    f"'{owners[key]}' both create the zone {key[1]}",
+                                    "let one gateway create it; the other looks it up"))
+        owners.setdefault(key, g.name)
     return Compiled(tuple(plans), tuple(selections), tuple(sort_diagnostics(diags)),
-                    catalog.describe())
+                    catalog.describe(), tuple(gateways))
+
+
+def gateway_at(g: GatewaySpec, key: str, code: str, message: str, hint: str) -> Diagnostic:
+    o = g.origin
+    line, col = o.positions.get(key, (o.line, o.column))
+    return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
+
+
+def gateway_key(name: str) -> str:
+    """Gateways share a backend's pool with fleets; the prefix keeps the names apart."""
+    return f"gateway:{name}"

@@ -31,6 +31,7 @@ class SubnetPlan:
     zone: str | None = None
     existing: str | None = None  # id/name of a subnet looked up instead of created
     public: bool = False
+    zone_index: int | None = None  # no zone pinned: the N-th available zone (by name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,42 @@ class FleetPlan:
 
     def network(self, role: str) -> NetworkPlan:
         return next(n for n in self.networks if n.role == role)
+
+
+@dataclass(frozen=True, slots=True)
+class DnsRecordPlan:
+    name: str  # logical name of the record resource
+    fqdn: str  # "*.gpu.example.com." (trailing dot)
+    zone: str  # DNS name of the zone, "example.com"
+    record_type: str  # "A" (addresses) or "CNAME"/alias (a load balancer)
+    ttl: int = 300
+    private: bool = False
+    create_zone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayPlan:
+    name: str
+    file: str
+    backend: str
+    provider: ProviderPlan
+    region: str
+    zone: str | None
+    instance_type: str
+    replicas: int
+    public: bool
+    domain: str | None
+    network: NetworkPlan
+    address_names: tuple[str, ...]  # one stable address per replica, its own resource
+    instance_names: tuple[str, ...]
+    image: str
+    certificate: str | None  # "lets-encrypt", "acm" or None
+    certificate_arn: str | None = None
+    load_balancer: str | None = None  # ALB name when TLS ends at an ALB (acm)
+    record: DnsRecordPlan | None = None
+    protect_address: bool = True
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
 
 
 def to_json(obj: Any) -> Any:

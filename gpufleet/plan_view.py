@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.offers import HOURS_PER_MONTH
-from gpufleet.plan import FleetPlan, to_json
+from gpufleet.plan import FleetPlan, GatewayPlan, to_json
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -27,7 +27,7 @@ class PlanReport:
     resources: tuple[Mapping[str, Any], ...]
     lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     exports: Mapping[str, Any] = field(default_factory=dict)
-    extra_fleets: tuple[Mapping[str, Any], ...] = ()
+    gateways: tuple[GatewayPlan, ...] = ()
 
     @property
     def per_hour(self) -> float:
@@ -52,6 +52,52 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
     }
 
 
+ADDRESS_KINDS = {("aws", True): "Elastic IP", ("aws", False): "fixed private ENI",
+                 ("gcp", True): "static external address",
+                 ("gcp", False): "static internal address",
+                 ("azure", True): "Standard static public IP"}
+
+
+def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
+    rec = g.record
+    return {
+        "name": g.name, "file": g.file, "backend": g.backend, "region": g.region,
+        "instance_type": g.instance_type, "replicas": g.replicas, "public": g.public,
+        "domain": g.domain, "certificate": g.certificate, "load_balancer": g.load_balancer,
+        "addresses": list(g.address_names),
+        "address_kind": ADDRESS_KINDS.get((g.backend, g.public), "address"),
+        "protected": g.protect_address,
+        "firewall": [{"name": r.name, "protocol": r.protocol, "ports": list(r.ports),
+                      "sources": list(r.sources)} for r in g.network.firewall],
+        "record": None if rec is None else {
+            "fqdn": rec.fqdn, "type": rec.record_type, "zone": rec.zone, "ttl": rec.ttl,
+            "private": rec.private,
+            "target": g.load_balancer if rec.record_type == "ALIAS" else list(g.address_names)},
+    }
+
+
+def _gateway_lines(g: GatewayPlan) -> list[str]:
+    s = gateway_summary(g)
+    fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {', '.join(r['sources'])}"
+                   for r in s["firewall"])
+    lines = [f"gateway {g.name} ({g.file})",
+             f"  instance: {g.backend} {g.region}  {g.instance_type} x{g.replicas}, "
+             f"{'public' if g.public else 'private'}",
+             f"  address:  {', '.join(g.address_names)} ({s['address_kind']}"
+             f"{', protected' if g.protect_address else ''})",
+             f"  firewall: {fw}"]
+    if g.load_balancer:
+        lines.append(f"  tls:      {g.certificate} on ALB {g.load_balancer} (two AZs)")
+    else:
+        lines.append(f"  tls:      {g.certificate or 'none at the gateway'}")
+    rec = s["record"]
+    if rec:
+        target = rec["target"] if isinstance(rec["target"], str) else ", ".join(rec["target"])
+        lines.append(f"  dns:      {rec['type']} {rec['fqdn']} -> {target} (zone {rec['zone']}"
+                     f"{', private' if rec['private'] else ''}, TTL {rec['ttl']})")
+    return lines
+
+
 def counts(resources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(r["type"] for r in resources).items()))
 
@@ -60,7 +106,9 @@ def render_json(report: PlanReport) -> str:
     data = {
         "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
         "fleets": [fleet_summary(f) for f in report.fleets],
+        "gateways": [gateway_summary(g) for g in report.gateways],
         "plans": [to_json(f) for f in report.fleets],
+        "gateway_plans": [to_json(g) for g in report.gateways],
         "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
                                          "inputs")} for r in report.resources],
         "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
@@ -123,8 +171,8 @@ def render_text(report: PlanReport) -> str:
     lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})", ""]
     for f in report.fleets:
         lines += [*_fleet_lines(f), ""]
-    for g in report.extra_fleets:
-        lines += [*g.get("lines", []), ""]
+    for g in report.gateways:
+        lines += [*_gateway_lines(g), ""]
     by_type = counts(report.resources)
     lines.append(f"resources: {len(report.resources)} to create")
     width = max((len(t) for t in by_type), default=0)
@@ -179,8 +227,17 @@ def render_markdown(report: PlanReport) -> str:
                      f"{_money(f.total_per_hour * HOURS_PER_MONTH)} |")
     lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
               f"{_money(report.per_hour * HOURS_PER_MONTH)}/month", ""]
-    for g in report.extra_fleets:
-        lines += [*g.get("markdown", []), ""]
+    if report.gateways:
+        lines += ["| gateway | backend | region | address | DNS record | TLS |",
+                  "|---|---|---|---|---|---|"]
+        for g in report.gateways:
+            s = gateway_summary(g)
+            rec = s["record"]
+            record = f"{rec['type']} `{rec['fqdn']}`" if rec else "-"
+            protected = " (protected)" if g.protect_address else ""
+            lines.append(f"| `{g.name}` | {g.backend} | {g.region} | {s['address_kind']}"
+                         f"{protected} | {record} | {g.certificate or '-'} |")
+        lines.append("")
     lines += ["### Topology", "", *mermaid(report.fleets), "",
               f"### Resources ({len(report.resources)} to create)", "",
               "| type | count |", "|---|---:|"]

@@ -48,7 +48,7 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     lookups = tuple(sorted(((t, a) for t, a in run.invokes),
                            key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
     report = PlanReport(stack, compiled.catalog, compiled.plans, resources, lookups,
-                        run.exports)
+                        run.exports, compiled.gateways)
     return report, [d for d in compiled.diagnostics if not d.is_error]
 
 

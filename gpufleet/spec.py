@@ -162,6 +162,7 @@ class GatewaySpec:
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     dns_zone: str | None = None
     protect_address: bool = True
+    create_dns_zone: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,8 +69,8 @@ def test_nsg_opens_nothing_but_ssh_from_ssh_cidrs(nd: PlanReport, tmp_path: Path
                    BACKENDS + "    ssh_cidrs: [198.51.100.0/24]\n")
     rules = by_type(report, "azure-native:network:NetworkSecurityGroup")[0]["inputs"][
         "securityRules"]
-    assert [(r["destinationPortRange"], r["sourceAddressPrefixes"], r["access"],
-             r["direction"]) for r in rules] == [("22", ["198.51.100.0/24"], "Allow",
+    assert [(r["destinationPortRanges"], r["sourceAddressPrefixes"], r["access"],
+             r["direction"]) for r in rules] == [(["22"], ["198.51.100.0/24"], "Allow",
                                                   "Inbound")]
 
 

@@ -21,11 +21,13 @@ from planutil import EXAMPLES, SHARED, plan_files
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES_WITH_GOLDEN = sorted(str(p.relative_to(EXAMPLES))
-                              for p in (EXAMPLES / "fleets").glob("*.yml"))
+                              for kind in ("fleets", "gateways")
+                              for p in (EXAMPLES / kind).glob("*.yml"))
 
 
 def _stem(example: str) -> str:
-    return Path(example).name.split(".")[0]
+    kind = "gateway-" if example.startswith("gateways/") else ""
+    return kind + Path(example).name.split(".")[0]
 
 
 def _dump(data: object) -> str:
@@ -37,7 +39,7 @@ def test_plan_golden(example: str, update_golden: bool) -> None:
     files = [str(EXAMPLES / example), *SHARED]
     compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
     assert compiled.ok, compiled.diagnostics
-    data = [to_json(p) for p in compiled.plans]
+    data = [to_json(p) for p in (*compiled.plans, *compiled.gateways)]
     for p in data:
         p["file"] = Path(p["file"]).name  # independent of the working directory
     compare_or_update(GOLDEN / f"{_stem(example)}.plan.json", _dump(data), update_golden)

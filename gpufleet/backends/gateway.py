@@ -1,0 +1,137 @@
+"""Gateway recipe (cloud-recipes.md §4) for every backend: address, instance, firewall and the
+wildcard DNS record, decided up front. Pure.
+
+Each replica gets its own static address resource, so replacing an instance never changes
+the address the `*.<domain>` record points at (dstackai/dstack#3924).
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from gpufleet import naming
+from gpufleet.backends.base import gcp_labels, ssh_rule
+from gpufleet.cidr import pack
+from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.plan import (
+    DnsRecordPlan,
+    FirewallRule,
+    GatewayPlan,
+    NetworkPlan,
+    ProviderPlan,
+    SubnetPlan,
+)
+from gpufleet.spec import BackendConfig, GatewaySpec
+
+DEFAULTS = {
+    "aws": ("t3.micro", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
+    "gcp": ("e2-medium", "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"),
+    "azure": ("Standard_B1ms", "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"),
+}
+RECORD_TTL = 300
+
+
+def _at(gw: GatewaySpec, key: str, code: str, message: str, hint: str | None = None,
+        severity: Severity = Severity.ERROR) -> Diagnostic:
+    o = gw.origin
+    line, col = o.positions.get(key, (o.line, o.column))
+    return Diagnostic(o.file, line, col, code, message, path=(key,), severity=severity, hint=hint)
+
+
+def zone_of(gw: GatewaySpec) -> str | None:
+    """The record's zone: `dns_zone`, else the domain's parent (gpu.example.com -> example.com)."""
+    if not gw.domain:
+        return None
+    if gw.dns_zone:
+        return gw.dns_zone.rstrip(".").lower()
+    labels = gw.domain.rstrip(".").lower().split(".")
+    return ".".join(labels[1:]) if len(labels) > 2 else ".".join(labels)
+
+
+def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
+    if not gw.domain:
+        return None
+    if "${{" in gw.domain:
+        diags.append(_at(gw, "domain", "G011", "the domain holds a template; gpufleet cannot "
+                         "create a DNS record for it", "create the `*.<domain>` records of "
+                         "each project yourself", Severity.WARNING))
+        return None
+    zone = zone_of(gw)
+    assert zone is not None
+    domain = gw.domain.rstrip(".").lower()
+    if not (domain == zone or domain.endswith("." + zone)):
+        diags.append(_at(gw, "dns_zone", "G012", f"the domain {domain} is not inside the zone "
+                         f"{zone}", "set `dns_zone` to a parent of the domain"))
+        return None
+    alb = gw.certificate is not None and gw.certificate.type == "acm"
+    return DnsRecordPlan(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
+                         "ALIAS" if alb else "A", RECORD_TTL, private=not gw.public_ip,
+                         create_zone=gw.create_dns_zone)
+
+
+def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool) -> tuple[SubnetPlan, ...]:
+    name, region = gw.name, gw.region
+    r = pack(block, [("a", 24), ("b", 24), ("nat", 24)])
+    if gw.backend != "aws":
+        return (SubnetPlan(naming.child(name, "subnet"), str(r["a"]), region),)
+    # AWS: two subnets in two AZs (an ALB needs them; replicas spread over both).
+    subnets = [SubnetPlan(naming.child(name, "subnet", i), str(r[k]), region, public=public,
+                          zone_index=i) for i, k in enumerate(("a", "b"))]
+    if not public:
+        subnets.append(SubnetPlan(naming.child(name, "public"), str(r["nat"]), region,
+                                  public=True, zone_index=0))
+    return tuple(subnets)
+
+
+def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None
+                 ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    cfg = config.settings if config is not None else {}
+    record = _record(gw, diags)
+    if gw.backend == "azure":
+        if record is not None and not cfg.get("dns_resource_group"):
+            diags.append(_at(gw, "domain", "G010", "Azure DNS needs the resource group of the "
+                             f"zone {record.zone}", "set `dns_resource_group` for azure in "
+                             "the backends file"))
+        if not cfg.get("ssh_public_key"):
+            diags.append(_at(gw, "backend", "C007", "Azure needs an SSH public key for the "
+                             "admin account of Linux VMs", "set `ssh_public_key` for azure in "
+                             "the backends file"))
+    if any(d.is_error for d in diags):
+        return None, diags
+    public = gw.public_ip
+    itype, image = DEFAULTS[gw.backend]
+    web_sources = ("0.0.0.0/0",) if public else (str(block),)
+    rules = (FirewallRule(naming.child(gw.name, "web"), "HTTP and HTTPS for services", "tcp",
+                          ("80", "443"), web_sources), *ssh_rule(gw.name, config))
+    network = NetworkPlan("main", naming.child(gw.name, "net"), _subnets(gw, block, public),
+                          cidr=str(block), firewall=rules, nat=not public)
+    many = gw.replicas > 1
+    scope = cfg.get("project_id") or cfg.get("subscription_id")
+    tags = {**dict(gw.tags), **(cfg.get("tags") or {}), "managed-by": "gpufleet",
+            "gpufleet-gateway": gw.name}
+    alb = gw.certificate is not None and gw.certificate.type == "acm"
+    plan = GatewayPlan(
+        name=gw.name, file=gw.origin.file, backend=gw.backend,
+        provider=ProviderPlan(gw.backend, naming.provider(gw.backend, scope if gw.backend !=
+                                                          "aws" else None, gw.region),
+                              gw.region, scope if gw.backend != "aws" else None),
+        region=gw.region, zone=None, instance_type=gw.instance_type or itype,
+        replicas=gw.replicas, public=public, domain=gw.domain, network=network,
+        address_names=tuple(naming.child(gw.name, "ip", i) if many else
+                            naming.child(gw.name, "ip") for i in range(gw.replicas)),
+        instance_names=tuple(naming.child(gw.name, "vm", i) if many else
+                             naming.child(gw.name, "vm") for i in range(gw.replicas)),
+        image=image, certificate=gw.certificate.type if gw.certificate else None,
+        certificate_arn=gw.certificate.arn if gw.certificate else None,
+        load_balancer=naming.child(gw.name, "alb") if alb else None, record=record,
+        protect_address=gw.protect_address,
+        labels=gcp_labels(tags) if gw.backend == "gcp" else tags,
+        options={"project": cfg.get("project_id"), "network_tag": naming.network_tag(gw.name),
+                 "dns_resource_group": cfg.get("dns_resource_group"),
+                 "resource_group": cfg.get("resource_group"),
+                 "ssh_public_key": cfg.get("ssh_public_key"), "admin_user": "azureuser",
+                 "security_group": naming.child(gw.name, "sg"),
+                 "nsg": naming.child(gw.name, "nsg")},
+    )
+    return plan, diags
