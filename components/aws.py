@@ -12,6 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet import naming
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import DnsRecordPlan, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
@@ -143,8 +144,7 @@ class Fleet(pulumi.ComponentResource):
     """A fleet: network, cluster placement group, launch template and one instance per node."""
 
     def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
-        aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:aws:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         net_plan = plan.networks[0]

@@ -14,6 +14,7 @@ import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, dns, network, resources
 
 from gpufleet import naming
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
@@ -149,8 +150,7 @@ class Fleet(pulumi.ComponentResource):
 
     def __init__(self, plan: FleetPlan, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
         self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
         self.rg = rg

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet import naming
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
@@ -113,8 +114,7 @@ class Fleet(pulumi.ComponentResource):
     """A fleet: its networks, its placement policy and one VM per node."""
 
     def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
-        aliases = [pulumi.Alias(name=old) for old in plan.previous_names]
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=aliases))
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.networks = {n.role: Network(n, plan, child) for n in plan.networks}

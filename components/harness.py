@@ -46,14 +46,19 @@ class Registration:
     retain_on_delete: bool = False
     deleted_with: str = ""
     aliases: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    state_urn: str = ""  # the URN this resource has in a seeding state (differs after a rename)
 
     def to_json(self) -> dict[str, Any]:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
                 "custom": self.custom, "provider": self.provider, "inputs": self.inputs,
+                "id": self.id, "outputs": self.outputs, "dependencies": self.dependencies,
+                "retain_on_delete": self.retain_on_delete,
                 "protect": self.protect, "ignore_changes": self.ignore_changes,
                 "delete_before_replace": self.delete_before_replace,
                 "replace_on_changes": self.replace_on_changes,
-                "deleted_with": self.deleted_with, "aliases": self.aliases}
+                "deleted_with": self.deleted_with, "aliases": self.aliases,
+                "state_urn": self.state_urn}
 
 
 def plain(value: Any) -> Any:
@@ -80,26 +85,27 @@ class StrictMocks(pulumi.runtime.Mocks):
 
     def __init__(self, invokes: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
                  outputs: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = None,
-                 ids: Callable[[str, str], str | None] | None = None,
-                 states: Callable[[str, str], dict[str, Any] | None] | None = None) -> None:
+                 seed: Mapping[str, tuple[str, dict[str, Any]]] | None = None) -> None:
+        """``seed`` maps engine URNs of existing resources to (id, outputs) from a state
+        export; with it, resources not in the seed behave as creates do in a preview (empty
+        id, computed outputs unknown)."""
         self.invokes = dict(invokes)
         self.outputs = outputs
-        self.ids = ids
-        self.states = states
+        self.seed = seed
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.local = threading.local()
 
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         urn = getattr(self.local, "urn", "")
-        known = self.ids(urn, args.typ) if self.ids else None
         state = dict(args.inputs)
+        if self.seed is not None:
+            if urn not in self.seed:
+                return "", state  # a create in a preview: computed outputs stay unknown
+            known_id, outputs = self.seed[urn]
+            return known_id, {**outputs, **state}
         if self.outputs is not None:
             state.update(self.outputs(args.typ, args.name, args.inputs))
-        if self.states is not None:
-            seeded = self.states(urn, args.typ)
-            if seeded is not None:
-                state = {**seeded, **state}
-        return known or f"{args.name}-id", state
+        return f"{args.name}-id", state
 
     def call(self, args: pmocks.MockCallArgs) -> dict[str, Any]:
         fn = self.invokes.get(args.token)
@@ -113,11 +119,14 @@ class StrictMocks(pulumi.runtime.Mocks):
 class RecordingMonitor(pmocks.MockMonitor):
     """A MockMonitor that keeps every registration request with its engine URN."""
 
-    def __init__(self, mocks: StrictMocks, stack: str, project: str) -> None:
+    def __init__(self, mocks: StrictMocks, stack: str, project: str,
+                 record_outputs: bool = False) -> None:
         super().__init__(mocks)
         self.stack, self.project = stack, project
+        self.record_outputs = record_outputs
         self.regs: list[Registration] = []
         self.mock_to_engine: dict[str, str] = {}
+        self.renamed: dict[str, str] = {}  # engine URN -> URN in the seed state (aliases)
         self.lock = threading.Lock()
 
     def engine_urn(self, parent_mock_urn: str, typ: str, name: str) -> str:
@@ -134,10 +143,31 @@ class RecordingMonitor(pmocks.MockMonitor):
         urn, _, pid = provider_ref.rpartition("::")
         return f"{self.mock_to_engine.get(urn, urn)}::{pid}"
 
+    def alias_urns(self, eurn: str, request: Any) -> list[str]:
+        """Old URNs this registration may have: its own alias specs, and the alias its parent
+        passes down when the child's name starts with the parent's (the engine's rule)."""
+        prefix, name = eurn.rsplit("::", 1)
+        out = [f"{prefix}::{a.spec.name}" for a in request.aliases
+               if a.spec is not None and a.spec.name]
+        parent = self.mock_to_engine.get(request.parent, "")
+        if parent in self.renamed:
+            new_parent = parent.rsplit("::", 1)[1]
+            old_parent = self.renamed[parent].rsplit("::", 1)[1]
+            if name.startswith(new_parent):
+                out.append(f"{prefix}::{old_parent}{name[len(new_parent):]}")
+        return out
+
     def RegisterResource(self, request: Any) -> Any:
         eurn = self.engine_urn(request.parent, request.type, request.name)
         assert isinstance(self.mocks, StrictMocks)
-        self.mocks.local.urn = eurn
+        seed = self.mocks.seed
+        state_urn = eurn
+        if seed is not None and eurn not in seed:
+            state_urn = next((u for u in self.alias_urns(eurn, request) if u in seed), eurn)
+            if state_urn != eurn:
+                with self.lock:
+                    self.renamed[eurn] = state_urn
+        self.mocks.local.urn = state_urn
         resp = super().RegisterResource(request)
         with self.lock:
             self.mock_to_engine[resp.urn] = eurn
@@ -155,7 +185,10 @@ class RecordingMonitor(pmocks.MockMonitor):
             delete_before_replace=bool(request.deleteBeforeReplace),
             retain_on_delete=bool(request.retainOnDelete),
             deleted_with=self.mock_to_engine.get(request.deletedWith, request.deletedWith),
-            aliases=[_alias(a) for a in request.aliases])
+            aliases=[_alias(a) for a in request.aliases],
+            outputs=plain(rpc.deserialize_properties(resp.object))
+            if self.record_outputs and resp.object else {},
+            state_urn=state_urn if seed is not None else "")
         with self.lock:
             self.regs.append(reg)
         return resp
@@ -188,14 +221,15 @@ class RunResult:
 
 
 def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: StrictMocks,
-                stack: str = "dev", project: str = "gpufleet", preview: bool = False
-                ) -> RunResult:
-    """Run ``program`` once under mocks. Raises whatever the program raised."""
+                stack: str = "dev", project: str = "gpufleet", preview: bool = False,
+                record_outputs: bool = False) -> RunResult:
+    """Run ``program`` once under mocks. Raises whatever the program raised.
+    ``record_outputs`` keeps each resource's output state too (for writing exports)."""
     pulumi.runtime.settings.ROOT.set(None)
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
     pulumi.runtime.set_all_config(dict(config))
-    monitor = RecordingMonitor(mocks, stack, project)
+    monitor = RecordingMonitor(mocks, stack, project, record_outputs)
     quiet = logging.getLogger("gpufleet.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
@@ -211,7 +245,7 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
         wl = asyncio.new_event_loop()
         asyncio.set_event_loop(wl)
         worker_loops.append(wl)
-    executor = ThreadPoolExecutor(max_workers=4, initializer=init_worker,
+    executor = ThreadPoolExecutor(max_workers=2, initializer=init_worker,
                                   thread_name_prefix="gpufleet-mock")
     loop.set_default_executor(executor)
     try:
@@ -241,3 +275,32 @@ async def _exports() -> dict[str, Any]:
     outputs = getattr(root, "outputs", None) or {}
     resolved = await pulumi.Output.from_input(outputs).future(with_unknowns=True)
     return dict(plain(resolved) or {})
+
+
+def deployment_v3(run: RunResult, stack: str, project: str,
+                  time: str = "2026-11-01T00:00:00Z") -> dict[str, Any]:
+    """A `pulumi stack export` (deployment v3) of what a run registered, as the engine would
+    store it after `pulumi up`: inputs as sent (plus the `__defaults` bookkeeping bridged
+    providers add), outputs, ids, parents and provider references. Used by tests and
+    benchmarks to make realistic exports without the engine."""
+    root = f"urn:pulumi:{stack}::{project}::{STACK_TYPE}::{project}-{stack}"
+    resources: list[dict[str, Any]] = [{"urn": root, "custom": False, "type": STACK_TYPE,
+                                         "created": time, "modified": time}]
+    for r in run.sorted():
+        entry: dict[str, Any] = {
+            "urn": r.urn, "custom": r.custom, "type": r.type,
+            "inputs": {**r.inputs, "__defaults": []} if r.custom else {},
+            "outputs": r.outputs if r.custom else {}, "parent": r.parent or root,
+            "protect": r.protect, "dependencies": r.dependencies, "created": time,
+            "modified": time}
+        if r.custom:
+            entry["id"] = r.id
+        if r.provider:
+            entry["provider"] = r.provider
+        if r.ignore_changes:
+            entry["ignoreChanges"] = r.ignore_changes
+        resources.append(entry)
+    return {"version": 3, "deployment": {
+        "manifest": {"time": time, "magic": "gpufleet-fixture", "version": "v3.272.0"},
+        "secrets_providers": {"type": "passphrase", "state": {"salt": "v1:fixture"}},
+        "resources": resources}}

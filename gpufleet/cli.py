@@ -243,6 +243,115 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
         click.echo(text)
 
 
+EXIT_CHANGES = 7  # mirrors `pulumi preview --expect-no-changes`
+
+
+def _guard_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--max-instances", type=click.IntRange(min=0),
+                     help="Fail when more than N instances would be replaced or deleted.")(f)
+    f = click.option("--allow", "allow", multiple=True, metavar="GLOB",
+                     help="URN or resource-name glob exempt from the guards (repeatable).")(f)
+    return click.option("--forbid", default="", metavar="OPS",
+                        help="Comma list of ops (replace,delete) that must not touch gateways, "
+                             "addresses, DNS records or networks.")(f)
+
+
+def _parse_forbid(text: str) -> tuple[str, ...]:
+    ops = tuple(o.strip() for o in text.split(",") if o.strip())
+    bad = [o for o in ops if o not in ("create", "update", "replace", "delete")]
+    if bad:
+        raise click.UsageError(f"--forbid takes create, update, replace, delete; got "
+                               f"{', '.join(bad)}")
+    return ops
+
+
+def finish_report(report: Any, note: str, fmt: str, out: str | None) -> None:
+    """Print or write a change report and exit 0 (no changes), 7 (changes) or 1 (guard)."""
+    from gpufleet import changes as ch
+
+    code = EXIT_INVALID if report.violations else (EXIT_CHANGES if report.has_changes
+                                                   else EXIT_OK)
+    text = {"json": lambda: ch.render_json(report, note, code),
+            "markdown": lambda: ch.render_markdown(report, note),
+            "text": lambda: ch.render_text(report, note)}[fmt]()
+    if out:
+        write_atomically(out, text)
+        click.echo(f"report written to {out}", err=True)
+    else:
+        click.echo(text)
+    if report.violations:
+        click.echo(f"gpufleet: {len(report.violations)} forbidden change(s)", err=True)
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--state", "state_file", required=True, type=click.Path(dir_okay=False),
+              help="A `pulumi stack export` file of the stack the YAML deploys to.")
+@click.option("--profile", help="Profile from profiles.yml (default: the `default: true` one).")
+@_catalog_option
+@_guard_options
+@_format_option("text", "json", "markdown")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir: str | None,
+         forbid: str, allow: Sequence[str], max_instances: int | None, fmt: str,
+         out: str | None) -> None:
+    """What the YAML would create, update, replace and delete, offline, against an export.
+
+    Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
+    """
+    from gpufleet.diffing import NOTE, GuardOptions, offline_diff
+    from gpufleet.state import StateError, parse_export
+
+    guards = GuardOptions(_parse_forbid(forbid), tuple(allow), max_instances)
+    try:
+        with open(state_file, encoding="utf-8") as fh:
+            state = parse_export(fh.read(), state_file)
+    except OSError as e:
+        raise click.UsageError(f"cannot read --state {state_file}: {e.strerror}") from None
+    except StateError as e:
+        raise click.ClickException(str(e)) from None
+    result = validated_or_exit(paths, fmt)
+    catalog = load_catalog_or_fail(catalog_dir)
+    try:
+        report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
+                                     guards)
+    except KeyError as e:
+        raise click.UsageError(str(e.args[0])) from None
+    if report is None:
+        click.echo(render_text(diags, result.sources) if fmt != "json" else render_json(diags),
+                   err=True)
+        sys.exit(EXIT_INVALID)
+    finish_report(report, NOTE, fmt, out)
+
+
+@cli.command()
+@click.option("--stack", "stack_name", required=True, help="The stack to check.")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder.")
+@_guard_options
+@_format_option("text", "json", "markdown")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
+          max_instances: int | None, fmt: str, out: str | None) -> None:
+    """Live drift through the Pulumi CLI: `refresh --preview-only`, then `preview --refresh`.
+
+    Exit codes: 0 no drift, 7 drift or pending changes, 1 failed run or forbidden changes,
+    2 usage or no Pulumi CLI.
+    """
+    from gpufleet.drift import NOTE, DriftError, MissingTool, live_drift
+
+    try:
+        report = live_drift(stack_name, cwd, _parse_forbid(forbid), tuple(allow),
+                            max_instances)
+    except MissingTool as e:
+        click.echo(f"gpufleet drift: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except DriftError as e:
+        raise click.ClickException(str(e)) from None
+    finish_report(report, NOTE, fmt, out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])

@@ -19,7 +19,7 @@ from gpufleet.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.offers import Selection, pick_profile, select
 from gpufleet.plan import FleetPlan, GatewayPlan
-from gpufleet.spec import GatewaySpec, Inputs
+from gpufleet.spec import FleetSpec, GatewaySpec, Inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +59,12 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
                               f"set `backends:` to {', '.join(sorted(BACKENDS_BY_NAME))}")
                       for s in sels]
             continue
-        keys = [s.fleet.name for s in sels]
-        keys += [gateway_key(g.name) for g in inputs.gateways if g.backend == backend]
+        keys = {address_key(s.fleet): s.fleet.name for s in sels}
+        keys.update({gateway_key(g.name): gateway_key(g.name)
+                     for g in inputs.gateways if g.backend == backend})
         try:
-            blocks.update(allocate_blocks(pool_for(inputs, backend), keys, impl.fleet_prefix))
+            allocated = allocate_blocks(pool_for(inputs, backend), keys, impl.fleet_prefix)
+            blocks.update({keys[k]: net for k, net in allocated.items()})
         except AllocationError as e:
             diags += [located(s.fleet, "backends", "C004", f"address pool for {backend}: {e}",
                               "give the backend a larger `cidr` in the backends file")
@@ -104,6 +106,12 @@ def gateway_at(g: GatewaySpec, key: str, code: str, message: str, hint: str) -> 
     o = g.origin
     line, col = o.positions.get(key, (o.line, o.column))
     return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
+
+
+def address_key(fleet: FleetSpec) -> str:
+    """A fleet's address block follows its first name, so a rename with `previous_names`
+    (oldest first) keeps its ranges and nothing is replaced."""
+    return fleet.previous_names[0] if fleet.previous_names else fleet.name
 
 
 def gateway_key(name: str) -> str:

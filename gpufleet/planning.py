@@ -29,12 +29,14 @@ def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | N
 
 
 def run_offline(paths: Sequence[str], stack: str, profile: str | None,
-                catalog_dir: str | None, compiled: Compiled | None = None) -> Any:
+                catalog_dir: str | None, compiled: Compiled | None = None,
+                record_outputs: bool = False) -> Any:
     from gpufleet.components import harness, offline, program
 
     mocks = harness.StrictMocks(offline.INVOKES, offline.outputs)
     return harness.run_program(lambda: program.main(compiled=compiled),
-                               stack_config(paths, profile, catalog_dir), mocks, stack=stack)
+                               stack_config(paths, profile, catalog_dir), mocks, stack=stack,
+                               record_outputs=record_outputs)
 
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,

@@ -1,0 +1,378 @@
+"""The change report shared by `gpufleet diff` (offline) and `gpufleet drift` (live). Pure.
+
+A change is one resource with an operation (create, update, replace, delete, unknown), the
+property differences behind it, the fleet or gateway and YAML key that caused it, a class
+(pending program change, out-of-band edit, ...) and a suggested action.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.state import STACK_TYPE, StateResource, is_secret
+
+CHANGE_OPS = ("create", "update", "replace", "delete", "unknown")
+UNKNOWN = "<computed>"
+PLACEHOLDER = "mock"  # offline lookup answers and computed values say so (components.offline)
+
+# Inputs whose change makes the provider replace the resource (curated from the providers'
+# ForceNew/replace-on-change properties for the types gpufleet creates).
+REPLACE_INPUTS: dict[str, frozenset[str]] = {
+    "gcp:compute/network:Network": frozenset({"autoCreateSubnetworks", "networkProfile",
+                                              "name", "project"}),
+    "gcp:compute/subnetwork:Subnetwork": frozenset({"ipCidrRange", "network", "region",
+                                                    "name", "project"}),
+    "gcp:compute/instance:Instance": frozenset({"zone", "bootDisk", "networkInterfaces",
+                                                "reservationAffinity", "name", "project"}),
+    "gcp:compute/firewall:Firewall": frozenset({"network", "direction", "name", "project"}),
+    "gcp:compute/resourcePolicy:ResourcePolicy": frozenset({"groupPlacementPolicy", "region",
+                                                            "name", "project"}),
+    "gcp:compute/address:Address": frozenset({"addressType", "region", "subnetwork", "name"}),
+    "gcp:dns/recordSet:RecordSet": frozenset({"name", "type", "managedZone", "project"}),
+    "aws:ec2/vpc:Vpc": frozenset({"cidrBlock"}),
+    "aws:ec2/subnet:Subnet": frozenset({"cidrBlock", "availabilityZone", "vpcId"}),
+    "aws:ec2/instance:Instance": frozenset({"ami", "availabilityZone", "subnetId",
+                                            "launchTemplate", "networkInterfaces"}),
+    "aws:ec2/securityGroup:SecurityGroup": frozenset({"vpcId", "name", "description"}),
+    "aws:ec2/placementGroup:PlacementGroup": frozenset({"strategy", "name"}),
+    "aws:ec2/eip:Eip": frozenset({"domain"}),
+    "aws:route53/record:Record": frozenset({"name", "type", "zoneId"}),
+    "azure-native:network:VirtualNetwork": frozenset({"location", "resourceGroupName"}),
+    "azure-native:network:Subnet": frozenset({"addressPrefix", "virtualNetworkName",
+                                              "resourceGroupName"}),
+    "azure-native:compute:VirtualMachineScaleSet": frozenset({"location", "singlePlacementGroup",
+                                                              "orchestrationMode",
+                                                              "resourceGroupName"}),
+    "azure-native:compute:VirtualMachine": frozenset({"location", "resourceGroupName",
+                                                      "osProfile"}),
+    "azure-native:network:PublicIPAddress": frozenset({"location", "sku", "resourceGroupName"}),
+    "azure-native:dns:RecordSet": frozenset({"zoneName", "relativeRecordSetName",
+                                             "recordType", "resourceGroupName"}),
+}
+
+# Which YAML key a changed input traces back to (gpufleet's per-field update policy).
+FIELD_KEYS: dict[str, str] = {
+    "machineType": "resources (chosen offer)", "instanceType": "resources (chosen offer)",
+    "hardwareProfile": "resources (chosen offer)", "sku": "resources (chosen offer) / nodes",
+    "zone": "availability_zones (chosen offer)", "availabilityZone": "availability_zones",
+    "location": "regions (chosen offer)", "region": "regions (chosen offer)",
+    "labels": "tags", "tags": "tags", "volumeTags": "tags", "tagSpecifications": "tags",
+    "ipCidrRange": "cidr (backends file)", "cidrBlock": "cidr (backends file)",
+    "addressPrefix": "cidr (backends file)", "addressSpace": "cidr (backends file)",
+    "scheduling": "spot_policy / max_price", "instanceMarketOptions": "spot_policy / max_price",
+    "priority": "spot_policy", "billingProfile": "max_price", "evictionPolicy": "spot_policy",
+    "bootDisk": "resources.disk / image", "blockDeviceMappings": "resources.disk",
+    "storageProfile": "resources.disk / image", "sourceRanges": "ssh_cidrs (backends file)",
+    "ingress": "ssh_cidrs (backends file)", "securityRules": "ssh_cidrs (backends file)",
+    "reservationAffinity": "reservation", "capacityReservationSpecification": "reservation",
+    "rrdatas": "domain / replicas", "records": "domain / replicas",
+    "aRecords": "domain / replicas", "networkInterfaces": "resources (chosen offer)",
+    "mtu": "resources (chosen offer)", "networkProfile": "availability_zones",
+}
+INSTANCE_TYPES = ("gcp:compute/instance:Instance", "aws:ec2/instance:Instance",
+                  "azure-native:compute:VirtualMachine")
+NODE_NAME = re.compile(r"-node-\d+$")
+CATEGORIES = {
+    "address": ("gcp:compute/address:Address", "aws:ec2/eip:Eip",
+                "azure-native:network:PublicIPAddress"),
+    "dns": ("gcp:dns/recordSet:RecordSet", "aws:route53/record:Record",
+            "azure-native:dns:RecordSet", "aws:route53/zone:Zone",
+            "gcp:dns/managedZone:ManagedZone", "azure-native:dns:Zone"),
+    "network": ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork",
+                "aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet",
+                "azure-native:network:VirtualNetwork", "azure-native:network:Subnet"),
+    "instance": (*INSTANCE_TYPES, "azure-native:compute:VirtualMachineScaleSet"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyChange:
+    path: str
+    old: Any
+    new: Any
+    kind: str  # add, delete, update, add-replace, update-replace, delete-replace
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    urn: str
+    type: str
+    op: str
+    klass: str
+    owner: str | None = None  # fleet or gateway name
+    file: str | None = None
+    yaml_key: str | None = None
+    properties: tuple[PropertyChange, ...] = ()
+    action: str = ""
+    protect: bool = False
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1]
+
+    @property
+    def category(self) -> str | None:
+        """What the guards protect: gateway, address, dns, network or instance."""
+        if self.type.endswith(":Gateway"):
+            return "gateway"
+        qualified = self.urn.split("::")[2] if self.urn.count("::") >= 3 else ""
+        if self.type == "aws:ec2/networkInterface:NetworkInterface" and ":Gateway$" in qualified:
+            return "address"  # a private gateway's fixed address
+        return next((cat for cat, types in CATEGORIES.items() if self.type in types), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"urn": self.urn, "type": self.type, "name": self.name, "op": self.op,
+                "class": self.klass, "owner": self.owner, "file": self.file,
+                "yaml_key": self.yaml_key, "category": self.category,
+                "protect": self.protect, "reasons": list(self.reasons),
+                "action": self.action,
+                "properties": [{"path": p.path, "old": p.old, "new": p.new, "kind": p.kind}
+                               for p in self.properties]}
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    mode: str  # "offline-diff" or "live-drift"
+    stack: str
+    changes: tuple[Change, ...]
+    same: int = 0
+    notes: tuple[str, ...] = ()
+    not_compared: tuple[str, ...] = ()
+    violations: tuple[str, ...] = field(default=())
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(ch.op for ch in self.changes)
+        return {op: c.get(op, 0) for op in CHANGE_OPS} | {"same": self.same}
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changes)
+
+
+# --- comparing inputs -------------------------------------------------------------------
+
+def _strip_defaults(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _strip_defaults(v) for k, v in value.items() if k != "__defaults"}
+    if isinstance(value, list):
+        return [_strip_defaults(v) for v in value]
+    return value
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(float(a), float(b))
+    return bool(a == b)
+
+
+def _contains(value: Any, needle: str) -> bool:
+    if isinstance(value, str):
+        return needle in value
+    if isinstance(value, Mapping):
+        return any(_contains(v, needle) for v in value.values())
+    if isinstance(value, list):
+        return any(_contains(v, needle) for v in value)
+    return False
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """Paths where ``new`` differs from ``old``; keys only in ``old`` are provider-filled
+    defaults and ignored; lists compare element-wise when their lengths agree."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out = []
+        for k in new:
+            p = f"{path}.{k}" if path else str(k)
+            if k not in old:
+                if new[k] not in (None, [], {}):
+                    out.append((p, None, new[k]))
+            else:
+                out += diff_values(old[k], new[k], p)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += diff_values(a, b, f"{path}[{i}]")
+        return out
+    if is_secret(old) or is_secret(new):
+        return [(path, "[secret]", "[secret]")] if old != new else []
+    return [] if _equal(old, new) else [(path, old, new)]
+
+
+def _root(path: str) -> str:
+    return re.split(r"[.\[]", path, maxsplit=1)[0]
+
+
+def compare(reg: Mapping[str, Any], old: StateResource) -> tuple[str, list[PropertyChange],
+                                                                   list[str], list[str]]:
+    """(op, property changes, replace reasons, paths not comparable offline)."""
+    if not reg.get("custom", True):
+        return "same", [], [], []
+    ignored = set(reg.get("ignore_changes") or ()) | set(old.ignore_changes)
+    force = REPLACE_INPUTS.get(str(reg["type"]), frozenset()) | set(
+        reg.get("replace_on_changes") or ())
+    changes: list[PropertyChange] = []
+    reasons: list[str] = []
+    skipped: list[str] = []
+    unknown = False
+    for path, a, b in diff_values(_strip_defaults(old.inputs), _strip_defaults(reg["inputs"])):
+        if _root(path) in ignored or path in ignored:
+            continue
+        if _contains(b, PLACEHOLDER):
+            skipped.append(path)  # an offline placeholder (a cloud lookup): cannot compare
+            continue
+        if _contains(b, UNKNOWN):
+            unknown = True
+        replace = _root(path) in force or path in force
+        kind = ("add" if a is None else "update") + ("-replace" if replace else "")
+        changes.append(PropertyChange(path, a, b, kind))
+        if replace:
+            reasons.append(_root(path))
+    old_prov = old.provider.rsplit("::", 1)[0]
+    new_prov = str(reg.get("provider") or "").rsplit("::", 1)[0]
+    if reg.get("custom") and old_prov and new_prov and old_prov != new_prov:
+        reasons.append("provider")
+        changes.append(PropertyChange("provider", old_prov, new_prov, "update-replace"))
+    if not changes:
+        return "same", [], [], skipped
+    if reasons:
+        return "replace", changes, sorted(set(reasons)), skipped
+    return ("unknown" if unknown else "update"), changes, [], skipped
+
+
+# --- tracing and advice -----------------------------------------------------------------
+
+def yaml_key(change_type: str, name: str, op: str, props: Sequence[PropertyChange]) -> str | None:
+    if change_type in INSTANCE_TYPES and NODE_NAME.search(name) and op in ("create", "delete"):
+        return "nodes"
+    if op == "create":
+        return None
+    if op == "delete":
+        return None
+    keys = []
+    for p in props:
+        k = FIELD_KEYS.get(_root(p.path))
+        if k and k not in keys:
+            keys.append(k)
+    return ", ".join(keys) or None
+
+
+ACTIONS = {
+    "create": "pulumi up creates it",
+    "update": "pulumi up updates it in place",
+    "replace": "pulumi up deletes and recreates it: plan for the downtime, or revert the "
+               "YAML change that forces it",
+    "delete": "pulumi up deletes it; if that is not intended restore the YAML (a renamed "
+              "fleet needs `previous_names`)",
+    "unknown": "the provider decides at preview time: run `pulumi preview` to see whether "
+               "it is updated or replaced",
+}
+
+
+def advise(op: str, klass: str, protect: bool) -> str:
+    if klass == "out-of-band edit":
+        return ("the cloud no longer matches the stack: `pulumi refresh` to accept the edit, or "
+                "`pulumi up` to restore what the YAML says")
+    if klass == "deleted out of band":
+        return "it was deleted outside Pulumi: `pulumi refresh`, then `pulumi up` recreates it"
+    text = ACTIONS.get(op, "")
+    if protect and op in ("delete", "replace"):
+        text += "; it is protected, so the update will stop until you unprotect it"
+    return text
+
+
+# --- guards -----------------------------------------------------------------------------
+
+def guard(changes: Iterable[Change], forbid: Sequence[str], allow: Sequence[str],
+          max_instances: int | None) -> list[str]:
+    """Violations of `--forbid OPS` for gateways, addresses, DNS records and networks, and of
+    `--max-instances N` for instances, unless a change matches an `--allow` glob."""
+    violations = []
+    instance_ops = 0
+    for ch in changes:
+        if any(fnmatch.fnmatchcase(ch.urn, g) or fnmatch.fnmatchcase(ch.name, g) for g in allow):
+            continue
+        cat = ch.category
+        if ch.op in forbid and cat in ("gateway", "address", "dns", "network"):
+            violations.append(f"{ch.op} of {cat} {ch.name} ({ch.type}) is forbidden")
+        if cat == "instance" and ch.op in (*forbid, "replace", "delete"):
+            instance_ops += 1
+    if max_instances is not None and instance_ops > max_instances:
+        violations.append(f"{instance_ops} instance(s) would be replaced or deleted; the "
+                          f"limit is {max_instances}")
+    return violations
+
+
+# --- rendering --------------------------------------------------------------------------
+
+def _v(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def render_text(report: Report, note: str) -> str:
+    c = report.counts()
+    lines = [f"gpufleet {report.mode} - stack {report.stack}", f"({note})", "",
+             "summary: " + ", ".join(f"{n} {op}" for op, n in c.items() if n or op == "same")]
+    for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
+        where = f" [{ch.owner}" + (f" in {ch.file}" if ch.file else "") + "]" if ch.owner else ""
+        lines += ["", f"{ch.op:<8} {ch.type}  {ch.name}{where}",
+                  f"  class:  {ch.klass}" + (f"; caused by: {ch.yaml_key}" if ch.yaml_key else "")]
+        lines += [f"  {p.path}: {_v(p.old)} -> {_v(p.new)} ({p.kind})" for p in ch.properties[:12]]
+        if len(ch.properties) > 12:
+            lines.append(f"  ... {len(ch.properties) - 12} more propert(ies)")
+        if ch.reasons:
+            lines.append(f"  replaced because of: {', '.join(ch.reasons)}")
+        lines.append(f"  action: {ch.action}")
+    if report.not_compared:
+        lines += ["", "not compared offline (values from cloud lookups; `pulumi preview` reads "
+                  "them):", *[f"  {x}" for x in report.not_compared]]
+    lines += ["", *report.notes] if report.notes else []
+    if report.violations:
+        lines += ["", "FORBIDDEN CHANGES:", *[f"  {v}" for v in report.violations]]
+    return "\n".join(lines)
+
+
+def render_json(report: Report, note: str, exit_code: int) -> str:
+    return json.dumps({"mode": report.mode, "stack": report.stack, "note": note,
+                       "summary": report.counts(), "exit_code": exit_code,
+                       "changes": [c.to_json() for c in report.changes],
+                       "not_compared": list(report.not_compared),
+                       "notes": list(report.notes), "violations": list(report.violations)},
+                      indent=2, default=str)
+
+
+def render_markdown(report: Report, note: str) -> str:
+    c = report.counts()
+    lines = [f"## gpufleet {report.mode}: stack `{report.stack}`", "", f"> {note}", "",
+             "| create | update | replace | delete | unknown | same |",
+             "|---:|---:|---:|---:|---:|---:|",
+             "| " + " | ".join(str(c[k]) for k in (*CHANGE_OPS, "same")) + " |", ""]
+    if report.violations:
+        lines += ["**Forbidden changes:**", "", *[f"- {v}" for v in report.violations], ""]
+    if report.changes:
+        lines += ["| op | resource | type | fleet / gateway | YAML key | class | details |",
+                  "|---|---|---|---|---|---|---|"]
+        for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
+            details = "<br/>".join(f"`{p.path}`: {_v(p.old)} → {_v(p.new)}"
+                                   for p in ch.properties[:5]).replace("|", "\\|")
+            lines.append(f"| **{ch.op}** | `{ch.name}` | `{ch.type}` | {ch.owner or '-'} | "
+                         f"{ch.yaml_key or '-'} | {ch.klass} | {details or '-'} |")
+    else:
+        lines.append("No changes.")
+    return "\n".join(lines)
+
+
+def is_bookkeeping(r: StateResource) -> bool:
+    """The root stack and default providers are never reported as deleted."""
+    return r.type == STACK_TYPE or (r.type.startswith("pulumi:providers:")
+                                    and r.name.startswith("default"))

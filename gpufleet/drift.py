@@ -1,0 +1,139 @@
+"""`gpufleet drift`: live drift through the Pulumi Automation API (needs the Pulumi CLI).
+
+Two passes, as pulumi-notes.md §4 recommends: `pulumi refresh --preview-only` finds what
+changed in the cloud behind the stack's back (no state is written), then
+`pulumi preview --refresh` shows what `pulumi up` would change now. Engine events from both
+become the same change report `gpufleet diff` prints.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gpufleet.changes import Change, PropertyChange, Report, advise, guard, yaml_key
+
+NOTE = ("live drift - `pulumi refresh --preview-only` (cloud vs state) and "
+        "`pulumi preview --refresh` (program vs refreshed cloud) through the Automation API")
+QUIET_OPS = {"same", "read", "read-discard", "read-replacement", "discard", "discard-replaced",
+             "remove-pending-replace"}
+REPLACE_OPS = {"replace", "create-replacement", "delete-replaced"}
+
+
+class MissingTool(Exception):
+    """The Pulumi CLI is not installed: drift cannot run here."""
+
+
+class DriftError(Exception):
+    """The Pulumi CLI ran and failed (stack not found, credentials, ...)."""
+
+
+def _op(raw: Any) -> str:
+    return str(getattr(raw, "value", raw))
+
+
+def _lookup(values: Mapping[str, Any] | None, path: str) -> Any:
+    cur: Any = values or {}
+    for part in path.replace("]", "").replace("[", ".").split("."):
+        if isinstance(cur, Mapping):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def _kind(raw: Any) -> str:
+    return _op(raw).replace("_", "-")
+
+
+def changes_from_events(events: Iterable[Any], phase: str) -> list[Change]:
+    """Automation API engine events -> changes. ``phase`` is "refresh" or "preview"."""
+    parents: dict[str, str] = {}
+    types: dict[str, str] = {}
+    steps: dict[str, Any] = {}
+    for ev in events:
+        pre = getattr(ev, "resource_pre_event", None)
+        if pre is None or pre.metadata is None:
+            continue
+        md = pre.metadata
+        types[md.urn] = md.type
+        for side in (md.old, md.new):
+            if side is not None and side.parent:
+                parents[md.urn] = side.parent
+        op = _op(md.op)
+        if op in QUIET_OPS:
+            continue
+        if op == "refresh" and not (md.detailed_diff or md.diffs):
+            continue
+        # A replacement shows up as several steps; keep the most telling one per URN.
+        if md.urn not in steps or op in REPLACE_OPS:
+            steps[md.urn] = md
+    out = []
+    for urn, md in sorted(steps.items()):
+        op = _op(md.op)
+        op = "replace" if op in REPLACE_OPS else ("update" if op == "refresh" else op)
+        props = []
+        for path, pd in sorted((md.detailed_diff or {}).items()):
+            old_vals = (md.old.outputs if phase == "refresh" else md.old.inputs) \
+                if md.old is not None else None
+            new_vals = (md.new.outputs if phase == "refresh" else md.new.inputs) \
+                if md.new is not None else None
+            props.append(PropertyChange(path, _lookup(old_vals, path), _lookup(new_vals, path),
+                                        _kind(pd.diff_kind)))
+        if not props and md.diffs:
+            props = [PropertyChange(d, None, None, "update") for d in md.diffs]
+        if phase == "refresh":
+            klass = "deleted out of band" if op == "delete" else "out-of-band edit"
+        else:
+            klass = "pending program change"
+        owner = _owner(urn, parents, types)
+        protect = bool((md.old and md.old.protect) or (md.new and md.new.protect))
+        name = urn.rsplit("::", 1)[1]
+        out.append(Change(urn, md.type, op, klass, owner, None,
+                          yaml_key(md.type, name, op, props), tuple(props),
+                          advise(op, klass, protect), protect, tuple(md.keys or ())))
+    return out
+
+
+def _owner(urn: str, parents: Mapping[str, str], types: Mapping[str, str]) -> str | None:
+    cur, top, seen = urn, None, set()
+    while cur and cur not in seen:
+        seen.add(cur)
+        typ = types.get(cur) or cur.split("::")[2].split("$")[-1]
+        if typ.startswith("gpufleet:") and typ.endswith((":Fleet", ":Gateway")):
+            top = cur.rsplit("::", 1)[1]
+        cur = parents.get(cur, "")
+    return top
+
+
+def merge(refresh: Sequence[Change], preview: Sequence[Change]) -> list[Change]:
+    """Out-of-band edits first; a pending change on the same resource is kept as well only
+    when it is a different operation."""
+    seen = {(c.urn, c.op) for c in refresh}
+    return [*refresh, *(c for c in preview if (c.urn, c.op) not in seen)]
+
+
+def live_drift(stack: str, cwd: str, forbid: Sequence[str], allow: Sequence[str],
+               max_instances: int | None) -> Report:
+    if shutil.which("pulumi") is None:
+        raise MissingTool("the Pulumi CLI is not installed (https://www.pulumi.com/docs/install/"
+                          "); `gpufleet diff --state EXPORT.json` works without it")
+    from pulumi import automation as auto
+
+    try:
+        st = auto.select_stack(stack_name=stack, work_dir=cwd)
+        refresh_events: list[Any] = []
+        st.preview_refresh(on_event=refresh_events.append)
+        preview_events: list[Any] = []
+        st.preview(refresh=True, on_event=preview_events.append)
+    except auto.errors.StackNotFoundError as e:
+        raise DriftError(f"stack {stack} not found in {cwd}: {e}") from None
+    except auto.errors.CommandError as e:
+        raise DriftError(f"pulumi failed: {str(e).strip()[-2000:]}") from None
+    changes = merge(changes_from_events(refresh_events, "refresh"),
+                    changes_from_events(preview_events, "preview"))
+    return Report("live-drift", stack, tuple(changes),
+                  violations=tuple(guard(changes, forbid, allow, max_instances)))

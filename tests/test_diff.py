@@ -1,0 +1,215 @@
+"""`gpufleet diff` on exports written by a fixture in the real deployment v3 format:
+no phantom diffs, node removals, isolation between fleets, file moves, renames, out-of-band
+edits in the export, guards and exit codes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from exportutil import export, write_export
+
+from gpufleet.catalog import load_catalog
+from gpufleet.changes import Report
+from gpufleet.cli import cli, main
+from gpufleet.diffing import GuardOptions, offline_diff
+from gpufleet.inputs import validate_paths
+from gpufleet.state import parse_export
+
+from planutil import write
+
+A4 = ("type: fleet\nname: a4\nnodes: {nodes}\nplacement: cluster\nbackends: [gcp]\n"
+      "availability_zones: [us-west2-c]\nspot_policy: auto\nresources:\n  gpu: B200:8\n"
+      "tags:\n  team: {team}\n")
+P5 = ("type: fleet\nname: trainer\nnodes: 2\nplacement: cluster\nbackends: [aws]\n"
+      "regions: [us-east-1]\nresources:\n  gpu: H100:8\ntags:\n  team: {team}\n")
+GW = "type: gateway\nname: gw1\nbackend: gcp\nregion: us-west2\ndomain: gpu.example.com\n"
+BACKENDS = ("backends:\n  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0.113.0/24]\n"
+            "  - type: aws\n")
+
+
+def files(tmp: Path, nodes: int = 3, a4_team: str = "ml", p5_team: str = "ml",
+          one_file: bool = False, gateway: bool = True) -> list[str]:
+    a4 = A4.format(nodes=nodes, team=a4_team)
+    p5 = P5.format(team=p5_team)
+    out = [write(tmp, "backends.yml", BACKENDS)]
+    if one_file:
+        out.append(write(tmp, "all.yml", p5 + "---\n" + a4))
+    else:
+        out += [write(tmp, "a4.yml", a4), write(tmp, "p5.yml", p5)]
+    if gateway:
+        out.append(write(tmp, "gw.yml", GW))
+    return out
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("baseline")
+    return export(files(tmp))
+
+
+NO_GUARDS = GuardOptions()
+
+
+def run(tmp: Path, paths: list[str], state: dict[str, Any],
+        guards: GuardOptions = NO_GUARDS) -> Report:
+    validated = validate_paths(paths)
+    assert validated.ok, validated.diagnostics
+    report, diags = offline_diff(validated, load_catalog(), paths,
+                                 parse_export(json.dumps(state)), None, None, guards)
+    assert report is not None, diags
+    return report
+
+
+def ops(report: Report) -> list[tuple[str, str]]:
+    return sorted((c.op, c.name) for c in report.changes)
+
+
+def test_same_yaml_gives_no_changes(tmp_path: Path, baseline: dict[str, Any]) -> None:
+    report = run(tmp_path, files(tmp_path), baseline)
+    assert report.changes == () and report.same > 40
+    assert report.violations == ()
+
+
+def test_one_node_less_is_exactly_one_delete(tmp_path: Path,
+                                             baseline: dict[str, Any]) -> None:
+    report = run(tmp_path, files(tmp_path, nodes=2), baseline)
+    assert ops(report) == [("delete", "a4-node-2")]
+    change = report.changes[0]
+    assert (change.owner, change.yaml_key) == ("a4", "nodes")
+    assert change.file is not None and change.file.endswith("a4.yml")
+
+
+def test_editing_one_fleets_tags_touches_no_other_fleet(tmp_path: Path,
+                                                         baseline: dict[str, Any]) -> None:
+    report = run(tmp_path, files(tmp_path, p5_team="research"), baseline)
+    assert report.changes and {c.owner for c in report.changes} == {"trainer"}
+    assert {c.op for c in report.changes} == {"update"}
+    assert all(c.yaml_key == "tags" for c in report.changes)
+    prop = next(p for c in report.changes for p in c.properties if p.path == "tags.team")
+    assert (prop.old, prop.new) == ("ml", "research")
+
+
+def test_moving_and_reordering_fleets_changes_nothing(tmp_path: Path,
+                                                      baseline: dict[str, Any]) -> None:
+    report = run(tmp_path, files(tmp_path, one_file=True), baseline)
+    assert report.changes == ()
+
+
+def test_rename_with_previous_names_is_aliased_not_replaced(tmp_path: Path,
+                                                            baseline: dict[str, Any]) -> None:
+    paths = files(tmp_path)
+    renamed = A4.format(nodes=3, team="ml").replace("name: a4", "name: b200s\n"
+                                                    "previous_names: [a4]")
+    Path(paths[1]).write_text(renamed)
+    report = run(tmp_path, paths, baseline)
+    assert not [c for c in report.changes if c.op in ("create", "delete", "replace")], ops(report)
+    assert any("a4-node-0 -> b200s-node-0" in n for n in report.notes)
+    # Without previous_names the same rename deletes and recreates everything.
+    Path(paths[1]).write_text(A4.format(nodes=3, team="ml").replace("name: a4", "name: b200s"))
+    report = run(tmp_path, paths, baseline)
+    kinds = {c.op for c in report.changes}
+    assert kinds == {"create", "delete"}
+    assert any("'a4' is not in the input files" in n for n in report.notes)
+
+
+def _mutated(baseline: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(baseline)
+
+
+def test_out_of_band_edits_in_the_export_are_each_found(tmp_path: Path,
+                                                        baseline: dict[str, Any]) -> None:
+    state = _mutated(baseline)
+    res = state["deployment"]["resources"]
+    # 1. an extra firewall rule someone added to the fleet's network
+    rule = copy.deepcopy(next(r for r in res if r["urn"].endswith("::a4-ssh")))
+    rule["urn"] = rule["urn"].replace("::a4-ssh", "::a4-debug-open")
+    rule["id"] = "a4-debug-open-id"
+    rule["inputs"]["sourceRanges"] = ["0.0.0.0/0"]
+    res.append(rule)
+    # 2. an instance whose machine type was changed
+    node = next(r for r in res if r["urn"].endswith("::trainer-lt"))
+    node["inputs"]["instanceType"] = "p4d.24xlarge"
+    # 3. a subnet that was deleted
+    res[:] = [r for r in res if not r["urn"].endswith("::a4-roce-5")]
+    report = run(tmp_path, files(tmp_path), state)
+    found = {(c.name, c.op) for c in report.changes}
+    assert ("a4-debug-open", "delete") in found
+    assert ("trainer-lt", "update") in found
+    assert ("a4-roce-5", "create") in found
+    lt = next(c for c in report.changes if c.name == "trainer-lt")
+    assert [(p.path, p.old, p.new) for p in lt.properties] == [
+        ("instanceType", "p4d.24xlarge", "p5.48xlarge")]
+    assert lt.yaml_key == "resources (chosen offer)"
+
+
+def test_cidr_change_replaces_networks(tmp_path: Path, baseline: dict[str, Any]) -> None:
+    paths = files(tmp_path)
+    Path(paths[0]).write_text(BACKENDS.replace("project_id: p1", "project_id: p1\n"
+                                               "    cidr: 10.200.0.0/15"))
+    report = run(tmp_path, paths, baseline)
+    subnets = [c for c in report.changes if c.type == "gcp:compute/subnetwork:Subnetwork"
+               and c.owner == "a4"]
+    assert subnets and all(c.op == "replace" and "ipCidrRange" in c.reasons for c in subnets)
+    assert all(c.yaml_key == "cidr (backends file)" for c in subnets)
+    assert not [c for c in report.changes if c.owner == "trainer"]
+
+
+def test_guards(tmp_path: Path, baseline: dict[str, Any]) -> None:
+    paths = files(tmp_path, gateway=False)
+    report = run(tmp_path, paths, baseline, GuardOptions(("delete",), (), None))
+    assert any("delete of address gw1-ip" in v for v in report.violations)
+    assert any("delete of dns gw1-dns" in v for v in report.violations)
+    assert any("delete of network gw1-net" in v for v in report.violations)
+    report = run(tmp_path, paths, baseline, GuardOptions(("delete",), ("gw1*",), None))
+    assert report.violations == ()
+    report = run(tmp_path, files(tmp_path, nodes=1), baseline, GuardOptions((), (), 1))
+    assert report.violations == ("2 instance(s) would be replaced or deleted; the limit is 1",)
+    report = run(tmp_path, files(tmp_path, nodes=2), baseline, GuardOptions((), (), 1))
+    assert report.violations == ()
+
+
+def test_cli_exit_codes_and_formats(tmp_path: Path, baseline: dict[str, Any]) -> None:
+    state = write_export(tmp_path / "state.json", baseline)
+    same = files(tmp_path)
+    r = CliRunner().invoke(cli, ["diff", "--state", state, *same])
+    assert r.exit_code == 0, r.output
+    assert "approximation of `pulumi preview`" in r.output
+    fewer = files(tmp_path, nodes=2)
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "json", *fewer])
+    assert r.exit_code == 7
+    data = json.loads(r.output)
+    assert data["summary"]["delete"] == 1 and data["exit_code"] == 7
+    assert data["changes"][0]["yaml_key"] == "nodes"
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "markdown", *fewer])
+    assert r.exit_code == 7 and "| **delete** | `a4-node-2` |" in r.output
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--forbid", "delete",
+                                 *files(tmp_path, gateway=False)])
+    assert r.exit_code == 1 and "FORBIDDEN CHANGES" in r.output
+
+
+def test_cli_bad_exports_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = files(tmp_path)
+    broken = write(tmp_path, "broken.json", "{\"version\": 3, \"deployment\": ")
+    assert main(["diff", "--state", broken, *paths]) == 1
+    old = write(tmp_path, "old.json", json.dumps({"version": 1, "deployment": {}}))
+    assert main(["diff", "--state", old, *paths]) == 1
+    assert main(["diff", "--state", str(tmp_path / "missing.json"), *paths]) == 2
+    assert main(["diff", *paths]) == 2
+    assert main(["diff", "--state", broken, "--forbid", "explode", *paths]) == 2
+    err = capsys.readouterr().err
+    assert "not valid JSON" in err and "unsupported export version 1" in err
+    assert "Traceback" not in err
+
+
+def test_checkpoint_and_v4_layouts_are_read(baseline: dict[str, Any]) -> None:
+    v4 = {**baseline, "version": 4, "features": ["refreshBeforeUpdate"]}
+    assert len(parse_export(json.dumps(v4)).resources) == len(
+        baseline["deployment"]["resources"])
+    checkpoint = {"version": 3, "checkpoint": {"latest": baseline["deployment"]}}
+    state = parse_export(json.dumps(checkpoint))
+    assert state.stack == "dev" and state.project == "gpufleet"
