@@ -19,6 +19,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import render_text
 from gpufleet.inputs import validate_paths
+from gpufleet.plan import ProviderPlan
 
 
 def resolve_files(patterns: list[str], base: Path) -> list[str]:
@@ -50,12 +51,15 @@ def component(backend: str) -> Any:
 
 def emit(compiled: Compiled) -> None:
     providers: dict[str, pulumi.ProviderResource] = {}
+
+    def provider_for(module: Any, p: ProviderPlan) -> pulumi.ProviderResource:
+        if p.name not in providers:
+            providers[p.name] = module.provider(p)
+        return providers[p.name]
+
     for plan in compiled.plans:
         module = component(plan.backend)
-        prov = providers.get(plan.provider.name)
-        if prov is None:
-            prov = providers[plan.provider.name] = module.provider(plan.provider)
-        fleet = module.emit(plan, prov)
+        fleet = module.emit(plan, provider_for(module, plan.provider))
         pulumi.export(plan.name, {
             "backend": plan.backend, "region": plan.region, "zone": plan.zone,
             "instance_type": plan.instance_type, "nodes": [n for n in plan.node_names],
@@ -63,10 +67,7 @@ def emit(compiled: Compiled) -> None:
         })
     for gw in compiled.gateways:
         module = component(gw.backend)
-        prov = providers.get(gw.provider.name)
-        if prov is None:
-            prov = providers[gw.provider.name] = module.provider(gw.provider)
-        gateway = module.emit_gateway(gw, prov)
+        gateway = module.emit_gateway(gw, provider_for(module, gw.provider))
         pulumi.export(f"gateway-{gw.name}", {
             "backend": gw.backend, "region": gw.region, "addresses": gateway.addresses,
             "record": gw.record.fqdn if gw.record else None})

@@ -15,7 +15,14 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet import naming
-from gpufleet.backends.base import Planned, disk_gib, located, merged_tags, public_ips, ssh_rule
+from gpufleet.backends.base import (
+    Planned,
+    common_fields,
+    located,
+    merged_tags,
+    public_ips,
+    ssh_rule,
+)
 from gpufleet.cidr import pack, usable_hosts
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.offers import Offer
@@ -25,7 +32,6 @@ from gpufleet.plan import (
     NetworkPlan,
     NicPlan,
     PlacementPlan,
-    ProviderPlan,
     SubnetPlan,
 )
 from gpufleet.spec import BackendConfig, FleetSpec
@@ -81,21 +87,12 @@ class AwsBackend:
             market = "capacity-block"
         tags = merged_tags(fleet, config)
         plan = FleetPlan(
-            name=fleet.name, file=fleet.origin.file, backend="aws",
-            provider=ProviderPlan("aws", naming.provider("aws", None, offer.region),
-                                  offer.region),
-            region=offer.region, zone=offer.zone, instance_type=offer.instance_type,
-            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
-            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
-            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
-            networks=(network,), nics=nics,
-            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
-            disk_gib=disk_gib(fleet), disk_type="gp3",
+            **common_fields(fleet, offer, None), zone=offer.zone, networks=(network,),
+            nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
             if fleet.is_cluster else None,
-            reservation=reservation, labels=tags, previous_names=fleet.previous_names,
-            rdma=offer.rdma, rdma_interfaces=offer.rdma_interfaces,
+            reservation=reservation, labels=tags,
             options={"ami_name": ami.get("name"), "ami_owner": ami.get("owner", "amazon"),
                      "market": market, "eip_per_node": public and len(nics) > 1,
                      "iam_instance_profile": cfg.get("iam_instance_profile"),

@@ -11,11 +11,18 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet import naming
-from gpufleet.backends.base import Planned, disk_gib, located, merged_tags, public_ips, ssh_rule
+from gpufleet.backends.base import (
+    Planned,
+    common_fields,
+    located,
+    merged_tags,
+    public_ips,
+    ssh_rule,
+)
 from gpufleet.cidr import pack
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.offers import Offer
-from gpufleet.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, ProviderPlan, SubnetPlan
+from gpufleet.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, SubnetPlan
 from gpufleet.spec import BackendConfig, FleetSpec
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
@@ -41,24 +48,14 @@ class AzureBackend:
         network = self.network(fleet, offer, block, config)
         scale_set = fleet.is_cluster and offer.rdma == "infiniband"
         plan = FleetPlan(
-            name=fleet.name, file=fleet.origin.file, backend="azure",
-            provider=ProviderPlan("azure", naming.provider("azure", subscription, offer.region),
-                                  offer.region, subscription),
-            region=offer.region, zone=None, instance_type=offer.instance_type,
-            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
-            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
-            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
-            networks=(network,),
+            **common_fields(fleet, offer, subscription), zone=None, networks=(network,),
             nics=(NicPlan("main", network.subnets[0].name, "ETHERNET", public_ip=public),),
-            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
-            disk_gib=disk_gib(fleet), disk_type="Premium_LRS",
+            disk_type="Premium_LRS",
             image=cfg.get("image") or DEFAULT_IMAGE, public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
                                     {"single_placement_group": True})
             if scale_set else None,
             reservation=None, labels=merged_tags(fleet, config),
-            previous_names=fleet.previous_names, rdma=offer.rdma,
-            rdma_interfaces=offer.rdma_interfaces,
             options={"resource_group": cfg.get("resource_group"),
                      "ssh_public_key": cfg.get("ssh_public_key"), "admin_user": "azureuser",
                      "accelerated_networking": True,

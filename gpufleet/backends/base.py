@@ -11,11 +11,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
-from typing import Protocol
+from typing import Any, Protocol
 
+from gpufleet import naming
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.offers import Offer
-from gpufleet.plan import FirewallRule, FleetPlan
+from gpufleet.plan import FirewallRule, FleetPlan, ProviderPlan
 from gpufleet.spec import BackendConfig, FleetSpec
 
 DEFAULT_DISK_GIB = 100
@@ -34,6 +35,24 @@ class Backend(Protocol):
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None) -> Planned: ...
+
+
+def common_fields(fleet: FleetSpec, offer: Offer, scope: str | None) -> dict[str, Any]:
+    """The FleetPlan fields every backend fills the same way from the fleet and its offer."""
+    return {
+        "name": fleet.name, "file": fleet.origin.file, "backend": offer.backend,
+        "provider": ProviderPlan(offer.backend, naming.provider(offer.backend, scope,
+                                                                offer.region),
+                                 offer.region, scope),
+        "region": offer.region, "instance_type": offer.instance_type,
+        "gpu": f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
+        "nodes": fleet.nodes.target, "nodes_min": fleet.nodes.min,
+        "nodes_max": fleet.nodes.max, "spot": offer.spot, "price_per_hour": offer.price,
+        "max_price": fleet.max_price,
+        "node_names": tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
+        "disk_gib": disk_gib(fleet), "previous_names": fleet.previous_names,
+        "rdma": offer.rdma, "rdma_interfaces": offer.rdma_interfaces,
+    }
 
 
 def located(fleet: FleetSpec, key: str, code: str, message: str, hint: str | None = None

@@ -15,7 +15,7 @@ from ipaddress import IPv4Network
 from gpufleet import naming
 from gpufleet.backends.base import (
     Planned,
-    disk_gib,
+    common_fields,
     gcp_labels,
     located,
     merged_tags,
@@ -31,7 +31,6 @@ from gpufleet.plan import (
     NetworkPlan,
     NicPlan,
     PlacementPlan,
-    ProviderPlan,
     SubnetPlan,
 )
 from gpufleet.spec import BackendConfig, FleetSpec
@@ -76,23 +75,12 @@ class GcpBackend:
                                       {"availability_domain_count": 1})
         itype = offer.instance_type
         plan = FleetPlan(
-            name=fleet.name, file=fleet.origin.file, backend="gcp",
-            provider=ProviderPlan("gcp", naming.provider("gcp", project, offer.region),
-                                  offer.region, project),
-            region=offer.region, zone=zone, instance_type=itype,
-            gpu=f"{offer.gpu_count}x{offer.gpu_name}" if offer.gpu_count else "none",
-            nodes=fleet.nodes.target, nodes_min=fleet.nodes.min, nodes_max=fleet.nodes.max,
-            spot=offer.spot, price_per_hour=offer.price, max_price=fleet.max_price,
-            networks=networks, nics=nics,
-            node_names=tuple(naming.node(fleet.name, i) for i in range(fleet.nodes.target)),
-            disk_gib=disk_gib(fleet),
+            **common_fields(fleet, offer, project), zone=zone, networks=networks, nics=nics,
             disk_type="hyperdisk-balanced" if itype.startswith(HYPERDISK_FAMILIES)
             else "pd-balanced",
             image=(config.get("image") if config is not None else None) or DEFAULT_IMAGE,
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=gcp_labels(merged_tags(fleet, config)),
-            previous_names=fleet.previous_names, rdma=offer.rdma,
-            rdma_interfaces=offer.rdma_interfaces,
             options={"project": project, "service_account": config.get("vm_service_account")
                      if config is not None else None,
                      "network_tag": naming.network_tag(fleet.name)},
