@@ -160,11 +160,10 @@ class Fleet(pulumi.ComponentResource):
                      {"name": "architecture", "values": ["x86_64"]}],
             opts=pulumi.InvokeOptions(parent=self))
         template = self._template(plan, ami.id, placement, child)
-        self.nodes = [aws.ec2.Instance(
-            name, launch_template={"id": template.id,
-                                   "version": template.latest_version.apply(str)},
-            tags=_tags(plan, name), volume_tags=_tags(plan, name), opts=child)
-            for name in plan.node_names]
+        launch = {"id": template.id, "version": template.latest_version.apply(str)}
+        self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=_tags(plan, name),
+                                       volume_tags=_tags(plan, name), opts=child)
+                      for name in plan.node_names]
         if plan.options.get("eip_per_node"):
             # AWS cannot auto-assign a public IPv4 to a multi-NIC instance (dstack#3865).
             for name, node in zip(plan.node_names, self.nodes, strict=True):
