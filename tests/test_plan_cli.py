@@ -92,6 +92,8 @@ def test_stacks_main_runs_the_same_program(monkeypatch: pytest.MonkeyPatch) -> N
                             harness.StrictMocks(offline.INVOKES, offline.outputs))
     assert [r.to_json() for r in a.sorted()] == [r.to_json() for r in b.sorted()]
     assert a.exports == b.exports and a.exports["a4"]["nodes"] == ["a4-node-0", "a4-node-1"]
+    # Internal IPs are computed by the cloud: one entry per node, unknown offline.
+    assert a.exports["a4"]["internal_ips"] == [None, None]
 
 
 def test_strict_mocks_refuse_unknown_invokes_and_next_run_still_works() -> None:
