@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet import naming
-from gpufleet.components.common import rename_options
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import DnsRecordPlan, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan

@@ -14,7 +14,7 @@ import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, dns, network, resources
 
 from gpufleet import naming
-from gpufleet.components.common import output_field, rename_options
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
@@ -156,12 +156,11 @@ class Fleet(pulumi.ComponentResource):
         self.rg = rg
         if plan.placement is not None:
             self.scale_set = self._scale_set(plan)
-            self.internal_ips: Any = []
+            self.internal_ips: list[Any] = []
         else:
             vms = [self._vm(plan, name) for name in plan.node_names]
-            self.internal_ips = pulumi.Output.all(*[n.ip_configurations for n in vms]).apply(
-                lambda per_vm: [output_field(c[0], "private_ip_address", "privateIPAddress")
-                                if c else None for c in per_vm])
+            self.internal_ips = [nic.ip_configurations.apply(
+                lambda cfgs: cfgs[0].private_ip_address if cfgs else None) for nic in vms]
         self.network_ids = {"main": self.network.vnet_id}
         self.register_outputs({"internal_ips": self.internal_ips,
                                "networks": self.network_ids})
@@ -209,7 +208,6 @@ class Fleet(pulumi.ComponentResource):
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
                            bool(plan.options["accelerated_networking"]), self._priority(plan))
-
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

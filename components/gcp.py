@@ -12,7 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet import naming
-from gpufleet.components.common import output_field, rename_options
+from gpufleet.components.renames import rename_options
 from gpufleet.plan import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
@@ -129,10 +129,9 @@ class Fleet(pulumi.ComponentResource):
                 opts=child)
             policies.append(policy.self_link)
         self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
-        # One Output for all nodes: a per-node apply costs an SDK task per node.
-        self.internal_ips = pulumi.Output.all(*[n.network_interfaces for n in self.nodes]).apply(
-            lambda per_node: [output_field(nics[0], "network_ip", "networkIp") if nics else None
-                              for nics in per_node])
+        self.internal_ips = [n.network_interfaces.apply(lambda nics: nics[0].network_ip
+                                                        if nics else None)
+                             for n in self.nodes]
         self.network_ids = {role: n.network_id for role, n in self.networks.items()}
         self.register_outputs({"nodes": [n.name for n in self.nodes],
                                "internal_ips": self.internal_ips, "networks": self.network_ids})
@@ -171,7 +170,6 @@ class Fleet(pulumi.ComponentResource):
             resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
             tags=[plan.options["network_tag"]], metadata={"enable-oslogin": "TRUE"},
             allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self), **extra)
-
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

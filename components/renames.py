@@ -1,6 +1,4 @@
-"""Helpers shared by the backend components.
-
-Renames: fleet and gateway `previous_names` become Pulumi aliases on every descendant.
+"""Fleet and gateway renames (`previous_names`) as Pulumi aliases on every descendant.
 
 The engine only derives a child's alias from its parent's when the child's name starts with
 the parent's name; gpufleet's nested children (`a4-subnet` under `a4-net`) do not, so each
@@ -11,7 +9,6 @@ because they run in the SDK (and therefore also under the mock monitor).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pulumi
 
@@ -39,8 +36,3 @@ def rename_options(new: str, previous: Sequence[str]) -> pulumi.ResourceOptions:
 
     return pulumi.ResourceOptions(aliases=aliases_for(new, previous, new),
                                   transformations=[transform])
-
-
-def output_field(value: Any, attr: str, wire: str) -> Any:
-    """An output object's attribute; `Output.all` hands nested values over as plain dicts."""
-    return value.get(wire) if isinstance(value, dict) else getattr(value, attr, None)
