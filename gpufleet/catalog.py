@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -200,7 +200,3 @@ def read_unpriced(path: Path) -> tuple[Row, ...]:
                          float(r["gpu_memory"]), False, None, "nvidia", (), "x86")
                      for r in csv.DictReader(fh))
 
-
-def iter_rows(catalog: Catalog, backends: Iterable[str] | None = None) -> Iterator[Row]:
-    wanted = set(backends) if backends is not None else None
-    return (r for r in catalog.rows if wanted is None or r.backend in wanted)

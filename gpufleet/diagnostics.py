@@ -38,14 +38,6 @@ class Diagnostic:
         return self.severity is Severity.ERROR
 
 
-class GpufleetError(Exception):
-    """Raised at a CLI boundary to carry diagnostics out of a pipeline stage."""
-
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = list(diagnostics)
-
-
 def format_path(path: KeyPath) -> str:
     """Render a key path the way users write it: ``resources.gpu``, ``backends[1]``."""
     out = ""
