@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
 from gpufleet.backends import BACKENDS_BY_NAME
-from gpufleet.backends.base import located
 from gpufleet.backends.gateway import plan_gateway
 from gpufleet.catalog import Catalog
 from gpufleet.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.offers import Selection, pick_profile, select
 from gpufleet.plan import FleetPlan, GatewayPlan
-from gpufleet.spec import FleetSpec, GatewaySpec, Inputs
+from gpufleet.spec import FleetSpec, Inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +53,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
         sels = by_backend.get(backend, [])
         impl = BACKENDS_BY_NAME.get(backend)
         if impl is None:
-            diags += [located(s.fleet, "backends", "C010", f"fleet '{s.fleet.name}': the "
+            diags += [s.fleet.origin.at("backends", "C010", f"fleet '{s.fleet.name}': the "
                               f"cheapest offer is on {backend}, which gpufleet cannot build yet",
                               f"set `backends:` to {', '.join(sorted(BACKENDS_BY_NAME))}")
                       for s in sels]
@@ -66,7 +65,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
             allocated = allocate_blocks(pool_for(inputs, backend), keys, impl.fleet_prefix)
             blocks.update({keys[k]: net for k, net in allocated.items()})
         except AllocationError as e:
-            diags += [located(s.fleet, "backends", "C004", f"address pool for {backend}: {e}",
+            diags += [s.fleet.origin.at("backends", "C004", f"address pool for {backend}: {e}",
                               "give the backend a larger `cidr` in the backends file")
                       for s in sels]
     plans: list[FleetPlan] = []
@@ -94,18 +93,12 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
             continue
         key = (gp.backend, gp.record.zone)
         if key in owners:
-            diags.append(gateway_at(g, "create_dns_zone", "G013", f"gateway '{g.name}' and "
+            diags.append(g.origin.at("create_dns_zone", "G013", f"gateway '{g.name}' and "
                                     f"'{owners[key]}' both create the zone {key[1]}",
                                     "let one gateway create it; the other looks it up"))
         owners.setdefault(key, g.name)
     return Compiled(tuple(plans), tuple(selections), tuple(sort_diagnostics(diags)),
                     catalog.describe(), tuple(gateways))
-
-
-def gateway_at(g: GatewaySpec, key: str, code: str, message: str, hint: str) -> Diagnostic:
-    o = g.origin
-    line, col = o.positions.get(key, (o.line, o.column))
-    return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
 
 
 def address_key(fleet: FleetSpec) -> str:

@@ -269,7 +269,7 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
             hint = _hint(key)
             if profile is not None and key in profile.values and key not in fleet.explicit:
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
-            return Selection(fleet, (), _at(fleet, key, "O001", msg, hint), pname, extra)
+            return Selection(fleet, (), fleet.origin.at(key, "O001", msg, hint), pname, extra)
         candidates = survivors
     return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
 
@@ -282,12 +282,6 @@ def _hint(key: str) -> str:
         "regions": "add a region where the GPU is offered (see `gpufleet catalog`)",
         "backends": "add a backend that offers this GPU (see `gpufleet catalog`)",
     }.get(key, f"relax `{key}`")
-
-
-def _at(fleet: FleetSpec, key: str, code: str, message: str, hint: str) -> Diagnostic:
-    o = fleet.origin
-    line, col = o.positions.get(key, (o.line, o.column))
-    return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
 
 
 def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
@@ -303,7 +297,7 @@ def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
                          for r in catalog.rows
                          if r.gpu_name and r.gpu_name.lower() in _lower(gpu.names)})
         hint = "the catalog offers " + ", ".join(f"{c}x{n} ({m:g}GB)" for n, c, m in shapes)
-    return _at(fleet, "resources", "O002",
+    return fleet.origin.at("resources", "O002",
                f"no offer for fleet '{fleet.name}': no catalog offer matches {what}", hint)
 
 

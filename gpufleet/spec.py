@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gpufleet.diagnostics import Diagnostic, Severity
+
 SUPPORTED_BACKENDS: tuple[str, ...] = ("aws", "gcp", "azure")
 
 # dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only SUPPORTED_BACKENDS.
@@ -112,6 +114,13 @@ class Origin:
     # Positions of the document's top-level keys, for diagnostics of later stages.
     positions: Mapping[str, tuple[int, int]] = field(
         default_factory=lambda: EMPTY_POSITIONS, compare=False)
+
+    def at(self, key: str, code: str, message: str, hint: str | None = None,
+           severity: Severity = Severity.ERROR) -> Diagnostic:
+        """A diagnostic at the document's top-level ``key``, else at the spec's name."""
+        line, col = self.positions.get(key, (self.line, self.column))
+        return Diagnostic(self.file, line, col, code, message, path=(key,), severity=severity,
+                          hint=hint)
 
 
 @dataclass(frozen=True, slots=True)

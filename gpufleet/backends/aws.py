@@ -18,7 +18,6 @@ from gpufleet import naming
 from gpufleet.backends.base import (
     Planned,
     common_fields,
-    located,
     merged_tags,
     public_ips,
     ssh_rule,
@@ -107,21 +106,21 @@ class AwsBackend:
         capacity = usable_hosts(IPv4Network(f"10.0.0.0/{NODE_PREFIX}"), RESERVED_PER_SUBNET)
         wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
         if wanted * interfaces > capacity:
-            diags.append(located(fleet, "nodes", "C001", f"fleet '{fleet.name}' wants up to "
+            diags.append(fleet.origin.at("nodes", "C001", f"fleet '{fleet.name}' wants up to "
                                  f"{wanted} nodes x {interfaces} interfaces, but its "
                                  f"/{NODE_PREFIX} subnet holds {capacity} addresses",
                                  "split the fleet into several fleets"))
         cfg = config.settings if config is not None else {}
         if fleet.reservation and fleet.reservation in (cfg.get("capacity_blocks") or ()):
             if fleet.nodes.max is None or fleet.nodes.min != fleet.nodes.max:
-                diags.append(located(fleet, "nodes", "C005", "a Capacity Block has a fixed "
+                diags.append(fleet.origin.at("nodes", "C005", "a Capacity Block has a fixed "
                                      "size: `nodes` must be a single number",
                                      "set `nodes: N` to the size of the block"))
             if offer.spot:
-                diags.append(located(fleet, "reservation", "C002", "a Capacity Block is not "
+                diags.append(fleet.origin.at("reservation", "C002", "a Capacity Block is not "
                                      "spot capacity", "set `spot_policy: on-demand`"))
         elif fleet.reservation and offer.spot:
-            diags.append(located(fleet, "reservation", "C002", "a Capacity Reservation is "
+            diags.append(fleet.origin.at("reservation", "C002", "a Capacity Reservation is "
                                  "used by on-demand instances, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
         return diags

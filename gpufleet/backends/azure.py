@@ -14,7 +14,6 @@ from gpufleet import naming
 from gpufleet.backends.base import (
     Planned,
     common_fields,
-    located,
     merged_tags,
     public_ips,
     ssh_rule,
@@ -71,23 +70,23 @@ class AzureBackend:
         if fleet.is_cluster and offer.rdma == "infiniband":
             limit = int(cfg.get("max_scale_set_nodes") or DEFAULT_SCALE_SET_LIMIT)
             if wanted > MAX_SCALE_SET:
-                diags.append(located(fleet, "nodes", "C008", f"an InfiniBand cluster is one "
+                diags.append(fleet.origin.at("nodes", "C008", f"an InfiniBand cluster is one "
                                      f"scale set with a single placement group, which holds at "
                                      f"most {MAX_SCALE_SET} VMs; fleet '{fleet.name}' wants "
                                      f"{wanted}", "split the fleet into several clusters"))
             elif wanted > limit:
-                diags.append(located(fleet, "nodes", "C008", f"fleet '{fleet.name}' wants "
+                diags.append(fleet.origin.at("nodes", "C008", f"fleet '{fleet.name}' wants "
                                      f"{wanted} nodes, but a single-placement-group scale set "
                                      f"holds {limit} unless Azure support raised the limit",
                                      "after Azure support raises the limit, set "
                                      "`max_scale_set_nodes` (<= 300) for azure in the "
                                      "backends file"))
             if block.overlaps(RDMA_RESERVED):
-                diags.append(located(fleet, "backends", "C006", f"the VNet range {block} "
+                diags.append(fleet.origin.at("backends", "C006", f"the VNet range {block} "
                                      f"overlaps {RDMA_RESERVED}, which Azure's RDMA network "
                                      "reserves", "give azure a `cidr` outside 172.16.0.0/16"))
         if not cfg.get("ssh_public_key"):
-            diags.append(located(fleet, "backends", "C007", "Azure needs an SSH public key "
+            diags.append(fleet.origin.at("backends", "C007", "Azure needs an SSH public key "
                                  "for the admin account of Linux VMs",
                                  "set `ssh_public_key` for azure in the backends file"))
         return diags

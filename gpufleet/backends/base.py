@@ -55,13 +55,6 @@ def common_fields(fleet: FleetSpec, offer: Offer, scope: str | None) -> dict[str
     }
 
 
-def located(fleet: FleetSpec, key: str, code: str, message: str, hint: str | None = None
-            ) -> Diagnostic:
-    o = fleet.origin
-    line, col = o.positions.get(key, (o.line, o.column))
-    return Diagnostic(o.file, line, col, code, message, path=(key,), hint=hint)
-
-
 def disk_gib(fleet: FleetSpec) -> int:
     """The smallest size the fleet accepts (dstack takes the low end of the range)."""
     disk = fleet.resources.disk

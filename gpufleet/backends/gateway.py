@@ -31,13 +31,6 @@ DEFAULTS = {
 RECORD_TTL = 300
 
 
-def _at(gw: GatewaySpec, key: str, code: str, message: str, hint: str | None = None,
-        severity: Severity = Severity.ERROR) -> Diagnostic:
-    o = gw.origin
-    line, col = o.positions.get(key, (o.line, o.column))
-    return Diagnostic(o.file, line, col, code, message, path=(key,), severity=severity, hint=hint)
-
-
 def zone_of(gw: GatewaySpec) -> str | None:
     """The record's zone: `dns_zone`, else the domain's parent (gpu.example.com -> example.com)."""
     if not gw.domain:
@@ -52,7 +45,7 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
     if not gw.domain:
         return None
     if "${{" in gw.domain:
-        diags.append(_at(gw, "domain", "G011", "the domain holds a template; gpufleet cannot "
+        diags.append(gw.origin.at("domain", "G011", "the domain holds a template; gpufleet cannot "
                          "create a DNS record for it", "create the `*.<domain>` records of "
                          "each project yourself", Severity.WARNING))
         return None
@@ -60,7 +53,7 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
     assert zone is not None
     domain = gw.domain.rstrip(".").lower()
     if not (domain == zone or domain.endswith("." + zone)):
-        diags.append(_at(gw, "dns_zone", "G012", f"the domain {domain} is not inside the zone "
+        diags.append(gw.origin.at("dns_zone", "G012", f"the domain {domain} is not inside the zone "
                          f"{zone}", "set `dns_zone` to a parent of the domain"))
         return None
     alb = gw.certificate is not None and gw.certificate.type == "acm"
@@ -90,11 +83,11 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
     record = _record(gw, diags)
     if gw.backend == "azure":
         if record is not None and not cfg.get("dns_resource_group"):
-            diags.append(_at(gw, "domain", "G010", "Azure DNS needs the resource group of the "
+            diags.append(gw.origin.at("domain", "G010", "Azure DNS needs the resource group of the "
                              f"zone {record.zone}", "set `dns_resource_group` for azure in "
                              "the backends file"))
         if not cfg.get("ssh_public_key"):
-            diags.append(_at(gw, "backend", "C007", "Azure needs an SSH public key for the "
+            diags.append(gw.origin.at("backend", "C007", "Azure needs an SSH public key for the "
                              "admin account of Linux VMs", "set `ssh_public_key` for azure in "
                              "the backends file"))
     if any(d.is_error for d in diags):

@@ -17,7 +17,6 @@ from gpufleet.backends.base import (
     Planned,
     common_fields,
     gcp_labels,
-    located,
     merged_tags,
     public_ips,
     ssh_rule,
@@ -93,16 +92,16 @@ class GcpBackend:
         capacity = usable_hosts(IPv4Network(f"10.0.0.0/{MAIN_PREFIX}"), RESERVED_PER_SUBNET)
         wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
         if wanted > capacity:
-            diags.append(located(fleet, "nodes", "C001", f"fleet '{fleet.name}' wants up to "
+            diags.append(fleet.origin.at("nodes", "C001", f"fleet '{fleet.name}' wants up to "
                                  f"{wanted} nodes, but its /{MAIN_PREFIX} subnet holds "
                                  f"{capacity}", "split the fleet into several fleets"))
         if fleet.reservation is not None and offer.spot:
-            diags.append(located(fleet, "reservation", "C002", "a GCP reservation is consumed "
+            diags.append(fleet.origin.at("reservation", "C002", "a GCP reservation is consumed "
                                  "by on-demand VMs, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
         extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
         if extras and len(extras) < extra_vpc_count(offer):
-            diags.append(located(fleet, "resources", "C003", f"{offer.instance_type} needs "
+            diags.append(fleet.origin.at("resources", "C003", f"{offer.instance_type} needs "
                                  f"{extra_vpc_count(offer)} extra VPCs, but extra_vpcs in "
                                  f"the backends file lists {len(extras)}",
                                  "list enough VPCs, or remove extra_vpcs to let gpufleet "
