@@ -90,12 +90,13 @@ def _strs(v: Any) -> tuple[str, ...] | None:
     return None if v is None else tuple(str(x) for x in v)
 
 
-def _tags(ctx: _Ctx, path: KeyPath = ("tags",)) -> dict[str, str]:
-    if not ctx.c.ok(path) or path[-1] not in ctx.data():
+def _tags(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
+    """The `tags` of the mapping ``raw`` at ``base``, checked against dstack's regexes."""
+    if "tags" not in raw or not ctx.c.ok((*base, "tags")):
         return {}
-    tags = {str(k): str(v) for k, v in ctx.data()[path[-1]].items()}
+    tags = {str(k): str(v) for k, v in (raw["tags"] or {}).items()}
     for e in check_tags(tags):
-        ctx.error((*path, *e.subpath), e.message, "F004", key=True)
+        ctx.error((*base, "tags", *e.subpath), e.message, "F004", key=True)
     return tags
 
 
@@ -127,7 +128,7 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | None, list[Diagnostic]]:
             ctx.error(("resources", *e.subpath), e.message, "F002")
     retry = ctx.parse("retry", parse_retry, "F005")
     idle = ctx.parse("idle_duration", parse_idle_duration, "F003")
-    tags = _tags(ctx)
+    tags = _tags(ctx, (), d)
     _fleet_rules(ctx)
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
@@ -200,7 +201,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
                   hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
     if ctx.has("domain"):
         _check_domain(ctx, d["domain"])
-    tags = _tags(ctx)
+    tags = _tags(ctx, (), d)
     if any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
     spec = GatewaySpec(
@@ -286,10 +287,7 @@ def _profile_values(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, 
             ctx.error((*base, "resources", *err.subpath), err.message, "F002")
         values["resources"] = res
     if "tags" in raw:
-        tags = {str(k): str(v) for k, v in raw["tags"].items()}
-        for err in check_tags(tags):
-            ctx.error((*base, "tags", *err.subpath), err.message, "F004", key=True)
-        values["tags"] = frozen_map(tags)
+        values["tags"] = frozen_map(_tags(ctx, base, raw))
     return values
 
 
@@ -307,7 +305,7 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
         t = raw["type"]
         _backend_rules(ctx, base, raw)
         line, col = c.doc.source.key(base)
-        tags = _tags_at(ctx, base, raw)
+        tags = _tags(ctx, base, raw)
         settings = {k: v for k, v in raw.items() if k not in ("type", "regions", "cidr",
                                                               "ssh_cidrs", "public_ips", "tags")}
         settings["tags"] = frozen_map(tags)
@@ -316,13 +314,6 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
             raw.get("cidr"), _strs(raw.get("ssh_cidrs")) or (), raw.get("public_ips"),
             frozen_map(settings)))
     return out, ctx.diags
-
-
-def _tags_at(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
-    tags = {str(k): str(v) for k, v in (raw.get("tags") or {}).items()}
-    for e in check_tags(tags):
-        ctx.error((*base, "tags", *e.subpath), e.message, "F004", key=True)
-    return tags
 
 
 def _backend_rules(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from gpufleet.changes import Change, Report, advise, compare, guard, is_bookkeep
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.inputs import Validated
-from gpufleet.state import STACK_TYPE, State, StateResource
+from gpufleet.state import STACK_TYPE, State
 
 NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
         "export and the YAML: providers make the final update-or-replace call, and edits made "
@@ -116,17 +116,13 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
     from gpufleet.components import harness, offline, program
     from gpufleet.planning import stack_config
 
-    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if _seedable(r)}
+    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     mocks = harness.StrictMocks(offline.INVOKES, offline.outputs, seed=seed)
     run = harness.run_program(lambda: program.main(compiled=compiled),
                               stack_config(paths, profile, catalog_dir), mocks,
                               stack=state.stack or "dev", project=state.project or "gpufleet",
                               preview=True)
     return [r.to_json() for r in run.sorted()]
-
-
-def _seedable(r: StateResource) -> bool:
-    return r.type != STACK_TYPE
 
 
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
