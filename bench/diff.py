@@ -30,10 +30,10 @@ FLEET = {
 def child(yaml_file: str, export_file: str) -> None:
     import gpufleet.components.aws
     import gpufleet.components.gcp  # noqa: F401
-    from gpufleet.catalog import load_catalog
-    from gpufleet.diffing import GuardOptions, offline_diff
-    from gpufleet.inputs import validate_paths
-    from gpufleet.state import parse_export
+    from gpufleet.input.validate import validate_paths
+    from gpufleet.offers.catalog import load_catalog
+    from gpufleet.review.diff import GuardOptions, offline_diff
+    from gpufleet.review.state import parse_export
 
     start = time.perf_counter()
     state = parse_export(Path(export_file).read_text())
@@ -57,7 +57,7 @@ def main() -> None:
         child(*args.child)
         return
     from gpufleet.components.harness import deployment_v3
-    from gpufleet.planning import run_offline
+    from gpufleet.review.plan import run_offline
 
     body, fixed = FLEET[args.backend]
     nodes = max(1, args.resources - fixed)

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpufleet.catalog import _load_dir, load_catalog
-from gpufleet.inputs import validate_paths
-from gpufleet.offers import select
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import _load_dir, load_catalog
+from gpufleet.offers.select import select
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = ["H100:8", "A100:80GB:8", "B200:8", "L4", "24GB..:2", "A10G,A100", "H200:8", "1..4"]

@@ -57,11 +57,11 @@ def child_gpufleet(path: str, dump: str, backend: str) -> dict[str, Any]:
     import jsonschema  # noqa: F401
     import referencing  # noqa: F401
 
-    from gpufleet.backends import BACKENDS_BY_NAME
-    from gpufleet.catalog import load_catalog
-    from gpufleet.inputs import validate_paths
-    from gpufleet.plan_view import render_json
-    from gpufleet.planning import build_report
+    from gpufleet.compile.backends import BACKENDS_BY_NAME
+    from gpufleet.input.validate import validate_paths
+    from gpufleet.offers.catalog import load_catalog
+    from gpufleet.review.plan import build_report
+    from gpufleet.views.plan import render_plan_json
 
     warm(BACKENDS_BY_NAME[backend].component)  # only this backend's SDK, as for the floor
     small = str(Path(path).with_name("warmup.yml"))
@@ -76,7 +76,7 @@ def child_gpufleet(path: str, dump: str, backend: str) -> dict[str, Any]:
     validated = validate_paths([path])
     report, diags = build_report(validated, load_catalog(), [path], "bench", None, None)
     assert report is not None, diags
-    render_json(report)
+    render_plan_json(report)
     elapsed = time.perf_counter() - start
     Path(dump).write_text(json.dumps(list(report.resources)))
     return {"seconds": elapsed, "resources": len(report.resources)}

@@ -1,7 +1,7 @@
 """AWS ComponentResources: a FleetPlan -> VPC, subnets, routes, NAT, security group,
 placement group, launch template with the EFA layout, instances and Elastic IPs.
 
-Makes no decisions: every number and name comes from the plan (gpufleet.backends.aws).
+Makes no decisions: every number and name comes from the plan (gpufleet.compile.backends.aws).
 """
 
 from __future__ import annotations
@@ -11,9 +11,15 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet import naming
+from gpufleet.compile import (
+    DnsRecordPlan,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    ProviderPlan,
+    naming,
+)
 from gpufleet.components.renames import rename_options
-from gpufleet.plan import DnsRecordPlan, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
 

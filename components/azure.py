@@ -1,7 +1,7 @@
 """Azure ComponentResources: a FleetPlan -> resource group (shared per stack and region),
 VNet, subnet, NSG, and either one InfiniBand VM scale set or plain VMs.
 
-Makes no decisions: every number and name comes from the plan (gpufleet.backends.azure).
+Makes no decisions: every number and name comes from the plan (gpufleet.compile.backends.azure).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import pulumi
 import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, dns, network, resources
 
-from gpufleet import naming
+from gpufleet.compile import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan, naming
 from gpufleet.components.renames import rename_options
-from gpufleet.plan import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
 

@@ -1,6 +1,6 @@
 """GCP ComponentResources: a FleetPlan -> VPCs, subnets, firewalls, NAT, placement, VMs.
 
-Makes no decisions: every number and name comes from the plan (gpufleet.backends.gcp).
+Makes no decisions: every number and name comes from the plan (gpufleet.compile.backends.gcp).
 The provider is passed in explicitly and inherited by every child through ``parent=self``.
 """
 
@@ -11,9 +11,8 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet import naming
+from gpufleet.compile import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan, naming
 from gpufleet.components.renames import rename_options
-from gpufleet.plan import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan
 
 Owner = FleetPlan | GatewayPlan
 

@@ -14,12 +14,8 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.backends import BACKENDS_BY_NAME
-from gpufleet.catalog import load_catalog
-from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.compile import BACKENDS_BY_NAME, Compiled, ProviderPlan, compile_files
 from gpufleet.diagnostics import render_text
-from gpufleet.inputs import validate_paths
-from gpufleet.plan import ProviderPlan
 
 
 def resolve_files(patterns: list[str], base: Path) -> list[str]:
@@ -34,11 +30,10 @@ def resolve_files(patterns: list[str], base: Path) -> list[str]:
 
 def compile_config(files: list[str], base: Path, profile: str | None = None,
                    catalog_dir: str | None = None) -> Compiled:
-    validated = validate_paths(resolve_files(files, base))
-    if not validated.ok:
+    validated, compiled = compile_files(resolve_files(files, base), profile, catalog_dir)
+    if compiled is None:
         raise pulumi.RunError("invalid gpufleet input:\n" + render_text(
             [d for d in validated.diagnostics if d.is_error], validated.sources))
-    compiled = compile_inputs(validated.inputs, load_catalog(catalog_dir), profile)
     if not compiled.ok:
         raise pulumi.RunError("gpufleet cannot plan these fleets:\n" + render_text(
             [d for d in compiled.diagnostics if d.is_error], validated.sources))

@@ -48,7 +48,7 @@ def emit_diagnostics(validated: Any, fmt: str, *, err: bool) -> None:
 @_format_option("text", "json")
 def validate(paths: Sequence[str], fmt: str) -> None:
     """Check fleet, gateway, profiles and backends files (default: the current folder)."""
-    from gpufleet.inputs import validate_paths
+    from gpufleet.input import validate_paths
 
     result = validate_paths(paths or ["."])
     if not result.files:
@@ -72,7 +72,7 @@ def validate(paths: Sequence[str], fmt: str) -> None:
 @click.argument("kind", type=click.Choice(["fleet", "gateway", "profiles", "backends", "defs"]))
 def schema(kind: str) -> None:
     """Print the JSON Schema of a file kind."""
-    from gpufleet.schema_files import schema_text
+    from gpufleet.input import schema_text
 
     click.echo(schema_text(kind), nl=False)
 
@@ -85,7 +85,7 @@ def _catalog_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def load_catalog_or_fail(catalog_dir: str | None) -> Any:
-    from gpufleet.catalog import CatalogError, load_catalog
+    from gpufleet.offers import CatalogError, load_catalog
 
     try:
         return load_catalog(catalog_dir)
@@ -95,7 +95,7 @@ def load_catalog_or_fail(catalog_dir: str | None) -> Any:
 
 def validated_or_exit(paths: Sequence[str], fmt: str) -> Any:
     """Validate inputs; on errors print them (stderr) and exit 1 before any later stage."""
-    from gpufleet.inputs import validate_paths
+    from gpufleet.input import validate_paths
 
     result = validate_paths(paths)
     if not result.files:
@@ -118,7 +118,7 @@ def offers(paths: Sequence[str], fleet_names: Sequence[str], limit: int, profile
            catalog_dir: str | None, fmt: str) -> None:
     """Show the cheapest matching offers for each fleet, like `dstack apply` does."""
     from gpufleet.offers import select_all
-    from gpufleet.offers_view import render_offers_json, render_offers_text
+    from gpufleet.views import render_offers_json, render_offers_text
 
     result = validated_or_exit(paths, fmt)
     inputs = result.inputs
@@ -156,7 +156,7 @@ def catalog(ctx: click.Context, gpu: str | None, backend: str | None, catalog_di
     """List GPUs with their count options and price ranges per backend."""
     if ctx.invoked_subcommand is not None:
         return
-    from gpufleet.offers_view import catalog_summary, render_catalog_text
+    from gpufleet.views import catalog_summary, render_catalog_text
 
     cat = load_catalog_or_fail(catalog_dir)
     summary = catalog_summary(cat, gpu, backend)
@@ -182,7 +182,7 @@ def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
     """Download the newest catalogs through gpuhunt's published layout into the cache."""
     from pathlib import Path
 
-    from gpufleet.catalog_update import UpdateError, update_catalog
+    from gpufleet.offers import UpdateError, update_catalog
 
     try:
         res = update_catalog(url, Path(dest) if dest else None, timeout=timeout)
@@ -223,7 +223,7 @@ def write_atomically(path: str, text: str) -> None:
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
          fmt: str, out: str | None) -> None:
     """Preview, offline, every resource `pulumi up` would create for these files."""
-    from gpufleet.planning import build_report, render
+    from gpufleet.review import build_report, render
 
     result = validated_or_exit(paths, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
@@ -267,7 +267,7 @@ def _parse_forbid(text: str) -> tuple[str, ...]:
 
 def finish_report(report: Any, note: str, fmt: str, out: str | None) -> None:
     """Print or write a change report and exit 0 (no changes), 7 (changes) or 1 (guard)."""
-    from gpufleet import changes as ch
+    from gpufleet.review import changes as ch
 
     code = EXIT_INVALID if report.violations else (EXIT_CHANGES if report.has_changes
                                                    else EXIT_OK)
@@ -300,8 +300,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
 
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
-    from gpufleet.diffing import NOTE, GuardOptions, offline_diff
-    from gpufleet.state import StateError, parse_export
+    from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, offline_diff, parse_export
 
     guards = GuardOptions(_parse_forbid(forbid), tuple(allow), max_instances)
     try:
@@ -322,7 +321,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
         click.echo(render_text(diags, result.sources) if fmt != "json" else render_json(diags),
                    err=True)
         sys.exit(EXIT_INVALID)
-    finish_report(report, NOTE, fmt, out)
+    finish_report(report, DIFF_NOTE, fmt, out)
 
 
 @cli.command()
@@ -339,7 +338,7 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
     Exit codes: 0 no drift, 7 drift or pending changes, 1 failed run or forbidden changes,
     2 usage or no Pulumi CLI.
     """
-    from gpufleet.drift import NOTE, DriftError, MissingTool, live_drift
+    from gpufleet.review import DRIFT_NOTE, DriftError, MissingTool, live_drift
 
     try:
         report = live_drift(stack_name, cwd, _parse_forbid(forbid), tuple(allow),
@@ -349,7 +348,7 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
         sys.exit(EXIT_USAGE)
     except DriftError as e:
         raise click.ClickException(str(e)) from None
-    finish_report(report, NOTE, fmt, out)
+    finish_report(report, DRIFT_NOTE, fmt, out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.components.harness import deployment_v3
-from gpufleet.planning import run_offline
+from gpufleet.review.plan import run_offline
 
 
 def export(files: Sequence[str | Path], stack: str = "dev", project: str = "gpufleet"

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufleet.catalog import load_catalog
-from gpufleet.inputs import validate_paths
-from gpufleet.plan_view import PlanReport
-from gpufleet.planning import build_report
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.review.plan import build_report
+from gpufleet.views.plan import PlanReport
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends.aws import efa_layout
-from gpufleet.plan_view import PlanReport
+from gpufleet.compile.backends.aws import efa_layout
+from gpufleet.views.plan import PlanReport
 
 from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write
 
@@ -159,9 +159,9 @@ def test_existing_vpcs_are_looked_up_not_created(tmp_path: Path, setting: str,
 
 
 def test_capacity_block_needs_fixed_size(tmp_path: Path) -> None:
-    from gpufleet.catalog import load_catalog
-    from gpufleet.compile import compile_inputs
-    from gpufleet.inputs import validate_paths
+    from gpufleet.compile.compiler import compile_inputs
+    from gpufleet.input.validate import validate_paths
+    from gpufleet.offers.catalog import load_catalog
     f = write(tmp_path, "f.yml", "type: fleet\nname: t1\nnodes: 1..4\nbackends: [aws]\n"
               "reservation: cr-0blk\nresources:\n  gpu: A100:40GB:8\n")
     b = write(tmp_path, "b.yml", "backends:\n  - type: aws\n    capacity_blocks: [cr-0blk]\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.diagnostics import render_json, render_text
-from gpufleet.inputs import validate_paths
+from gpufleet.input.validate import validate_paths
 
 from conftest import compare_or_update
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpufleet.catalog import bundled_dir, load_catalog
-from gpufleet.catalog_update import UpdateError, update_catalog
 from gpufleet.cli import cli
+from gpufleet.offers.catalog import bundled_dir, load_catalog
+from gpufleet.offers.update import UpdateError, update_catalog
 
 BACKENDS = ("aws", "gcp", "azure")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.cidr import AllocationError, _probe, allocate_blocks, pack, split
+from gpufleet.compile.cidr import AllocationError, _probe, allocate_blocks, pack, split
 
 names = st.lists(st.from_regex(r"[a-z][a-z0-9-]{1,12}", fullmatch=True), min_size=1,
                  max_size=40, unique=True)

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 from exportutil import export, write_export
 
-from gpufleet.catalog import load_catalog
-from gpufleet.changes import Report
 from gpufleet.cli import cli, main
-from gpufleet.diffing import GuardOptions, offline_diff
-from gpufleet.inputs import validate_paths
-from gpufleet.state import parse_export
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.review.changes import Report
+from gpufleet.review.diff import GuardOptions, offline_diff
+from gpufleet.review.state import parse_export
 
 from planutil import write
 

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 from pulumi.automation import events as ev
 
-from gpufleet.changes import guard
 from gpufleet.cli import cli
-from gpufleet.drift import changes_from_events, merge
+from gpufleet.review.changes import guard
+from gpufleet.review.drift import changes_from_events, merge
 
 FLEET = "urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet::a4"
 NET = "urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet$gpufleet:gcp:Network::a4-net"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.catalog import load_catalog
-from gpufleet.compile import compile_inputs
-from gpufleet.inputs import validate_paths
-from gpufleet.plan_view import PlanReport, render_text
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.views.plan import PlanReport, render_plan_text
 
 from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write
 
@@ -71,7 +71,7 @@ def test_firewalls_open_80_443_and_ssh_only_from_ssh_cidrs(gws: PlanReport) -> N
 
 
 def test_plan_text_shows_address_firewall_and_record(gws: PlanReport) -> None:
-    text = render_text(gws)
+    text = render_plan_text(gws)
     assert "gateway gw-gcp" in text
     assert "address:  gw-gcp-ip (static external address, protected)" in text
     assert "dns:      A *.gcp.gpu.example.com. -> gw-gcp-ip (zone gpu.example.com, TTL 300)" \
@@ -147,8 +147,8 @@ def test_zone_is_the_domains_parent_unless_dns_zone_is_set(tmp_path: Path) -> No
     rec = named(report, "gw1-dns", "gcp:dns/recordSet:RecordSet")
     assert rec["inputs"]["name"] == "*.a.gpu.example.com."
     assert rec["inputs"]["managedZone"] == "mock-gpu-example-com-public"
-    from gpufleet.backends.gateway import zone_of
-    from gpufleet.spec import GatewaySpec, Origin
+    from gpufleet.compile.backends.gateway import zone_of
+    from gpufleet.input.spec import GatewaySpec, Origin
     spec = GatewaySpec("g1", "gcp", "r", Origin("f", 1, 1), domain="a.b.example.com")
     assert zone_of(spec) == "b.example.com"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.catalog import load_catalog
-from gpufleet.compile import compile_inputs
-from gpufleet.inputs import validate_paths
-from gpufleet.plan_view import PlanReport
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.views.plan import PlanReport
 
 from planutil import EXAMPLES, SHARED, by_type, children, named, plan_files, write
 

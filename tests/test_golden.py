@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.catalog import load_catalog
-from gpufleet.compile import compile_inputs
-from gpufleet.inputs import validate_paths
-from gpufleet.plan import to_json
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.compile.plan import plan_to_json
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
 
 from conftest import compare_or_update
 from planutil import EXAMPLES, SHARED, plan_files
@@ -39,7 +39,7 @@ def test_plan_golden(example: str, update_golden: bool) -> None:
     files = [str(EXAMPLES / example), *SHARED]
     compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
     assert compiled.ok, compiled.diagnostics
-    data = [to_json(p) for p in (*compiled.plans, *compiled.gateways)]
+    data = [plan_to_json(p) for p in (*compiled.plans, *compiled.gateways)]
     for p in data:
         p["file"] = Path(p["file"]).name  # independent of the working directory
     compare_or_update(GOLDEN / f"{_stem(example)}.plan.json", _dump(data), update_golden)

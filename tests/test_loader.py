@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet.loader import MAX_FILE_BYTES, LoadResult, expand_paths, load_paths, load_text
+from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, expand_paths, load_paths, load_text
 
 
 def _load(text: str) -> LoadResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet import naming
+from gpufleet.compile import naming
 
 from planutil import plan_files, write
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.normalize import (
+from gpufleet.input.normalize import (
     SpecError,
     parse_cpu,
     parse_duration,
@@ -15,7 +15,7 @@ from gpufleet.normalize import (
     parse_nodes,
     parse_retry,
 )
-from gpufleet.spec import Nodes, Range
+from gpufleet.input.spec import Nodes, Range
 
 INF = None
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.catalog import Catalog, load_catalog
-from gpufleet.inputs import validate_loaded
-from gpufleet.loader import LoadResult, load_text
-from gpufleet.offers import select, select_all
-from gpufleet.spec import Inputs
+from gpufleet.input.loader import LoadResult, load_text
+from gpufleet.input.spec import Inputs
+from gpufleet.input.validate import validate_loaded
+from gpufleet.offers.catalog import Catalog, load_catalog
+from gpufleet.offers.select import select, select_all
 
 HEADER = ("instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,"
           "disk_size,gpu_vendor,flags,cpu_arch,provider_data\n")

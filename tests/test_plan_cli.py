@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gpufleet.cli import cli, main
 from gpufleet.components import harness, offline
-from gpufleet.planning import stack_config
+from gpufleet.review.plan import stack_config
 
 from planutil import EXAMPLES, ROOT, SHARED, write
 

@@ -8,17 +8,17 @@ backend's planner turns each fleet + offer into a finished FleetPlan.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
-from gpufleet.backends import BACKENDS_BY_NAME
-from gpufleet.backends.gateway import plan_gateway
-from gpufleet.catalog import Catalog
-from gpufleet.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
+from gpufleet.compile.backends import BACKENDS_BY_NAME
+from gpufleet.compile.backends.gateway import plan_gateway
+from gpufleet.compile.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
+from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
-from gpufleet.offers import Selection, pick_profile, select
-from gpufleet.plan import FleetPlan, GatewayPlan
-from gpufleet.spec import FleetSpec, Inputs
+from gpufleet.input import FleetSpec, Inputs, Validated, validate_paths
+from gpufleet.offers import Catalog, Selection, load_catalog, pick_profile, select
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,15 @@ class Compiled:
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
+
+
+def compile_files(paths: Sequence[str], profile: str | None = None,
+                  catalog_dir: str | None = None) -> tuple[Validated, Compiled | None]:
+    """Files -> validated inputs -> plans; ``None`` for the plans when the input is invalid."""
+    validated = validate_paths(paths)
+    if not validated.ok:
+        return validated, None
+    return validated, compile_inputs(validated.inputs, load_catalog(catalog_dir), profile)
 
 
 def pool_for(inputs: Inputs, backend: str) -> str:

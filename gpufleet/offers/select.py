@@ -15,10 +15,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gpufleet.catalog import Catalog, Row
-from gpufleet.checks import RESERVATION_BACKENDS, region_of_zone
 from gpufleet.diagnostics import Diagnostic, did_you_mean
-from gpufleet.spec import SUPPORTED_BACKENDS, FleetSpec, Inputs, ProfileSpec, ResourcesSpec
+from gpufleet.input import (
+    RESERVATION_BACKENDS,
+    SUPPORTED_BACKENDS,
+    FleetSpec,
+    Inputs,
+    ProfileSpec,
+    ResourcesSpec,
+    region_of_zone,
+)
+from gpufleet.offers.catalog import Catalog, Row
 
 HOURS_PER_MONTH = 730
 NO_CLUSTER_FAMILIES = ("t2.", "t3.")  # no cluster placement groups (dstackai/dstack#2872)

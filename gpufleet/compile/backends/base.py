@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any, Protocol
 
-from gpufleet import naming
+from gpufleet.compile import naming
+from gpufleet.compile.plan import FirewallRule, FleetPlan, ProviderPlan
 from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, FleetSpec
 from gpufleet.offers import Offer
-from gpufleet.plan import FirewallRule, FleetPlan, ProviderPlan
-from gpufleet.spec import BackendConfig, FleetSpec
 
 DEFAULT_DISK_GIB = 100
 

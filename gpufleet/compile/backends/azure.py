@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet import naming
-from gpufleet.backends.base import (
+from gpufleet.compile import naming
+from gpufleet.compile.backends.base import (
     Planned,
     common_fields,
     merged_tags,
     public_ips,
     ssh_rule,
 )
-from gpufleet.cidr import pack
+from gpufleet.compile.cidr import pack
+from gpufleet.compile.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, SubnetPlan
 from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, FleetSpec
 from gpufleet.offers import Offer
-from gpufleet.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, SubnetPlan
-from gpufleet.spec import BackendConfig, FleetSpec
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"

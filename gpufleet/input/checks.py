@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
-from gpufleet.normalize import (
+from gpufleet.input.normalize import (
     SpecError,
     check_tags,
     parse_idle_duration,
@@ -20,7 +20,8 @@ from gpufleet.normalize import (
     parse_resources,
     parse_retry,
 )
-from gpufleet.spec import (
+from gpufleet.input.schema import Checked
+from gpufleet.input.spec import (
     UNCONSTRAINED,
     BackendConfig,
     CertificateSpec,
@@ -30,7 +31,6 @@ from gpufleet.spec import (
     ProfileSpec,
     frozen_map,
 )
-from gpufleet.validate import Checked
 
 _GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
 _AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")

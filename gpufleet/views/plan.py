@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.compile import FleetPlan, GatewayPlan, plan_to_json
 from gpufleet.offers import HOURS_PER_MONTH
-from gpufleet.plan import FleetPlan, GatewayPlan, to_json
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -102,13 +102,13 @@ def counts(resources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(r["type"] for r in resources).items()))
 
 
-def render_json(report: PlanReport) -> str:
+def render_plan_json(report: PlanReport) -> str:
     data = {
         "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
         "fleets": [fleet_summary(f) for f in report.fleets],
         "gateways": [gateway_summary(g) for g in report.gateways],
-        "plans": [to_json(f) for f in report.fleets],
-        "gateway_plans": [to_json(g) for g in report.gateways],
+        "plans": [plan_to_json(f) for f in report.fleets],
+        "gateway_plans": [plan_to_json(g) for g in report.gateways],
         "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
                                          "inputs")} for r in report.resources],
         "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
@@ -167,7 +167,7 @@ def tree(resources: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def render_text(report: PlanReport) -> str:
+def render_plan_text(report: PlanReport) -> str:
     lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})", ""]
     for f in report.fleets:
         lines += [*_fleet_lines(f), ""]
@@ -216,7 +216,7 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
     return out
 
 
-def render_markdown(report: PlanReport) -> str:
+def render_plan_markdown(report: PlanReport) -> str:
     lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
              "", "| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
                  "$/month |", "|---|---|---|---|---|---:|---|---:|---:|"]

@@ -11,11 +11,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.catalog import Catalog
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.inputs import Validated
-from gpufleet.plan_view import PlanReport, render_json, render_markdown, render_text
+from gpufleet.input import Validated
+from gpufleet.offers import Catalog
+from gpufleet.views import PlanReport, render_plan_json, render_plan_markdown, render_plan_text
 
 
 def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None
@@ -56,7 +56,7 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
 
 def render(report: PlanReport, fmt: str) -> str:
     if fmt == "json":
-        return render_json(report)
+        return render_plan_json(report)
     if fmt == "markdown":
-        return render_markdown(report)
-    return render_text(report)
+        return render_plan_markdown(report)
+    return render_plan_text(report)

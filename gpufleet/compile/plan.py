@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.spec import EMPTY_MAP
+from gpufleet.input import EMPTY_MAP
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +150,12 @@ class GatewayPlan:
     options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
 
 
-def to_json(obj: Any) -> Any:
+def plan_to_json(obj: Any) -> Any:
     """Plan dataclasses -> JSON-ready dicts (mappings and tuples become dicts and lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plan_to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
-        return {str(k): to_json(v) for k, v in obj.items()}
+        return {str(k): plan_to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [to_json(v) for v in obj]
+        return [plan_to_json(v) for v in obj]
     return obj

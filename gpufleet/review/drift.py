@@ -12,9 +12,9 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.changes import Change, PropertyChange, Report, advise, guard, yaml_key
+from gpufleet.review.changes import Change, PropertyChange, Report, advise, guard, yaml_key
 
-NOTE = ("live drift - `pulumi refresh --preview-only` (cloud vs state) and "
+DRIFT_NOTE = ("live drift - `pulumi refresh --preview-only` (cloud vs state) and "
         "`pulumi preview --refresh` (program vs refreshed cloud) through the Automation API")
 QUIET_OPS = {"same", "read", "read-discard", "read-replacement", "discard", "discard-replaced",
              "remove-pending-replace"}

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.state import STACK_TYPE, StateResource, is_secret
+from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
 
 CHANGE_OPS = ("create", "update", "replace", "delete", "unknown")
 UNKNOWN = "<computed>"

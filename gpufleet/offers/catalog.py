@@ -2,7 +2,7 @@
 
 Where the catalog comes from, in order: ``--catalog DIR``, ``$GPUFLEET_CATALOG_DIR``, the
 user cache written by ``gpufleet catalog update``, the copy bundled with the package.
-Reading is the only I/O here; the update path lives in :mod:`gpufleet.catalog_update`.
+Reading is the only I/O here; the update path lives in :mod:`gpufleet.offers.update`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpufleet.spec import SUPPORTED_BACKENDS
+from gpufleet.input import SUPPORTED_BACKENDS
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",

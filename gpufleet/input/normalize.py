@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.spec import CPUSpec, GPUSpec, Nodes, Range, ResourcesSpec, RetrySpec
+from gpufleet.input.spec import CPUSpec, GPUSpec, Nodes, Range, ResourcesSpec, RetrySpec
 
 
 class SpecError(ValueError):

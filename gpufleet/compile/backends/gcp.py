@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet import naming
-from gpufleet.backends.base import (
+from gpufleet.compile import naming
+from gpufleet.compile.backends.base import (
     Planned,
     common_fields,
     gcp_labels,
@@ -21,10 +21,8 @@ from gpufleet.backends.base import (
     public_ips,
     ssh_rule,
 )
-from gpufleet.cidr import pack, split, usable_hosts
-from gpufleet.diagnostics import Diagnostic
-from gpufleet.offers import Offer
-from gpufleet.plan import (
+from gpufleet.compile.cidr import pack, split, usable_hosts
+from gpufleet.compile.plan import (
     FirewallRule,
     FleetPlan,
     NetworkPlan,
@@ -32,7 +30,9 @@ from gpufleet.plan import (
     PlacementPlan,
     SubnetPlan,
 )
-from gpufleet.spec import BackendConfig, FleetSpec
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.offers import Offer
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")

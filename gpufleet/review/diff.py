@@ -3,7 +3,7 @@
 The stack program runs under mocks seeded from the export (real ids and outputs for the
 resources that exist, preview semantics for new ones), then each registration is compared
 with its state entry. This approximates `pulumi preview` without a refresh; what it cannot
-know is listed in NOTE.
+know is listed in DIFF_NOTE.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.catalog import Catalog
-from gpufleet.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.inputs import Validated
-from gpufleet.state import STACK_TYPE, State
+from gpufleet.input import Validated
+from gpufleet.offers import Catalog
+from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
+from gpufleet.review.state import STACK_TYPE, State
 
-NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
+DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
         "export and the YAML: providers make the final update-or-replace call, and edits made "
         "in the cloud after the export was taken are not visible (use `gpufleet drift`)")
 PENDING = "pending program change"
@@ -114,7 +114,7 @@ def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence
 def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
                catalog_dir: str | None) -> list[dict[str, Any]]:
     from gpufleet.components import harness, offline, program
-    from gpufleet.planning import stack_config
+    from gpufleet.review.plan import stack_config
 
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     mocks = harness.StrictMocks(offline.INVOKES, offline.outputs, seed=seed)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet import naming
-from gpufleet.backends.base import gcp_labels, ssh_rule
-from gpufleet.cidr import pack
-from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.plan import (
+from gpufleet.compile import naming
+from gpufleet.compile.backends.base import gcp_labels, ssh_rule
+from gpufleet.compile.cidr import pack
+from gpufleet.compile.plan import (
     DnsRecordPlan,
     FirewallRule,
     GatewayPlan,
@@ -21,7 +20,8 @@ from gpufleet.plan import (
     ProviderPlan,
     SubnetPlan,
 )
-from gpufleet.spec import BackendConfig, GatewaySpec
+from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.input import BackendConfig, GatewaySpec
 
 DEFAULTS = {
     "aws": ("t3.micro", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),

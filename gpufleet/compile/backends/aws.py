@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet import naming
-from gpufleet.backends.base import (
+from gpufleet.compile import naming
+from gpufleet.compile.backends.base import (
     Planned,
     common_fields,
     merged_tags,
     public_ips,
     ssh_rule,
 )
-from gpufleet.cidr import pack, usable_hosts
-from gpufleet.diagnostics import Diagnostic
-from gpufleet.offers import Offer
-from gpufleet.plan import (
+from gpufleet.compile.cidr import pack, usable_hosts
+from gpufleet.compile.plan import (
     FirewallRule,
     FleetPlan,
     NetworkPlan,
@@ -33,7 +31,9 @@ from gpufleet.plan import (
     PlacementPlan,
     SubnetPlan,
 )
-from gpufleet.spec import BackendConfig, FleetSpec
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.offers import Offer
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
 NODE_PREFIX, PUBLIC_PREFIX = 18, 24

@@ -7,9 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.catalog import Catalog
 from gpufleet.diagnostics import to_record
-from gpufleet.offers import HOURS_PER_MONTH, Offer, Selection, describe_resources
+from gpufleet.offers import HOURS_PER_MONTH, Catalog, Offer, Selection, describe_resources
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],

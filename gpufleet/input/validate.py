@@ -1,6 +1,6 @@
 """Load -> schema pass -> semantic pass for a set of paths: the front half of every command.
 
-The only entry that touches files is :func:`gpufleet.loader.load_paths`; everything after it
+The only entry that touches files is :func:`gpufleet.input.loader.load_paths`; everything after it
 is pure.
 """
 
@@ -10,11 +10,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpufleet.checks import check_backends, check_fleet, check_gateway, check_profiles
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
-from gpufleet.loader import LoadResult, load_paths
-from gpufleet.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, ProfileSpec
-from gpufleet.validate import check_schema
+from gpufleet.input.checks import check_backends, check_fleet, check_gateway, check_profiles
+from gpufleet.input.loader import LoadResult, load_paths
+from gpufleet.input.schema import check_schema
+from gpufleet.input.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, ProfileSpec
 
 
 @dataclass(slots=True)

@@ -1,0 +1,19 @@
+"""Compile: specs + offers -> pure per-fleet and per-gateway plans (names, CIDRs, NICs)."""
+
+from gpufleet.compile import naming
+from gpufleet.compile.backends import BACKENDS_BY_NAME
+from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
+from gpufleet.compile.plan import (
+    DnsRecordPlan,
+    FirewallRule,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    ProviderPlan,
+    plan_to_json,
+)
+
+__all__ = [
+    "BACKENDS_BY_NAME", "Compiled", "DnsRecordPlan", "FirewallRule", "FleetPlan", "GatewayPlan",
+    "NetworkPlan", "ProviderPlan", "compile_files", "compile_inputs", "naming", "plan_to_json",
+]
