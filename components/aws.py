@@ -12,11 +12,13 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.compile import (
+    DIGEST_OUTPUT,
     DnsRecordPlan,
     FleetPlan,
     GatewayPlan,
     NetworkPlan,
     ProviderPlan,
+    input_digest,
     naming,
 )
 from gpufleet.components.renames import rename_options
@@ -183,7 +185,8 @@ class Fleet(pulumi.ComponentResource):
         self.network_ids = {"main": self.network.vpc_id}
         self.register_outputs({"nodes": [n.id for n in self.nodes],
                                "internal_ips": self.internal_ips,
-                               "networks": self.network_ids})
+                               "networks": self.network_ids,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
     def _template(self, plan: FleetPlan, ami: pulumi.Output[str],
                   placement: aws.ec2.PlacementGroup | None,
@@ -284,7 +287,8 @@ class Gateway(pulumi.ComponentResource):
         if plan.record is not None:
             self._record(plan, plan.record)
         self.register_outputs({"addresses": self.addresses,
-                               "record": plan.record.fqdn if plan.record else None})
+                               "record": plan.record.fqdn if plan.record else None,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
     def _load_balancer(self, plan: GatewayPlan, subnets: list[pulumi.Output[str]],
                        sg: pulumi.Output[str],

@@ -13,7 +13,15 @@ import pulumi
 import pulumi_azure_native as azure_native
 from pulumi_azure_native import compute, dns, network, resources
 
-from gpufleet.compile import FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan, naming
+from gpufleet.compile import (
+    DIGEST_OUTPUT,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    ProviderPlan,
+    input_digest,
+    naming,
+)
 from gpufleet.components.renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -162,7 +170,8 @@ class Fleet(pulumi.ComponentResource):
                 lambda cfgs: cfgs[0].private_ip_address if cfgs else None) for nic in vms]
         self.network_ids = {"main": self.network.vnet_id}
         self.register_outputs({"internal_ips": self.internal_ips,
-                               "networks": self.network_ids})
+                               "networks": self.network_ids,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
     @staticmethod
     def _priority(plan: FleetPlan) -> dict[str, Any]:
@@ -249,7 +258,8 @@ class Gateway(pulumi.ComponentResource):
                           ttl=rec.ttl, a_records=[{"ipv4_address": a} for a in self.addresses],
                           opts=opts)
         self.register_outputs({"addresses": self.addresses,
-                               "record": plan.record.fqdn if plan.record else None})
+                               "record": plan.record.fqdn if plan.record else None,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:

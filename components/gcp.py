@@ -11,7 +11,16 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import FirewallRule, FleetPlan, GatewayPlan, NetworkPlan, ProviderPlan, naming
+from gpufleet.compile import (
+    DIGEST_OUTPUT,
+    FirewallRule,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    ProviderPlan,
+    input_digest,
+    naming,
+)
 from gpufleet.components.renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -133,7 +142,8 @@ class Fleet(pulumi.ComponentResource):
                              for n in self.nodes]
         self.network_ids = {role: n.network_id for role, n in self.networks.items()}
         self.register_outputs({"nodes": [n.name for n in self.nodes],
-                               "internal_ips": self.internal_ips, "networks": self.network_ids})
+                               "internal_ips": self.internal_ips, "networks": self.network_ids,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
     def _node(self, plan: FleetPlan, name: str, policies: list[pulumi.Output[str]]
               ) -> gcp.compute.Instance:
@@ -237,7 +247,8 @@ class Gateway(pulumi.ComponentResource):
                               type=rec.record_type, ttl=rec.ttl, rrdatas=self.addresses,
                               opts=opts)
         self.register_outputs({"addresses": self.addresses,
-                               "record": plan.record.fqdn if plan.record else None})
+                               "record": plan.record.fqdn if plan.record else None,
+                               DIGEST_OUTPUT: input_digest(plan)})
 
 
 def _zone_named(zones: Any, dns_name: str, private: bool) -> str:

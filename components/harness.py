@@ -125,6 +125,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         self.stack, self.project = stack, project
         self.record_outputs = record_outputs
         self.regs: list[Registration] = []
+        self.by_urn: dict[str, Registration] = {}
         self.mock_to_engine: dict[str, str] = {}
         self.renamed: dict[str, str] = {}  # engine URN -> URN in the seed state (aliases)
         self.lock = threading.Lock()
@@ -191,7 +192,17 @@ class RecordingMonitor(pmocks.MockMonitor):
             state_urn=state_urn if seed is not None else "")
         with self.lock:
             self.regs.append(reg)
+            self.by_urn[eurn] = reg
         return resp
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        """Components' ``register_outputs``: the engine stores them as the component's
+        outputs (where `gpufleet diff` reads each fleet's input digest)."""
+        with self.lock:
+            reg = self.by_urn.get(self.mock_to_engine.get(request.urn, ""))
+        if reg is not None and not reg.custom and request.outputs is not None:
+            reg.outputs = plain(rpc.deserialize_properties(request.outputs))
+        return super().RegisterResourceOutputs(request)
 
 
 def _alias(a: Any) -> dict[str, Any]:
@@ -290,7 +301,7 @@ def deployment_v3(run: RunResult, stack: str, project: str,
         entry: dict[str, Any] = {
             "urn": r.urn, "custom": r.custom, "type": r.type,
             "inputs": {**r.inputs, "__defaults": []} if r.custom else {},
-            "outputs": r.outputs if r.custom else {}, "parent": r.parent or root,
+            "outputs": r.outputs, "parent": r.parent or root,
             "protect": r.protect, "dependencies": r.dependencies, "created": time,
             "modified": time}
         if r.custom:

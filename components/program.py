@@ -29,8 +29,13 @@ def resolve_files(patterns: list[str], base: Path) -> list[str]:
 
 
 def compile_config(files: list[str], base: Path, profile: str | None = None,
-                   catalog_dir: str | None = None) -> Compiled:
-    validated, compiled = compile_files(resolve_files(files, base), profile, catalog_dir)
+                   catalog_dir: str | None = None, lock: str | None = None) -> Compiled:
+    """The stack's files -> plans. Offers come only from the lock (`gpufleet:lock`, default
+    gpufleet.lock beside the first file): a missing or stale entry stops `pulumi up` with the
+    same message as `gpufleet plan --locked`, so a catalog change never moves a cluster."""
+    lock_path = None if not lock else lock if os.path.isabs(lock) else str(base / lock)
+    validated, compiled = compile_files(resolve_files(files, base), profile, catalog_dir,
+                                        lock_path)
     if compiled is None:
         raise pulumi.RunError("invalid gpufleet input:\n" + render_text(
             [d for d in validated.diagnostics if d.is_error], validated.sources))
@@ -78,5 +83,5 @@ def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:
             raise pulumi.RunError("set the stack config `gpufleet:files` to a list of files")
         base = Path(pulumi.get_root_directory() or base_dir or os.getcwd())
         compiled = compile_config([str(f) for f in files], base, cfg.get("profile") or None,
-                                  cfg.get("catalog") or None)
+                                  cfg.get("catalog") or None, cfg.get("lock") or None)
     emit(compiled)

@@ -17,6 +17,7 @@ import click
 
 from gpufleet import __version__
 from gpufleet.diagnostics import render_json, render_text
+from gpufleet.fileio import write_atomically
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -59,7 +60,8 @@ def validate(paths: Sequence[str], fmt: str) -> None:
     if fmt == "text":
         i = result.inputs
         counts = (f"{len(i.fleets)} fleet(s), {len(i.gateways)} gateway(s), "
-                  f"{len(i.profiles)} profile(s), {len(i.backends)} backend config(s)")
+                  f"{len(i.profiles)} profile(s), {len(i.backends)} backend config(s)"
+                  + (f", {len(result.locks)} lock file(s)" if result.locks else ""))
         if errors:
             click.echo(f"{errors} error(s), {warnings} warning(s) in {len(result.files)} file(s)")
         else:
@@ -69,7 +71,8 @@ def validate(paths: Sequence[str], fmt: str) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["fleet", "gateway", "profiles", "backends", "defs"]))
+@click.argument("kind", type=click.Choice(["fleet", "gateway", "profiles", "backends", "lock",
+                                           "defs"]))
 def schema(kind: str) -> None:
     """Print the JSON Schema of a file kind."""
     from gpufleet.input import schema_text
@@ -195,21 +198,104 @@ def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
     click.echo(f"catalog updated: {res.path}")
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
-    import os
-    import tempfile
+def _lock_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--lock", "lock_file", type=click.Path(dir_okay=False),
+                        help="The offers lock (default: gpufleet.lock beside the first PATH, "
+                             "inside it when it is a folder).")(f)
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
+
+def _locked_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--locked", is_flag=True,
+                        help="Fail (exit 1) when the lock is missing or does not cover every "
+                             "fleet and gateway as written, instead of picking offers.")(f)
+
+
+def lock_or_exit(paths: Sequence[str], lock_file: str | None, fmt: str) -> Any:
+    """The offers lock for these paths; a broken lock file is reported and exits 1."""
+    from gpufleet.input import load_lock
+    from gpufleet.offers import default_lock_path
+
+    lock, result = load_lock(lock_file or default_lock_path(paths))
+    if lock is None:
+        emit_diagnostics(result, "json" if fmt == "json" else "text", err=True)
+        sys.exit(EXIT_INVALID)
+    return lock
+
+
+def compile_errors_exit(diags: Sequence[Any], sources: Any, fmt: str) -> None:
+    click.echo(render_text(diags, sources) if fmt != "json" else render_json(diags), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+@cli.command("lock")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--upgrade", is_flag=True,
+              help="Pick offers again from the catalog even where the lock is current.")
+@click.option("--fleet", "names", multiple=True, metavar="NAME",
+              help="With --upgrade: only this fleet or gateway (repeatable).")
+@click.option("--prune", is_flag=True,
+              help="Drop entries of fleets and gateways that are not in the given files.")
+@click.option("--profile", help="Profile from profiles.yml (default: the `default: true` one).")
+@_catalog_option
+@_lock_option
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 when the lock would change (for CI).")
+def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prune: bool,
+                 profile: str | None, catalog_dir: str | None, lock_file: str | None,
+                 check: bool) -> None:
+    """Write or update gpufleet.lock: the offer of every fleet and gateway.
+
+    Entries whose requirements are unchanged stay as they are; new fleets and fleets whose
+    requirements changed get the cheapest offer. The file is written atomically, and only
+    when its content changes.
+    """
+    from gpufleet.compile import compile_inputs
+    from gpufleet.offers import default_lock_path, render_lock, write_lock
+    from gpufleet.review import relock, total_delta, unknown_names
+
+    if names and not upgrade:
+        raise click.UsageError("--fleet goes with --upgrade (without it, `gpufleet lock` "
+                               "re-picks only what changed)")
+    result = validated_or_exit(paths, "text")
+    path = lock_file or default_lock_path(paths)
+    lock = lock_or_exit(paths, path, "text")
+    unknown = unknown_names(names, result.inputs)
+    if unknown:
+        raise click.UsageError(f"no fleet or gateway named {', '.join(unknown)} in the "
+                               "given files")
+    catalog = load_catalog_or_fail(catalog_dir)
+    wanted: frozenset[str] | bool = frozenset(names) if names else upgrade
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        compiled = compile_inputs(result.inputs, catalog, profile, lock, wanted)
+    except KeyError as e:
+        raise click.UsageError(str(e.args[0])) from None
+    if not compiled.ok:
+        compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,
+                            "text")
+    new = relock(result.inputs, compiled, lock, catalog, prune)
+    for m in new.moves:
+        click.echo(m.text())
+    if upgrade and new.moves:
+        delta = total_delta(new.moves)
+        replaced = sum(m.replaces for m in new.moves)
+        click.echo(f"upgrade: {'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h in total, "
+                   f"replaces {replaced} node(s)")
+    if new.kept:
+        click.echo(f"kept {len(new.kept)} entr{'y' if len(new.kept) == 1 else 'ies'} not in "
+                   f"these files ({', '.join(new.kept)}); --prune drops them")
+    current = lock.exists and render_lock(new.fleets, new.gateways) == render_lock(
+        lock.fleets, lock.gateways)
+    if check:
+        if current:
+            click.echo(f"{path} is up to date")
+            return
+        click.echo(f"{path} is out of date: run `gpufleet lock` and commit it", err=True)
+        sys.exit(EXIT_INVALID)
+    if write_lock(path, new.fleets, new.gateways):
+        click.echo(f"wrote {path}: {len(new.fleets)} fleet(s), {len(new.gateways)} "
+                   "gateway(s)")
+    else:
+        click.echo(f"{path} is up to date")
 
 
 @cli.command()
@@ -220,21 +306,30 @@ def write_atomically(path: str, text: str) -> None:
 @_format_option("text", "json", "markdown")
 @click.option("--out", type=click.Path(dir_okay=False, writable=True),
               help="Write the plan to FILE (atomically) instead of standard output.")
+@_lock_option
+@_locked_option
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
-         fmt: str, out: str | None) -> None:
-    """Preview, offline, every resource `pulumi up` would create for these files."""
+         fmt: str, out: str | None, lock_file: str | None, locked: bool) -> None:
+    """Preview, offline, every resource `pulumi up` would create for these files.
+
+    Offers come from the lock where the requirements are unchanged; new or changed fleets
+    get the cheapest offer and are marked NEW OFFER.
+    """
     from gpufleet.review import build_report, render
 
     result = validated_or_exit(paths, fmt)
+    lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
     try:
-        report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir)
+        report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir,
+                                     lock, locked)
     except KeyError as e:
         raise click.UsageError(str(e.args[0])) from None
     if report is None:
-        click.echo(render_text(diags, result.sources) if fmt != "json"
-                   else render_json(diags), err=True)
-        sys.exit(EXIT_INVALID)
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags and fmt == "text":
+        click.echo(render_text(diags, result.sources), err=True)
     text = render(report, fmt)
     if out:
         write_atomically(out, text)
@@ -293,10 +388,18 @@ def finish_report(report: Any, note: str, fmt: str, out: str | None) -> None:
 @_guard_options
 @_format_option("text", "json", "markdown")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@_lock_option
+@_locked_option
+@click.option("--full", is_flag=True,
+              help="Run every fleet and gateway, also those whose inputs the export shows "
+                   "unchanged.")
 def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir: str | None,
          forbid: str, allow: Sequence[str], max_instances: int | None, fmt: str,
-         out: str | None) -> None:
+         out: str | None, lock_file: str | None, locked: bool, full: bool) -> None:
     """What the YAML would create, update, replace and delete, offline, against an export.
+
+    Only fleets and gateways whose inputs changed since the export are run again (their
+    components record an input digest); `--full` runs them all.
 
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
@@ -311,16 +414,18 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     except StateError as e:
         raise click.ClickException(str(e)) from None
     result = validated_or_exit(paths, fmt)
+    lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
     try:
         report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                     guards)
+                                     guards, lock, locked, full)
     except KeyError as e:
         raise click.UsageError(str(e.args[0])) from None
     if report is None:
-        click.echo(render_text(diags, result.sources) if fmt != "json" else render_json(diags),
-                   err=True)
-        sys.exit(EXIT_INVALID)
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags and fmt == "text":
+        click.echo(render_text(diags, result.sources), err=True)
     finish_report(report, DIFF_NOTE, fmt, out)
 
 

@@ -8,13 +8,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.compile.compiler import compile_inputs
 from gpufleet.components.harness import deployment_v3
+from gpufleet.input.spec import Lock
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
 from gpufleet.review.plan import run_offline
 
 
-def export(files: Sequence[str | Path], stack: str = "dev", project: str = "gpufleet"
-           ) -> dict[str, Any]:
-    return deployment_v3(run_offline([str(f) for f in files], stack, None, None,
+def export(files: Sequence[str | Path], stack: str = "dev", project: str = "gpufleet",
+           lock: Lock | None = None, catalog_dir: str | None = None) -> dict[str, Any]:
+    """What `pulumi up` would leave in the state for these files (offers from ``lock``
+    where it covers them, as the stack program takes them)."""
+    paths = [str(f) for f in files]
+    validated = validate_paths(paths)
+    assert validated.ok, validated.diagnostics
+    compiled = compile_inputs(validated.inputs, load_catalog(catalog_dir), None, lock)
+    assert compiled.ok, compiled.diagnostics
+    return deployment_v3(run_offline(paths, stack, None, catalog_dir, compiled,
                                      record_outputs=True), stack, project)
 
 

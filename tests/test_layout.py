@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "review": {"input", "offers", "compile", "views", "components"},
     "cli": {"input", "offers", "compile", "views", "review"},
 }
-SHARED = {"gpufleet", "gpufleet.diagnostics"}
+SHARED = {"gpufleet", "gpufleet.diagnostics", "gpufleet.fileio"}
 
 
 def stage_of_file(path: Path) -> str:

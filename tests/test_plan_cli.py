@@ -16,6 +16,8 @@ from gpufleet.review.plan import stack_config
 
 from planutil import EXAMPLES, ROOT, SHARED, write
 
+EXAMPLE_LOCK = str(EXAMPLES / "gpufleet.lock")
+
 A4 = str(EXAMPLES / "fleets" / "gcp-a4.dstack.yml")
 
 
@@ -80,7 +82,7 @@ def test_plan_no_offer_exits_1_without_traceback(tmp_path: Path,
 
 
 def test_stacks_main_runs_the_same_program(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = stack_config([A4, *SHARED], None, None)
+    config = stack_config([A4, *SHARED], None, None, EXAMPLE_LOCK)
 
     def via_stacks() -> None:
         runpy.run_path(str(ROOT / "stacks" / "__main__.py"), run_name="__main__")
@@ -98,11 +100,11 @@ def test_stacks_main_runs_the_same_program(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_strict_mocks_refuse_unknown_invokes_and_next_run_still_works() -> None:
     from gpufleet.components import program
-    config = stack_config([A4, *SHARED], None, None)
+    config = stack_config([A4, *SHARED], None, None, EXAMPLE_LOCK)
     empty = harness.StrictMocks({}, offline.outputs)
     # The existing-network lookups need invokes; with none mocked the run must fail loudly.
     with pytest.raises(Exception, match="un-mocked invoke"):
-        harness.run_program(program.main, stack_config([A4], None, None), empty)
+        harness.run_program(program.main, stack_config([A4], None, None, EXAMPLE_LOCK), empty)
     ok = harness.run_program(program.main, config,
                              harness.StrictMocks(offline.INVOKES, offline.outputs))
     assert len(ok.registrations) == 26

@@ -15,7 +15,7 @@ from gpufleet.input.spec import SUPPORTED_BACKENDS
 from gpufleet.input.validate import validate_paths
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ["fleet", "gateway", "profiles", "backends", "defs"]
+KINDS = ["fleet", "gateway", "profiles", "backends", "lock", "defs"]
 
 
 def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:

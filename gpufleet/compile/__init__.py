@@ -4,16 +4,30 @@ from gpufleet.compile import naming
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.plan import (
+    DIGEST_OUTPUT,
     DnsRecordPlan,
     FirewallRule,
     FleetPlan,
     GatewayPlan,
     NetworkPlan,
     ProviderPlan,
+    input_digest,
     plan_to_json,
 )
 
 __all__ = [
-    "BACKENDS_BY_NAME", "Compiled", "DnsRecordPlan", "FirewallRule", "FleetPlan", "GatewayPlan",
-    "NetworkPlan", "ProviderPlan", "compile_files", "compile_inputs", "naming", "plan_to_json",
+    "BACKENDS_BY_NAME",
+    "DIGEST_OUTPUT",
+    "Compiled",
+    "DnsRecordPlan",
+    "FirewallRule",
+    "FleetPlan",
+    "GatewayPlan",
+    "NetworkPlan",
+    "ProviderPlan",
+    "compile_files",
+    "compile_inputs",
+    "input_digest",
+    "naming",
+    "plan_to_json",
 ]

@@ -8,7 +8,7 @@ backend's planner turns each fleet + offer into a finished FleetPlan.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
@@ -17,8 +17,19 @@ from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
-from gpufleet.input import FleetSpec, Inputs, Validated, validate_paths
-from gpufleet.offers import Catalog, Selection, load_catalog, pick_profile, select
+from gpufleet.input import FleetSpec, Inputs, Lock, Validated, load_lock, validate_paths
+from gpufleet.offers import (
+    LOCKED,
+    Catalog,
+    LockStatus,
+    Selection,
+    default_lock_path,
+    gateway_status,
+    load_catalog,
+    pick_profile,
+    select_locked,
+    stale_diagnostic,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +39,9 @@ class Compiled:
     diagnostics: tuple[Diagnostic, ...] = field(default=())
     catalog: str = ""
     gateways: tuple[GatewayPlan, ...] = ()
+    # How each fleet's / gateway's offer relates to the lock (empty without a lock).
+    fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -35,12 +49,21 @@ class Compiled:
 
 
 def compile_files(paths: Sequence[str], profile: str | None = None,
-                  catalog_dir: str | None = None) -> tuple[Validated, Compiled | None]:
-    """Files -> validated inputs -> plans; ``None`` for the plans when the input is invalid."""
+                  catalog_dir: str | None = None, lock_path: str | None = None
+                  ) -> tuple[Validated, Compiled | None]:
+    """Files -> validated inputs -> plans, the way `pulumi up` runs: with ``lock_path``
+    (default: gpufleet.lock beside the first file) strictly, so that every fleet and gateway
+    must be locked as written. ``None`` for the plans when the input or the lock is invalid."""
     validated = validate_paths(paths)
     if not validated.ok:
         return validated, None
-    return validated, compile_inputs(validated.inputs, load_catalog(catalog_dir), profile)
+    lock, lock_result = load_lock(lock_path or default_lock_path(paths))
+    if lock is None:
+        validated.diagnostics.extend(lock_result.diagnostics)
+        validated.sources.update(lock_result.sources)
+        return validated, None
+    return validated, compile_inputs(validated.inputs, load_catalog(catalog_dir), profile,
+                                     lock, locked=True)
 
 
 def pool_for(inputs: Inputs, backend: str) -> str:
@@ -48,10 +71,35 @@ def pool_for(inputs: Inputs, backend: str) -> str:
     return (cfg.cidr if cfg is not None and cfg.cidr else None) or DEFAULT_POOLS[backend]
 
 
-def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None) -> Compiled:
+def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
+                   lock: Lock | None = None, upgrade: Collection[str] | bool = (),
+                   locked: bool = False) -> Compiled:
+    """``lock``: use its offers where the requirements are unchanged; ``upgrade``: fleet and
+    gateway names (or True for all) to pick again regardless; ``locked``: an error for every
+    fleet or gateway the lock does not cover (`plan --locked`, the stack program)."""
     prof = pick_profile(inputs.profiles, profile)
-    selections = [select(f, catalog, inputs, prof) for f in inputs.fleets]
-    diags: list[Diagnostic] = [s.error for s in selections if s.error]
+    diags: list[Diagnostic] = []
+    selections: list[Selection] = []
+    fleet_locks: dict[str, LockStatus] = {}
+    for f in inputs.fleets:
+        again = upgrade is True or (upgrade is not False and f.name in upgrade)
+        sel, st, more = select_locked(f, catalog, inputs, prof, lock, again)
+        selections.append(sel)
+        fleet_locks[f.name] = st
+        diags += more
+        if locked and st.status != LOCKED:
+            diags.append(stale_diagnostic("fleet", f.name, f.origin, st,
+                                          lock.file if lock else ""))
+        elif sel.error:
+            diags.append(sel.error)
+    gateway_locks: dict[str, LockStatus] = {}
+    for g in inputs.gateways:
+        again = upgrade is True or (upgrade is not False and g.name in upgrade)
+        st = gateway_status(g, lock, again)
+        gateway_locks[g.name] = st
+        if locked and st.status != LOCKED:
+            diags.append(stale_diagnostic("gateway", g.name, g.origin, st,
+                                          lock.file if lock else ""))
     chosen = [s for s in selections if s.best is not None]
     by_backend: dict[str, list[Selection]] = defaultdict(list)
     for s in chosen:
@@ -107,7 +155,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None)
                                     "let one gateway create it; the other looks it up"))
         owners.setdefault(key, g.name)
     return Compiled(tuple(plans), tuple(selections), tuple(sort_diagnostics(diags)),
-                    catalog.describe(), tuple(gateways))
+                    catalog.describe(), tuple(gateways), fleet_locks if lock else {},
+                    gateway_locks if lock else {})
 
 
 def address_key(fleet: FleetSpec) -> str:

@@ -6,10 +6,13 @@ Components receive a finished ``FleetPlan`` and make no decisions of their own.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet import __version__
 from gpufleet.input import EMPTY_MAP
 
 
@@ -159,3 +162,20 @@ def plan_to_json(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [plan_to_json(v) for v in obj]
     return obj
+
+
+# The component output that carries input_digest() into the stack's state.
+DIGEST_OUTPUT = "gpufleet_digest"
+# Plan fields that do not reach any resource: where the YAML lives, and what it costs.
+_NOT_BUILT = ("file", "price_per_hour")
+
+
+def input_digest(plan: FleetPlan | GatewayPlan) -> str:
+    """Digest of everything a fleet's or gateway's resources are built from: the finished
+    plan (itself made of the spec, the backend settings and the locked offer) and the
+    gpufleet version. Components record it as an output; `gpufleet diff` re-runs only the
+    fleets whose digest differs from the export's."""
+    data = {k: v for k, v in plan_to_json(plan).items() if k not in _NOT_BUILT}
+    text = json.dumps({"plan": data, "gpufleet": __version__}, sort_keys=True,
+                      separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

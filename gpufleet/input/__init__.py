@@ -4,18 +4,37 @@ from gpufleet.input.checks import RESERVATION_BACKENDS, region_of_zone
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.spec import (
     EMPTY_MAP,
+    LOCK_FILE,
     SUPPORTED_BACKENDS,
     BackendConfig,
     FleetSpec,
     GatewaySpec,
     Inputs,
+    Lock,
+    LockEntry,
+    Origin,
     ProfileSpec,
     ResourcesSpec,
 )
-from gpufleet.input.validate import Validated, validate_paths
+from gpufleet.input.validate import Validated, load_lock, validate_paths
 
 __all__ = [
-    "EMPTY_MAP", "RESERVATION_BACKENDS", "SUPPORTED_BACKENDS", "BackendConfig", "FleetSpec",
-    "GatewaySpec", "Inputs", "ProfileSpec", "ResourcesSpec", "Validated", "region_of_zone",
-    "schema_text", "validate_paths",
+    "EMPTY_MAP",
+    "LOCK_FILE",
+    "RESERVATION_BACKENDS",
+    "SUPPORTED_BACKENDS",
+    "BackendConfig",
+    "FleetSpec",
+    "GatewaySpec",
+    "Inputs",
+    "Lock",
+    "LockEntry",
+    "Origin",
+    "ProfileSpec",
+    "ResourcesSpec",
+    "Validated",
+    "load_lock",
+    "region_of_zone",
+    "schema_text",
+    "validate_paths",
 ]

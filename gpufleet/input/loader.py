@@ -17,6 +17,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from gpufleet.diagnostics import Diagnostic, KeyPath, display_path
+from gpufleet.input.spec import LOCK_FILE
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_NODES = 100_000
@@ -91,14 +92,16 @@ class _Abort(Exception):
 
 
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files as given, directories recursed for ``*.yml``/``*.yaml`` (hidden folders skipped)."""
+    """Files as given, directories recursed for ``*.yml``/``*.yaml`` and ``gpufleet.lock``
+    (hidden folders skipped)."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out.extend(Path(root) / f for f in sorted(files) if f.endswith(YAML_SUFFIXES))
+                out.extend(Path(root) / f for f in sorted(files)
+                           if f.endswith(YAML_SUFFIXES) or f == LOCK_FILE)
         else:
             out.append(p)
     seen: set[Path] = set()

@@ -50,6 +50,8 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
     if kind is None:
         if "profiles" in data:
             return "profiles", []
+        if "lock_version" in data:
+            return "lock", []
         items = data.get("backends")
         if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
             return "backends", []

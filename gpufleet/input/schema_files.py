@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-KINDS = ("fleet", "gateway", "profiles", "backends")
+KINDS = ("fleet", "gateway", "profiles", "backends", "lock")
 _FILES = (*KINDS, "defs")
 
 

@@ -213,3 +213,47 @@ class Inputs:
             if b.type == name:
                 return b
         return None
+
+
+LOCK_FILE = "gpufleet.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class LockEntry:
+    """One locked offer of ``gpufleet.lock``: what was chosen, and for which requirements."""
+
+    name: str
+    requirements: str  # "sha256:<hex>" of the requirements the offer was chosen for
+    backend: str
+    region: str
+    zone: str | None
+    instance_type: str
+    spot: bool
+    price: float | None = None
+    catalog: str = ""
+    cpus: int = 0
+    memory_gib: float = 0.0
+    gpu_name: str | None = None
+    gpu_count: int = 0
+    gpu_memory_gib: float | None = None
+    origin: Origin | None = field(default=None, compare=False)
+
+    def short(self) -> str:
+        price = "price unknown" if self.price is None else f"${self.price:.2f}"
+        return (f"{self.backend} {self.zone or self.region} {self.instance_type} "
+                f"{'spot' if self.spot else 'on-demand'} {price}")
+
+    def same_offer(self, other: LockEntry) -> bool:
+        """The same machine in the same place: what decides whether nodes are replaced."""
+        return (self.backend, self.region, self.zone, self.instance_type, self.spot) == \
+            (other.backend, other.region, other.zone, other.instance_type, other.spot)
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A parsed ``gpufleet.lock``; ``exists`` is False for a lock not written yet."""
+
+    fleets: Mapping[str, LockEntry] = field(default_factory=dict)
+    gateways: Mapping[str, LockEntry] = field(default_factory=dict)
+    file: str = ""
+    exists: bool = True

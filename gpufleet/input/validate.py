@@ -10,11 +10,17 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpufleet.diagnostics import Diagnostic, sort_diagnostics
-from gpufleet.input.checks import check_backends, check_fleet, check_gateway, check_profiles
+from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
+from gpufleet.input.checks import (
+    check_backends,
+    check_fleet,
+    check_gateway,
+    check_lock,
+    check_profiles,
+)
 from gpufleet.input.loader import LoadResult, load_paths
 from gpufleet.input.schema import check_schema
-from gpufleet.input.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, ProfileSpec
+from gpufleet.input.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, Lock, ProfileSpec
 
 
 @dataclass(slots=True)
@@ -23,6 +29,7 @@ class Validated:
     diagnostics: list[Diagnostic]
     sources: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    locks: list[Lock] = field(default_factory=list)  # gpufleet.lock files among the paths
 
     @property
     def ok(self) -> bool:
@@ -39,6 +46,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     gateways: list[GatewaySpec] = []
     profiles: list[ProfileSpec] = []
     backends: list[BackendConfig] = []
+    locks: list[Lock] = []
     for doc in loaded.documents:
         c = check_schema(doc)
         diags.extend(c.diagnostics)
@@ -54,12 +62,15 @@ def validate_loaded(loaded: LoadResult) -> Validated:
         elif c.kind == "backends":
             bs, more = check_backends(c)
             backends.extend(bs)
+        elif c.kind == "lock":
+            lock, more = check_lock(c)
+            locks.extend([lock] if lock else [])
         else:
             more = []
         diags.extend(more)
     diags.extend(_duplicates(fleets, gateways, backends))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends))
-    return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files)
+    return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 
 def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
@@ -78,3 +89,19 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
                                   f"{first[0]}:{first[1]})",
                                   hint=f"{kind} names must be unique across all input files"))
     return out
+
+
+def load_lock(path: str | os.PathLike[str]) -> tuple[Lock | None, Validated]:
+    """Read a ``gpufleet.lock``. A missing file is an empty lock (``exists`` False); an
+    unreadable, invalid or foreign file gives ``None`` and located diagnostics."""
+    if not os.path.lexists(path):
+        return Lock(file=display_path(str(path)), exists=False), Validated(Inputs(), [])
+    result = validate_paths([path])
+    if result.ok and len(result.locks) != 1:
+        name = result.files[0] if result.files else str(path)
+        result.diagnostics.append(Diagnostic(
+            name, 1, 1, "K003", "this is not a gpufleet lock file (no `lock_version`)",
+            hint="point `--lock` / `gpufleet:lock` at the file `gpufleet lock` writes"))
+    if not result.ok:
+        return None, result
+    return result.locks[0], result

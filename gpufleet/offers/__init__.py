@@ -1,6 +1,22 @@
 """Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order."""
 
 from gpufleet.offers.catalog import Catalog, CatalogError, load_catalog
+from gpufleet.offers.lock import (
+    CHANGED,
+    LOCKED,
+    NEW,
+    UPGRADED,
+    LockStatus,
+    catalog_label,
+    default_lock_path,
+    entry_from_offer,
+    gateway_entry,
+    gateway_status,
+    render_lock,
+    select_locked,
+    stale_diagnostic,
+    write_lock,
+)
 from gpufleet.offers.select import (
     HOURS_PER_MONTH,
     Offer,
@@ -13,7 +29,30 @@ from gpufleet.offers.select import (
 from gpufleet.offers.update import UpdateError, update_catalog
 
 __all__ = [
-    "HOURS_PER_MONTH", "Catalog", "CatalogError", "Offer", "Selection", "UpdateError",
-    "describe_resources", "load_catalog", "pick_profile", "select", "select_all",
+    "CHANGED",
+    "HOURS_PER_MONTH",
+    "LOCKED",
+    "NEW",
+    "UPGRADED",
+    "Catalog",
+    "CatalogError",
+    "LockStatus",
+    "Offer",
+    "Selection",
+    "UpdateError",
+    "catalog_label",
+    "default_lock_path",
+    "describe_resources",
+    "entry_from_offer",
+    "gateway_entry",
+    "gateway_status",
+    "load_catalog",
+    "pick_profile",
+    "render_lock",
+    "select",
+    "select_all",
+    "select_locked",
+    "stale_diagnostic",
     "update_catalog",
+    "write_lock",
 ]

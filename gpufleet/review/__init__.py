@@ -3,10 +3,26 @@
 from gpufleet.review import changes
 from gpufleet.review.diff import DIFF_NOTE, GuardOptions, offline_diff
 from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drift
+from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
 from gpufleet.review.plan import build_report, render
 from gpufleet.review.state import StateError, parse_export
 
 __all__ = [
-    "DIFF_NOTE", "DRIFT_NOTE", "DriftError", "GuardOptions", "MissingTool", "StateError",
-    "build_report", "changes", "live_drift", "offline_diff", "parse_export", "render",
+    "DIFF_NOTE",
+    "DRIFT_NOTE",
+    "DriftError",
+    "GuardOptions",
+    "MissingTool",
+    "Move",
+    "Relocked",
+    "StateError",
+    "build_report",
+    "changes",
+    "live_drift",
+    "offline_diff",
+    "parse_export",
+    "relock",
+    "render",
+    "total_delta",
+    "unknown_names",
 ]

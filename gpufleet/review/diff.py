@@ -8,14 +8,22 @@ know is listed in DIFF_NOTE.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.compile import (
+    DIGEST_OUTPUT,
+    Compiled,
+    FleetPlan,
+    GatewayPlan,
+    compile_inputs,
+    input_digest,
+)
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Validated
+from gpufleet.input import Lock, Validated
 from gpufleet.offers import Catalog
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.review.state import STACK_TYPE, State
@@ -52,8 +60,73 @@ def _owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
     return out
 
 
+def _is_top(typ: str) -> bool:
+    return typ.startswith("gpufleet:") and typ.endswith((":Fleet", ":Gateway"))
+
+
+def state_digests(state: State) -> dict[str, str]:
+    """Name -> input digest recorded by each fleet and gateway component in the export."""
+    out: dict[str, str] = {}
+    for r in state.resources:
+        if not r.custom and _is_top(r.type):
+            d = r.outputs.get(DIGEST_OUTPUT)
+            if isinstance(d, str):
+                out[r.name] = d
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Skips:
+    """Fleets and gateways whose resources are taken as unchanged without running them."""
+
+    names: frozenset[str] = frozenset()
+    reasons: tuple[str, ...] = ()  # one line per fleet/gateway: skipped or re-run, and why
+
+
+def choose_skips(compiled: Compiled, state: State, full: bool) -> Skips:
+    recorded = state_digests(state)
+    names: set[str] = set()
+    reasons: list[str] = []
+    items: list[FleetPlan | GatewayPlan] = [*compiled.plans, *compiled.gateways]
+    for p in items:
+        kind = "fleet" if isinstance(p, FleetPlan) else "gateway"
+        old = recorded.get(p.name)
+        if full:
+            reasons.append(f"{kind} {p.name}: run (--full)")
+        elif old is None:
+            reasons.append(f"{kind} {p.name}: run (the export records no input digest for it)")
+        elif old != input_digest(p):
+            reasons.append(f"{kind} {p.name}: run (its inputs changed since the export)")
+        else:
+            names.add(p.name)
+            reasons.append(f"{kind} {p.name}: skipped (inputs unchanged since the export)")
+    return Skips(frozenset(names), tuple(reasons))
+
+
+def _kept_by_skips(state: State, old_owners: Mapping[str, str], skips: Skips,
+                   registered: set[str]) -> set[str]:
+    """State URNs taken as unchanged: what skipped fleets own, and what those resources
+    refer to (providers, dependencies, parents) that nothing registered this run."""
+    kept = {urn for urn, owner in old_owners.items() if owner in skips.names}
+    by_urn = state.by_urn()
+    todo = list(kept)
+    while todo:
+        r = by_urn.get(todo.pop())
+        if r is None:
+            continue
+        refs = [r.parent, r.provider.rsplit("::", 1)[0] if r.provider else "",
+                *r.dependencies]
+        for ref in refs:
+            if ref and ref not in kept and ref not in registered and ref in by_urn \
+                    and old_owners.get(ref) is None:
+                kept.add(ref)
+                todo.append(ref)
+    return kept
+
+
 def build_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled,
-                 stack: str, guards: GuardOptions) -> Report:
+                 stack: str, guards: GuardOptions, skips: Skips | None = None) -> Report:
+    skips = skips or Skips()
     files = {p.name: p.file for p in compiled.plans} | {g.name: g.file for g in compiled.gateways}
     by_urn = state.by_urn()
     owners = _owner_map([(r["urn"], r["type"], r["parent"]) for r in regs])
@@ -61,7 +134,7 @@ def build_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compile
     changes: list[Change] = []
     matched: set[str] = set()
     same = 0
-    notes: list[str] = []
+    notes: list[str] = list(skips.reasons) if skips.names else []
     skipped: list[str] = []
     for reg in regs:
         if reg["type"] == STACK_TYPE:
@@ -85,8 +158,12 @@ def build_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compile
         changes.append(_change(reg["urn"], reg["type"], op, props, reasons, owner,
                                files.get(owner or ""), old.protect))
     registered = {r["urn"] for r in regs}
+    kept = _kept_by_skips(state, old_owners, skips, registered) if skips.names else set()
     for old in state.resources:
         if old.urn in matched or old.urn in registered or is_bookkeeping(old):
+            continue
+        if old.urn in kept:
+            same += 1
             continue
         owner = old_owners.get(old.urn)
         changes.append(_change(old.urn, old.type, "delete", [], [], owner,
@@ -113,6 +190,8 @@ def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence
 
 def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
                catalog_dir: str | None) -> list[dict[str, Any]]:
+    if not compiled.plans and not compiled.gateways:
+        return []  # nothing to run: every fleet was skipped
     from gpufleet.components import harness, offline, program
     from gpufleet.review.plan import stack_config
 
@@ -126,12 +205,19 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
 
 
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
-                 profile: str | None, catalog_dir: str | None, guards: GuardOptions
+                 profile: str | None, catalog_dir: str | None, guards: GuardOptions,
+                 lock: Lock | None = None, locked: bool = False, full: bool = False
                  ) -> tuple[Report | None, list[Diagnostic]]:
-    compiled = compile_inputs(validated.inputs, catalog, profile)
+    """The diff; fleets and gateways whose input digest equals the one the export recorded
+    are not run again (``full`` runs everything) and their resources count as unchanged."""
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
-    regs = run_seeded([os.path.abspath(p) for p in paths], compiled, state, profile,
-                      catalog_dir)
-    return build_report(regs, state, compiled, state.stack, guards), []
+    skips = choose_skips(compiled, state, full)
+    run = dataclasses.replace(
+        compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
+        gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
+    regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir)
+    warnings = [d for d in compiled.diagnostics if not d.is_error]
+    return build_report(regs, state, compiled, state.stack, guards, skips), warnings
 

@@ -13,14 +13,16 @@ from typing import Any
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Validated
+from gpufleet.input import Lock, Validated
 from gpufleet.offers import Catalog
 from gpufleet.views import PlanReport, render_plan_json, render_plan_markdown, render_plan_text
 
 
-def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None
-                 ) -> dict[str, str]:
+def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
+                 lock_file: str | None = None) -> dict[str, str]:
     config = {"gpufleet:files": json.dumps([os.path.abspath(p) for p in paths])}
+    if lock_file:
+        config["gpufleet:lock"] = os.path.abspath(lock_file)
     if profile:
         config["gpufleet:profile"] = profile
     if catalog_dir:
@@ -40,9 +42,9 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
 
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
-                 profile: str | None, catalog_dir: str | None
-                 ) -> tuple[PlanReport | None, list[Diagnostic]]:
-    compiled = compile_inputs(validated.inputs, catalog, profile)
+                 profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
+                 locked: bool = False) -> tuple[PlanReport | None, list[Diagnostic]]:
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
     run = run_offline(paths, stack, profile, catalog_dir, compiled)
@@ -50,7 +52,8 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     lookups = tuple(sorted(((t, a) for t, a in run.invokes),
                            key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
     report = PlanReport(stack, compiled.catalog, compiled.plans, resources, lookups,
-                        run.exports, compiled.gateways)
+                        run.exports, compiled.gateways, compiled.fleet_locks,
+                        compiled.gateway_locks, lock.file if lock else "")
     return report, [d for d in compiled.diagnostics if not d.is_error]
 
 

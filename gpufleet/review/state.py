@@ -33,6 +33,7 @@ class StateResource:
     ignore_changes: tuple[str, ...] = ()
     pending_replacement: bool = False
     taint: bool = False
+    dependencies: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -82,7 +83,8 @@ def parse_export(text: str, source: str = "export") -> State:
             outputs=dict(r.get("outputs") or {}), protect=bool(r.get("protect")),
             retain_on_delete=bool(r.get("retainOnDelete")),
             ignore_changes=tuple(r.get("ignoreChanges") or ()),
-            pending_replacement=bool(r.get("pendingReplacement")), taint=bool(r.get("taint"))))
+            pending_replacement=bool(r.get("pendingReplacement")), taint=bool(r.get("taint")),
+            dependencies=tuple(str(d) for d in r.get("dependencies") or ())))
     stack, project = "", ""
     root = next((r for r in resources if r.type == STACK_TYPE), None)
     if root is not None:

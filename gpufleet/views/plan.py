@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import FleetPlan, GatewayPlan, plan_to_json
-from gpufleet.offers import HOURS_PER_MONTH
+from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -28,6 +28,9 @@ class PlanReport:
     lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     exports: Mapping[str, Any] = field(default_factory=dict)
     gateways: tuple[GatewayPlan, ...] = ()
+    fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    lock_file: str = ""  # the lock in use ("" when none was read)
 
     @property
     def per_hour(self) -> float:
@@ -50,6 +53,30 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
         "placement": f.placement.kind if f.placement else None,
         "public_ip": f.public_ip, "provider": f.provider.name,
     }
+
+
+LOCK_WORDS = {"locked": "locked", "new": "NEW OFFER (not in the lock yet)",
+              "changed": "NEW OFFER (requirements changed since it was locked)",
+              "upgraded": "NEW OFFER (upgrade requested)"}
+
+
+def lock_summary(st: LockStatus | None) -> dict[str, Any] | None:
+    if st is None or st.status == "unlocked":
+        return None
+    prev = st.previous
+    return {"status": st.status, "new_offer": st.is_new_offer, "requirements": st.digest,
+            "previous": None if prev is None else {
+                "backend": prev.backend, "region": prev.region, "zone": prev.zone,
+                "instance_type": prev.instance_type, "spot": prev.spot, "price": prev.price}}
+
+
+def lock_text(st: LockStatus | None) -> str | None:
+    if st is None or st.status == "unlocked":
+        return None
+    text = LOCK_WORDS.get(st.status, st.status)
+    if st.is_new_offer and st.previous is not None:
+        text += f"; locked before: {st.previous.short()}"
+    return text
 
 
 ADDRESS_KINDS = {("aws", True): "Elastic IP", ("aws", False): "fixed private ENI",
@@ -76,7 +103,7 @@ def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
     }
 
 
-def _gateway_lines(g: GatewayPlan) -> list[str]:
+def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
     s = gateway_summary(g)
     fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {', '.join(r['sources'])}"
                    for r in s["firewall"])
@@ -86,6 +113,9 @@ def _gateway_lines(g: GatewayPlan) -> list[str]:
              f"  address:  {', '.join(g.address_names)} ({s['address_kind']}"
              f"{', protected' if g.protect_address else ''})",
              f"  firewall: {fw}"]
+    lock = lock_text(st)
+    if lock:
+        lines.insert(2, f"  lock:     {lock}")
     if g.load_balancer:
         lines.append(f"  tls:      {g.certificate} on ALB {g.load_balancer} (two AZs)")
     else:
@@ -105,8 +135,12 @@ def counts(resources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def render_plan_json(report: PlanReport) -> str:
     data = {
         "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
-        "fleets": [fleet_summary(f) for f in report.fleets],
-        "gateways": [gateway_summary(g) for g in report.gateways],
+        "lock": report.lock_file or None,
+        "fleets": [{**fleet_summary(f), "lock": lock_summary(report.fleet_locks.get(f.name))}
+                   for f in report.fleets],
+        "gateways": [{**gateway_summary(g),
+                      "lock": lock_summary(report.gateway_locks.get(g.name))}
+                     for g in report.gateways],
         "plans": [plan_to_json(f) for f in report.fleets],
         "gateway_plans": [plan_to_json(g) for g in report.gateways],
         "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
@@ -124,7 +158,7 @@ def _money(v: float) -> str:
     return f"${v:,.2f}"
 
 
-def _fleet_lines(f: FleetPlan) -> list[str]:
+def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
     s = fleet_summary(f)
     where = f"{f.region}" + (f" / {f.zone}" if f.zone else "")
     top = "unlimited" if f.nodes_max is None else str(f.nodes_max)
@@ -141,6 +175,9 @@ def _fleet_lines(f: FleetPlan) -> list[str]:
         f"  fabric:   {f.rdma}" + (f" x{f.rdma_interfaces}" if f.rdma_interfaces else "")
         + f"; {len(f.nics)} NIC(s) per node ({nic_desc})",
     ]
+    lock = lock_text(st)
+    if lock:
+        lines.insert(2, f"  lock:     {lock}")
     if f.placement:
         lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")
     for n in f.networks:
@@ -168,11 +205,14 @@ def tree(resources: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def render_plan_text(report: PlanReport) -> str:
-    lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})", ""]
+    lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})"]
+    if report.lock_file:
+        lines.append(f"lock: {report.lock_file}")
+    lines.append("")
     for f in report.fleets:
-        lines += [*_fleet_lines(f), ""]
+        lines += [*_fleet_lines(f, report.fleet_locks.get(f.name)), ""]
     for g in report.gateways:
-        lines += [*_gateway_lines(g), ""]
+        lines += [*_gateway_lines(g, report.gateway_locks.get(g.name)), ""]
     by_type = counts(report.resources)
     lines.append(f"resources: {len(report.resources)} to create")
     width = max((len(t) for t in by_type), default=0)
@@ -218,13 +258,23 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
 
 def render_plan_markdown(report: PlanReport) -> str:
     lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
-             "", "| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
-                 "$/month |", "|---|---|---|---|---|---:|---|---:|---:|"]
+             ""]
+    moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())
+             if st.is_new_offer]
+    if moved:
+        lines += ["**New offers** (not taken from the lock; `gpufleet lock` records them):", ""]
+        lines += [f"- `{n}`: {lock_text(st)}" for n, st in moved]
+        lines.append("")
+    lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
+              "$/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
     for f in report.fleets:
+        st = report.fleet_locks.get(f.name)
+        offer = "-" if st is None or st.status == "unlocked" else (
+            "**new**" if st.is_new_offer else "locked")
         lines.append(f"| `{f.name}` | {f.backend} | {f.region} / {f.zone or '-'} | "
                      f"`{f.instance_type}` | {f.gpu} | {f.nodes} | {'yes' if f.spot else 'no'} "
                      f"| {_money(f.total_per_hour)} | "
-                     f"{_money(f.total_per_hour * HOURS_PER_MONTH)} |")
+                     f"{_money(f.total_per_hour * HOURS_PER_MONTH)} | {offer} |")
     lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
               f"{_money(report.per_hour * HOURS_PER_MONTH)}/month", ""]
     if report.gateways:

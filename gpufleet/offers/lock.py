@@ -1,0 +1,265 @@
+"""The offers lock: requirement digests, locked selection and the ``gpufleet.lock`` writer.
+
+A fleet keeps its locked offer while the digest of its requirements is unchanged, whatever
+the catalog says now; a new fleet, or one whose requirements changed, gets the cheapest offer
+again and is marked so the review shows it. Pure except :func:`write_lock`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.fileio import write_atomically
+from gpufleet.input import (
+    LOCK_FILE,
+    FleetSpec,
+    GatewaySpec,
+    Inputs,
+    Lock,
+    LockEntry,
+    Origin,
+    ProfileSpec,
+)
+from gpufleet.offers.catalog import Catalog
+from gpufleet.offers.select import Offer, Selection, apply_profile, effective_backends, select
+
+# Statuses of a fleet's or gateway's offer against the lock.
+LOCKED = "locked"  # the lock entry is used (requirements unchanged)
+NEW = "new"  # no lock entry: picked now
+CHANGED = "changed"  # requirements changed since the entry was written: picked again
+UPGRADED = "upgraded"  # picked again on request (`gpufleet lock --upgrade`)
+UNLOCKED = "unlocked"  # no lock in use at all
+
+LOCK_HEADER = ("# gpufleet.lock - the offer chosen for each fleet and gateway. Written by\n"
+               "# `gpufleet lock`; commit it and review its changes like any lock file.\n"
+               "# An entry is used while its `requirements` digest matches the YAML.\n")
+
+
+@dataclass(frozen=True, slots=True)
+class LockStatus:
+    status: str
+    digest: str
+    previous: LockEntry | None = None  # the entry before this run (NEW: None)
+
+    @property
+    def is_new_offer(self) -> bool:
+        return self.status in (NEW, CHANGED, UPGRADED)
+
+
+def digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _sorted_lower(values: Iterable[str] | None) -> list[str] | None:
+    return None if values is None else sorted({v.lower() for v in values})
+
+
+def fleet_requirements(fleet: FleetSpec, inputs: Inputs) -> dict[str, Any]:
+    """What an offer is chosen for (profile fields already applied): resources, backends and
+    the regions the backends file allows, regions, zones, instance types, spot policy, max
+    price, reservation and placement. Names, nodes, tags and network settings are not in
+    it: changing them never moves a fleet to another offer."""
+    backends = sorted(effective_backends(fleet, inputs))
+    allowed = {b.type: _sorted_lower(b.regions) for b in inputs.backends
+               if b.type in backends and b.regions is not None}
+    return {
+        "resources": dataclasses.asdict(fleet.resources),
+        "backends": backends,
+        "backend_regions": allowed,
+        "regions": _sorted_lower(fleet.regions),
+        "availability_zones": _sorted_lower(fleet.availability_zones),
+        "instance_types": _sorted_lower(fleet.instance_types),
+        "spot_policy": fleet.spot_policy or "on-demand",
+        "max_price": fleet.max_price,
+        "reservation": fleet.reservation,
+        "placement": fleet.placement,
+    }
+
+
+def gateway_requirements(gw: GatewaySpec) -> dict[str, Any]:
+    return {"backend": gw.backend, "region": gw.region.lower(),
+            "instance_type": gw.instance_type}
+
+
+def entry_for(name: str, lock: Lock | None, previous_names: Sequence[str] = (),
+              gateways: bool = False) -> LockEntry | None:
+    """The lock entry of a fleet (or gateway), following `previous_names` newest first."""
+    if lock is None:
+        return None
+    table = lock.gateways if gateways else lock.fleets
+    for n in (name, *reversed(previous_names)):
+        if n in table:
+            return table[n]
+    return None
+
+
+def _catalog_row_offer(catalog: Catalog, e: LockEntry) -> Offer | None:
+    location = e.zone if e.backend == "gcp" and e.zone else e.region
+    for r in catalog.rows:
+        if (r.backend, r.instance_type, r.location, r.spot) == \
+                (e.backend, e.instance_type, location, e.spot):
+            f = catalog.facts(e.backend, e.instance_type)
+            return Offer(e.backend, e.region, e.zone, e.instance_type, r.gpu_name, r.gpu_count,
+                         r.gpu_memory_gib, r.vcpus, r.memory_gib, e.spot, r.price, f.rdma,
+                         f.rdma_interfaces, f.nics)
+    return None
+
+
+def locked_offer(catalog: Catalog, e: LockEntry) -> tuple[Offer, bool]:
+    """The offer a lock entry names, priced from the catalog when it still lists it (else at
+    the lock's price); the flag says whether the catalog lists it."""
+    found = _catalog_row_offer(catalog, e)
+    if found is not None:
+        return found, True
+    f = catalog.facts(e.backend, e.instance_type)
+    price = math.nan if e.price is None else e.price
+    return Offer(e.backend, e.region, e.zone, e.instance_type, e.gpu_name, e.gpu_count,
+                 e.gpu_memory_gib, e.cpus, e.memory_gib, e.spot, price, f.rdma,
+                 f.rdma_interfaces, f.nics), False
+
+
+def select_locked(fleet: FleetSpec, catalog: Catalog, inputs: Inputs,
+                  profile: ProfileSpec | None, lock: Lock | None, upgrade: bool = False
+                  ) -> tuple[Selection, LockStatus, list[Diagnostic]]:
+    """Offers for ``fleet`` with the lock applied: the locked offer first while the fleet's
+    requirements are unchanged; otherwise the catalog's cheapest, marked as a new offer."""
+    applied = apply_profile(fleet, profile)
+    want = digest(fleet_requirements(applied, inputs))
+    sel = select(fleet, catalog, inputs, profile)
+    if lock is None:
+        return sel, LockStatus(UNLOCKED, want), []
+    entry = entry_for(fleet.name, lock, fleet.previous_names)
+    if entry is None:
+        return sel, LockStatus(NEW, want), []
+    if upgrade:
+        return sel, LockStatus(UPGRADED, want, entry), []
+    if entry.requirements != want:
+        return sel, LockStatus(CHANGED, want, entry), []
+    offer, listed = locked_offer(catalog, entry)
+    diags = []
+    if not listed:
+        diags.append(fleet.origin.at(
+            "resources", "O010", f"fleet '{fleet.name}': the locked offer ({entry.short()}) is "
+            f"not in the {catalog.describe()}; keeping it - the cloud decides at `pulumi up`",
+            "to move to an offer the catalog lists, run `gpufleet lock --upgrade --fleet "
+            f"{fleet.name}`", Severity.WARNING))
+    rest = tuple(o for o in sel.offers if not _same(o, offer))
+    return (dataclasses.replace(sel, offers=(offer, *rest), error=None),
+            LockStatus(LOCKED, want, entry), diags)
+
+
+def _same(a: Offer, b: Offer) -> bool:
+    return (a.backend, a.region, a.zone, a.instance_type, a.spot) == \
+        (b.backend, b.region, b.zone, b.instance_type, b.spot)
+
+
+def gateway_status(gw: GatewaySpec, lock: Lock | None, upgrade: bool = False) -> LockStatus:
+    want = digest(gateway_requirements(gw))
+    if lock is None:
+        return LockStatus(UNLOCKED, want)
+    entry = entry_for(gw.name, lock, gateways=True)
+    if entry is None:
+        return LockStatus(NEW, want)
+    if upgrade:
+        return LockStatus(UPGRADED, want, entry)
+    return LockStatus(LOCKED if entry.requirements == want else CHANGED, want, entry)
+
+
+def stale_diagnostic(kind: str, name: str, origin: Origin, st: LockStatus,
+                     lock_file: str) -> Diagnostic:
+    """The error of `plan --locked` and of the stack program for an unlocked fleet."""
+    where = lock_file or LOCK_FILE
+    if st.status in (NEW, UNLOCKED):
+        msg = f"{kind} '{name}' has no entry in {where}"
+    else:
+        msg = (f"the requirements of {kind} '{name}' changed since {where} was written "
+               f"(locked: {st.previous.short() if st.previous else '?'})")
+    return origin.at("name", "O011", msg, "run `gpufleet lock` and commit the lock file; "
+                     "the plan then shows the new offer for review")
+
+
+# --- entries and the file -------------------------------------------------------------
+
+def catalog_label(catalog: Catalog) -> str:
+    """The catalog an entry came from, with its date (never a local path or a URL)."""
+    kind = catalog.source if catalog.source in ("bundled", "local") else "gpuhunt"
+    return f"{kind} {catalog.date or catalog.version or 'undated'}"
+
+
+def entry_from_offer(name: str, want: str, offer: Offer, catalog: Catalog) -> LockEntry:
+    price = None if math.isnan(offer.price) else round(offer.price, 6)
+    return LockEntry(name, want, offer.backend, offer.region, offer.zone, offer.instance_type,
+                     offer.spot, price, catalog_label(catalog), offer.vcpus, offer.memory_gib,
+                     offer.gpu_name, offer.gpu_count if offer.gpu_name else 0,
+                     offer.gpu_memory_gib)
+
+
+def gateway_entry(name: str, want: str, backend: str, region: str, zone: str | None,
+                  instance_type: str, catalog: Catalog) -> LockEntry:
+    rows = [r for r in catalog.rows if (r.backend, r.instance_type, r.spot) ==
+            (backend, instance_type, False) and r.location in (region, zone)]
+    r = rows[0] if rows else None
+    return LockEntry(name, want, backend, region, zone, instance_type, False,
+                     round(r.price, 6) if r else None, catalog_label(catalog),
+                     r.vcpus if r else 0, r.memory_gib if r else 0.0)
+
+
+def _entry_data(e: LockEntry) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "requirements": e.requirements, "backend": e.backend, "region": e.region,
+        "zone": e.zone, "instance_type": e.instance_type, "spot": e.spot, "price": e.price,
+        "catalog": e.catalog}
+    if e.cpus:
+        data["cpus"] = e.cpus
+    if e.memory_gib:
+        data["memory_gib"] = _num(e.memory_gib)
+    if e.gpu_name:
+        data["gpu"] = {"name": e.gpu_name, "count": e.gpu_count,
+                       "memory_gib": None if e.gpu_memory_gib is None
+                       else _num(e.gpu_memory_gib)}
+    return data
+
+
+def _num(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else v
+
+
+def render_lock(fleets: Mapping[str, LockEntry], gateways: Mapping[str, LockEntry]) -> str:
+    """The lock file text: sorted by name, so the same entries always give the same bytes."""
+    data: dict[str, Any] = {"lock_version": 1}
+    if fleets:
+        data["fleets"] = {n: _entry_data(fleets[n]) for n in sorted(fleets)}
+    if gateways:
+        data["gateways"] = {n: _entry_data(gateways[n]) for n in sorted(gateways)}
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+    return LOCK_HEADER + body
+
+
+def write_lock(path: str | os.PathLike[str], fleets: Mapping[str, LockEntry],
+               gateways: Mapping[str, LockEntry]) -> bool:
+    """Write the lock atomically; False (nothing written) when the bytes would not change."""
+    text = render_lock(fleets, gateways)
+    p = Path(path)
+    if p.is_file() and p.read_text("utf-8") == text:
+        return False
+    write_atomically(str(p), text)
+    return True
+
+
+def default_lock_path(paths: Sequence[str | os.PathLike[str]]) -> str:
+    """``gpufleet.lock`` beside the first path (inside it, when the first path is a folder)."""
+    first = Path(paths[0]) if paths else Path(".")
+    folder = first if first.is_dir() else first.parent
+    return str(folder / LOCK_FILE)

@@ -1,0 +1,127 @@
+"""`gpufleet lock`: compiled offers + the old lock -> the new lock entries and what moved.
+
+Entries whose requirements are unchanged are kept exactly as they were (same offer, same
+lock-time price), so re-locking never touches unrelated fleets. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from gpufleet.compile import Compiled
+from gpufleet.input import Inputs, Lock, LockEntry
+from gpufleet.offers import (
+    HOURS_PER_MONTH,
+    LOCKED,
+    Catalog,
+    entry_from_offer,
+    gateway_entry,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One entry that differs from the old lock."""
+
+    kind: str  # "fleet" or "gateway"
+    name: str
+    status: str  # new, changed, upgraded, removed
+    old: LockEntry | None
+    new: LockEntry | None
+    nodes: int = 0  # nodes of the fleet (what a new offer replaces)
+
+    @property
+    def replaces(self) -> int:
+        """Nodes `pulumi up` replaces: all of them when the machine or place changes."""
+        if self.old is None or self.new is None or self.old.same_offer(self.new):
+            return 0
+        return self.nodes
+
+    @property
+    def delta_per_hour(self) -> float | None:
+        """Cost difference per hour for the whole fleet; None when a price is unknown."""
+        if self.old is None or self.new is None or self.old.price is None \
+                or self.new.price is None:
+            return None
+        return (self.new.price - self.old.price) * max(self.nodes, 1)
+
+    def text(self) -> str:
+        if self.status == "removed":
+            assert self.old is not None
+            return f"{self.kind} {self.name}: removed from the lock ({self.old.short()})"
+        assert self.new is not None
+        if self.old is None:
+            return f"{self.kind} {self.name}: new entry {self.new.short()}"
+        out = f"{self.kind} {self.name}: {self.status} {self.old.short()} -> {self.new.short()}"
+        if self.old.same_offer(self.new):
+            return out + " (same offer, nothing replaced)"
+        delta = self.delta_per_hour
+        if delta is not None:
+            out += (f", {'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h "
+                    f"({'+' if delta >= 0 else '-'}${abs(delta) * HOURS_PER_MONTH:,.0f}/month)")
+        return out + f", replaces {self.replaces} node(s)"
+
+
+@dataclass(frozen=True, slots=True)
+class Relocked:
+    fleets: dict[str, LockEntry]
+    gateways: dict[str, LockEntry]
+    moves: tuple[Move, ...]
+    kept: tuple[str, ...]  # entries of fleets/gateways not in the inputs, kept as they were
+
+
+def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
+           prune: bool = False) -> Relocked:
+    fleets: dict[str, LockEntry] = {}
+    gateways: dict[str, LockEntry] = {}
+    moves: list[Move] = []
+    consumed: set[tuple[str, str]] = set()
+    nodes = {p.name: p.nodes for p in compiled.plans}
+    for sel in compiled.selections:
+        name = sel.fleet.name
+        st = compiled.fleet_locks[name]
+        if st.previous is not None:
+            consumed.add(("fleet", st.previous.name))
+        if st.status == LOCKED and st.previous is not None:
+            fleets[name] = dataclasses.replace(st.previous, name=name)
+            continue
+        assert sel.best is not None  # compile errors stop `lock` before this
+        entry = entry_from_offer(name, st.digest, sel.best, catalog)
+        fleets[name] = entry
+        moves.append(Move("fleet", name, st.status, st.previous, entry,
+                          nodes.get(name, sel.fleet.nodes.target)))
+    for gp in compiled.gateways:
+        st = compiled.gateway_locks[gp.name]
+        if st.previous is not None:
+            consumed.add(("gateway", st.previous.name))
+        if st.status == LOCKED and st.previous is not None:
+            gateways[gp.name] = st.previous
+            continue
+        entry = gateway_entry(gp.name, st.digest, gp.backend, gp.region, gp.zone,
+                              gp.instance_type, catalog)
+        gateways[gp.name] = entry
+        moves.append(Move("gateway", gp.name, st.status, st.previous, entry, gp.replicas))
+    kept: list[str] = []
+    for kind, old_table, new_table in (("fleet", lock.fleets, fleets),
+                                       ("gateway", lock.gateways, gateways)):
+        for name, entry in old_table.items():
+            if name in new_table or (kind, name) in consumed:
+                continue
+            if prune:
+                moves.append(Move(kind, name, "removed", entry, None))
+            else:
+                new_table[name] = entry
+                kept.append(f"{kind} {name}")
+    return Relocked(fleets, gateways, tuple(moves), tuple(kept))
+
+
+def unknown_names(names: Collection[str], inputs: Inputs) -> list[str]:
+    known = {f.name for f in inputs.fleets} | {g.name for g in inputs.gateways}
+    return sorted(set(names) - known)
+
+
+def total_delta(moves: Collection[Move]) -> float:
+    return sum(d for m in moves if (d := m.delta_per_hour) is not None and not math.isnan(d))
