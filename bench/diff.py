@@ -1,11 +1,17 @@
-"""Benchmark: `gpufleet diff` of a large stack export.
+"""Benchmark: `gpufleet diff` of a large stack export, incremental and full.
 
-Writes an export (deployment v3) of a stack of N resources made by the real program, then,
-in a fresh process, times the whole offline diff of the unchanged YAML against it (parse,
-validate, offers, plan, the program under seeded mocks, comparison) and prints time, peak
-RSS and the change counts. Target (drift issue): <= 5 s for a 5,000-resource export.
+Writes N fleets and their offers lock, an export (deployment v3) of the stack the real
+program makes from them (about --resources resources), then, in a fresh process per case,
+times the whole offline diff (parse the export, validate, lock, offers, plan, the program
+for the fleets that must run, comparison) for:
 
-    python bench/diff.py [--resources 5000] [--backend gcp|aws]
+  unchanged  the same YAML            (target <= 2 s: no fleet runs again)
+  changed    --changed fleets edited  (target <= 5 s: only those fleets run again)
+  full       the same edit, --full    (every fleet runs, as before the input digests)
+
+Imports are done before the clock starts. Prints time, peak RSS and change counts.
+
+    python bench/diff.py [--fleets 20] [--resources 5000] [--changed 1] [--backend gcp|aws]
 """
 
 from __future__ import annotations
@@ -27,56 +33,92 @@ FLEET = {
 }
 
 
-def child(yaml_file: str, export_file: str) -> None:
+def fleet_yaml(i: int, nodes: int, backend: str) -> str:
+    return f"type: fleet\nname: bench-{i:02d}\nnodes: {nodes}\n" + FLEET[backend][0]
+
+
+def child(folder: str, export_file: str, full: bool) -> None:
     import gpufleet.components.aws
     import gpufleet.components.gcp  # noqa: F401
-    from gpufleet.input.validate import validate_paths
-    from gpufleet.offers.catalog import load_catalog
-    from gpufleet.review.diff import GuardOptions, offline_diff
-    from gpufleet.review.state import parse_export
+    from gpufleet.input import load_lock, validate_paths
+    from gpufleet.offers import load_catalog
+    from gpufleet.review import GuardOptions, offline_diff, parse_export
 
     start = time.perf_counter()
     state = parse_export(Path(export_file).read_text())
-    validated = validate_paths([yaml_file])
-    report, diags = offline_diff(validated, load_catalog(), [yaml_file], state, None, None,
-                                 GuardOptions())
+    paths = [folder]
+    validated = validate_paths(paths)
+    lock, _ = load_lock(str(Path(folder) / "gpufleet.lock"))
+    report, diags = offline_diff(validated, load_catalog(), paths, state, None, None,
+                                 GuardOptions(), lock, locked=True, full=full)
     elapsed = time.perf_counter() - start
     assert report is not None, diags
+    ran = sum(1 for n in report.notes if ": run (" in n) if not full else None
     print(json.dumps({"seconds": elapsed, "resources": len(state.resources),
-                      "counts": report.counts(),
+                      "counts": report.counts(), "ran": ran,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(folder: Path, export_file: Path, full: bool = False) -> dict[str, object]:
+    args = [sys.executable, __file__, "--child", str(folder), str(export_file)]
+    out = subprocess.run(args + (["--full"] if full else []), capture_output=True, text=True,
+                         check=True)
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--fleets", type=int, default=20)
     ap.add_argument("--resources", type=int, default=5000)
+    ap.add_argument("--changed", type=int, default=1)
     ap.add_argument("--backend", default="gcp", choices=sorted(FLEET))
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(*args.child)
+        child(*args.child, args.full)
         return
+    from gpufleet.cli import main as gpufleet
+    from gpufleet.compile import compile_inputs
     from gpufleet.components.harness import deployment_v3
+    from gpufleet.input import load_lock, validate_paths
+    from gpufleet.offers import load_catalog
     from gpufleet.review.plan import run_offline
 
-    body, fixed = FLEET[args.backend]
-    nodes = max(1, args.resources - fixed)
+    fixed = FLEET[args.backend][1]
+    nodes = max(1, args.resources // args.fleets - fixed)
     with tempfile.TemporaryDirectory() as tmp:
-        yaml_file = Path(tmp) / "fleet.yml"
-        yaml_file.write_text(f"type: fleet\nname: bench\nnodes: {nodes}\n" + body)
+        folder = Path(tmp) / "fleets"
+        folder.mkdir()
+        for i in range(args.fleets):
+            (folder / f"f{i:02d}.yml").write_text(fleet_yaml(i, nodes, args.backend))
+        assert gpufleet(["lock", str(folder)]) == 0
+        lock, _ = load_lock(str(folder / "gpufleet.lock"))
         t = time.perf_counter()
-        data = deployment_v3(run_offline([str(yaml_file)], "bench", None, None,
+        compiled = compile_inputs(validate_paths([str(folder)]).inputs, load_catalog(), None,
+                                  lock, locked=True)
+        data = deployment_v3(run_offline([str(folder)], "bench", None, None, compiled,
                                          record_outputs=True), "bench", "gpufleet")
         made = time.perf_counter() - t
         export_file = Path(tmp) / "export.json"
         export_file.write_text(json.dumps(data))
-        out = subprocess.run([sys.executable, __file__, "--child", str(yaml_file),
-                              str(export_file)], capture_output=True, text=True, check=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"backend {args.backend}: export of {result['resources']} resources "
-          f"({len(json.dumps(data)) // 1024} KiB), made in {made:.1f} s")
-    print(f"gpufleet diff: {result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB, "
-          f"changes {result['counts']}  (target <= 5 s)")
+        size = export_file.stat().st_size // 1024
+        unchanged = measure(folder, export_file)
+        for i in range(args.changed):  # one node less in each changed fleet
+            (folder / f"f{i:02d}.yml").write_text(fleet_yaml(i, nodes - 1, args.backend))
+        changed = measure(folder, export_file)
+        full = measure(folder, export_file, full=True)
+    print(f"backend {args.backend}: {args.fleets} fleets x {nodes} nodes, export of "
+          f"{unchanged['resources']} resources ({size} KiB), made in {made:.1f} s")
+    print(f"unchanged YAML:            {unchanged['seconds']:.2f} s, peak RSS "
+          f"{unchanged['peak_rss_mb']:.0f} MB, fleets run {unchanged['ran']}, "
+          f"changes {unchanged['counts']}  (target <= 2 s)")
+    print(f"{args.changed} fleet(s) changed:        {changed['seconds']:.2f} s, peak RSS "
+          f"{changed['peak_rss_mb']:.0f} MB, fleets run {changed['ran']}, "
+          f"changes {changed['counts']}  (target <= 5 s)")
+    print(f"same change, --full:       {full['seconds']:.2f} s, peak RSS "
+          f"{full['peak_rss_mb']:.0f} MB, changes {full['counts']}")
 
 
 if __name__ == "__main__":

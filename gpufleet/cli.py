@@ -456,6 +456,40 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
     finish_report(report, DRIFT_NOTE, fmt, out)
 
 
+@cli.command()
+@click.option("--stack", "stack_name", required=True, help="The stack to deploy.")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder.")
+@click.option("--fallback", type=click.IntRange(min=0), default=0, show_default=True,
+              help="On a capacity error, move the failed fleet to its next offer and retry, "
+                   "at most N times.")
+def up(stack_name: str, cwd: str, fallback: int) -> None:
+    """`pulumi up` through the Automation API, with capacity fallback (needs the Pulumi CLI).
+
+    Only capacity errors (see `gpufleet up --help` in the README) move a fleet; the lock
+    file is updated for each move, so the PR of record shows where the fleet went.
+    Exit codes: 0 deployed, 1 failed (every attempt listed), 2 usage or no Pulumi CLI.
+    """
+    from gpufleet.review import AutomationStack, MissingCli, UpError, deploy
+
+    def echo(line: str) -> None:
+        click.echo(line.rstrip("\n"))
+
+    try:
+        runner = AutomationStack.select(stack_name, cwd, echo)
+        result = deploy(runner, cwd, fallback, echo)
+    except MissingCli as e:
+        click.echo(f"gpufleet up: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except UpError as e:
+        click.echo(str(e), err=True)
+        sys.exit(EXIT_INVALID)
+    moved = sum(1 for a in result.attempts if a.moves)
+    click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
+               f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
+                                else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])

@@ -6,18 +6,24 @@ from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drif
 from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
 from gpufleet.review.plan import build_report, render
 from gpufleet.review.state import StateError, parse_export
+from gpufleet.review.up import CAPACITY_ERRORS, AutomationStack, MissingCli, UpError, deploy
 
 __all__ = [
+    "CAPACITY_ERRORS",
     "DIFF_NOTE",
     "DRIFT_NOTE",
+    "AutomationStack",
     "DriftError",
     "GuardOptions",
+    "MissingCli",
     "MissingTool",
     "Move",
     "Relocked",
     "StateError",
+    "UpError",
     "build_report",
     "changes",
+    "deploy",
     "live_drift",
     "offline_diff",
     "parse_export",

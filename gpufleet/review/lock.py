@@ -57,7 +57,7 @@ class Move:
             return f"{self.kind} {self.name}: new entry {self.new.short()}"
         out = f"{self.kind} {self.name}: {self.status} {self.old.short()} -> {self.new.short()}"
         if self.old.same_offer(self.new):
-            return out + " (same offer, nothing replaced)"
+            return out + " (same machine and place, nothing replaced)"
         delta = self.delta_per_hour
         if delta is not None:
             out += (f", {'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h "
@@ -90,6 +90,9 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
             continue
         assert sel.best is not None  # compile errors stop `lock` before this
         entry = entry_from_offer(name, st.digest, sel.best, catalog)
+        if st.previous is not None and entry == dataclasses.replace(st.previous, name=name):
+            fleets[name] = entry  # upgraded to exactly what it had: nothing to report
+            continue
         fleets[name] = entry
         moves.append(Move("fleet", name, st.status, st.previous, entry,
                           nodes.get(name, sel.fleet.nodes.target)))
@@ -103,6 +106,8 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
         entry = gateway_entry(gp.name, st.digest, gp.backend, gp.region, gp.zone,
                               gp.instance_type, catalog)
         gateways[gp.name] = entry
+        if entry == st.previous:
+            continue
         moves.append(Move("gateway", gp.name, st.status, st.previous, entry, gp.replicas))
     kept: list[str] = []
     for kind, old_table, new_table in (("fleet", lock.fleets, fleets),

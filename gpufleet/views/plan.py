@@ -70,9 +70,20 @@ def lock_summary(st: LockStatus | None) -> dict[str, Any] | None:
                 "instance_type": prev.instance_type, "spot": prev.spot, "price": prev.price}}
 
 
-def lock_text(st: LockStatus | None) -> str | None:
+def _same_place(st: LockStatus, p: FleetPlan | GatewayPlan) -> bool:
+    prev = st.previous
+    spot = p.spot if isinstance(p, FleetPlan) else False
+    return prev is not None and (prev.backend, prev.region, prev.zone, prev.instance_type,
+                                 prev.spot) == (p.backend, p.region, p.zone,
+                                                p.instance_type, spot)
+
+
+def lock_text(st: LockStatus | None, p: FleetPlan | GatewayPlan | None = None) -> str | None:
     if st is None or st.status == "unlocked":
         return None
+    if st.is_new_offer and p is not None and _same_place(st, p):
+        return (f"picked again ({st.status}): the same offer as locked, nothing moves; "
+                "`gpufleet lock` records the new requirements")
     text = LOCK_WORDS.get(st.status, st.status)
     if st.is_new_offer and st.previous is not None:
         text += f"; locked before: {st.previous.short()}"
@@ -113,7 +124,7 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
              f"  address:  {', '.join(g.address_names)} ({s['address_kind']}"
              f"{', protected' if g.protect_address else ''})",
              f"  firewall: {fw}"]
-    lock = lock_text(st)
+    lock = lock_text(st, g)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
     if g.load_balancer:
@@ -175,7 +186,7 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
         f"  fabric:   {f.rdma}" + (f" x{f.rdma_interfaces}" if f.rdma_interfaces else "")
         + f"; {len(f.nics)} NIC(s) per node ({nic_desc})",
     ]
-    lock = lock_text(st)
+    lock = lock_text(st, f)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
     if f.placement:
@@ -259,11 +270,13 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
 def render_plan_markdown(report: PlanReport) -> str:
     lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
              ""]
+    planned: dict[str, FleetPlan | GatewayPlan] = {p.name: p for p in report.fleets}
+    planned.update({g.name: g for g in report.gateways})
     moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())
              if st.is_new_offer]
     if moved:
         lines += ["**New offers** (not taken from the lock; `gpufleet lock` records them):", ""]
-        lines += [f"- `{n}`: {lock_text(st)}" for n, st in moved]
+        lines += [f"- `{n}`: {lock_text(st, planned.get(n))}" for n, st in moved]
         lines.append("")
     lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
               "$/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]

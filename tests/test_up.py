@@ -1,0 +1,189 @@
+"""`gpufleet up`: the capacity fallback loop.
+
+Why no engine runs here: `pulumi up` needs the Pulumi CLI, its engine, provider plugins and
+cloud credentials, none of which can be installed on this machine. The loop is tested
+against the Automation API's own types instead: a stand-in for `pulumi.automation.Stack`
+that emits `EngineEvent`/`DiagnosticEvent` objects carrying the providers' documented
+capacity errors and raises `CommandError(CommandResult(...))` the way `Stack.up` does on a
+failed update, or returns an `UpResult` whose `UpdateSummary` says "succeeded". Before every
+"update" the stand-in compiles the stack's files exactly as the stack program does, so a lock
+the program would refuse fails the test.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pulumi import automation as auto
+from pulumi.automation import events as ev
+
+from gpufleet.cli import cli, main
+from gpufleet.compile.compiler import compile_files
+from gpufleet.input.validate import load_lock
+from gpufleet.review.up import (
+    CAPACITY_ERRORS,
+    AutomationStack,
+    UpError,
+    capacity_code,
+    deploy,
+)
+
+from planutil import write
+
+A4 = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
+      "spot_policy: auto\nresources:\n  gpu: B200:8\n")
+P5 = ("type: fleet\nname: trainer\nnodes: 2\nplacement: cluster\nbackends: [aws]\n"
+      "resources:\n  gpu: H100:8\n")
+BACKENDS = "backends:\n  - type: gcp\n    project_id: p1\n  - type: aws\n"
+
+# Provider messages as the bridged providers print them (see CAPACITY_ERRORS for sources).
+GCP_EXHAUSTED = ("1 error occurred:\n\t* Error waiting for instance to create: The zone "
+                 "'projects/p1/zones/{zone}' does not have enough resources available to "
+                 "fulfill the request.  Try a different zone, or try again later.")
+AWS_NO_CAPACITY = ("creating EC2 Instance: InsufficientInstanceCapacity: We currently do not "
+                   "have sufficient p5.48xlarge capacity in the Availability Zone you "
+                   "requested (us-east-1a).")
+
+
+class FakeStack:
+    """Stands in for `pulumi.automation.Stack`: config, and `up` with engine events."""
+
+    def __init__(self, files: list[str], lock: str, fail: dict[str, int],
+                 message: str = GCP_EXHAUSTED) -> None:
+        self.files, self.lock = files, lock
+        self.fail = dict(fail)  # fleet -> how many more updates fail for lack of capacity
+        self.message = message
+        self.seen: list[dict[str, str]] = []  # per update: fleet -> where the lock put it
+
+    def get_all_config(self) -> dict[str, auto.ConfigValue]:
+        return {"gpufleet:files": auto.ConfigValue(json.dumps(self.files)),
+                "gpufleet:lock": auto.ConfigValue(self.lock)}
+
+    def up(self, on_output: Any = None, on_event: Any = None) -> auto.UpResult:
+        _, compiled = compile_files(self.files, lock_path=self.lock)  # the stack program
+        assert compiled is not None and compiled.ok, compiled and compiled.diagnostics
+        self.seen.append({p.name: f"{p.zone or p.region} {p.instance_type}"
+                          for p in compiled.plans})
+        failing = [n for n, left in self.fail.items() if left > 0]
+        if failing:
+            for seq, name in enumerate(failing):
+                self.fail[name] -= 1
+                plan = next(p for p in compiled.plans if p.name == name)
+                urn = (f"urn:pulumi:dev::gpufleet::gpufleet:{plan.backend}:Fleet$"
+                       f"gcp:compute/instance:Instance::{name}-node-0")
+                msg = self.message.format(zone=plan.zone)
+                on_event(ev.EngineEvent(seq, 0, diagnostic_event=ev.DiagnosticEvent(
+                    message=f"{msg}\n", color="never", severity="error", urn=urn)))
+            raise auto.errors.CommandError(auto.CommandResult(
+                "Updating (dev):\n", "error: update failed\n", 255))
+        summary = auto.UpdateSummary(kind="update", start_time=dt.datetime(2026, 11, 1),
+                                     message="", environment={}, config={},
+                                     result="succeeded")
+        return auto.UpResult("Update succeeded\n", "", summary, {})
+
+
+def setup(tmp: Path) -> tuple[list[str], str, str]:
+    files = [write(tmp, "backends.yml", BACKENDS), write(tmp, "a4.yml", A4),
+             write(tmp, "p5.yml", P5)]
+    lock = str(tmp / "gpufleet.lock")
+    r = CliRunner().invoke(cli, ["lock", *files])
+    assert r.exit_code == 0, r.output
+    return files, lock, (tmp / "gpufleet.lock").read_text()
+
+
+def entry_lines(text: str, name: str) -> str:
+    lines = text.splitlines()
+    start = lines.index(f"  {name}:")
+    end = next((i for i in range(start + 1, len(lines))
+                if lines[i].startswith("  ") and not lines[i].startswith("    ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_two_capacity_errors_then_the_third_offer_is_deployed_and_locked(tmp_path: Path) -> None:
+    files, lock, before = setup(tmp_path)
+    stack = FakeStack(files, lock, {"a4": 2})
+    said: list[str] = []
+    result = deploy(AutomationStack(stack, said.append), str(tmp_path), 3, said.append)
+    assert result.succeeded and len(result.attempts) == 3
+    zones = [s["a4"] for s in stack.seen]
+    assert len(set(zones)) == 3  # three different places, the failed ones skipped
+    assert [s["trainer"] for s in stack.seen] == [stack.seen[0]["trainer"]] * 3
+    after = Path(lock).read_text()
+    assert entry_lines(after, "trainer") == entry_lines(before, "trainer")
+    new, _ = load_lock(lock)
+    assert new is not None and f"{new.fleets['a4'].zone} a4-highgpu-8g" == zones[2]
+    assert len(said) == 2 and all("does not have enough resources" in s for s in said)
+    assert "-> moving to gcp" in said[0]
+
+
+def test_fallback_exhausted_lists_every_attempt(tmp_path: Path) -> None:
+    files, lock, _ = setup(tmp_path)
+    stack = FakeStack(files, lock, {"a4": 5})
+    with pytest.raises(UpError) as err:
+        deploy(AutomationStack(stack, print), str(tmp_path), 2, print)
+    text = str(err.value)
+    assert "no capacity after 3 attempt(s) (--fallback 2)" in text
+    assert [ln.strip() for ln in text.splitlines() if ln.strip().startswith("attempt")] == \
+        ["attempt 1: capacity", "attempt 2: capacity", "attempt 3: capacity"]
+    assert text.count("does not have enough resources") == 3
+    assert "succeeded" not in text
+
+
+def test_only_capacity_errors_move_a_fleet(tmp_path: Path) -> None:
+    files, lock, before = setup(tmp_path)
+    stack = FakeStack(files, lock, {"a4": 1},
+                      message="googleapi: Error 403: Quota 'GPUS_ALL_REGIONS' exceeded. "
+                              "Limit: 8.0 globally., quotaExceeded")
+    with pytest.raises(UpError, match="not a lack of capacity; nothing was moved"):
+        deploy(AutomationStack(stack, print), str(tmp_path), 3, print)
+    assert Path(lock).read_text() == before and len(stack.seen) == 1
+
+
+def test_aws_capacity_error_moves_only_the_aws_fleet(tmp_path: Path) -> None:
+    files, lock, before = setup(tmp_path)
+    stack = FakeStack(files, lock, {"trainer": 1}, message=AWS_NO_CAPACITY)
+    result = deploy(AutomationStack(stack, print), str(tmp_path), 1, print)
+    assert result.succeeded
+    after = Path(lock).read_text()
+    assert entry_lines(after, "a4") == entry_lines(before, "a4")
+    assert entry_lines(after, "trainer") != entry_lines(before, "trainer")
+
+
+def test_an_update_that_did_not_succeed_is_not_reported_as_deployed(tmp_path: Path) -> None:
+    files, lock, _ = setup(tmp_path)
+
+    class Cancelled(FakeStack):
+        def up(self, on_output: Any = None, on_event: Any = None) -> auto.UpResult:
+            res = super().up(on_output, on_event)
+            res.summary.result = "failed"
+            return res
+    with pytest.raises(UpError, match="attempt 1: failed"):
+        deploy(AutomationStack(Cancelled(files, lock, {}), print), str(tmp_path), 1, print)
+
+
+def test_capacity_codes_match_whole_codes_of_their_own_cloud() -> None:
+    assert capacity_code("aws", "error: InsufficientInstanceCapacity: none left") == \
+        "InsufficientInstanceCapacity"
+    assert capacity_code("aws", "UnsupportedOperation: not here") is None
+    assert capacity_code("aws", "Unsupported: p5.48xlarge is not supported in us-east-1e") \
+        == "Unsupported"
+    assert capacity_code("azure", 'Code="SkuNotAvailable" Message="..."') == "SkuNotAvailable"
+    assert capacity_code("azure", 'Code="ZonalAllocationFailed"') == "ZonalAllocationFailed"
+    assert capacity_code("gcp", "InsufficientInstanceCapacity") is None
+    assert capacity_code("gcp", "code: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS") == \
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+    assert {c.backend for c in CAPACITY_ERRORS} == {"aws", "gcp", "azure"}
+    assert all(c.source for c in CAPACITY_ERRORS)
+
+
+def test_up_without_the_pulumi_cli_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("shutil.which", lambda _name: None)
+    assert main(["up", "--stack", "dev"]) == 2
+    err = capsys.readouterr().err
+    assert "the Pulumi CLI is not installed" in err and "deployed" not in err
