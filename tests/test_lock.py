@@ -213,9 +213,12 @@ def test_plan_locked_fails_on_a_missing_or_stale_lock(
     paths = fleet_files(tmp_path)
     assert main(["plan", "--locked", *paths]) == 1
     err = capsys.readouterr().err
-    assert "error[O011]: fleet 'a4' has no entry in" in err
-    assert "gateway 'gw1' has no entry" in err
+    assert "error[O011]: fleet 'a4' is not locked: there is no lock file" in err
+    assert "gateway 'gw1' is not locked" in err
     lock_files(tmp_path)
+    assert main(["plan", "--locked", *paths, write(tmp_path, "new.yml",
+                                                   P5.replace("trainer", "second"))]) == 1
+    assert "error[O011]: fleet 'second' has no entry in" in capsys.readouterr().err
     assert main(["plan", "--locked", *paths]) == 0
     capsys.readouterr()
     stale = fleet_files(tmp_path, gpu="H100:8")
@@ -293,3 +296,14 @@ def test_diff_reruns_only_the_fleet_whose_inputs_changed(tmp_path: Path) -> None
                            None, GuardOptions(), lock, full=True)
     assert full is not None and full.changes == report.changes
     assert full.same == report.same
+
+
+def test_a_renamed_fleet_keeps_its_locked_offer(tmp_path: Path) -> None:
+    paths = fleet_files(tmp_path)
+    old = lock_files(tmp_path)
+    renamed = write(tmp_path, "p5.yml", P5.replace("name: trainer",
+                                                   "name: trainer2\nprevious_names: [trainer]"))
+    assert main(["plan", "--locked", *paths[:2], renamed, paths[3]]) == 0
+    new = lock_files(tmp_path, paths=[*paths[:2], renamed, paths[3]])
+    assert "trainer:" not in new.replace("trainer2:", "")
+    assert entries(new)["trainer2"].split("\n", 1)[1] == entries(old)["trainer"].split("\n", 1)[1]

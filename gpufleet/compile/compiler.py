@@ -88,8 +88,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         fleet_locks[f.name] = st
         diags += more
         if locked and st.status != LOCKED:
-            diags.append(stale_diagnostic("fleet", f.name, f.origin, st,
-                                          lock.file if lock else ""))
+            diags.append(stale_diagnostic("fleet", f.name, f.origin, st, lock))
         elif sel.error:
             diags.append(sel.error)
     gateway_locks: dict[str, LockStatus] = {}
@@ -98,8 +97,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         st = gateway_status(g, lock, again)
         gateway_locks[g.name] = st
         if locked and st.status != LOCKED:
-            diags.append(stale_diagnostic("gateway", g.name, g.origin, st,
-                                          lock.file if lock else ""))
+            diags.append(stale_diagnostic("gateway", g.name, g.origin, st, lock))
     chosen = [s for s in selections if s.best is not None]
     by_backend: dict[str, list[Selection]] = defaultdict(list)
     for s in chosen:

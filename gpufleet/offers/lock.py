@@ -178,10 +178,12 @@ def gateway_status(gw: GatewaySpec, lock: Lock | None, upgrade: bool = False) ->
 
 
 def stale_diagnostic(kind: str, name: str, origin: Origin, st: LockStatus,
-                     lock_file: str) -> Diagnostic:
+                     lock: Lock | None) -> Diagnostic:
     """The error of `plan --locked` and of the stack program for an unlocked fleet."""
-    where = lock_file or LOCK_FILE
-    if st.status in (NEW, UNLOCKED):
+    where = (lock.file if lock else "") or LOCK_FILE
+    if lock is None or not lock.exists:
+        msg = f"{kind} '{name}' is not locked: there is no lock file {where}"
+    elif st.status in (NEW, UNLOCKED):
         msg = f"{kind} '{name}' has no entry in {where}"
     else:
         msg = (f"the requirements of {kind} '{name}' changed since {where} was written "
