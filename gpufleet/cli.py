@@ -59,7 +59,8 @@ def validate(paths: Sequence[str], fmt: str) -> None:
     warnings = len(result.diagnostics) - errors
     if fmt == "text":
         i = result.inputs
-        counts = (f"{len(i.fleets)} fleet(s), {len(i.gateways)} gateway(s), "
+        ssh = f" (+{len(i.ssh_fleets)} ssh fleet(s))" if i.ssh_fleets else ""
+        counts = (f"{len(i.fleets)} fleet(s){ssh}, {len(i.gateways)} gateway(s), "
                   f"{len(i.profiles)} profile(s), {len(i.backends)} backend config(s)"
                   + (f", {len(result.locks)} lock file(s)" if result.locks else ""))
         if errors:

@@ -24,7 +24,7 @@ def test_valid_case(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = validate_paths([path.name])
     assert result.diagnostics == [], render_text(result.diagnostics, result.sources)
     assert result.inputs.fleets or result.inputs.gateways or result.inputs.profiles \
-        or result.inputs.backends
+        or result.inputs.backends or result.inputs.ssh_fleets
 
 
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)

@@ -52,7 +52,7 @@ def test_objects_reject_unknown_keys(kind: str) -> None:
     # Every object with declared properties closes itself, except the backends item
     # dispatcher (closed by the per-backend $defs it refers to) and dstack's free-form
     # passthrough blocks.
-    open_ok = {"ssh_config", "schedule", "os_images", "creds", "backend_options"}
+    open_ok = {"ssh_key", "schedule", "os_images", "creds", "backend_options"}
     offenders = []
     for path, node in _walk(schema(kind)):
         if "/if" in path or path.endswith("/then"):

@@ -15,6 +15,7 @@ from gpufleet.input.spec import (
     Origin,
     ProfileSpec,
     ResourcesSpec,
+    SshFleetSpec,
 )
 from gpufleet.input.validate import Validated, load_lock, validate_paths
 
@@ -32,6 +33,7 @@ __all__ = [
     "Origin",
     "ProfileSpec",
     "ResourcesSpec",
+    "SshFleetSpec",
     "Validated",
     "load_lock",
     "region_of_zone",

@@ -31,6 +31,8 @@ from gpufleet.input.spec import (
     LockEntry,
     Origin,
     ProfileSpec,
+    SshFleetSpec,
+    SshHost,
     frozen_map,
 )
 
@@ -104,19 +106,24 @@ def _tags(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
 
 # --- fleets ------------------------------------------------------------------------------
 
-def check_fleet(c: Checked) -> tuple[FleetSpec | None, list[Diagnostic]]:
+# Keys of backend fleets that SSH fleets do not take (dstack: server/services/fleets.py).
+BACKEND_ONLY_KEYS = ("reservation", "resources", "backends", "regions", "availability_zones",
+                     "instance_types", "spot_policy", "retry", "max_price", "idle_duration",
+                     "tags", "backend_options")
+
+
+def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagnostic]]:
     ctx = _Ctx(c, "F000")
     d = ctx.data()
     if "ssh_config" in d:
-        ctx.error(("ssh_config",), "gpufleet provisions cloud fleets only: SSH fleets "
-                  "(`ssh_config`) describe hosts that already exist", "F007", key=True,
-                  hint="remove `ssh_config` and set `nodes`, or manage this fleet with dstack")
         if "nodes" in d:
-            ctx.error(("nodes",), "ssh_config and nodes are mutually exclusive", "F007", key=True)
-    elif "nodes" not in d:
+            ctx.error(("nodes",), "ssh_config and nodes are mutually exclusive", "F007",
+                      key=True, hint="an SSH fleet lists its hosts; remove `nodes`")
+        return check_ssh_fleet(ctx)
+    if "nodes" not in d:
         ctx.error((), "No ssh_config or nodes specified", "F008", key=True,
                   hint="add `nodes: N` (the number of instances)")
-    if "env" in d and "ssh_config" not in d:
+    if "env" in d:
         ctx.error(("env",), "Backend fleet configuration does not support the following "
                   "fields: ['env']", "F007", key=True, hint="remove `env`")
     if "name" not in d:
@@ -169,6 +176,80 @@ def _fleet_rules(ctx: _Ctx) -> None:
                 ctx.error(("backend_options", i), "backend_options contains duplicate entry "
                           f"for backend '{t}'", "F013")
             seen.add(t)
+
+
+# --- SSH fleets --------------------------------------------------------------------------
+
+def check_ssh_fleet(ctx: _Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
+    """dstack's rules for `ssh_config` fleets (server/services/fleets.py and the SSHParams
+    model), with dstack's messages."""
+    d = ctx.data()
+    extra = [k for k in BACKEND_ONLY_KEYS if k in d]
+    if extra:
+        ctx.error((extra[0],), f"SSH fleet configuration does not support the following "
+                  f"fields: {extra}", "F007", key=True,
+                  hint="an SSH fleet describes machines that exist; remove these keys")
+    if not ctx.c.ok(("ssh_config",)):
+        return None, ctx.diags
+    cfg = d["ssh_config"]
+    base: KeyPath = ("ssh_config",)
+    network = cfg.get("network")
+    if network is not None:
+        try:
+            net = ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            ctx.error((*base, "network"), f"Failed to parse network: {network}", "F014")
+        else:
+            if not net.is_private:
+                ctx.error((*base, "network"), "Public network is specified when private "
+                          "network is required", "F014")
+    hosts: list[SshHost] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(cfg["hosts"]):
+        h = {"hostname": raw} if isinstance(raw, str) else raw
+        name = str(h["hostname"])
+        at: KeyPath = (*base, "hosts", i) if isinstance(raw, str) else (*base, "hosts", i,
+                                                                          "hostname")
+        if name in seen:
+            ctx.error(at, f"host {name} is listed twice (first as hosts[{seen[name]}])",
+                      "F015", hint="list each host once")
+        seen.setdefault(name, i)
+        if cfg.get("user") is None and h.get("user") is None:
+            ctx.error(at, f"No ssh user specified for host {name}", "F015",
+                      hint="set `ssh_config.user`, or `user` on the host")
+        if not any(x.get(k) for x in (cfg, h) for k in ("identity_file", "ssh_key")):
+            ctx.error(at, f"No ssh key specified for host {name}", "F015",
+                      hint="set `ssh_config.identity_file`, or `identity_file` on the host")
+        ip = h.get("internal_ip")
+        if ip is not None:
+            try:
+                addr = ipaddress.ip_address(ip)
+            except ValueError:
+                ctx.error((*base, "hosts", i, "internal_ip"), f"Invalid IP address: {ip}",
+                          "F016")
+            else:
+                if not addr.is_private:
+                    ctx.error((*base, "hosts", i, "internal_ip"), "IP address is not private",
+                              "F016")
+        hosts.append(SshHost(name, h.get("port", cfg.get("port")), h.get("user", cfg.get("user")),
+                             h.get("identity_file", cfg.get("identity_file")), ip))
+    with_ip = sum(1 for h in hosts if h.internal_ip is not None)
+    if with_ip and with_ip != len(hosts):
+        ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", "F016",
+                  key=True)
+    if with_ip and network is not None:
+        ctx.error((*base, "network"), "internal_ip is mutually exclusive with network", "F016",
+                  key=True)
+    if d.get("placement") == "cluster" and network is None and not with_ip:
+        ctx.error(("placement",), "placement: cluster with neither `ssh_config.network` nor "
+                  "`internal_ip` on the hosts: dstack takes the hosts' common private network "
+                  "at apply time, and fails if they do not share one", "F017", key=True,
+                  hint="set `ssh_config.network` to the hosts' private subnet",
+                  severity=Severity.WARNING)
+    if any(x.is_error for x in (*ctx.diags, *ctx.c.diagnostics)):
+        return None, ctx.diags
+    return SshFleetSpec(d.get("name"), ctx.origin(), tuple(hosts), d.get("placement", "any"),
+                        network), ctx.diags
 
 
 # --- gateways ----------------------------------------------------------------------------

@@ -151,6 +151,26 @@ class FleetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SshHost:
+    hostname: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    internal_ip: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SshFleetSpec:
+    """An SSH fleet (`ssh_config`): hosts that already exist. Validated, never provisioned."""
+
+    name: str | None
+    origin: Origin = field(compare=False)
+    hosts: tuple[SshHost, ...] = ()
+    placement: str = "any"
+    network: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CertificateSpec:
     type: str
     arn: str | None = None
@@ -207,6 +227,7 @@ class Inputs:
     gateways: tuple[GatewaySpec, ...] = ()
     profiles: tuple[ProfileSpec, ...] = ()
     backends: tuple[BackendConfig, ...] = ()
+    ssh_fleets: tuple[SshFleetSpec, ...] = ()
 
     def backend(self, name: str) -> BackendConfig | None:
         for b in self.backends:

@@ -20,7 +20,15 @@ from gpufleet.input.checks import (
 )
 from gpufleet.input.loader import LoadResult, load_paths
 from gpufleet.input.schema import check_schema
-from gpufleet.input.spec import BackendConfig, FleetSpec, GatewaySpec, Inputs, Lock, ProfileSpec
+from gpufleet.input.spec import (
+    BackendConfig,
+    FleetSpec,
+    GatewaySpec,
+    Inputs,
+    Lock,
+    ProfileSpec,
+    SshFleetSpec,
+)
 
 
 @dataclass(slots=True)
@@ -47,12 +55,16 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     profiles: list[ProfileSpec] = []
     backends: list[BackendConfig] = []
     locks: list[Lock] = []
+    ssh_fleets: list[SshFleetSpec] = []
     for doc in loaded.documents:
         c = check_schema(doc)
         diags.extend(c.diagnostics)
         if c.kind == "fleet":
             spec, more = check_fleet(c)
-            fleets.extend([spec] if spec else [])
+            if isinstance(spec, SshFleetSpec):
+                ssh_fleets.append(spec)
+            elif spec is not None:
+                fleets.append(spec)
         elif c.kind == "gateway":
             gw, more = check_gateway(c)
             gateways.extend([gw] if gw else [])
@@ -68,16 +80,19 @@ def validate_loaded(loaded: LoadResult) -> Validated:
         else:
             more = []
         diags.extend(more)
-    diags.extend(_duplicates(fleets, gateways, backends))
-    inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends))
+    diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
+    inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
+                    tuple(ssh_fleets))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 
 def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
-                backends: list[BackendConfig]) -> list[Diagnostic]:
+                backends: list[BackendConfig], ssh_fleets: list[SshFleetSpec]
+                ) -> list[Diagnostic]:
     out = []
     seen: dict[tuple[str, str], tuple[str, int]] = {}
     named = [("fleet", f.name, f.origin) for f in fleets]
+    named += [("fleet", f.name, f.origin) for f in ssh_fleets if f.name]
     named += [("gateway", g.name, g.origin) for g in gateways]
     named += [("backend", b.type, b.origin) for b in backends]
     for kind, name, origin in named:
@@ -88,6 +103,15 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
                                   f"{kind} '{name}' is defined twice (first at "
                                   f"{first[0]}:{first[1]})",
                                   hint=f"{kind} names must be unique across all input files"))
+    hosts: dict[str, str] = {}
+    for f in ssh_fleets:
+        for h in f.hosts:
+            owner = hosts.setdefault(h.hostname, f.name or f"{f.origin.file}:{f.origin.line}")
+            if owner != (f.name or f"{f.origin.file}:{f.origin.line}"):
+                out.append(Diagnostic(f.origin.file, f.origin.line, f.origin.column, "F015",
+                                      f"Instances [{h.hostname}] are already assigned to a "
+                                      f"fleet ('{owner}')",
+                                      hint="a host belongs to one SSH fleet only"))
     return out
 
 

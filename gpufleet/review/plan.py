@@ -53,7 +53,10 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                            key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
     report = PlanReport(stack, compiled.catalog, compiled.plans, resources, lookups,
                         run.exports, compiled.gateways, compiled.fleet_locks,
-                        compiled.gateway_locks, lock.file if lock else "")
+                        compiled.gateway_locks,
+                        "" if lock is None else lock.file if lock.exists
+                        else f"{lock.file} (not written yet: `gpufleet lock`)",
+                        validated.inputs.ssh_fleets)
     return report, [d for d in compiled.diagnostics if not d.is_error]
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import FleetPlan, GatewayPlan, plan_to_json
+from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
@@ -31,6 +32,7 @@ class PlanReport:
     fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     lock_file: str = ""  # the lock in use ("" when none was read)
+    ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
 
     @property
     def per_hour(self) -> float:
@@ -88,6 +90,14 @@ def lock_text(st: LockStatus | None, p: FleetPlan | GatewayPlan | None = None) -
     if st.is_new_offer and st.previous is not None:
         text += f"; locked before: {st.previous.short()}"
     return text
+
+
+SSH_NOTE = "ssh fleet: not provisioned by gpufleet (dstack connects to the hosts over SSH)"
+
+
+def ssh_summary(s: SshFleetSpec) -> dict[str, Any]:
+    return {"name": s.name, "file": s.origin.file, "hosts": [h.hostname for h in s.hosts],
+            "placement": s.placement, "network": s.network, "note": SSH_NOTE}
 
 
 ADDRESS_KINDS = {("aws", True): "Elastic IP", ("aws", False): "fixed private ENI",
@@ -149,6 +159,7 @@ def render_plan_json(report: PlanReport) -> str:
         "lock": report.lock_file or None,
         "fleets": [{**fleet_summary(f), "lock": lock_summary(report.fleet_locks.get(f.name))}
                    for f in report.fleets],
+        "ssh_fleets": [ssh_summary(s) for s in report.ssh_fleets],
         "gateways": [{**gateway_summary(g),
                       "lock": lock_summary(report.gateway_locks.get(g.name))}
                      for g in report.gateways],
@@ -224,6 +235,9 @@ def render_plan_text(report: PlanReport) -> str:
         lines += [*_fleet_lines(f, report.fleet_locks.get(f.name)), ""]
     for g in report.gateways:
         lines += [*_gateway_lines(g, report.gateway_locks.get(g.name)), ""]
+    for s in report.ssh_fleets:
+        lines += [f"fleet {s.name or '(unnamed)'} ({s.origin.file})", f"  {SSH_NOTE}; "
+                  f"{len(s.hosts)} host(s): {', '.join(h.hostname for h in s.hosts)}", ""]
     by_type = counts(report.resources)
     lines.append(f"resources: {len(report.resources)} to create")
     width = max((len(t) for t in by_type), default=0)
@@ -288,6 +302,8 @@ def render_plan_markdown(report: PlanReport) -> str:
                      f"`{f.instance_type}` | {f.gpu} | {f.nodes} | {'yes' if f.spot else 'no'} "
                      f"| {_money(f.total_per_hour)} | "
                      f"{_money(f.total_per_hour * HOURS_PER_MONTH)} | {offer} |")
+    lines += [f"| `{s.name or '(unnamed)'}` | ssh | - | - | - | {len(s.hosts)} | - | - | - "
+              f"| not provisioned |" for s in report.ssh_fleets]
     lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
               f"{_money(report.per_hour * HOURS_PER_MONTH)}/month", ""]
     if report.gateways:
