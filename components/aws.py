@@ -6,6 +6,7 @@ Makes no decisions: every number and name comes from the plan (gpufleet.compile.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import pulumi
@@ -13,6 +14,7 @@ import pulumi_aws as aws
 
 from gpufleet.compile import (
     DIGEST_OUTPUT,
+    BastionPlan,
     DnsRecordPlan,
     FleetPlan,
     GatewayPlan,
@@ -21,6 +23,7 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
+from gpufleet.components.access import public_key
 from gpufleet.components.renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -53,9 +56,27 @@ class Network(pulumi.ComponentResource):
             self._existing(net, invoke)
         else:
             self._create(net, plan, child)
+        self.bastion_sg: aws.ec2.SecurityGroup | None = None
+        access = plan.access if isinstance(plan, FleetPlan) else None
+        if access is not None and access.bastion is not None:
+            self.bastion_sg = self._bastion_group(access.bastion, plan, child)
         self.sg = self._security_group(net, plan, child)
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
                                "security_group": self.sg.id})
+
+    def _bastion_group(self, b: BastionPlan, plan: Owner,
+                       child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        rule = b.firewall
+        ingress = [{"protocol": "tcp", "from_port": 22, "to_port": 22,
+                    "cidr_blocks": list(rule.sources), "description": rule.description}] \
+            if rule.sources else []
+        name = naming.child(b.name, "sg")
+        return aws.ec2.SecurityGroup(
+            name, vpc_id=self.vpc_id, description=f"gpufleet bastion of {plan.name}",
+            ingress=ingress, egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
+                                      "cidr_blocks": ["0.0.0.0/0"],
+                                      "description": "all egress"}],
+            tags=_tags(plan, name), opts=child)
 
     def nth_zone(self, index: int) -> pulumi.Output[str]:
         """No AZ pinned: the N-th available AZ of the region, by name."""
@@ -133,6 +154,12 @@ class Network(pulumi.ComponentResource):
                 ingress.append({"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
                                 "description": rule.description})
                 continue
+            if rule.from_bastion:
+                assert self.bastion_sg is not None
+                ingress += [{"protocol": rule.protocol, "from_port": int(p), "to_port": int(p),
+                             "security_groups": [self.bastion_sg.id],
+                             "description": rule.description} for p in rule.ports]
+                continue
             for port in (int(p) for p in rule.ports):
                 ingress.append({"protocol": rule.protocol, "from_port": port, "to_port": port,
                                 "cidr_blocks": list(rule.sources),
@@ -167,6 +194,9 @@ class Fleet(pulumi.ComponentResource):
             filters=[{"name": "name", "values": [plan.options["ami_name"]]},
                      {"name": "architecture", "values": ["x86_64"]}],
             opts=pulumi.InvokeOptions(parent=self))
+        self.key_name = self._key(plan)
+        self.instance_profile = self._ssm(plan, child) if plan.access is not None \
+            and plan.access.method == "ssm" else None
         template = self._template(plan, ami.id, placement, child)
         launch = {"id": template.id, "version": template.latest_version.apply(str)}
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=_tags(plan, name),
@@ -181,12 +211,65 @@ class Fleet(pulumi.ComponentResource):
                                        allocation_id=eip.allocation_id,
                                        network_interface_id=node.primary_network_interface_id,
                                        opts=child)
+        self.bastion_address: pulumi.Output[str] | None = None
+        if plan.access is not None and plan.access.bastion is not None:
+            self.bastion_address = self._bastion(plan, child)
         self.internal_ips = [n.private_ip for n in self.nodes]
         self.network_ids = {"main": self.network.vpc_id}
         self.register_outputs({"nodes": [n.id for n in self.nodes],
                                "internal_ips": self.internal_ips,
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
+
+    def _key(self, plan: FleetPlan) -> pulumi.Input[str] | None:
+        access = plan.access
+        if access is None or access.method == "ssm":
+            return None
+        if access.key_name:
+            return access.key_name
+        assert access.key_pair is not None
+        return key_pair(access.key_pair, public_key(access.public_key, f"fleet '{plan.name}'"),
+                        self.get_provider("aws:ec2/keyPair:KeyPair"))
+
+    def _ssm(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        """An instance profile with AmazonSSMManagedInstanceCore: Session Manager reaches
+        the private nodes through the NAT, and no port 22 is opened."""
+        name = naming.child(plan.name, "ssm")
+        role = aws.iam.Role(
+            naming.child(name, "role"), assume_role_policy=SSM_TRUST,
+            description=f"gpufleet: Session Manager access to fleet {plan.name}",
+            tags=_tags(plan, naming.child(name, "role")), opts=child)
+        aws.iam.RolePolicyAttachment(naming.child(name, "core"), role=role.name,
+                                     policy_arn=SSM_CORE_POLICY, opts=child)
+        profile = aws.iam.InstanceProfile(naming.child(name, "profile"), role=role.name,
+                                          tags=_tags(plan, naming.child(name, "profile")),
+                                          opts=child)
+        return profile.name
+
+    def _bastion(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        """A small instance in the public subnet with an Elastic IP; its security group
+        admits SSH from ssh_cidrs only, and the nodes' group admits SSH only from it."""
+        assert plan.access is not None and plan.access.bastion is not None
+        b = plan.access.bastion
+        assert self.network.bastion_sg is not None
+        owner, name_pattern = b.image.split("/", 1)
+        ami = aws.ec2.get_ami_output(
+            most_recent=True, owners=[owner],
+            filters=[{"name": "name", "values": [name_pattern]},
+                     {"name": "architecture", "values": ["x86_64"]}],
+            opts=pulumi.InvokeOptions(parent=self))
+        host = aws.ec2.Instance(
+            b.name, ami=ami.id, instance_type=b.instance_type,
+            subnet_id=self.network.subnet_ids[b.subnet],
+            vpc_security_group_ids=[self.network.bastion_sg.id], key_name=self.key_name,
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                              "http_put_response_hop_limit": 1},
+            root_block_device={"encrypted": True, "volume_type": "gp3", "volume_size": 8},
+            availability_zone=self.network.zone, tags=_tags(plan, b.name),
+            volume_tags=_tags(plan, b.name), opts=child)
+        eip = aws.ec2.Eip(b.address_name, domain="vpc", instance=host.id,
+                          tags=_tags(plan, b.address_name), opts=child)
+        return eip.public_ip
 
     def _template(self, plan: FleetPlan, ami: pulumi.Output[str],
                   placement: aws.ec2.PlacementGroup | None,
@@ -223,6 +306,10 @@ class Fleet(pulumi.ComponentResource):
             extra["placement"] = {"availability_zone": self.network.zone}
         if plan.options.get("iam_instance_profile"):
             extra["iam_instance_profile"] = {"name": plan.options["iam_instance_profile"]}
+        elif self.instance_profile is not None:
+            extra["iam_instance_profile"] = {"name": self.instance_profile}
+        if self.key_name is not None:
+            extra["key_name"] = self.key_name
         name = str(plan.options["launch_template"])
         return aws.ec2.LaunchTemplate(
             name, image_id=ami, instance_type=plan.instance_type, network_interfaces=nics,
@@ -235,6 +322,27 @@ class Fleet(pulumi.ComponentResource):
                                 {"resource_type": "network-interface",
                                  "tags": dict(plan.labels)}],
             tags=_tags(plan, name), update_default_version=True, opts=child, **extra)
+
+
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+SSM_TRUST = ('{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":'
+             '{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}')
+
+# One key pair per (provider, name): shared by every fleet of the region. A top-level
+# resource, so removing one fleet never touches it.
+_KEYS: weakref.WeakKeyDictionary[pulumi.ProviderResource, dict[str, pulumi.Output[str]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def key_pair(name: str, key: str, prov: pulumi.ProviderResource | None) -> pulumi.Output[str]:
+    assert prov is not None
+    known = _KEYS.setdefault(prov, {})
+    if name not in known:
+        pair = aws.ec2.KeyPair(name, public_key=key, tags={"managed-by": "gpufleet",
+                                                           "Name": name},
+                               opts=pulumi.ResourceOptions(provider=prov))
+        known[name] = pair.key_name
+    return known[name]
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

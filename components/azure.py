@@ -22,6 +22,7 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
+from gpufleet.components.access import public_key
 from gpufleet.components.renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -59,10 +60,12 @@ def _image(ref: str) -> dict[str, str]:
 
 def os_profile(plan: Owner, computer_name: str, key: str) -> dict[str, Any]:
     user = str(plan.options["admin_user"])
+    kind = "fleet" if isinstance(plan, FleetPlan) else "gateway"
+    data = public_key(plan.options.get("ssh_public_key"), f"{kind} '{plan.name}'")
     return {key: computer_name, "admin_username": user, "linux_configuration": {
         "disable_password_authentication": True,
         "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
-                                 "key_data": plan.options["ssh_public_key"]}]}}}
+                                 "key_data": data}]}}}
 
 
 def storage(image: str, disk_gib: int, disk_type: str) -> dict[str, Any]:
@@ -107,13 +110,28 @@ class Network(pulumi.ComponentResource):
         super().__init__("gpufleet:azure:Network", net.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
-        rules = [{"name": rule.name, "priority": 100 + i, "direction": "Inbound",
-                  "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
-                  "destination_port_ranges": list(rule.ports),
-                  "destination_address_prefix": "*",
-                  "source_address_prefixes": list(rule.sources),
-                  "description": rule.description}
-                 for i, rule in enumerate(net.firewall)]
+        access = plan.access if isinstance(plan, FleetPlan) else None
+        self.bastion_asg: network.ApplicationSecurityGroup | None = None
+        if access is not None and access.bastion is not None:
+            # The nodes' NSG names the bastion by its application security group, so the rule
+            # holds for any subnet, created or existing.
+            asg = naming.child(access.bastion.name, "asg")
+            self.bastion_asg = network.ApplicationSecurityGroup(
+                asg, resource_group_name=rg, location=plan.region, tags=dict(plan.labels),
+                opts=child)
+        rules = []
+        for i, rule in enumerate(net.firewall):
+            entry: dict[str, Any] = {
+                "name": rule.name, "priority": 100 + i, "direction": "Inbound",
+                "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                "destination_port_ranges": list(rule.ports),
+                "destination_address_prefix": "*", "description": rule.description}
+            if rule.from_bastion:
+                assert self.bastion_asg is not None
+                entry["source_application_security_groups"] = [{"id": self.bastion_asg.id}]
+            else:
+                entry["source_address_prefixes"] = list(rule.sources)
+            rules.append(entry)
         self.nsg = network.NetworkSecurityGroup(
             str(plan.options["nsg"]), resource_group_name=rg, location=plan.region,
             security_rules=rules, tags=dict(plan.labels), opts=child)
@@ -168,10 +186,50 @@ class Fleet(pulumi.ComponentResource):
             vms = [self._vm(plan, name) for name in plan.node_names]
             self.internal_ips = [nic.ip_configurations.apply(
                 lambda cfgs: cfgs[0].private_ip_address if cfgs else None) for nic in vms]
+        self.bastion_address: pulumi.Output[str] | None = None
+        if plan.access is not None and plan.access.bastion is not None:
+            self.bastion_address = self._bastion(plan)
         self.network_ids = {"main": self.network.vnet_id}
         self.register_outputs({"internal_ips": self.internal_ips,
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
+
+    def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
+        """A small VM with a static public IP and its own NSG (SSH from ssh_cidrs only), in
+        the application security group the nodes' NSG admits SSH from."""
+        assert plan.access is not None and plan.access.bastion is not None
+        b = plan.access.bastion
+        child = pulumi.ResourceOptions(parent=self)
+        rule = b.firewall
+        rules = [{"name": rule.name, "priority": 100, "direction": "Inbound",
+                  "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                  "destination_port_ranges": ["22"], "destination_address_prefix": "*",
+                  "source_address_prefixes": list(rule.sources),
+                  "description": rule.description}] if rule.sources else []
+        nsg = network.NetworkSecurityGroup(
+            naming.child(b.name, "nsg"), resource_group_name=self.rg, location=plan.region,
+            security_rules=rules, tags=dict(plan.labels), opts=child)
+        pip = network.PublicIPAddress(
+            b.address_name, resource_group_name=self.rg, location=plan.region,
+            sku={"name": "Standard"}, public_ip_allocation_method="Static",
+            tags=dict(plan.labels), opts=child)
+        assert self.network.bastion_asg is not None
+        nic = network.NetworkInterface(
+            naming.child(b.name, "nic"), resource_group_name=self.rg, location=plan.region,
+            ip_configurations=[{
+                "name": "ipconfig", "primary": True, "private_ip_allocation_method": "Dynamic",
+                "subnet": {"id": self.network.subnet_id},
+                "public_ip_address": {"id": pip.id},
+                "application_security_groups": [{"id": self.network.bastion_asg.id}]}],
+            network_security_group={"id": nsg.id}, tags=dict(plan.labels), opts=child)
+        compute.VirtualMachine(
+            b.name, resource_group_name=self.rg, location=plan.region,
+            hardware_profile={"vm_size": b.instance_type},
+            os_profile=os_profile(plan, b.name, "computer_name"),
+            storage_profile=storage(b.image, 30, "StandardSSD_LRS"),
+            network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
+            tags=dict(plan.labels), opts=child)
+        return pip.ip_address.apply(lambda ip: ip or "")
 
     @staticmethod
     def _priority(plan: FleetPlan) -> dict[str, Any]:

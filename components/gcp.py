@@ -21,6 +21,7 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
+from gpufleet.components.access import public_key
 from gpufleet.components.renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -107,19 +108,33 @@ class Network(pulumi.ComponentResource):
             links[s.name] = sub.self_link
         return links
 
-    def _firewall(self, rule: FirewallRule, plan: Owner) -> None:
+    def _firewall(self, rule: FirewallRule, plan: Owner, target: str | None = None) -> None:
         allows = list(ALL_PROTOCOLS) if rule.protocol == "all" else \
             [{"protocol": rule.protocol, "ports": list(rule.ports)}]
         tag = plan.options["network_tag"]
+        sources = [tag] if rule.from_self else [bastion_tag(plan)] if rule.from_bastion else None
         gcp.compute.Firewall(
             rule.name, network=self.network_id, direction="INGRESS", allows=allows,
-            source_ranges=list(rule.sources) or None,
-            source_tags=[tag] if rule.from_self else None, target_tags=[tag],
-            description=rule.description, opts=pulumi.ResourceOptions(parent=self))
+            source_ranges=list(rule.sources) or None, source_tags=sources,
+            target_tags=[target or tag], description=rule.description,
+            opts=pulumi.ResourceOptions(parent=self))
+
+
+def bastion_tag(plan: Owner) -> str:
+    return naming.child(str(plan.options["network_tag"]), "bastion")
+
+
+def node_metadata(plan: FleetPlan) -> dict[str, str]:
+    """OS Login (IAP) or the ssh-keys entry of the access user."""
+    access = plan.access
+    if access is None or access.os_login:
+        return {"enable-oslogin": "TRUE"}
+    key = public_key(access.public_key, f"fleet '{plan.name}'")
+    return {"enable-oslogin": "FALSE", "ssh-keys": f"{access.user}:{key}"}
 
 
 class Fleet(pulumi.ComponentResource):
-    """A fleet: its networks, its placement policy and one VM per node."""
+    """A fleet: its networks, its placement policy, one VM per node and its way in."""
 
     def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
@@ -136,7 +151,11 @@ class Fleet(pulumi.ComponentResource):
                     "collocation": plan.placement.kind},
                 opts=child)
             policies.append(policy.self_link)
+        self.metadata = node_metadata(plan)
         self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
+        self.bastion_address: pulumi.Output[str] | None = None
+        if plan.access is not None and plan.access.bastion is not None:
+            self.bastion_address = self._bastion(plan)
         self.internal_ips = [n.network_interfaces.apply(lambda nics: nics[0].network_ip
                                                         if nics else None)
                              for n in self.nodes]
@@ -177,8 +196,37 @@ class Fleet(pulumi.ComponentResource):
                                              "type": plan.disk_type}},
             network_interfaces=nics, scheduling=scheduling,
             resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
-            tags=[plan.options["network_tag"]], metadata={"enable-oslogin": "TRUE"},
+            tags=[plan.options["network_tag"]], metadata=self.metadata,
             allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self), **extra)
+
+    def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
+        """A small VM with a static external address in the main subnet; SSH reaches it
+        from ssh_cidrs only, and the nodes accept SSH only from its tag."""
+        assert plan.access is not None and plan.access.bastion is not None
+        b = plan.access.bastion
+        child = pulumi.ResourceOptions(parent=self)
+        main = self.networks["main"]
+        if b.firewall.sources:
+            main._firewall(b.firewall, plan, target=bastion_tag(plan))
+        address = gcp.compute.Address(b.address_name, region=plan.region,
+                                      address_type="EXTERNAL", network_tier="PREMIUM",
+                                      description=f"gpufleet bastion of fleet {plan.name}",
+                                      opts=child)
+        key = public_key(plan.access.public_key, f"the bastion of fleet '{plan.name}'")
+        gcp.compute.Instance(
+            b.name, machine_type=b.instance_type, zone=plan.zone,
+            boot_disk={"initialize_params": {"image": b.image, "size": 10,
+                                             "type": "pd-balanced"}},
+            network_interfaces=[{"network": main.network_id,
+                                 "subnetwork": main.subnet_links[b.subnet],
+                                 "access_configs": [{"nat_ip": address.address}]}],
+            tags=[bastion_tag(plan)], labels=dict(plan.labels),
+            metadata={"enable-oslogin": "FALSE", "ssh-keys": f"{plan.access.user}:{key}",
+                      "serial-port-enable": "FALSE"},
+            shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
+                                      "enable_integrity_monitoring": True},
+            allow_stopping_for_update=True, opts=child)
+        return address.address
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

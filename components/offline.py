@@ -137,8 +137,11 @@ def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
                    arn=f"arn:mock:{name}")
     elif typ == "aws:lb/targetGroup:TargetGroup":
         out["arn"] = f"arn:mock:{name}"
-    elif typ == "aws:ec2/placementGroup:PlacementGroup":
+    elif typ in ("aws:ec2/placementGroup:PlacementGroup", "aws:iam/role:Role",
+                 "aws:iam/instanceProfile:InstanceProfile"):
         out["name"] = f"{name}-mock"
+    elif typ == "aws:ec2/keyPair:KeyPair":
+        out["keyName"] = f"{name}-mock"
     if typ == "azure-native:network:PublicIPAddress":
         out["ipAddress"] = f"mock-public-ip-of-{name}"
     if typ == "gcp:compute/address:Address":

@@ -14,6 +14,9 @@ from gpufleet.views.plan import PlanReport
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 SHARED = [str(EXAMPLES / "backends.yml"), str(EXAMPLES / "profiles.yml")]
+# A well-formed public key for backends files written by tests (no private half exists).
+TEST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBIQCyff2ckZRUZ6RiZdRKLoVIKhAaBehbvNN+zI6TxR"
+            " gpufleet-tests")
 
 
 def plan_files(files: Sequence[str | Path], stack: str = "dev") -> PlanReport:

@@ -42,14 +42,17 @@ def test_p5_has_32_interfaces_efa_on_every_fourth_card(p5: PlanReport) -> None:
     assert not any("associatePublicIpAddress" in n for n in nics)
 
 
-def test_security_group_self_rule_both_ways_and_ssh_from_ssh_cidrs(p5: PlanReport) -> None:
+def test_security_group_self_rule_both_ways_and_ssh_only_from_the_bastion(p5: PlanReport) -> None:
     sg = named(p5, "h100-train-sg", SG)["inputs"]
     self_in = [r for r in sg["ingress"] if r.get("self")]
     assert self_in == [{"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True,
                         "description": self_in[0]["description"]}]
     ssh = [r for r in sg["ingress"] if not r.get("self")]
     assert ssh == [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
-                    "cidrBlocks": ["203.0.113.0/24"], "description": ssh[0]["description"]}]
+                    "securityGroups": ["h100-train-bastion-sg-id"],
+                    "description": ssh[0]["description"]}]
+    bastion = named(p5, "h100-train-bastion-sg", SG)["inputs"]["ingress"]
+    assert [(r["fromPort"], r["cidrBlocks"]) for r in bastion] == [(22, ["203.0.113.0/24"])]
     assert any(r.get("self") for r in sg["egress"])
     assert any(r.get("cidrBlocks") == ["0.0.0.0/0"] for r in sg["egress"])
     assert all("0.0.0.0/0" not in r.get("cidrBlocks", []) for r in sg["ingress"])

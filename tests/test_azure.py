@@ -13,11 +13,12 @@ from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 from gpufleet.views.plan import PlanReport
 
-from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write
+from planutil import EXAMPLES, SHARED, TEST_KEY, by_type, named, plan_files, write
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 VM = "azure-native:compute:VirtualMachine"
-KEY = "ssh-ed25519 AAAAtestkey test"
+NSG = "azure-native:network:NetworkSecurityGroup"
+KEY = TEST_KEY
 BACKENDS = f"backends:\n  - type: azure\n    ssh_public_key: {KEY}\n"
 
 
@@ -35,12 +36,12 @@ def _codes(tmp: Path, body: str, backends: str = BACKENDS) -> list[str]:
     files = [write(tmp, "f.yml", "type: fleet\nname: az1\nbackends: [azure]\n" + body),
              write(tmp, "b.yml", backends)]
     return [d.code for d in compile_inputs(validate_paths(files).inputs,
-                                           load_catalog()).diagnostics]
+                                           load_catalog()).diagnostics if d.is_error]
 
 
 def test_nd_h100_cluster_is_one_single_placement_group_scale_set(nd: PlanReport) -> None:
     sets = by_type(nd, VMSS)
-    assert len(sets) == 1 and not by_type(nd, VM)
+    assert len(sets) == 1 and [v["name"] for v in by_type(nd, VM)] == ["nd-h100-bastion"]
     vmss = sets[0]["inputs"]
     assert vmss["sku"] == {"name": "Standard_ND96isr_H100_v5", "tier": "Standard",
                            "capacity": 4}
@@ -63,12 +64,13 @@ def test_no_address_in_the_rdma_reserved_range(nd: PlanReport) -> None:
 
 
 def test_nsg_opens_nothing_but_ssh_from_ssh_cidrs(nd: PlanReport, tmp_path: Path) -> None:
-    nsg = by_type(nd, "azure-native:network:NetworkSecurityGroup")[0]["inputs"]
-    assert nsg["securityRules"] == []  # the examples give azure no ssh_cidrs
+    nsg = named(nd, "nd-h100-nsg", NSG)["inputs"]
+    assert [(r["destinationPortRanges"], r["sourceApplicationSecurityGroups"])
+            for r in nsg["securityRules"]] == [(["22"], [{"id": "nd-h100-bastion-asg-id"}])]
     report = _plan(tmp_path, "nodes: 1\nresources:\n  gpu: T4\n",
-                   BACKENDS + "    ssh_cidrs: [198.51.100.0/24]\n")
-    rules = by_type(report, "azure-native:network:NetworkSecurityGroup")[0]["inputs"][
-        "securityRules"]
+                   BACKENDS + "    ssh_cidrs: [198.51.100.0/24]\n    public_ips: true\n"
+                   "    vpc_ids: {eastus: rg/net, westus: rg/net, westeurope: rg/net}\n")
+    rules = named(report, "az1-nsg", NSG)["inputs"]["securityRules"]
     assert [(r["destinationPortRanges"], r["sourceAddressPrefixes"], r["access"],
              r["direction"]) for r in rules] == [(["22"], ["198.51.100.0/24"], "Allow",
                                                   "Inbound")]
@@ -123,10 +125,11 @@ def test_located_error_for_301_nodes(tmp_path: Path) -> None:
     assert "at most 300" in diag.message
 
 
-def test_rdma_range_and_missing_key_are_errors(tmp_path: Path) -> None:
+def test_rdma_range_is_an_error_and_a_missing_key_is_not(tmp_path: Path) -> None:
     cluster = "nodes: 2\nplacement: cluster\nresources:\n  gpu: H100:8\n"
     assert _codes(tmp_path, cluster, BACKENDS + "    cidr: 172.16.0.0/16\n") == ["C006"]
-    assert _codes(tmp_path, cluster, "backends:\n  - type: azure\n") == ["C007"]
+    # A key is no longer required to plan: `pulumi up` reads it from the stack config.
+    assert _codes(tmp_path, cluster, "backends:\n  - type: azure\n") == []
 
 
 def test_existing_networks_are_used(tmp_path: Path) -> None:

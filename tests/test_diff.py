@@ -127,8 +127,8 @@ def test_out_of_band_edits_in_the_export_are_each_found(tmp_path: Path,
     state = _mutated(baseline)
     res = state["deployment"]["resources"]
     # 1. an extra firewall rule someone added to the fleet's network
-    rule = copy.deepcopy(next(r for r in res if r["urn"].endswith("::a4-ssh")))
-    rule["urn"] = rule["urn"].replace("::a4-ssh", "::a4-debug-open")
+    rule = copy.deepcopy(next(r for r in res if r["urn"].endswith("::a4-bastion-ssh")))
+    rule["urn"] = rule["urn"].replace("::a4-bastion-ssh", "::a4-debug-open")
     rule["id"] = "a4-debug-open-id"
     rule["inputs"]["sourceRanges"] = ["0.0.0.0/0"]
     res.append(rule)

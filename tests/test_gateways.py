@@ -67,7 +67,8 @@ def test_firewalls_open_80_443_and_ssh_only_from_ssh_cidrs(gws: PlanReport) -> N
     assert gcp_rules["gw-gcp-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
     nsg = named(gws, "gw-azure-nsg", "azure-native:network:NetworkSecurityGroup")["inputs"]
     assert [(r["destinationPortRanges"], r["sourceAddressPrefixes"])
-            for r in nsg["securityRules"]] == [(["80", "443"], ["0.0.0.0/0"])]
+            for r in nsg["securityRules"]] == [(["80", "443"], ["0.0.0.0/0"]),
+                                               (["22"], ["203.0.113.0/24"])]
 
 
 def test_plan_text_shows_address_firewall_and_record(gws: PlanReport) -> None:
@@ -163,8 +164,7 @@ def _codes(tmp: Path, body: str, backends: str = "") -> list[str]:
 
 def test_gateway_rules(tmp_path: Path) -> None:
     azure = "type: gateway\nname: gw1\nbackend: azure\nregion: eastus\ndomain: g.example.com\n"
-    assert _codes(tmp_path, azure, "backends:\n  - type: azure\n    ssh_public_key: k\n") == [
-        "G010"]
+    assert _codes(tmp_path, azure, "backends:\n  - type: azure\n") == ["C011", "G010"]
     templated = ("type: gateway\nname: gw1\nbackend: gcp\nregion: us-east1\n"
                  "domain: '${{ run.project_name }}.example.com'\n")
     assert _codes(tmp_path, templated) == ["G011"]

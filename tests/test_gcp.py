@@ -50,7 +50,7 @@ def test_a4_roce_network_profile_subnets_and_no_firewall(a4: PlanReport) -> None
 
 
 def test_a4_nodes_have_ten_nics_eight_mrdma(a4: PlanReport) -> None:
-    nodes = by_type(a4, INSTANCE)
+    nodes = [n for n in by_type(a4, INSTANCE) if n["name"] != "a4-bastion"]
     assert sorted(n["name"] for n in nodes) == ["a4-node-0", "a4-node-1"]
     for node in nodes:
         nics = node["inputs"]["networkInterfaces"]
@@ -79,11 +79,16 @@ def test_a4_spot_scheduling_placement_and_disk(a4: PlanReport) -> None:
     assert node["inputs"]["labels"]["managed-by"] == "gpufleet"
 
 
-def test_firewalls_scope_to_fleet_and_ssh_only_from_ssh_cidrs(a4: PlanReport) -> None:
+def test_firewalls_scope_to_fleet_and_ssh_only_through_the_bastion(a4: PlanReport) -> None:
     rules = {r["name"]: r["inputs"] for r in by_type(a4, FIREWALL)}
-    assert set(rules) == {"a4-internal", "a4-ssh", "a4-gpu-internal-1"}
-    assert rules["a4-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
-    assert rules["a4-ssh"]["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+    assert set(rules) == {"a4-internal", "a4-ssh-from-bastion", "a4-bastion-ssh",
+                          "a4-gpu-internal-1"}
+    assert rules["a4-bastion-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
+    assert rules["a4-bastion-ssh"]["targetTags"] == ["gpufleet-a4-bastion"]
+    assert rules["a4-ssh-from-bastion"]["sourceTags"] == ["gpufleet-a4-bastion"]
+    assert rules["a4-ssh-from-bastion"]["targetTags"] == ["gpufleet-a4"]
+    assert "sourceRanges" not in rules["a4-ssh-from-bastion"]
+    assert rules["a4-bastion-ssh"]["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
     assert rules["a4-internal"]["sourceTags"] == ["gpufleet-a4"]
     assert rules["a4-internal"]["targetTags"] == ["gpufleet-a4"]
     for r in rules.values():

@@ -21,14 +21,16 @@ from gpufleet.offers.catalog import bundled_dir, load_catalog
 from gpufleet.review.diff import GuardOptions, offline_diff
 from gpufleet.review.state import parse_export
 
-from planutil import write
+from planutil import TEST_KEY, write
 
 A4 = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
       "spot_policy: auto\nresources:\n  gpu: {gpu}\n")
 P5 = ("type: fleet\nname: trainer\nnodes: 2\nplacement: cluster\nbackends: [aws]\n"
       "resources:\n  gpu: H100:8\n")
 GW = "type: gateway\nname: gw1\nbackend: gcp\nregion: us-west2\ndomain: gpu.example.com\n"
-BACKENDS = "backends:\n  - type: gcp\n    project_id: p1\n  - type: aws\n"
+BACKENDS = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n"
+            "    project_id: p1\n    ssh_cidrs: [198.51.100.0/24]\n  - type: aws\n"
+            "    ssh_cidrs: [198.51.100.0/24]\n")
 
 
 def fleet_files(tmp: Path, gpu: str = "B200:8") -> list[str]:

@@ -49,7 +49,7 @@ def test_plan_json_contract() -> None:
     assert node["urn"] == ("urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet$"
                            "gcp:compute/instance:Instance::a4-node-0")
     assert "machineType" in node["inputs"] and "networkInterfaces" in node["inputs"]
-    assert data["summary"]["resources"] == len(res) == 26
+    assert data["summary"]["resources"] == len(res) == 29  # 26 + the bastion, its address and rule
 
 
 def test_plan_markdown_has_mermaid_topology() -> None:
@@ -107,7 +107,7 @@ def test_strict_mocks_refuse_unknown_invokes_and_next_run_still_works() -> None:
         harness.run_program(program.main, stack_config([A4], None, None, EXAMPLE_LOCK), empty)
     ok = harness.run_program(program.main, config,
                              harness.StrictMocks(offline.INVOKES, offline.outputs))
-    assert len(ok.registrations) == 26
+    assert len(ok.registrations) == 29
 
 
 def test_program_aborts_on_invalid_input(tmp_path: Path) -> None:

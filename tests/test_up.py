@@ -33,13 +33,15 @@ from gpufleet.review.up import (
     deploy,
 )
 
-from planutil import write
+from planutil import TEST_KEY, write
 
 A4 = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
       "spot_policy: auto\nresources:\n  gpu: B200:8\n")
 P5 = ("type: fleet\nname: trainer\nnodes: 2\nplacement: cluster\nbackends: [aws]\n"
       "resources:\n  gpu: H100:8\n")
-BACKENDS = "backends:\n  - type: gcp\n    project_id: p1\n  - type: aws\n"
+BACKENDS = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n"
+            "    project_id: p1\n    ssh_cidrs: [198.51.100.0/24]\n  - type: aws\n"
+            "    ssh_cidrs: [198.51.100.0/24]\n")
 
 # Provider messages as the bridged providers print them (see CAPACITY_ERRORS for sources).
 GCP_EXHAUSTED = ("1 error occurred:\n\t* Error waiting for instance to create: The zone "

@@ -2,9 +2,12 @@
 
 from gpufleet.compile import naming
 from gpufleet.compile.backends import BACKENDS_BY_NAME
+from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.plan import (
     DIGEST_OUTPUT,
+    AccessPlan,
+    BastionPlan,
     DnsRecordPlan,
     FirewallRule,
     FleetPlan,
@@ -18,6 +21,10 @@ from gpufleet.compile.plan import (
 __all__ = [
     "BACKENDS_BY_NAME",
     "DIGEST_OUTPUT",
+    "IAP_RANGE",
+    "KEY_CONFIG",
+    "AccessPlan",
+    "BastionPlan",
     "Compiled",
     "DnsRecordPlan",
     "FirewallRule",

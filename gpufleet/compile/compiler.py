@@ -17,7 +17,15 @@ from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
-from gpufleet.input import FleetSpec, Inputs, Lock, Validated, load_lock, validate_paths
+from gpufleet.input import (
+    FleetSpec,
+    Inputs,
+    Lock,
+    Validated,
+    access_for,
+    load_lock,
+    validate_paths,
+)
 from gpufleet.offers import (
     LOCKED,
     Catalog,
@@ -130,7 +138,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         if impl is None or s.fleet.name not in blocks:
             continue
         planned = impl.plan(s.fleet, s.best, blocks[s.fleet.name],
-                            inputs.backend(s.best.backend))
+                            inputs.backend(s.best.backend), access_for(inputs, s.best.backend))
         diags += planned.diagnostics
         if planned.plan is not None:
             plans.append(planned.plan)
@@ -138,7 +146,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     for g in inputs.gateways:
         if gateway_key(g.name) not in blocks:
             continue
-        gplan, gdiags = plan_gateway(g, blocks[gateway_key(g.name)], inputs.backend(g.backend))
+        gplan, gdiags = plan_gateway(g, blocks[gateway_key(g.name)], inputs.backend(g.backend),
+                                     access_for(inputs, g.backend))
         diags += gdiags
         if gplan is not None:
             gateways.append(gplan)

@@ -46,6 +46,7 @@ class FirewallRule:
     sources: tuple[str, ...] = ()  # CIDRs
     from_self: bool = False  # traffic from the fleet's own group/tag
     direction: str = "ingress"
+    from_bastion: bool = False  # traffic from the fleet's bastion only
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,37 @@ class PlacementPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class BastionPlan:
+    """One small jump host per fleet network: a static public address, SSH from `ssh_cidrs`."""
+
+    name: str
+    instance_type: str
+    image: str
+    address_name: str
+    firewall: FirewallRule  # SSH to the bastion, from ssh_cidrs
+    subnet: str  # SubnetPlan.name it lives in
+    private_ip: str | None = None  # azure: a fixed address the node NSG admits
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPlan:
+    """How people and dstack reach a fleet's nodes."""
+
+    user: str
+    method: str  # "public", "bastion", "iap", "ssm" or "none"
+    public_key: str | None = None  # None: stack config gpufleet:sshPublicKey at `pulumi up`
+    key_name: str | None = None  # aws: an existing key pair
+    key_pair: str | None = None  # aws: the per-region key pair resource gpufleet creates
+    os_login: bool = False  # gcp: OS Login instead of ssh-keys metadata
+    bastion: BastionPlan | None = None
+
+    @property
+    def needs_key(self) -> bool:
+        """Whether the nodes get an SSH key (SSM and OS Login authenticate otherwise)."""
+        return self.method != "ssm" and not self.os_login and self.key_name is None
+
+
+@dataclass(frozen=True, slots=True)
 class FleetPlan:
     name: str
     file: str
@@ -108,6 +140,7 @@ class FleetPlan:
     rdma: str = "none"
     rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
     options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    access: AccessPlan | None = None
 
     @property
     def total_per_hour(self) -> float:

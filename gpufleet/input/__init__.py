@@ -5,7 +5,9 @@ from gpufleet.input.schema_files import schema_text
 from gpufleet.input.spec import (
     EMPTY_MAP,
     LOCK_FILE,
+    NO_ACCESS,
     SUPPORTED_BACKENDS,
+    AccessSpec,
     BackendConfig,
     FleetSpec,
     GatewaySpec,
@@ -16,14 +18,17 @@ from gpufleet.input.spec import (
     ProfileSpec,
     ResourcesSpec,
     SshFleetSpec,
+    access_for,
 )
 from gpufleet.input.validate import Validated, load_lock, validate_paths
 
 __all__ = [
     "EMPTY_MAP",
     "LOCK_FILE",
+    "NO_ACCESS",
     "RESERVATION_BACKENDS",
     "SUPPORTED_BACKENDS",
+    "AccessSpec",
     "BackendConfig",
     "FleetSpec",
     "GatewaySpec",
@@ -35,6 +40,7 @@ __all__ = [
     "ResourcesSpec",
     "SshFleetSpec",
     "Validated",
+    "access_for",
     "load_lock",
     "region_of_zone",
     "schema_text",

@@ -7,11 +7,13 @@ the shape of the value it reads.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
+from gpufleet.input.loader import read_small_text
 from gpufleet.input.normalize import (
     SpecError,
     check_tags,
@@ -22,7 +24,9 @@ from gpufleet.input.normalize import (
 )
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import (
+    NO_ACCESS,
     UNCONSTRAINED,
+    AccessSpec,
     BackendConfig,
     CertificateSpec,
     FleetSpec,
@@ -376,11 +380,71 @@ def _profile_values(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, 
 
 # --- backends ----------------------------------------------------------------------------
 
+_SSH_KEY = re.compile(r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|"
+                      r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+=*"
+                      r"( [^\n]*)?$")
+ACCESS_ONLY = {"iap": "gcp", "ssm": "aws", "key_name": "aws"}
+
+
+def _access(ctx: _Ctx, path: KeyPath, raw: dict[str, Any] | None, parent: AccessSpec,
+            backend: str | None, legacy_key: str | None = None) -> AccessSpec:
+    """An `access` block merged over ``parent``; `file:` keys are read relative to the file."""
+    raw = dict(raw or {})
+    if legacy_key and "ssh_public_key" not in raw:
+        raw["ssh_public_key"] = legacy_key
+    for opt, cloud in ACCESS_ONLY.items():
+        if raw.get(opt) and backend not in (None, cloud):
+            ctx.error((*path, opt), f"`{opt}` is an option of the {cloud} backend, not "
+                      f"{backend}", "B010", key=True, hint=f"move it to the {cloud} entry")
+    key: str | None = parent.ssh_public_key
+    source: str | None = parent.key_file
+    if raw.get("ssh_public_key"):
+        key, source = _public_key(ctx, (*path, "ssh_public_key"), str(raw["ssh_public_key"]))
+    return AccessSpec(key, source, raw.get("ssh_user", parent.ssh_user),
+                      raw.get("bastion", parent.bastion), bool(raw.get("iap", parent.iap)),
+                      bool(raw.get("ssm", parent.ssm)), raw.get("key_name", parent.key_name))
+
+
+def _public_key(ctx: _Ctx, path: KeyPath, value: str) -> tuple[str | None, str | None]:
+    source = None
+    text = value.strip()
+    if text.startswith("file:"):
+        rel = text[len("file:"):].strip()
+        base = os.path.dirname(os.path.abspath(ctx.c.doc.file))
+        full = os.path.join(base, os.path.expanduser(rel))
+        try:
+            text = read_small_text(full, 16 * 1024).strip()
+        except OSError as e:
+            ctx.error(path, f"cannot read the SSH public key {rel}: {e.strerror or e}", "B011",
+                      hint="the path is relative to the backends file")
+            return None, None
+        source = rel
+        if "PRIVATE KEY" in text:
+            ctx.error(path, f"{rel} is a private key", "B011",
+                      hint="point `ssh_public_key` at the `.pub` file; the private key never "
+                           "leaves your machine")
+            return None, None
+    if not _SSH_KEY.match(text):
+        ctx.error(path, "not an OpenSSH public key (expected `ssh-ed25519 AAAA...`, "
+                  "`ssh-rsa AAAA...` or `ecdsa-sha2-...`)", "B011",
+                  hint="paste the `.pub` file's line, or write `file:path/to/key.pub`")
+        return None, None
+    return text, source
+
+
 def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
+    return check_backends_with_access(c)[:2]
+
+
+def check_backends_with_access(c: Checked
+                               ) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec]:
     ctx = _Ctx(c, "B000")
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):
-        return out, ctx.diags
+        return out, ctx.diags, NO_ACCESS
+    top = NO_ACCESS
+    if "access" in ctx.data() and c.ok(("access",)):
+        top = _access(ctx, ("access",), ctx.data()["access"], NO_ACCESS, None)
     for i, raw in enumerate(ctx.data()["backends"]):
         base: KeyPath = ("backends", i)
         if not c.ok(base):
@@ -390,13 +454,16 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
         line, col = c.doc.source.key(base)
         tags = _tags(ctx, base, raw)
         settings = {k: v for k, v in raw.items() if k not in ("type", "regions", "cidr",
-                                                              "ssh_cidrs", "public_ips", "tags")}
+                                                              "ssh_cidrs", "public_ips", "tags",
+                                                              "access")}
         settings["tags"] = frozen_map(tags)
+        access = _access(ctx, (*base, "access"), raw.get("access"), top, t,
+                         raw.get("ssh_public_key"))
         out.append(BackendConfig(
             t, Origin(c.doc.file, line, col, c.doc.index), _strs(raw.get("regions")),
             raw.get("cidr"), _strs(raw.get("ssh_cidrs")) or (), raw.get("public_ips"),
-            frozen_map(settings)))
-    return out, ctx.diags
+            frozen_map(settings), access))
+    return out, ctx.diags, top
 
 
 def _backend_rules(ctx: _Ctx, base: KeyPath, raw: dict[str, Any]) -> None:

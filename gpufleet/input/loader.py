@@ -121,6 +121,20 @@ def load_paths(paths: Iterable[str | os.PathLike[str]]) -> LoadResult:
     return result
 
 
+def read_small_text(path: str, limit: int) -> str:
+    """A small text file (a key, a certificate), read at most ``limit`` bytes; OSError on
+    anything else (missing, a folder, too large, not UTF-8)."""
+    p = Path(path)
+    if not p.is_file():
+        raise OSError(2, "no such file")
+    if p.stat().st_size > limit:
+        raise OSError(27, f"larger than {limit} bytes")
+    try:
+        return p.read_bytes()[:limit].decode("utf-8")
+    except UnicodeDecodeError:
+        raise OSError(22, "not UTF-8 text") from None
+
+
 def load_file(path: Path, result: LoadResult) -> None:
     name = display_path(str(path))
     result.files.append(name)

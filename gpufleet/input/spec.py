@@ -204,6 +204,23 @@ class ProfileSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessSpec:
+    """How nodes are reached (the backends file's `access`, top level merged with the
+    backend's own). ``key_file`` says where the key came from, for messages."""
+
+    ssh_public_key: str | None = None
+    key_file: str | None = None
+    ssh_user: str | None = None
+    bastion: str = "auto"
+    iap: bool = False
+    ssm: bool = False
+    key_name: str | None = None
+
+
+NO_ACCESS = AccessSpec()
+
+
+@dataclass(frozen=True, slots=True)
 class BackendConfig:
     """One backend entry of a gpufleet backends file (dstack server config fields + our own)."""
 
@@ -214,6 +231,7 @@ class BackendConfig:
     ssh_cidrs: tuple[str, ...] = ()
     public_ips: bool | None = None
     settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    access: AccessSpec = NO_ACCESS
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
@@ -228,6 +246,7 @@ class Inputs:
     profiles: tuple[ProfileSpec, ...] = ()
     backends: tuple[BackendConfig, ...] = ()
     ssh_fleets: tuple[SshFleetSpec, ...] = ()
+    access: AccessSpec = NO_ACCESS  # the backends file's top-level `access`
 
     def backend(self, name: str) -> BackendConfig | None:
         for b in self.backends:
@@ -278,3 +297,9 @@ class Lock:
     gateways: Mapping[str, LockEntry] = field(default_factory=dict)
     file: str = ""
     exists: bool = True
+
+
+def access_for(inputs: Inputs, backend: str) -> AccessSpec:
+    """The access settings in force for a backend (its own, else the top-level ones)."""
+    cfg = inputs.backend(backend)
+    return cfg.access if cfg is not None else inputs.access

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
-    check_backends,
+    check_backends_with_access,
     check_fleet,
     check_gateway,
     check_lock,
@@ -21,6 +21,7 @@ from gpufleet.input.checks import (
 from gpufleet.input.loader import LoadResult, load_paths
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
+    NO_ACCESS,
     BackendConfig,
     FleetSpec,
     GatewaySpec,
@@ -56,6 +57,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     backends: list[BackendConfig] = []
     locks: list[Lock] = []
     ssh_fleets: list[SshFleetSpec] = []
+    access = NO_ACCESS
     for doc in loaded.documents:
         c = check_schema(doc)
         diags.extend(c.diagnostics)
@@ -72,8 +74,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             ps, more = check_profiles(c)
             profiles.extend(ps)
         elif c.kind == "backends":
-            bs, more = check_backends(c)
+            bs, more, top = check_backends_with_access(c)
             backends.extend(bs)
+            access = top if top != NO_ACCESS else access
         elif c.kind == "lock":
             lock, more = check_lock(c)
             locks.extend([lock] if lock else [])
@@ -82,7 +85,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
         diags.extend(more)
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets))
+                    tuple(ssh_fleets), access)
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.compile import KEY_CONFIG, Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, Validated
 from gpufleet.offers import Catalog
@@ -30,6 +30,27 @@ def stack_config(paths: Sequence[str], profile: str | None, catalog_dir: str | N
     return config
 
 
+# What the offline run puts where `pulumi up` reads the stack config `gpufleet:sshPublicKey`
+# (only when the backends file gives no key; the plan warns about it, C011).
+KEY_PLACEHOLDER = "<the stack config gpufleet:sshPublicKey, read at `pulumi up`>"
+
+
+def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
+                   compiled: Compiled | None) -> dict[str, str]:
+    config = stack_config(paths, profile, catalog_dir)
+    if compiled is not None and needs_key_from_config(compiled):
+        config[KEY_CONFIG] = KEY_PLACEHOLDER
+    return config
+
+
+def needs_key_from_config(compiled: Compiled) -> bool:
+    fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
+                 for p in compiled.plans)
+    gateways = any(g.backend == "azure" and not g.options.get("ssh_public_key")
+                   for g in compiled.gateways)
+    return fleets or gateways
+
+
 def run_offline(paths: Sequence[str], stack: str, profile: str | None,
                 catalog_dir: str | None, compiled: Compiled | None = None,
                 record_outputs: bool = False) -> Any:
@@ -37,8 +58,8 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
 
     mocks = harness.StrictMocks(offline.INVOKES, offline.outputs)
     return harness.run_program(lambda: program.main(compiled=compiled),
-                               stack_config(paths, profile, catalog_dir), mocks, stack=stack,
-                               record_outputs=record_outputs)
+                               offline_config(paths, profile, catalog_dir, compiled), mocks,
+                               stack=stack, record_outputs=record_outputs)
 
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,

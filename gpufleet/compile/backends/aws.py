@@ -17,10 +17,12 @@ from ipaddress import IPv4Network
 from gpufleet.compile import naming
 from gpufleet.compile.backends.base import (
     Planned,
+    access_method,
+    access_plan,
     common_fields,
     merged_tags,
+    node_ssh_rules,
     public_ips,
-    ssh_rule,
 )
 from gpufleet.compile.cidr import pack, usable_hosts
 from gpufleet.compile.plan import (
@@ -32,7 +34,7 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
@@ -64,15 +66,20 @@ class AwsBackend:
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None) -> Planned:
+             config: BackendConfig | None, access: AccessSpec) -> Planned:
         layout = efa_layout(offer.instance_type,
                             offer.rdma_interfaces if offer.rdma == "efa" else 0)
         diags = self.check(fleet, offer, config, len(layout))
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
         public = public_ips(config)
-        network = self.network(fleet, offer, block, config, public)
+        method = access_method("aws", public, access)
+        network = self.network(fleet, offer, block, config, public, method)
         node_subnet = network.subnets[0].name
+        bastion_subnet = next((s.name for s in network.subnets if s.public), node_subnet)
+        way_in, more = access_plan(fleet, "aws", method, access, config, bastion_subnet,
+                                   offer.region)
+        diags += more
         nics = tuple(NicPlan("main", node_subnet, kind, card, device,
                              public_ip=public and card == 0 and device == 0)
                      for card, device, kind in layout)
@@ -97,6 +104,7 @@ class AwsBackend:
                      "iam_instance_profile": cfg.get("iam_instance_profile"),
                      "security_group": naming.child(fleet.name, "sg"),
                      "launch_template": naming.child(fleet.name, "lt")},
+            access=way_in,
         )
         return Planned(plan, tuple(diags))
 
@@ -126,7 +134,7 @@ class AwsBackend:
         return diags
 
     def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-                config: BackendConfig | None, public: bool) -> NetworkPlan:
+                config: BackendConfig | None, public: bool, method: str) -> NetworkPlan:
         name = fleet.name
         cfg = config.settings if config is not None else {}
         existing = (cfg.get("vpc_ids") or {}).get(offer.region) or cfg.get("vpc_name")
@@ -142,7 +150,7 @@ class AwsBackend:
                                       offer.region, offer.zone, public=True))
         rules = (FirewallRule(naming.child(name, "self"), "all traffic within the fleet's "
                               "security group (EFA needs it both ways)", "all", from_self=True),
-                 *ssh_rule(name, config))
+                 *node_ssh_rules(name, config, method))
         return NetworkPlan("main", naming.child(name, "vpc"), tuple(subnets),
                            cidr=None if existing else str(block), existing=existing,
                            firewall=rules, nat=not public and not existing)

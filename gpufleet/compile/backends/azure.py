@@ -13,15 +13,17 @@ from ipaddress import IPv4Network
 from gpufleet.compile import naming
 from gpufleet.compile.backends.base import (
     Planned,
+    access_method,
+    access_plan,
     common_fields,
     merged_tags,
+    node_ssh_rules,
     public_ips,
-    ssh_rule,
 )
 from gpufleet.compile.cidr import pack
 from gpufleet.compile.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, SubnetPlan
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
@@ -37,14 +39,18 @@ class AzureBackend:
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None) -> Planned:
+             config: BackendConfig | None, access: AccessSpec) -> Planned:
         diags = self.check(fleet, offer, block, config)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
         cfg = config.settings if config is not None else {}
         subscription = cfg.get("subscription_id")
         public = public_ips(config)
-        network = self.network(fleet, offer, block, config)
+        method = access_method("azure", public, access)
+        network = self.network(fleet, offer, block, config, method)
+        way_in, more = access_plan(fleet, "azure", method, access, config,
+                                   network.subnets[0].name, offer.region)
+        diags += more
         scale_set = fleet.is_cluster and offer.rdma == "infiniband"
         plan = FleetPlan(
             **common_fields(fleet, offer, subscription), zone=None, networks=(network,),
@@ -56,9 +62,10 @@ class AzureBackend:
             if scale_set else None,
             reservation=None, labels=merged_tags(fleet, config),
             options={"resource_group": cfg.get("resource_group"),
-                     "ssh_public_key": cfg.get("ssh_public_key"), "admin_user": "azureuser",
+                     "ssh_public_key": way_in.public_key, "admin_user": way_in.user,
                      "accelerated_networking": True,
                      "nsg": naming.child(fleet.name, "nsg")},
+            access=way_in,
         )
         return Planned(plan, tuple(diags))
 
@@ -85,14 +92,10 @@ class AzureBackend:
                 diags.append(fleet.origin.at("backends", "C006", f"the VNet range {block} "
                                      f"overlaps {RDMA_RESERVED}, which Azure's RDMA network "
                                      "reserves", "give azure a `cidr` outside 172.16.0.0/16"))
-        if not cfg.get("ssh_public_key"):
-            diags.append(fleet.origin.at("backends", "C007", "Azure needs an SSH public key "
-                                 "for the admin account of Linux VMs",
-                                 "set `ssh_public_key` for azure in the backends file"))
         return diags
 
     def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-                config: BackendConfig | None) -> NetworkPlan:
+                config: BackendConfig | None, method: str) -> NetworkPlan:
         name = fleet.name
         cfg = config.settings if config is not None else {}
         existing_subnet = (cfg.get("subnet_ids") or {}).get(offer.region)
@@ -103,7 +106,7 @@ class AzureBackend:
         return NetworkPlan("main", naming.child(name, "vnet"), (subnet,),
                            cidr=None if (existing_vnet or existing_subnet) else str(block),
                            existing=existing_subnet or existing_vnet,
-                           firewall=ssh_rule(name, config))
+                           firewall=node_ssh_rules(name, config, method))
 
 
 BACKEND = AzureBackend()

@@ -7,6 +7,7 @@ turns a fleet and its chosen offer into a finished :class:`FleetPlan`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,9 +15,9 @@ from ipaddress import IPv4Network
 from typing import Any, Protocol
 
 from gpufleet.compile import naming
-from gpufleet.compile.plan import FirewallRule, FleetPlan, ProviderPlan
-from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.compile.plan import AccessPlan, BastionPlan, FirewallRule, FleetPlan, ProviderPlan
+from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
 
 DEFAULT_DISK_GIB = 100
@@ -34,7 +35,7 @@ class Backend(Protocol):
     fleet_prefix: int  # size of the address block each fleet gets from the pool
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None) -> Planned: ...
+             config: BackendConfig | None, access: AccessSpec) -> Planned: ...
 
 
 def common_fields(fleet: FleetSpec, offer: Offer, scope: str | None) -> dict[str, Any]:
@@ -95,3 +96,88 @@ def ssh_rule(fleet: str, config: BackendConfig | None) -> tuple[FirewallRule, ..
 def public_ips(config: BackendConfig | None) -> bool:
     """gpufleet's default is private nodes; `public_ips: true` in the backends file opts in."""
     return bool(config is not None and config.public_ips)
+
+
+# --- access: one model for every cloud --------------------------------------------------
+
+IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP forwarding range (cloud.google.com/iap)
+DEFAULT_USER = {"aws": "ubuntu", "gcp": "ubuntu", "azure": "azureuser"}
+# The smallest general-purpose x86 size of each cloud, with an Ubuntu 22.04 image.
+BASTION = {
+    "aws": ("t3.nano", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
+    "gcp": ("e2-micro", "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"),
+    "azure": ("Standard_B1ls", "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"),
+}
+KEY_CONFIG = "gpufleet:sshPublicKey"
+
+
+def access_method(backend: str, public: bool, access: AccessSpec) -> str:
+    """public (22 from ssh_cidrs), or for private nodes: ssm, iap, bastion or none."""
+    if public:
+        return "public"
+    if backend == "aws" and access.ssm:
+        return "ssm"
+    if backend == "gcp" and access.iap:
+        return "iap"
+    return "none" if access.bastion == "none" else "bastion"
+
+
+def node_ssh_rules(fleet: str, config: BackendConfig | None, method: str
+                   ) -> tuple[FirewallRule, ...]:
+    """The only port-22 rules a fleet's nodes get: exactly one way in."""
+    if method == "public":
+        return ssh_rule(fleet, config)
+    if method == "bastion":
+        return (FirewallRule(naming.child(fleet, "ssh-from-bastion"), "SSH from the fleet's "
+                             "bastion only", "tcp", ("22",), from_bastion=True),)
+    if method == "iap":
+        return (FirewallRule(naming.child(fleet, "ssh-iap"), "SSH through Identity-Aware "
+                             f"Proxy ({IAP_RANGE})", "tcp", ("22",), (IAP_RANGE,)),)
+    return ()
+
+
+def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
+                config: BackendConfig | None, subnet: str, region: str
+                ) -> tuple[AccessPlan, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    bastion = None
+    if method == "bastion":
+        itype, image = BASTION[backend]
+        name = naming.child(fleet.name, "bastion")
+        cidrs = tuple(config.ssh_cidrs) if config is not None else ()
+        bastion = BastionPlan(name, itype, image, naming.child(name, "ip"),
+                              FirewallRule(naming.child(name, "ssh"), "SSH to the bastion from "
+                                           "the ranges in ssh_cidrs", "tcp", ("22",), cidrs),
+                              subnet)
+    os_login = method == "iap"
+    key_name = access.key_name if backend == "aws" else None
+    plan = AccessPlan(access.ssh_user or DEFAULT_USER[backend], method, access.ssh_public_key,
+                      key_name, None, os_login, bastion)
+    if backend == "aws" and plan.needs_key:
+        plan = dataclasses.replace(plan, key_pair=naming.child("key", region))
+    how = {"public": "directly (public IPs), SSH from `ssh_cidrs`",
+           "bastion": f"through the bastion {bastion.name if bastion else ''}",
+           "iap": "through Identity-Aware Proxy with OS Login (`gcloud compute ssh "
+                  "--tunnel-through-iap`)",
+           "ssm": "through AWS Systems Manager Session Manager (`aws ssm start-session`)",
+           "none": "not at all from outside their network (private, `bastion: none`)"}[method]
+    if plan.needs_key and plan.public_key is None:
+        diags.append(fleet.origin.at(
+            "name", "C011", f"fleet '{fleet.name}': no SSH public key in the backends file; "
+            f"`pulumi up` reads it from the stack config `{KEY_CONFIG}` and fails without it. "
+            f"Nodes are reached {how}", "set `access: {ssh_public_key: file:~/.ssh/"
+            f"id_ed25519.pub}}` in the backends file, or run `pulumi config set {KEY_CONFIG} "
+            "\"$(cat ~/.ssh/id_ed25519.pub)\"`", Severity.WARNING))
+    if method == "none":
+        diags.append(fleet.origin.at(
+            "name", "C012", f"fleet '{fleet.name}': nodes have no public IP and `bastion: "
+            "none`: nobody outside their network can reach them over SSH",
+            "use `bastion: auto`, or `iap: true` (gcp) / `ssm: true` (aws)", Severity.WARNING))
+    cidrs = tuple(config.ssh_cidrs) if config is not None else ()
+    if method in ("public", "bastion") and not cidrs:
+        where = "the bastion accepts" if method == "bastion" else "the nodes accept"
+        diags.append(fleet.origin.at(
+            "name", "C013", f"fleet '{fleet.name}': `ssh_cidrs` is empty, so {where} "
+            "SSH from nowhere", f"add your office or VPN range to `ssh_cidrs` for {backend} in "
+            "the backends file", Severity.WARNING))
+    return plan, diags

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet.compile import naming
-from gpufleet.compile.backends.base import gcp_labels, ssh_rule
+from gpufleet.compile.backends.base import KEY_CONFIG, gcp_labels, ssh_rule
 from gpufleet.compile.cidr import pack
 from gpufleet.compile.plan import (
     DnsRecordPlan,
@@ -21,7 +21,7 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import BackendConfig, GatewaySpec
+from gpufleet.input import NO_ACCESS, AccessSpec, BackendConfig, GatewaySpec
 
 DEFAULTS = {
     "aws": ("t3.micro", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
@@ -76,8 +76,8 @@ def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool) -> tuple[SubnetP
     return tuple(subnets)
 
 
-def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None
-                 ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                 access: AccessSpec = NO_ACCESS) -> tuple[GatewayPlan | None, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     cfg = config.settings if config is not None else {}
     record = _record(gw, diags)
@@ -86,10 +86,12 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
             diags.append(gw.origin.at("domain", "G010", "Azure DNS needs the resource group of the "
                              f"zone {record.zone}", "set `dns_resource_group` for azure in "
                              "the backends file"))
-        if not cfg.get("ssh_public_key"):
-            diags.append(gw.origin.at("backend", "C007", "Azure needs an SSH public key for the "
-                             "admin account of Linux VMs", "set `ssh_public_key` for azure in "
-                             "the backends file"))
+        if not access.ssh_public_key:
+            diags.append(gw.origin.at("backend", "C011", f"gateway '{gw.name}': Azure needs an "
+                             "SSH public key for the admin account and the backends file has "
+                             f"none; `pulumi up` reads it from the stack config `{KEY_CONFIG}`",
+                             "set `access: {ssh_public_key: file:~/.ssh/id_ed25519.pub}` in "
+                             "the backends file", Severity.WARNING))
     if any(d.is_error for d in diags):
         return None, diags
     public = gw.public_ip
@@ -123,7 +125,8 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         options={"project": cfg.get("project_id"), "network_tag": naming.network_tag(gw.name),
                  "dns_resource_group": cfg.get("dns_resource_group"),
                  "resource_group": cfg.get("resource_group"),
-                 "ssh_public_key": cfg.get("ssh_public_key"), "admin_user": "azureuser",
+                 "ssh_public_key": access.ssh_public_key,
+                 "admin_user": access.ssh_user or "azureuser",
                  "security_group": naming.child(gw.name, "sg"),
                  "nsg": naming.child(gw.name, "nsg")},
     )

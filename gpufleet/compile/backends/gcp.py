@@ -15,11 +15,13 @@ from ipaddress import IPv4Network
 from gpufleet.compile import naming
 from gpufleet.compile.backends.base import (
     Planned,
+    access_method,
+    access_plan,
     common_fields,
     gcp_labels,
     merged_tags,
+    node_ssh_rules,
     public_ips,
-    ssh_rule,
 )
 from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.plan import (
@@ -31,7 +33,7 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
@@ -58,14 +60,18 @@ class GcpBackend:
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None) -> Planned:
+             config: BackendConfig | None, access: AccessSpec) -> Planned:
         diags = self.check(fleet, offer, config)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
         project = config.get("project_id") if config is not None else None
         zone = offer.zone or f"{offer.region}-a"
         public = public_ips(config)
-        networks = self.networks(fleet, offer, block, config, zone, project, public)
+        method = access_method("gcp", public, access)
+        networks = self.networks(fleet, offer, block, config, zone, project, public, method)
+        way_in, more = access_plan(fleet, "gcp", method, access, config,
+                                   networks[0].subnets[0].name, offer.region)
+        diags += more
         nics = self.nics(networks, public)
         placement = None
         if fleet.is_cluster and fleet.reservation is None:
@@ -83,6 +89,7 @@ class GcpBackend:
             options={"project": project, "service_account": config.get("vm_service_account")
                      if config is not None else None,
                      "network_tag": naming.network_tag(fleet.name)},
+            access=way_in,
         )
         return Planned(plan, tuple(diags))
 
@@ -110,7 +117,7 @@ class GcpBackend:
 
     def networks(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
                  config: BackendConfig | None, zone: str, project: str | None,
-                 public: bool) -> tuple[NetworkPlan, ...]:
+                 public: bool, method: str) -> tuple[NetworkPlan, ...]:
         name = fleet.name
         n_extra = extra_vpc_count(offer)
         requests = [("main", MAIN_PREFIX)]
@@ -130,7 +137,7 @@ class GcpBackend:
             firewall=(FirewallRule(naming.child(name, "internal"),
                                    "all traffic between the fleet's own nodes", "all",
                                    sources=(str(main_net),), from_self=True),
-                      *ssh_rule(name, config)),
+                      *node_ssh_rules(name, config, method)),
             nat=not public)]
         extra_names = list(cfg.get("extra_vpcs") or [])
         for i in range(1, n_extra + 1):
