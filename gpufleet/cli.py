@@ -329,7 +329,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
-    if diags and fmt == "text":
+    if diags:  # warnings: on standard error, whatever the format of the report
         click.echo(render_text(diags, result.sources), err=True)
     text = render(report, fmt)
     if out:
@@ -425,7 +425,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
-    if diags and fmt == "text":
+    if diags:  # warnings: on standard error, whatever the format of the report
         click.echo(render_text(diags, result.sources), err=True)
     finish_report(report, DIFF_NOTE, fmt, out)
 

@@ -186,7 +186,7 @@ def test_cli_exit_codes_and_formats(tmp_path: Path, baseline: dict[str, Any]) ->
     fewer = files(tmp_path, nodes=2)
     r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "json", *fewer])
     assert r.exit_code == 7
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["summary"]["delete"] == 1 and data["exit_code"] == 7
     assert data["changes"][0]["yaml_key"] == "nodes"
     r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "markdown", *fewer])

@@ -85,9 +85,9 @@ def entries(lock_text: str) -> dict[str, str]:
 
 
 def plan_json(*args: str) -> dict[str, Any]:
-    code, out = run_cli("plan", "--format", "json", *args)
-    assert code == 0, out
-    data: dict[str, Any] = json.loads(out[out.index("{"):])
+    r = CliRunner().invoke(cli, ["plan", "--format", "json", *args])
+    assert r.exit_code == 0, r.output
+    data: dict[str, Any] = json.loads(r.stdout)
     return data
 
 

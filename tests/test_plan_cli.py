@@ -35,7 +35,7 @@ def test_plan_text_for_the_a4_example() -> None:
 def test_plan_json_contract() -> None:
     r = CliRunner().invoke(cli, ["plan", "--format", "json", "--stack", "prod", A4, *SHARED])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     fleet = data["fleets"][0]
     for key in ("name", "file", "backend", "region", "zone", "instance_type", "nodes", "spot",
                 "price_per_hour"):
