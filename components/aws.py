@@ -202,8 +202,11 @@ class Fleet(pulumi.ComponentResource):
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=_tags(plan, name),
                                        volume_tags=_tags(plan, name), opts=child)
                       for name in plan.node_names]
+        self.public_ips: list[Any] = [n.public_ip if plan.public_ip else None
+                                      for n in self.nodes]
         if plan.options.get("eip_per_node"):
             # AWS cannot auto-assign a public IPv4 to a multi-NIC instance (dstack#3865).
+            self.public_ips = []
             for name, node in zip(plan.node_names, self.nodes, strict=True):
                 eip = aws.ec2.Eip(naming.child(name, "eip"), domain="vpc",
                                   tags=_tags(plan, naming.child(name, "eip")), opts=child)
@@ -211,11 +214,15 @@ class Fleet(pulumi.ComponentResource):
                                        allocation_id=eip.allocation_id,
                                        network_interface_id=node.primary_network_interface_id,
                                        opts=child)
+                self.public_ips.append(eip.public_ip)
         self.bastion_address: pulumi.Output[str] | None = None
         if plan.access is not None and plan.access.bastion is not None:
             self.bastion_address = self._bastion(plan, child)
         self.internal_ips = [n.private_ip for n in self.nodes]
         self.network_ids = {"main": self.network.vpc_id}
+        self.network_names: dict[str, pulumi.Input[str]] = {
+            "main": net_plan.existing or net_plan.name}
+        self.subnet_ids = dict(self.network.subnet_ids)
         self.register_outputs({"nodes": [n.id for n in self.nodes],
                                "internal_ips": self.internal_ips,
                                "networks": self.network_ids,

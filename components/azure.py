@@ -139,12 +139,14 @@ class Network(pulumi.ComponentResource):
         if net.existing and subnet.existing not in (None, "lookup"):
             self.subnet_id = self._subnet_by_path(str(subnet.existing), plan, invoke)
             self.vnet_id = self.subnet_id.apply(lambda i: i.split("/subnets/")[0])
+            self.vnet_name = pulumi.Output.from_input(str(subnet.existing).split("/")[1])
         elif net.existing:
             vnet_rg, vnet_name = str(net.existing).split("/")
             found = network.get_virtual_network_output(resource_group_name=vnet_rg,
                                                        virtual_network_name=vnet_name,
                                                        opts=invoke)
             self.vnet_id = found.id.apply(str)
+            self.vnet_name = pulumi.Output.from_input(vnet_name)
             self.subnet_id = found.subnets.apply(
                 lambda subs: str(sorted(subs or [], key=lambda s: s.name or "")[0].id))
         else:
@@ -157,6 +159,7 @@ class Network(pulumi.ComponentResource):
                 address_prefix=subnet.cidr,
                 opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
             self.vnet_id, self.subnet_id = vnet.id, sub.id
+            self.vnet_name = vnet.name
         self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,
                                "nsg": self.nsg.id})
 
@@ -179,9 +182,12 @@ class Fleet(pulumi.ComponentResource):
         super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
         self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
         self.rg = rg
+        self.public_ips: list[Any] = []
         if plan.placement is not None:
+            # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
             self.scale_set = self._scale_set(plan)
-            self.internal_ips: list[Any] = []
+            self.internal_ips: list[Any] = [None] * plan.nodes
+            self.public_ips = [None] * plan.nodes
         else:
             vms = [self._vm(plan, name) for name in plan.node_names]
             self.internal_ips = [nic.ip_configurations.apply(
@@ -190,6 +196,9 @@ class Fleet(pulumi.ComponentResource):
         if plan.access is not None and plan.access.bastion is not None:
             self.bastion_address = self._bastion(plan)
         self.network_ids = {"main": self.network.vnet_id}
+        self.network_names = {"main": self.network.vnet_name}
+        self.subnet_ids = {plan.networks[0].subnets[0].name: self.network.subnet_id}
+        self.resource_group = rg
         self.register_outputs({"internal_ips": self.internal_ips,
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
@@ -266,10 +275,14 @@ class Fleet(pulumi.ComponentResource):
     def _vm(self, plan: FleetPlan, name: str) -> network.NetworkInterface:
         pip_id = None
         if plan.nics[0].public_ip:
-            pip_id = network.PublicIPAddress(
+            pip = network.PublicIPAddress(
                 naming.child(name, "pip"), resource_group_name=self.rg, location=plan.region,
                 sku={"name": "Standard"}, public_ip_allocation_method="Static",
-                tags=dict(plan.labels), opts=pulumi.ResourceOptions(parent=self)).id
+                tags=dict(plan.labels), opts=pulumi.ResourceOptions(parent=self))
+            pip_id = pip.id
+            self.public_ips.append(pip.ip_address)
+        else:
+            self.public_ips.append(None)
         return vm_with_nic(self, plan, name, self.network.subnet_id, self.network.nsg.id,
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,

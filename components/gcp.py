@@ -55,6 +55,7 @@ class Network(pulumi.ComponentResource):
                 gcp.organizations.get_client_config_output(opts=invoke).project
             profile = project_id.apply(
                 lambda p: f"projects/{p}/global/networkProfiles/{net.profile}")
+        self.network_name: pulumi.Input[str] = net.existing or ""
         if net.existing:
             found = gcp.compute.get_network_output(name=net.existing, project=project,
                                                    opts=invoke)
@@ -65,6 +66,7 @@ class Network(pulumi.ComponentResource):
                 network_profile=profile, routing_mode="REGIONAL",
                 description=f"gpufleet {net.role} network of fleet {plan.name}", opts=child)
             self.network_id = vpc.id
+            self.network_name = vpc.name
         self.subnet_links = self._subnets(net, project, invoke)
         for rule in net.firewall:
             self._firewall(rule, plan)
@@ -160,6 +162,13 @@ class Fleet(pulumi.ComponentResource):
                                                         if nics else None)
                              for n in self.nodes]
         self.network_ids = {role: n.network_id for role, n in self.networks.items()}
+        self.network_names = {role: n.network_name for role, n in self.networks.items()}
+        self.subnet_ids = {name: link for n in self.networks.values()
+                           for name, link in n.subnet_links.items()}
+        self.public_ips: list[Any] = [
+            n.network_interfaces.apply(lambda nics: (nics[0].access_configs or [None])[0]
+                                       .nat_ip if nics and nics[0].access_configs else None)
+            if plan.public_ip else None for n in self.nodes]
         self.register_outputs({"nodes": [n.name for n in self.nodes],
                                "internal_ips": self.internal_ips, "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})

@@ -125,6 +125,8 @@ def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if typ == "aws:ec2/instance:Instance":
         out["primaryNetworkInterfaceId"] = f"eni-mock-{name}"
+        out["privateIp"] = f"mock-private-ip-of-{name}"
+        out["publicIp"] = f"mock-public-ip-of-{name}"
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
         out["latestVersion"] = 1
     elif typ == "aws:ec2/eip:Eip":
@@ -149,6 +151,16 @@ def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     if typ.startswith("azure-native:"):
         out.setdefault("name", inputs.get("resourceGroupName") if typ.endswith("ResourceGroup")
                        else f"{name}-mock")
+    if typ == "gcp:compute/instance:Instance":
+        nics = inputs.get("networkInterfaces") or []
+        out["networkInterfaces"] = [
+            {**nic, "networkIp": f"mock-private-ip-of-{name}-nic{i}",
+             "accessConfigs": [{**ac, "natIp": ac.get("natIp") or f"mock-public-ip-of-{name}"}
+                               for ac in nic.get("accessConfigs") or []]}
+            for i, nic in enumerate(nics)]
+    if typ == "azure-native:network:NetworkInterface":
+        out["ipConfigurations"] = [{**c, "privateIPAddress": f"mock-private-ip-of-{name}"}
+                                   for c in inputs.get("ipConfigurations") or []]
     if typ.startswith("gcp:compute/"):
         kind = typ.split("/")[1].split(":")[0]
         out["selfLink"] = f"mock://gcp/{kind}/{name}"

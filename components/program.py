@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.compile import BACKENDS_BY_NAME, Compiled, ProviderPlan, compile_files
+from gpufleet.compile import BACKENDS_BY_NAME, Compiled, FleetPlan, ProviderPlan, compile_files
 from gpufleet.diagnostics import render_text
 
 
@@ -60,17 +60,45 @@ def emit(compiled: Compiled) -> None:
     for plan in compiled.plans:
         module = component(plan.backend)
         fleet = module.emit(plan, provider_for(module, plan.provider))
-        pulumi.export(plan.name, {
-            "backend": plan.backend, "region": plan.region, "zone": plan.zone,
-            "instance_type": plan.instance_type, "nodes": [n for n in plan.node_names],
-            "internal_ips": fleet.internal_ips, "networks": fleet.network_ids,
-        })
+        pulumi.export(plan.name, fleet_outputs(plan, fleet))
     for gw in compiled.gateways:
         module = component(gw.backend)
         gateway = module.emit_gateway(gw, provider_for(module, gw.provider))
         pulumi.export(f"gateway-{gw.name}", {
             "backend": gw.backend, "region": gw.region, "addresses": gateway.addresses,
             "record": gw.record.fqdn if gw.record else None})
+
+
+def fleet_outputs(plan: FleetPlan, fleet: Any) -> dict[str, Any]:
+    """A fleet's stack output: what people, `gpufleet export dstack` and dstack need to reach
+    and use it (nodes, the way in, networks by role with their CIDRs, subnets)."""
+    access = plan.access
+    bastion = None
+    if access is not None and access.bastion is not None:
+        bastion = {"name": access.bastion.name, "address": fleet.bastion_address,
+                   "user": access.user}
+    networks = {n.role: {"name": fleet.network_names.get(n.role),
+                         "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
+                         "subnets": [s.cidr for s in n.subnets]}
+                for n in plan.networks}
+    return {
+        "backend": plan.backend, "region": plan.region, "zone": plan.zone,
+        "instance_type": plan.instance_type, "placement": "cluster" if plan.placement
+        else "any", "public_ips": plan.public_ip, "scope": plan.provider.scope,
+        "resource_group": getattr(fleet, "resource_group", None),
+        "nodes": [{"name": name, "private_ip": private, "public_ip": public,
+                   "zone": plan.zone, "instance_type": plan.instance_type}
+                  for name, private, public in zip(plan.node_names, fleet.internal_ips,
+                                                   fleet.public_ips, strict=True)],
+        "access": None if access is None else {"method": access.method,
+                                               "user": access.user},
+        "bastion": bastion,
+        "networks": networks,
+        "extra_vpcs": [fleet.network_names[n.role] for n in plan.networks
+                       if n.role.startswith("gpu-")],
+        "roce_vpcs": [fleet.network_names[n.role] for n in plan.networks if n.role == "roce"],
+        "subnets": dict(fleet.subnet_ids),
+    }
 
 
 def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:

@@ -93,9 +93,13 @@ def test_stacks_main_runs_the_same_program(monkeypatch: pytest.MonkeyPatch) -> N
     b = harness.run_program(via_stacks, config,
                             harness.StrictMocks(offline.INVOKES, offline.outputs))
     assert [r.to_json() for r in a.sorted()] == [r.to_json() for r in b.sorted()]
-    assert a.exports == b.exports and a.exports["a4"]["nodes"] == ["a4-node-0", "a4-node-1"]
-    # Internal IPs are computed by the cloud: one entry per node, unknown offline.
-    assert a.exports["a4"]["internal_ips"] == [None, None]
+    assert a.exports == b.exports
+    nodes = a.exports["a4"]["nodes"]
+    assert [n["name"] for n in nodes] == ["a4-node-0", "a4-node-1"]
+    # Addresses are computed by the cloud: offline they are placeholders that say so.
+    assert [n["private_ip"] for n in nodes] == ["mock-private-ip-of-a4-node-0-nic0",
+                                                "mock-private-ip-of-a4-node-1-nic0"]
+    assert a.exports["a4"]["bastion"]["address"] == "mock-address-of-a4-bastion-ip"
 
 
 def test_strict_mocks_refuse_unknown_invokes_and_next_run_still_works() -> None:

@@ -54,6 +54,11 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
                       "subnets": [s.cidr for s in n.subnets]} for n in f.networks],
         "placement": f.placement.kind if f.placement else None,
         "public_ip": f.public_ip, "provider": f.provider.name,
+        "access": None if f.access is None else {
+            "method": f.access.method, "user": f.access.user,
+            "bastion": f.access.bastion.name if f.access.bastion else None,
+            "key": "backends file" if f.access.public_key else
+            ("none needed" if not f.access.needs_key else "stack config")},
     }
 
 
@@ -180,6 +185,31 @@ def _money(v: float) -> str:
     return f"${v:,.2f}"
 
 
+def access_text(f: FleetPlan) -> str | None:
+    a = f.access
+    if a is None:
+        return None
+    if a.method == "ssm":
+        key = "no SSH key (Session Manager)"
+    elif a.os_login:
+        key = "OS Login (IAM)"
+    elif a.key_name:
+        key = f"existing key pair {a.key_name}"
+    else:
+        key = "key from the backends file" if a.public_key else \
+            "key from the stack config gpufleet:sshPublicKey"
+    way = {"public": "public IPs, SSH from ssh_cidrs",
+           "iap": "Identity-Aware Proxy (SSH from 35.235.240.0/20 only)",
+           "ssm": "Session Manager (no port 22)",
+           "none": "none (private nodes, bastion: none)"}.get(a.method, "")
+    if a.bastion is not None:
+        b = a.bastion
+        sources = ", ".join(b.firewall.sources) or "nowhere (ssh_cidrs is empty)"
+        way = (f"bastion {b.name} ({b.instance_type}, static address {b.address_name}, SSH "
+               f"from {sources}); nodes take SSH only from it")
+    return f"{way}; user {a.user}, {key}"
+
+
 def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
     s = fleet_summary(f)
     where = f"{f.region}" + (f" / {f.zone}" if f.zone else "")
@@ -200,6 +230,9 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
     lock = lock_text(st, f)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
+    access = access_text(f)
+    if access:
+        lines.append(f"  access:   {access}")
     if f.placement:
         lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")
     for n in f.networks:
@@ -276,6 +309,11 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
                 out.append(f"    {_mermaid_id(node)} -- {k} NIC --- {_mermaid_id(n.name)}")
         if len(f.node_names) > max_nodes:
             out.append(f'    {fid}_more["... {len(f.node_names) - max_nodes} more node(s)"]')
+        if f.access is not None and f.access.bastion is not None:
+            b = f.access.bastion
+            main = _mermaid_id(f.networks[0].name)
+            out.append(f'    {_mermaid_id(b.name)}{{{{"bastion {b.name}<br/>{b.instance_type}"}}}}')
+            out.append(f"    {_mermaid_id(b.name)} -- SSH --- {main}")
         out.append("  end")
     out.append("```")
     return out
