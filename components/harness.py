@@ -296,6 +296,7 @@ def deployment_v3(run: RunResult, stack: str, project: str,
     benchmarks to make realistic exports without the engine."""
     root = f"urn:pulumi:{stack}::{project}::{STACK_TYPE}::{project}-{stack}"
     resources: list[dict[str, Any]] = [{"urn": root, "custom": False, "type": STACK_TYPE,
+                                         "outputs": dict(run.exports),
                                          "created": time, "modified": time}]
     for r in run.sorted():
         entry: dict[str, Any] = {

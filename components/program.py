@@ -86,6 +86,7 @@ def fleet_outputs(plan: FleetPlan, fleet: Any) -> dict[str, Any]:
         "instance_type": plan.instance_type, "placement": "cluster" if plan.placement
         else "any", "public_ips": plan.public_ip, "scope": plan.provider.scope,
         "resource_group": getattr(fleet, "resource_group", None),
+        "tenant_id": plan.options.get("tenant_id"),
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}
                   for name, private, public in zip(plan.node_names, fleet.internal_ips,

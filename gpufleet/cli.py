@@ -491,6 +491,95 @@ def up(stack_name: str, cwd: str, fallback: int) -> None:
                                 else ""))
 
 
+@cli.group()
+def export() -> None:
+    """Hand a deployed stack over to other tools."""
+
+
+@export.command("dstack")
+@click.option("--stack", "stack_name", help="Read the outputs of this stack (Automation API; "
+              "needs the Pulumi CLI).")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder (with --stack).")
+@click.option("--outputs", "outputs_file", type=click.Path(dir_okay=False),
+              help="A file from `pulumi stack output --json --show-secrets`.")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False),
+              help="A file from `pulumi stack export`.")
+@click.option("--out", "out_dir", default="dstack", show_default=True,
+              type=click.Path(file_okay=False), help="Folder to write the files into.")
+@click.option("--identity-file", default="~/.ssh/id_ed25519", show_default=True,
+              help="The private key dstack uses for the nodes and the bastion.")
+@click.option("--force", is_flag=True,
+              help="Replace files in --out that gpufleet did not write.")
+def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | None,
+                          state_file: str | None, out_dir: str, identity_file: str,
+                          force: bool) -> None:
+    """Write SSH fleet files and a dstack server config for the fleets of a stack.
+
+    Each fleet becomes an SSH fleet file (the nodes' addresses, the bastion as proxy_jump)
+    for `dstack apply -f`, and a project in dstack-server-config.yml that names the networks
+    gpufleet created. Files are written atomically; a file gpufleet did not write is never
+    replaced without --force.
+    """
+    from gpufleet.input import validate_paths
+    from gpufleet.review.export import (
+        ExportError,
+        export_dstack,
+        outputs_from_stack_output,
+        outputs_from_state,
+        write_files,
+    )
+
+    given = [x for x in (stack_name, outputs_file, state_file) if x]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --stack, --outputs and --state")
+    try:
+        if outputs_file or state_file:
+            path = str(outputs_file or state_file)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as e:
+                raise click.UsageError(f"cannot read {path}: {e.strerror}") from None
+            outputs = outputs_from_stack_output(text, path) if outputs_file else \
+                outputs_from_state(text, path)
+        else:
+            outputs = _live_outputs(str(stack_name), cwd)
+        exported = export_dstack(outputs, identity_file)
+        written = write_files(exported, out_dir, force)
+    except ExportError as e:
+        raise click.ClickException(str(e)) from None
+    for note in exported.notes:
+        click.echo(f"note: {note}", err=True)
+    fleets = [w for w in written if w.endswith(".dstack.yml")]
+    if fleets:
+        check = validate_paths(fleets)
+        if not check.ok:
+            emit_diagnostics(check, "text", err=True)
+            raise click.ClickException("the written SSH fleet files do not validate")
+    for w in written:
+        click.echo(f"wrote {w}")
+
+
+def _live_outputs(stack_name: str, cwd: str) -> dict[str, Any]:
+    import shutil
+
+    from gpufleet.review.export import ExportError
+
+    if shutil.which("pulumi") is None:
+        click.echo("gpufleet export: the Pulumi CLI is not installed; use --outputs FILE "
+                   "(from `pulumi stack output --json --show-secrets`) or --state FILE",
+                   err=True)
+        sys.exit(EXIT_USAGE)
+    from pulumi import automation as auto
+
+    try:
+        stack = auto.select_stack(stack_name=stack_name, work_dir=cwd)
+        return {k: v.value for k, v in stack.outputs().items()}
+    except auto.errors.CommandError as e:
+        raise ExportError(f"pulumi failed: {str(e).strip()[-2000:]}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])

@@ -2,6 +2,7 @@
 
 from gpufleet.input.checks import RESERVATION_BACKENDS, region_of_zone
 from gpufleet.input.schema_files import schema_text
+from gpufleet.input.schema_files import validator as schema_validator
 from gpufleet.input.spec import (
     EMPTY_MAP,
     LOCK_FILE,
@@ -44,5 +45,6 @@ __all__ = [
     "load_lock",
     "region_of_zone",
     "schema_text",
+    "schema_validator",
     "validate_paths",
 ]

@@ -62,6 +62,7 @@ class AzureBackend:
             if scale_set else None,
             reservation=None, labels=merged_tags(fleet, config),
             options={"resource_group": cfg.get("resource_group"),
+                     "tenant_id": cfg.get("tenant_id"),
                      "ssh_public_key": way_in.public_key, "admin_user": way_in.user,
                      "accelerated_networking": True,
                      "nsg": naming.child(fleet.name, "nsg")},

@@ -1,0 +1,209 @@
+"""`gpufleet export dstack`: a deployed stack's outputs -> files dstack reads.
+
+Per fleet, an SSH fleet file (`type: fleet` with `ssh_config`: the nodes' private addresses,
+the bastion as `proxy_jump`, the main subnet as `network`) that `dstack apply -f` takes, and
+one dstack server config snippet (`projects: [{name, backends: [...]}]`) naming the networks
+gpufleet created (`vpc_name`/`vpc_ids`/`subnet_ids`, `extra_vpcs`, `roce_vpcs`, `public_ips`,
+`regions`), so a dstack server can provision its own instances into them. Field names follow
+dstack's backend config models (yaml-reference.md section 8). Pure except :func:`write_files`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet.fileio import write_atomically
+from gpufleet.input import schema_validator as validator
+
+MARKER = "# Written by `gpufleet export dstack`"
+CONFIG_FILE = "dstack-server-config.yml"
+
+
+class ExportError(Exception):
+    """The outputs cannot be exported; the message says why and what to do."""
+
+
+@dataclass
+class Exported:
+    files: dict[str, str] = field(default_factory=dict)  # file name -> text
+    notes: list[str] = field(default_factory=list)
+
+
+def outputs_from_stack_output(text: str, source: str) -> dict[str, Any]:
+    """`pulumi stack output --json` -> the stack's outputs."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ExportError(f"{source}: not JSON ({e}); write it with `pulumi stack output "
+                          "--json > FILE`") from None
+    if not isinstance(data, dict):
+        raise ExportError(f"{source}: expected a JSON object of stack outputs")
+    return data
+
+
+def outputs_from_state(text: str, source: str) -> dict[str, Any]:
+    """A `pulumi stack export` -> the outputs of its root Stack resource."""
+    data = outputs_from_stack_output(text, source)
+    deployment = data.get("deployment") if isinstance(data.get("deployment"), dict) else \
+        (data.get("checkpoint") or {}).get("latest")
+    if not isinstance(deployment, dict):
+        raise ExportError(f"{source}: not a stack export (no `deployment`)")
+    for r in deployment.get("resources") or []:
+        if isinstance(r, dict) and r.get("type") == "pulumi:pulumi:Stack":
+            outputs = r.get("outputs") or {}
+            if isinstance(outputs, dict):
+                return outputs
+    raise ExportError(f"{source}: the export has no stack outputs; run `pulumi up` first")
+
+
+def fleets_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The fleet outputs gpufleet's program exports (gateways and others are skipped)."""
+    return {name: v for name, v in sorted(outputs.items())
+            if isinstance(v, dict) and {"backend", "nodes", "networks"} <= set(v)
+            and not name.startswith("gateway-")}
+
+
+def _secret(value: Any) -> Any:
+    if isinstance(value, dict) and "4dabf18193072939515e22adb298388d" in value:
+        return value.get("plaintext", value.get("value"))
+    return value
+
+
+def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str) -> tuple[str | None, str]:
+    """The SSH fleet file of one fleet, or None with the reason it cannot have one."""
+    access = out.get("access") or {}
+    method = access.get("method")
+    if method in ("iap", "ssm"):
+        return None, (f"fleet {name}: reached through {method.upper()}, which dstack's SSH "
+                      "fleets cannot use; it gets no SSH fleet file (use the server config)")
+    if method == "none":
+        return None, f"fleet {name}: `bastion: none` and no public IPs: dstack cannot reach it"
+    nodes = out.get("nodes") or []
+    if not nodes:
+        return None, f"fleet {name}: no nodes (a networks-only fleet): see the server config"
+    public = bool(out.get("public_ips"))
+    key = "public_ip" if public else "private_ip"
+    hosts = [_secret(n.get(key)) for n in nodes]
+    if any(not h for h in hosts):
+        return None, (f"fleet {name}: the stack outputs have no {key.replace('_', ' ')} for "
+                      "every node (an Azure scale set lists its instances itself: `az vmss "
+                      "nic list`); no SSH fleet file")
+    user = access.get("user") or "ubuntu"
+    cfg: dict[str, Any] = {"user": user, "identity_file": identity_file}
+    bastion = out.get("bastion")
+    if bastion and not public:
+        cfg["proxy_jump"] = {"hostname": _secret(bastion["address"]),
+                             "user": bastion.get("user") or user,
+                             "identity_file": identity_file}
+    main = (out.get("networks") or {}).get("main") or {}
+    subnets = main.get("subnets") or []
+    if subnets and subnets[0]:
+        cfg["network"] = subnets[0]
+    cfg["hosts"] = hosts
+    doc: dict[str, Any] = {"type": "fleet", "name": name}
+    if out.get("placement") == "cluster":
+        doc["placement"] = "cluster"
+    doc["ssh_config"] = cfg
+    header = (f"{MARKER} from the stack outputs of fleet {name}.\n"
+              "# Apply with `dstack apply -f` on a machine that holds the identity file.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
+
+
+def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
+    """dstack's backend config for the networks of one fleet."""
+    backend = out["backend"]
+    region = out["region"]
+    nets = out.get("networks") or {}
+    main = nets.get("main") or {}
+    entry: dict[str, Any] = {"type": backend, "regions": [region]}
+    if backend == "gcp":
+        if not out.get("scope"):
+            raise ExportError("a GCP fleet's backends entry sets no `project_id`, which dstack's "
+                              "gcp backend requires: set it in the backends file and re-run "
+                              "`pulumi up`")
+        entry["project_id"] = out["scope"]
+        entry["vpc_name"] = _secret(main.get("name"))
+        if out.get("extra_vpcs"):
+            entry["extra_vpcs"] = [_secret(v) for v in out["extra_vpcs"]]
+        if out.get("roce_vpcs"):
+            entry["roce_vpcs"] = [_secret(v) for v in out["roce_vpcs"]]
+    elif backend == "aws":
+        entry["vpc_ids"] = {region: _secret(main.get("id"))}
+        entry["default_vpcs"] = False
+    elif backend == "azure":
+        for key, value in (("tenant_id", out.get("tenant_id")),
+                           ("subscription_id", out.get("scope"))):
+            if not value:
+                raise ExportError(f"an Azure fleet's backends entry sets no `{key}`, which "
+                                  "dstack's azure backend requires: set it in the backends "
+                                  "file and re-run `pulumi up`")
+            entry[key] = value
+        rg = _secret(out.get("resource_group"))
+        subnet_ids = out.get("subnets") or {}
+        subnet = next(iter(subnet_ids.values()), None) if subnet_ids else None
+        sub_name = str(_secret(subnet) or "").rsplit("/", 1)[-1]
+        entry["subnet_ids"] = {region: f"{rg}/{_secret(main.get('name'))}/{sub_name}"}
+    entry["public_ips"] = bool(out.get("public_ips"))
+    entry["creds"] = {"type": "default"}
+    return entry
+
+
+def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
+    fleets = fleets_in(outputs)
+    if not fleets:
+        raise ExportError("the stack outputs hold no gpufleet fleets; is this the right "
+                          "stack, and has `pulumi up` run?")
+    result = Exported()
+    projects = []
+    for name, out in fleets.items():
+        text, note = ssh_fleet(name, out, identity_file)
+        if text is not None:
+            result.files[f"{name}.dstack.yml"] = text
+        if note:
+            result.notes.append(note)
+        projects.append({"name": name, "backends": [backend_entry(out)]})
+    config = {"projects": projects}
+    errors = sorted(e.message for e in validator("dstack-server-config").iter_errors(config))
+    if errors:
+        raise ExportError("the server config would not match dstack's backend models: "
+                          + "; ".join(errors[:5]))
+    result.files[CONFIG_FILE] = (
+        f"{MARKER}: one dstack project per fleet, with the networks\n"
+        "# gpufleet created. Merge it into ~/.dstack/server/config.yml and restart the server;\n"
+        "# `creds: {type: default}` uses the server's ambient cloud credentials.\n"
+        + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
+    return result
+
+
+def write_files(exported: Exported, out_dir: str, force: bool) -> list[str]:
+    """Write every file atomically; refuse (writing nothing) when a file exists that this
+    command did not write, unless ``force``."""
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ExportError(f"--out {out_dir} is not a folder")
+    foreign = []
+    for name in exported.files:
+        path = folder / name
+        if path.exists() and not force:
+            try:
+                head = path.read_text("utf-8", errors="replace")[:200]
+            except OSError:
+                head = ""
+            if MARKER not in head:
+                foreign.append(str(path))
+    if foreign:
+        raise ExportError(f"{', '.join(foreign)} exist(s) and was not written by gpufleet; "
+                          "nothing was written (use --force to replace, or another --out)")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in exported.files.items():
+        write_atomically(os.fspath(folder / name), text)
+        written.append(os.fspath(folder / name))
+    return written

@@ -1,0 +1,126 @@
+"""`gpufleet export dstack`: SSH fleet files that validate and a server config naming exactly
+the networks the plan created, from a stack export or `pulumi stack output --json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from exportutil import export
+
+from gpufleet.cli import main
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input.schema_files import validator
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+
+from planutil import TEST_KEY, write
+
+BACKENDS = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n"
+            "    project_id: p1\n    ssh_cidrs: [198.51.100.0/24]\n  - type: aws\n"
+            "    ssh_cidrs: [198.51.100.0/24]\n  - type: azure\n    tenant_id: t1\n"
+            "    subscription_id: s1\n    ssh_cidrs: [198.51.100.0/24]\n")
+FLEETS = (
+    "type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\nspot_policy: auto\n"
+    "resources:\n  gpu: B200:8\n---\n"
+    "type: fleet\nname: mega\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
+    "spot_policy: auto\ninstance_types: [a3-megagpu-8g]\n---\n"
+    "type: fleet\nname: p5\nnodes: 3\nplacement: cluster\nbackends: [aws]\n"
+    "regions: [us-east-1]\nresources:\n  gpu: H100:8\n---\n"
+    "type: fleet\nname: nc\nnodes: 1\nbackends: [azure]\nresources:\n  gpu: A100:80GB:1\n---\n"
+    "type: fleet\nname: nets-only\nnodes: 0..2\nbackends: [gcp]\nspot_policy: auto\n"
+    "resources:\n  gpu: B200:8\n")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("export")
+    files = [write(tmp, "b.yml", BACKENDS), write(tmp, "f.yml", FLEETS)]
+    compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
+    state = export(files)
+    return {"tmp": tmp, "state": state, "plans": {p.name: p for p in compiled.plans},
+            "outputs": next(r for r in state["deployment"]["resources"]
+                            if r["type"] == "pulumi:pulumi:Stack")["outputs"]}
+
+
+def run_export(tmp: Path, *args: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    out = tmp / "out"
+    code = main(["export", "dstack", *args, "--out", str(out)])
+    texts = {p.name: p.read_text() for p in sorted(out.glob("*"))} if out.exists() else {}
+    config = yaml.safe_load(texts.get("dstack-server-config.yml", "{}") or "{}")
+    return code, config, texts
+
+
+def test_export_from_a_state_file(stack: dict[str, Any], tmp_path: Path) -> None:
+    state = write(tmp_path, "state.json", json.dumps(stack["state"]))
+    code, config, texts = run_export(tmp_path, "--state", state)
+    assert code == 0
+    assert sorted(texts) == ["a4.dstack.yml", "dstack-server-config.yml", "mega.dstack.yml",
+                             "nc.dstack.yml", "p5.dstack.yml"]
+    assert validate_paths([str(tmp_path / "out" / n) for n in texts
+                           if n.endswith(".dstack.yml")]).diagnostics == []
+    assert list(validator("dstack-server-config").iter_errors(config)) == []
+    projects = {p["name"]: p["backends"][0] for p in config["projects"]}
+    plans = stack["plans"]
+    for name in ("a4", "mega"):
+        created = {n.role: n.name for n in plans[name].networks}
+        gcp = projects[name]
+        assert gcp["vpc_name"] == f"{created['main']}-mock"
+        assert gcp["extra_vpcs"] == [f"{created[r]}-mock" for r in sorted(created)
+                                     if r.startswith("gpu-")]
+        assert gcp.get("roce_vpcs", []) == ([f"{created['roce']}-mock"] if "roce" in created
+                                            else [])
+    assert (len(projects["a4"]["extra_vpcs"]), len(projects["a4"]["roce_vpcs"])) == (1, 1)
+    assert (len(projects["mega"]["extra_vpcs"]), "roce_vpcs" in projects["mega"]) == (8, False)
+    assert projects["p5"]["vpc_ids"] == {"us-east-1": "p5-vpc-id"}
+    assert projects["nc"]["tenant_id"] == "t1" and projects["nc"]["subscription_id"] == "s1"
+    assert projects["nets-only"]["vpc_name"] == "nets-only-net-mock"  # the networks-only case
+
+
+def test_ssh_fleet_file_reaches_the_nodes_through_the_bastion(stack: dict[str, Any],
+                                                             tmp_path: Path) -> None:
+    outputs = write(tmp_path, "outputs.json", json.dumps(stack["outputs"]))
+    code, _, texts = run_export(tmp_path, "--outputs", outputs, "--identity-file",
+                                "~/.ssh/team")
+    assert code == 0
+    a4 = yaml.safe_load(texts["a4.dstack.yml"])
+    assert a4["type"] == "fleet" and a4["name"] == "a4" and a4["placement"] == "cluster"
+    cfg = a4["ssh_config"]
+    assert cfg["user"] == "ubuntu" and cfg["identity_file"] == "~/.ssh/team"
+    assert cfg["proxy_jump"] == {"hostname": "mock-address-of-a4-bastion-ip",
+                                 "user": "ubuntu", "identity_file": "~/.ssh/team"}
+    assert cfg["network"] == stack["plans"]["a4"].networks[0].subnets[0].cidr
+    assert cfg["hosts"] == [n["private_ip"] for n in stack["outputs"]["a4"]["nodes"]]
+    nc = yaml.safe_load(texts["nc.dstack.yml"])
+    assert "placement" not in nc and nc["ssh_config"]["user"] == "azureuser"
+
+
+def test_files_it_did_not_write_are_never_replaced(stack: dict[str, Any], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    state = write(tmp_path, "state.json", json.dumps(stack["state"]))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a4.dstack.yml").write_text("type: fleet\nname: mine\n")
+    code, _, texts = run_export(tmp_path, "--state", state)
+    assert code == 1 and "was not written by gpufleet; nothing was written" in \
+        capsys.readouterr().err
+    assert sorted(texts) == ["a4.dstack.yml"] and texts["a4.dstack.yml"].endswith("mine\n")
+    assert run_export(tmp_path, "--state", state, "--force")[0] == 0
+    assert run_export(tmp_path, "--state", state)[0] == 0  # its own files: replaced
+
+
+def test_bad_sources_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["export", "dstack", "--out", str(tmp_path)]) == 2
+    bad = write(tmp_path, "bad.json", "{not json")
+    assert main(["export", "dstack", "--state", bad, "--out", str(tmp_path / "o")]) == 1
+    assert "not JSON" in capsys.readouterr().err
+    empty = write(tmp_path, "empty.json", "{}")
+    assert main(["export", "dstack", "--outputs", empty, "--out", str(tmp_path / "o")]) == 1
+    assert "no gpufleet fleets" in capsys.readouterr().err
+    monkeypatch.setattr("shutil.which", lambda _name: None)
+    assert main(["export", "dstack", "--stack", "dev", "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
