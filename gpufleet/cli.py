@@ -522,7 +522,7 @@ def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | 
     replaced without --force.
     """
     from gpufleet.input import validate_paths
-    from gpufleet.review.export import (
+    from gpufleet.review import (
         ExportError,
         export_dstack,
         outputs_from_stack_output,
@@ -564,7 +564,7 @@ def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | 
 def _live_outputs(stack_name: str, cwd: str) -> dict[str, Any]:
     import shutil
 
-    from gpufleet.review.export import ExportError
+    from gpufleet.review import ExportError
 
     if shutil.which("pulumi") is None:
         click.echo("gpufleet export: the Pulumi CLI is not installed; use --outputs FILE "

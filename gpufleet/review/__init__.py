@@ -3,6 +3,13 @@
 from gpufleet.review import changes
 from gpufleet.review.diff import DIFF_NOTE, GuardOptions, offline_diff
 from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drift
+from gpufleet.review.export import (
+    ExportError,
+    export_dstack,
+    outputs_from_stack_output,
+    outputs_from_state,
+    write_files,
+)
 from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
 from gpufleet.review.plan import build_report, render
 from gpufleet.review.state import StateError, parse_export
@@ -14,6 +21,7 @@ __all__ = [
     "DRIFT_NOTE",
     "AutomationStack",
     "DriftError",
+    "ExportError",
     "GuardOptions",
     "MissingCli",
     "MissingTool",
@@ -24,11 +32,15 @@ __all__ = [
     "build_report",
     "changes",
     "deploy",
+    "export_dstack",
     "live_drift",
     "offline_diff",
+    "outputs_from_stack_output",
+    "outputs_from_state",
     "parse_export",
     "relock",
     "render",
     "total_delta",
     "unknown_names",
+    "write_files",
 ]
