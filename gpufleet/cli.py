@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -489,6 +490,83 @@ def up(stack_name: str, cwd: str, fallback: int) -> None:
     click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
                f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
                                 else ""))
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("args", nargs=-1, required=True)
+@click.option("--out", "out_dir", default=".", show_default=True,
+              type=click.Path(file_okay=False), help="Folder for the task file.")
+@click.option("--fleet", "fleet_name", help="With `check`: the fleet the log belongs to.")
+@_catalog_option
+@_lock_option
+@click.option("--profile", help="Profile from profiles.yml (default: the `default: true` one).")
+def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None,
+               catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+    """Is my cluster healthy? An NCCL all-reduce test per fleet, and its check.
+
+    \b
+    gpufleet acceptance FLEET [PATH...] [--out DIR]
+        write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
+        of every node with the fabric's NCCL settings) and print the expected threshold
+    gpufleet acceptance check LOG --fleet NAME PATH...
+        read the nccl-tests output: exit 0 pass, 1 fail, 2 unreadable log
+    """
+    from gpufleet.review import parse_log, render_task, task_for, verdict
+
+    checking = args[0] == "check"
+    if checking:
+        if len(args) < 2 or not fleet_name:
+            raise click.UsageError("usage: gpufleet acceptance check LOG --fleet NAME PATH...")
+        log_file, paths = args[1], list(args[2:])
+    else:
+        fleet_name, paths = args[0], list(args[1:])
+    paths = paths or ["."]
+    missing = [p for p in (paths + ([log_file] if checking else [])) if not os.path.exists(p)]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    plan = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
+    task, exp = task_for(plan)
+    if not checking:
+        out = os.path.join(out_dir, f"{plan.name}-nccl.dstack.yml")
+        os.makedirs(out_dir, exist_ok=True)
+        write_atomically(out, render_task(task, exp))
+        click.echo(f"wrote {out}")
+        click.echo(exp.text())
+        return
+    try:
+        with open(log_file, "rb") as fh:
+            raw = fh.read(50 * 1024 * 1024 + 1)
+    except OSError as e:
+        click.echo(f"gpufleet acceptance: cannot read {log_file}: {e.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    result = verdict(parse_log(raw.decode("utf-8", errors="replace")), exp)
+    for line in result.lines:
+        click.echo(line)
+    sys.exit(result.code)
+
+
+def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
+                lock_file: str | None, profile: str | None) -> Any:
+    from gpufleet.compile import compile_inputs
+    from gpufleet.diagnostics import did_you_mean
+
+    result = validated_or_exit(paths, "text")
+    names = [f.name for f in result.inputs.fleets]
+    if name not in names:
+        hint = did_you_mean(name, names) or f"fleets: {', '.join(names) or 'none'}"
+        raise click.UsageError(f"no cloud fleet named '{name}' in the given files; {hint}")
+    lock = lock_or_exit(paths, lock_file, "text")
+    catalog = load_catalog_or_fail(catalog_dir)
+    only = dataclasses.replace(result.inputs, fleets=tuple(
+        f for f in result.inputs.fleets if f.name == name), gateways=())
+    try:
+        compiled = compile_inputs(only, catalog, profile, lock)
+    except KeyError as e:
+        raise click.UsageError(str(e.args[0])) from None
+    if not compiled.ok or not compiled.plans:
+        compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,
+                            "text")
+    return compiled.plans[0]
 
 
 @cli.group()

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 KINDS = ("fleet", "gateway", "profiles", "backends", "lock")
-_FILES = (*KINDS, "defs", "dstack-server-config")
+_FILES = (*KINDS, "defs", "dstack-server-config", "task")
 
 
 @cache

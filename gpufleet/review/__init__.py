@@ -1,6 +1,7 @@
 """Review: plans -> the stack program run offline or live -> plan, diff and drift reports."""
 
 from gpufleet.review import changes
+from gpufleet.review.acceptance import parse_log, render_task, task_for, verdict
 from gpufleet.review.diff import DIFF_NOTE, GuardOptions, offline_diff
 from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drift
 from gpufleet.review.export import (
@@ -38,9 +39,13 @@ __all__ = [
     "outputs_from_stack_output",
     "outputs_from_state",
     "parse_export",
+    "parse_log",
     "relock",
     "render",
+    "render_task",
+    "task_for",
     "total_delta",
     "unknown_names",
+    "verdict",
     "write_files",
 ]

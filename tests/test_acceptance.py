@@ -1,0 +1,163 @@
+"""Cluster acceptance: the NCCL task per fleet and the checker of nccl-tests logs (written here
+in nccl-tests' documented output format: the size/count/type/redop/root table with time,
+algbw, busbw and #wrong for out-of-place and in-place, and the "Avg bus bandwidth" line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.cli import main
+from gpufleet.input.schema_files import validator
+from gpufleet.review.acceptance import fabric_facts, parse_log
+
+from planutil import EXAMPLES, TEST_KEY, write
+
+HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 50
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+"""
+
+
+def row(size: int, busbw: float, wrong: str = "0") -> str:
+    count = size // 4
+    return (f"{size:>12} {count:>13}     float     sum      -1   {100.0:8.2f}  "
+            f"{busbw / 1.875:6.2f}  {busbw:6.2f}  {wrong:>5}   {99.0:8.2f}  "
+            f"{busbw / 1.875:6.2f}  {busbw:6.2f}  {wrong:>5}")
+
+
+def log(peak: float, wrong_at: int | None = None, last: int = 33, avg: bool = True) -> str:
+    lines = ["[node-0] NCCL INFO NET/gIB : Using [0]mlx5_0 ...", HEADER.rstrip("\n")]
+    for exp in range(3, last + 1):
+        size = 1 << exp
+        bw = peak * min(1.0, size / (1 << 28))  # rises, then plateaus from 256 MiB
+        lines.append(row(size, round(bw, 2), "3" if exp == wrong_at else "0"))
+    lines.append("# Out of bounds values : 0 OK")
+    if avg:
+        lines.append(f"# Avg bus bandwidth    : {peak / 3:.4f} ")
+    return "\n".join(lines) + "\n"
+
+
+A4 = [str(EXAMPLES / "fleets" / "gcp-a4.dstack.yml"), str(EXAMPLES / "backends.yml")]
+
+
+def check(tmp: Path, text: str, fleet: str = "a4", files: list[str] = A4,
+          capsys: pytest.CaptureFixture[str] | None = None) -> tuple[int, str]:
+    path = write(tmp, "nccl.log", text)
+    code = main(["acceptance", "check", path, "--fleet", fleet, *files])
+    out = capsys.readouterr().out if capsys else ""
+    return code, out
+
+
+def test_a4_task_validates_and_spans_every_gpu_of_every_node(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["acceptance", "a4", *A4, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "passes at >= 612 GB/s" in out and "680" in out
+    task = yaml.safe_load((tmp_path / "a4-nccl.dstack.yml").read_text())
+    assert list(validator("task").iter_errors(task)) == []
+    assert task["type"] == "task" and task["nodes"] == 2 and task["fleets"] == ["a4"]
+    assert task["resources"]["gpu"] == "B200:8"
+    assert task["env"]["NCCL_NET"] == "gIB"
+    run = task["commands"][-1]
+    assert '-n "$DSTACK_GPUS_NUM" -N "$DSTACK_GPUS_PER_NODE"' in run
+    assert "all_reduce_perf -b 8 -e 8G" in run and "-x NCCL_NET" in run
+    assert task["startup_order"] == "workers-first" and task["stop_criteria"] == "master-done"
+
+
+@pytest.mark.parametrize(("fleet", "env", "value"), [
+    ("h100-train", "FI_PROVIDER", "efa"),
+    ("nd-h100", "NCCL_TOPO_FILE", "/opt/microsoft/ndv5-topo.xml"),
+])
+def test_each_fabric_gets_its_settings_and_says_when_there_is_no_threshold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet: str, env: str,
+        value: str) -> None:
+    assert main(["acceptance", fleet, str(EXAMPLES), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "no bandwidth threshold: no published figure for this fabric" in out
+    task = yaml.safe_load((tmp_path / f"{fleet}-nccl.dstack.yml").read_text())
+    assert list(validator("task").iter_errors(task)) == []
+    assert task["env"][env] == value and f"-x {env}" in task["commands"][-1]
+
+
+def test_a_fleet_without_rdma_gets_a_single_node_run(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    f = write(tmp_path, "f.yml", "type: fleet\nname: l4s\nnodes: 3\nbackends: [gcp]\n"
+              "spot_policy: auto\nresources:\n  gpu: L4:4\n")
+    b = write(tmp_path, "b.yml", f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n"
+              "  - type: gcp\n    project_id: p1\n")
+    assert main(["acceptance", "l4s", f, b, "--out", str(tmp_path)]) == 0
+    assert "a single-node run" in capsys.readouterr().out
+    task = yaml.safe_load((tmp_path / "l4s-nccl.dstack.yml").read_text())
+    assert task["nodes"] == 1 and "startup_order" not in task
+    assert task["commands"][-1].endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 4 -c 1 -n 50")
+
+
+def test_every_fabric_fact_has_a_source() -> None:
+    facts = fabric_facts()
+    assert all(f["source"] for f in facts["fabrics"].values())
+    assert all(e["source"] and e["busbw_gbps"] > 0 for e in facts["expected"].values())
+
+
+def test_a_healthy_log_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = check(tmp_path, log(676.5), capsys=capsys)
+    assert code == 0 and out.rstrip().endswith("PASS")
+    assert "peak bus bandwidth: 676.5 GB/s at 256 MiB" in out
+    assert "bandwidth plateaus from 256 MiB" in out
+    assert "average bus bandwidth (nccl-tests): 225.5 GB/s" in out
+
+
+def test_low_bandwidth_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = check(tmp_path, log(4.2), capsys=capsys)  # NCCL fell back to TCP
+    assert code == 1 and "FAIL: peak 4.2 GB/s is below 612 GB/s" in out
+
+
+def test_wrong_results_fail_even_without_a_threshold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = check(tmp_path, log(380.0, wrong_at=20), "h100-train", [str(EXAMPLES)],
+                      capsys)
+    assert code == 1 and "FAIL: wrong results (#wrong > 0) at 1 MiB" in out
+    code, out = check(tmp_path, log(380.0), "h100-train", [str(EXAMPLES)], capsys)
+    assert code == 0 and "no bandwidth threshold" in out
+
+
+def test_truncated_and_corrupted_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = log(700.0, last=31, avg=False)
+    cut = text[: text.rindex("#")]  # cut off mid-run: no summary
+    cut = cut[: len(cut) - 40]  # and half of the last row
+    code, out = check(tmp_path, cut, capsys=capsys)
+    assert code == 0, out
+    assert "no 'Avg bus bandwidth' line" in out and "broken row(s) ignored" in out
+    assert "the log stops below 1 GiB" not in out
+    garbage = log(700.0).replace("    100.00  ", "    1x0.0?  ", 1)
+    code, out = check(tmp_path, garbage, capsys=capsys)
+    assert code == 0 and "1 broken row(s) ignored, first:" in out and "1x0.0?" in out
+    nan = log(700.0).replace("700.00", "nan", 1)  # one side of the peak row is not a number
+    code, out = check(tmp_path, nan, capsys=capsys)
+    assert "1 broken row(s) ignored" in out
+    assert code == 0  # the neighbouring sizes still show the plateau above 612 GB/s
+
+
+@pytest.mark.parametrize("text", ["", "mpirun: command not found\n", HEADER,
+                                  "\x00\x01\x02" * 100, "# Avg bus bandwidth : 12\n"])
+def test_unreadable_logs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                text: str) -> None:
+    code, out = check(tmp_path, text, capsys=capsys)
+    assert code == 2 and "unreadable log" in out
+
+
+def test_parse_keeps_both_sides_and_na_wrong() -> None:
+    text = HEADER + row(1 << 30, 500.0, "N/A") + "\n"
+    parsed = parse_log(text)
+    assert len(parsed.rows) == 1 and parsed.rows[0].wrong_out is None
+    assert parsed.rows[0].busbw == 500.0
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert main(["acceptance", "check", str(tmp_path / "none.log"), "--fleet", "a4", *A4]) == 2
+    assert main(["acceptance", "check", "x.log", *A4]) == 2  # no --fleet
+    assert main(["acceptance", "nosuch", *A4]) == 2
