@@ -73,17 +73,42 @@ def render_text(
     """Render diagnostics as ``file:line:col: severity[CODE]: message`` blocks with a caret."""
     blocks = []
     for d in diags:
-        lines = [f"{d.file}:{d.line}:{d.column}: {d.severity.value}[{d.code}]: {d.message}"]
+        lines = [f"{printable(d.file)}:{d.line}:{d.column}: {d.severity.value}[{d.code}]: "
+                 f"{printable(d.message)}"]
         if d.hint:
-            lines.append(f"  hint: {d.hint}")
+            lines.append(f"  hint: {printable(d.hint)}")
         src = (sources or {}).get(d.file)
         if src is not None and 1 <= d.line <= len(src):
-            text = src[d.line - 1].rstrip("\r\n").expandtabs(1)
+            text, column = window(src[d.line - 1].rstrip("\r\n"), d.column)
             gutter = str(d.line)
             lines.append(f"  {gutter:>4} | {text}")
-            lines.append(f"  {'':>4} | {' ' * (d.column - 1)}^")
+            lines.append(f"  {'':>4} | {' ' * (column - 1)}^")
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+_CONTROL.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"})
+_CONTROL.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), 0x2028, 0x2029)})
+MAX_MESSAGE = 2000
+WINDOW = 120
+
+
+def printable(text: str) -> str:
+    """Control characters (newlines, terminal escapes) spelled out, so that text from a file
+    can never start a line of its own or drive the terminal; long text is cut."""
+    out = text.translate(_CONTROL)
+    return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE] + "..."
+
+
+def window(line: str, column: int) -> tuple[str, int]:
+    """At most WINDOW characters of a source line around ``column``, made printable, and the
+    caret's column within what is shown."""
+    start = max(0, min(column - 1 - WINDOW // 3, len(line) - WINDOW))
+    part = line[start:start + WINDOW]
+    shown = ("..." if start else "") + part + ("..." if start + WINDOW < len(line) else "")
+    before = printable(("..." if start else "") + line[start:column - 1]).expandtabs(1)
+    return printable(shown).expandtabs(1), len(before) + 1
 
 
 def to_record(d: Diagnostic) -> dict[str, object]:

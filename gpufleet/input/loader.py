@@ -8,6 +8,8 @@ is refused after a fixed number of nodes instead of exhausting memory).
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,17 +18,22 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from gpufleet.diagnostics import Diagnostic, KeyPath, display_path
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, display_path
 from gpufleet.input.spec import LOCK_FILE
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
-MAX_NODES = 100_000
+MAX_NODES = 100_000  # values reached through aliases (what an alias bomb multiplies)
 MAX_DEPTH = 64
+MAX_TEXT_DEPTH = 200  # refused before parsing: deeper nesting crashes PyYAML's C composer
+MAX_INT_DIGITS = 30
 YAML_SUFFIXES = (".yml", ".yaml")
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_STR_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"}
+_YAML = "tag:yaml.org,2002:"
+_STR_TAGS = {_YAML + "timestamp"}  # dates stay strings
+_SCALAR_TAGS = {_YAML + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_MAP_TAG, _SEQ_TAG = _YAML + "map", _YAML + "seq"
 
 Position = tuple[int, int]
 
@@ -139,7 +146,13 @@ def load_file(path: Path, result: LoadResult) -> None:
     name = display_path(str(path))
     result.files.append(name)
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            result.diagnostics.append(Diagnostic(
+                name, 1, 1, "L000", "not a regular file (a device, pipe or socket)",
+                hint="give gpufleet the YAML files themselves"))
+            return
+        size = st.st_size
         if size > MAX_FILE_BYTES:
             result.diagnostics.append(
                 Diagnostic(name, 1, 1, "L001", f"file is {size:,} bytes; the limit is "
@@ -147,7 +160,13 @@ def load_file(path: Path, result: LoadResult) -> None:
                            hint="split the file or check that it is a fleet/gateway file")
             )
             return
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            result.diagnostics.append(Diagnostic(
+                name, 1, 1, "L001", f"file grew past the limit of {MAX_FILE_BYTES:,} bytes "
+                "while being read"))
+            return
     except OSError as e:
         result.diagnostics.append(
             Diagnostic(name, 1, 1, "L000", f"cannot read file: {e.strerror or e}")
@@ -173,12 +192,76 @@ def load_bytes(name: str, raw: bytes, result: LoadResult) -> None:
     load_text(name, text, result)
 
 
+_SPECIAL = re.compile(r"[\[\]{}\"'#\n]")
+
+
+def nesting_depth(text: str, limit: int) -> tuple[int, int]:
+    """An upper estimate of how deep the YAML nests, and the line where it passes ``limit``:
+    flow brackets outside quotes and comments, plus block indentation levels and `- `
+    sequence markers. Linear, and run before the parser."""
+    indents: list[int] = []
+    block: dict[int, int] = {}  # line -> block depth at its start
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        while indents and indents[-1] >= indent:
+            indents.pop()
+        indents.append(indent)
+        dashes = 0
+        while stripped.startswith("- "):
+            dashes += 1
+            stripped = stripped[2:].lstrip(" ")
+        depth = len(indents) + dashes
+        if depth > limit:
+            return depth, number
+        block[number] = depth
+    flow, quote, comment, number = 0, "", False, 1
+    for m in _SPECIAL.finditer(text):
+        ch, at = m.group(), m.start()
+        if ch == "\n":
+            number += 1
+            comment = False
+            if quote == "'" or quote == '"':
+                continue
+            continue
+        if comment:
+            continue
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        before = text[at - 1] if at else "\n"
+        if ch in "\"'" and before in " [{,:\n\t-":
+            quote = ch
+        elif ch == "#" and before in " \t\n":
+            comment = True
+        elif ch in "[{":
+            flow += 1
+            if flow + block.get(number, 0) > limit:
+                return flow + block.get(number, 0), number
+        elif ch in "]}":
+            flow = max(0, flow - 1)
+    return 0, 0
+
+
 def load_text(name: str, text: str, result: LoadResult) -> None:
+    depth, line = nesting_depth(text, MAX_TEXT_DEPTH)
+    if depth:
+        result.diagnostics.append(Diagnostic(
+            name, line, 1, "L005", f"the YAML nests deeper than {MAX_TEXT_DEPTH} levels",
+            hint="fleet and gateway files need a handful of levels; check for a runaway "
+                 "`[` or `{`"))
+        return
     index = 0
+    documents = 0
     try:
         for node in yaml.compose_all(text, Loader=_Loader):
-            if node is None:
+            if node is None or (isinstance(node, ScalarNode) and node.tag == _YAML + "null"
+                                and node.value in ("", "~", "null")):
                 continue
+            documents += 1
             try:
                 result.documents.append(_build_document(name, index, node))
             except _Abort as a:
@@ -191,8 +274,17 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
         if e.context and e.problem and e.context_mark is not None:
             msg += f" ({e.context} started on line {e.context_mark.line + 1})"
         result.diagnostics.append(Diagnostic(name, line, col, "L003", f"YAML syntax error: {msg}"))
+        return
     except yaml.YAMLError as e:
         result.diagnostics.append(Diagnostic(name, 1, 1, "L003", f"YAML error: {e}"))
+        return
+    except RecursionError:
+        result.diagnostics.append(Diagnostic(name, 1, 1, "L005", "the YAML nests too deeply"))
+        return
+    if documents == 0:
+        result.diagnostics.append(Diagnostic(
+            name, 1, 1, "L011", "the file holds no YAML document (it is empty or only `---`)",
+            severity=Severity.WARNING, hint="remove the file, or add a fleet or gateway"))
 
 
 def _pos(node: Node) -> Position:
@@ -209,13 +301,17 @@ class _Builder:
         self.source = SourceMap()
         self.count = 0
         self.active: set[int] = set()
+        self.built: set[int] = set()
 
     def fail(self, node: Node, code: str, message: str, hint: str | None = None) -> _Abort:
         line, col = _pos(node)
         return _Abort(Diagnostic(self.name, line, col, code, message, hint=hint))
 
     def build(self, node: Node, path: KeyPath) -> Any:
-        self.count += 1
+        if id(node) in self.built:  # reached again through an alias
+            self.count += 1
+        elif not isinstance(node, ScalarNode):
+            self.built.add(id(node))
         if self.count > MAX_NODES:
             raise self.fail(node, "L005", f"document expands to more than {MAX_NODES:,} values "
                             "(anchors and aliases are expanded)",
@@ -224,7 +320,11 @@ class _Builder:
             raise self.fail(node, "L005", f"document is nested deeper than {MAX_DEPTH} levels")
         self.source.values.setdefault(path, _pos(node))
         if isinstance(node, ScalarNode):
-            return self.scalar(node)
+            return self.scalar(node, path)
+        if node.tag not in (_MAP_TAG, _SEQ_TAG):
+            raise self.fail(node, "L010", f"unsupported YAML tag {_tag(node.tag)}",
+                            hint="gpufleet reads plain mappings, lists, strings, numbers and "
+                                 "booleans; remove the tag")
         if id(node) in self.active:
             raise self.fail(node, "L006", "recursive alias: a node contains itself")
         self.active.add(id(node))
@@ -236,13 +336,26 @@ class _Builder:
         finally:
             self.active.discard(id(node))
 
-    def scalar(self, node: ScalarNode) -> Any:
+    def scalar(self, node: ScalarNode, path: KeyPath) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            raise self.fail(node, "L010", f"unsupported YAML tag {_tag(node.tag)}",
+                            hint="gpufleet reads plain mappings, lists, strings, numbers and "
+                                 "booleans; remove the tag")
         if node.tag in _STR_TAGS:
             return node.value
-        ctor = self._scalars.yaml_constructors.get(node.tag)
-        if ctor is None:
-            return node.value
-        return ctor(self._scalars, node)
+        if node.tag == _YAML + "int":
+            digits = sum(c.isdigit() for c in node.value)
+            if digits > MAX_INT_DIGITS:
+                raise self.fail(node, "L009", f"{_where(path)}: a {digits}-digit integer; "
+                                f"gpufleet reads at most {MAX_INT_DIGITS} digits")
+        ctor = self._scalars.yaml_constructors[node.tag]
+        try:
+            return ctor(self._scalars, node)
+        except (ValueError, TypeError, OverflowError, yaml.YAMLError) as e:
+            kind = node.tag.rsplit(":", 1)[-1]
+            value = node.value if len(node.value) <= 40 else node.value[:40] + "..."
+            raise self.fail(node, "L009", f"{_where(path)}: cannot read {value!r} as {kind}",
+                            hint=f"remove the `!!{kind}` tag or write a valid {kind}") from e
 
     def key_of(self, node: Node) -> str:
         if not isinstance(node, ScalarNode):
@@ -273,12 +386,20 @@ class _Builder:
         if not isinstance(src, MappingNode):
             raise self.fail(src, "L004", "a merge key (<<) needs a mapping or a list of mappings")
         value = self.build(src, (*path, "<<"))
+        where = {knode.value: knode for knode, _ in src.value if isinstance(knode, ScalarNode)}
         for key, item in value.items():
             if key not in out:
                 out[key] = item
-                for knode, _ in src.value:
-                    if isinstance(knode, ScalarNode) and knode.value == key:
-                        self.source.keys[(*path, key)] = _pos(knode)
+                if key in where:
+                    self.source.keys[(*path, key)] = _pos(where[key])
+
+
+def _tag(tag: str) -> str:
+    return "!!" + tag[len(_YAML):] if tag.startswith(_YAML) else tag
+
+
+def _where(path: KeyPath) -> str:
+    return ".".join(str(p) for p in path) or "the document"
 
 
 def _build_document(name: str, index: int, node: Node) -> Document:

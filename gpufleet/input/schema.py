@@ -93,6 +93,9 @@ def _describe(v: Any) -> str:
     return "a mapping"
 
 
+MAX_UNKNOWN_KEYS = 20  # per mapping; the rest are summed up in one diagnostic
+
+
 def _where(path: KeyPath, kind: str) -> str:
     return format_path(path) or kind
 
@@ -103,13 +106,18 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
     doc = c.doc
     if v == "additionalProperties":
         allowed = list(err.schema.get("properties", {}))
-        for key in err.instance:
-            if key in allowed:
-                continue
+        unknown = [key for key in err.instance if key not in allowed]
+        for key in unknown:
             c.bad.add((*path, key))
+        for key in unknown[:MAX_UNKNOWN_KEYS]:
             c.diagnostics.append(doc.at_key(
                 (*path, key), "S001", f"unknown key '{key}' in {_where(path, kind)}",
                 hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
+        if len(unknown) > MAX_UNKNOWN_KEYS:
+            rest = unknown[MAX_UNKNOWN_KEYS:]
+            c.diagnostics.append(doc.at_key(
+                (*path, rest[0]), "S001", f"{len(rest)} more unknown key(s) in "
+                f"{_where(path, kind)}", hint=f"allowed keys: {', '.join(allowed)}"))
         return
     if v == "required":
         for key in err.validator_value:
