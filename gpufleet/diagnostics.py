@@ -104,11 +104,12 @@ def printable(text: str) -> str:
 def window(line: str, column: int) -> tuple[str, int]:
     """At most WINDOW characters of a source line around ``column``, made printable, and the
     caret's column within what is shown."""
+    line = line.expandtabs(1)  # a tab is one column for the YAML parser too
     start = max(0, min(column - 1 - WINDOW // 3, len(line) - WINDOW))
     part = line[start:start + WINDOW]
     shown = ("..." if start else "") + part + ("..." if start + WINDOW < len(line) else "")
-    before = printable(("..." if start else "") + line[start:column - 1]).expandtabs(1)
-    return printable(shown).expandtabs(1), len(before) + 1
+    before = printable(("..." if start else "") + line[start:column - 1])
+    return printable(shown), len(before) + 1
 
 
 def to_record(d: Diagnostic) -> dict[str, object]:
