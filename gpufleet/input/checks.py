@@ -334,6 +334,8 @@ def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
         return out, ctx.diags
     seen: dict[str, int] = {}
     for i, raw in enumerate(ctx.data()["profiles"]):
+        if not isinstance(raw, dict) or not c.ok_above(("profiles", i)):
+            continue
         name = str(raw.get("name"))
         if name in seen:
             ctx.error(("profiles", i, "name"), f"duplicate profile '{name}' (first at "

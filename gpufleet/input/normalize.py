@@ -6,6 +6,7 @@ Each parser raises :class:`SpecError` with the message dstack gives for the same
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +28,7 @@ GPU_VENDORS = {"nvidia": "nvidia", "amd": "amd", "google": "google", "intel": "i
 CPU_ARCHS = ("x86", "arm")
 RETRY_EVENTS = ("no-capacity", "interruption", "error")
 DEFAULT_RETRY_SECONDS = 3600
-_DURATION_RE = re.compile(r"^(\d+) *([smhdw])$")
+_DURATION_RE = re.compile(r"([0-9]{1,9}) *([smhdw])")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TAG_KEY_RE = re.compile(r"^[_\-a-zA-Z0-9]{1,60}$")
 TAG_VALUE_RE = re.compile(r"^[a-zA-Z0-9 .:/=_\-+@]{0,256}$")
@@ -35,15 +36,30 @@ TAG_VALUE_RE = re.compile(r"^[a-zA-Z0-9 .:/=_\-+@]{0,256}$")
 
 # --- numbers and ranges ------------------------------------------------------------------
 
+MAX_COUNT = 10**9  # no count or size in a fleet comes near this
+_INT = re.compile(r"-?[0-9]{1,18}")
+_NUMBER = re.compile(r"[0-9]{1,15}(\.[0-9]{1,15})?|\.[0-9]{1,15}")
+
+
 def _to_int(v: Any) -> int:
     if isinstance(v, bool):
         raise SpecError(f"invalid integer: {v}")
     if isinstance(v, int):
-        return v
-    try:
-        return int(str(v))
-    except ValueError:
-        raise SpecError(f"invalid literal for int() with base 10: '{v}'") from None
+        n = v
+    elif isinstance(v, float):
+        raise SpecError(f"expected a whole number, not {v:g}")
+    elif isinstance(v, str) and _INT.fullmatch(v.strip()):
+        n = int(v.strip())
+    else:
+        raise SpecError(f"invalid literal for int() with base 10: '{_short(v)}'")
+    if abs(n) > MAX_COUNT:
+        raise SpecError(f"{_short(n)} is too large (at most {MAX_COUNT:,})")
+    return n
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= 40 else s[:40] + "..."
 
 
 def parse_memory(v: Any) -> float:
@@ -51,20 +67,21 @@ def parse_memory(v: Any) -> float:
     if isinstance(v, bool):
         raise SpecError(f"Invalid memory size: {v}")
     if isinstance(v, int | float):
-        return float(v)
-    if not isinstance(v, str):
-        raise SpecError(f"Invalid memory size: {v}")
-    s = v.replace(" ", "").lower()
-    try:
-        if s.endswith("tb"):
-            return float(s[:-2]) * 1024
-        if s.endswith("gb"):
-            return float(s[:-2])
-        if s.endswith("mb"):
-            return float(s[:-2]) / 1024
-        return float(s)
-    except ValueError:
-        raise SpecError(f"could not convert string to float: '{s}'") from None
+        value = float(v) if abs(v) <= MAX_COUNT else math.inf
+        s = _short(v)
+    elif isinstance(v, str):
+        s = v.replace(" ", "").lower()
+        scale = {"tb": 1024.0, "gb": 1.0, "mb": 1 / 1024}.get(s[-2:])
+        number = s[:-2] if scale is not None else s
+        if not _NUMBER.fullmatch(number.lstrip("-")):
+            raise SpecError(f"could not convert string to float: '{_short(s)}'")
+        value = float(number) * (scale or 1.0)
+    else:
+        raise SpecError(f"Invalid memory size: {_short(v)}")
+    if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
+        raise SpecError(f"Invalid memory size: {s} (sizes are non-negative and below "
+                        f"{MAX_COUNT:,} GB)")
+    return value
 
 
 def _range(v: Any, conv: Any) -> Range:
@@ -84,6 +101,8 @@ def _range(v: Any, conv: Any) -> Range:
         lo = hi = conv(v)
     if lo is None and hi is None:
         raise SpecError("Invalid empty range: ..")
+    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+        raise SpecError(f"Invalid range: {_short(v)} (counts and sizes cannot be negative)")
     if lo is not None and hi is not None and lo > hi:
         raise SpecError(f"Invalid range order: {_fmt(lo)}..{_fmt(hi)}")
     return Range(lo, hi)
@@ -194,6 +213,9 @@ def _tokenize_gpu(v: str) -> dict[str, Any]:
             if any(not n for n in spec["name"]):
                 raise SpecError(f"GPU name can not be empty: {v}")
         elif any(c.isalpha() for c in token):
+            if not re.search(r"[0-9.](tb|gb|mb)(\.\.|$)", token.lower()):
+                raise SpecError(f"GPU spec token '{_short(token)}' is neither a count (8, 1..4) "
+                                f"nor a memory size (80GB, 24GB..): {_short(v)}")
             if "memory" in spec:
                 raise SpecError(f"GPU spec memory conflict: {v}")
             spec["memory"] = token
@@ -208,6 +230,9 @@ def parse_gpu(v: Any) -> GPUSpec:
     """GPU spec: ``H100:8``, ``A100:80GB:2``, ``24GB..:2``, ``nvidia``, or the object form."""
     if isinstance(v, int) and not isinstance(v, bool):
         v = str(v)
+    if not isinstance(v, str | Mapping):
+        raise SpecError(f"`gpu` takes a count (2), a spec (H100:8, A100:80GB:2) or a mapping, "
+                        f"not {_short(v)}")
     spec = _tokenize_gpu(v) if isinstance(v, str) else dict(v)
     vendor = spec.get("vendor")
     if vendor is not None:
@@ -218,7 +243,9 @@ def parse_gpu(v: Any) -> GPUSpec:
     names: list[str] = []
     if raw_names is not None:
         for n in raw_names if isinstance(raw_names, list) else [raw_names]:
-            n = str(n)
+            n = str(n).strip()
+            if not n:
+                raise SpecError(f"GPU name can not be empty: {raw_names}", ("name",))
             names.append(n[4:] if n.startswith("tpu-") else n)
     count = (_sub(parse_int_range, spec["count"], "count") if spec.get("count") is not None
              else Range(1, None))
@@ -265,13 +292,15 @@ def parse_resources(v: Mapping[str, Any]) -> tuple[ResourcesSpec, list[SpecError
 def parse_duration(v: Any) -> int:
     """Seconds from ``90``, ``"90"`` or ``"3d"`` (s, m, h, d, w; no fractions, no compounds)."""
     if isinstance(v, int) and not isinstance(v, bool):
+        if abs(v) > MAX_COUNT * 100:
+            raise SpecError(f"Cannot parse the duration {_short(v)} (too long)")
         return v
     s = str(v)
-    if s.lstrip("-").isdigit():
+    if re.fullmatch(r"-?[0-9]{1,12}", s):
         return int(s)
-    m = _DURATION_RE.match(s)
+    m = _DURATION_RE.fullmatch(s)
     if not m:
-        raise SpecError(f"Cannot parse the duration {s}")
+        raise SpecError(f"Cannot parse the duration {_short(s)}")
     return int(m.group(1)) * _DURATION_UNITS[m.group(2)]
 
 
@@ -301,10 +330,10 @@ def parse_retry(v: Any) -> RetrySpec | None:
 def check_tags(tags: Mapping[str, Any]) -> list[SpecError]:
     errors = []
     for key, value in tags.items():
-        if not TAG_KEY_RE.match(key):
+        if not TAG_KEY_RE.fullmatch(key):
             errors.append(SpecError(f"Invalid tag key {key}. The key must match regex "
                                     "'^[_\\-a-zA-Z0-9]{1,60}$'", (key,)))
-        elif not TAG_VALUE_RE.match(str(value)):
+        elif not TAG_VALUE_RE.fullmatch(str(value)):
             errors.append(SpecError(f"Invalid tag value {value}. The value must match regex "
                                     "'^[a-zA-Z0-9 .:/=_\\-+@]{0,256}$'", (key,)))
     return errors

@@ -59,6 +59,11 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
                                  hint="add `type: fleet` or `type: gateway`")]
     if kind in ("fleet", "gateway"):
         return kind, []
+    if isinstance(kind, bool | int | float):
+        return None, [doc.at_value(("type",), "L007", f"`type` must be `fleet` or `gateway`, "
+                                   f"not the {type(kind).__name__} {str(kind).lower()}",
+                                   hint="YAML reads an unquoted yes/no/on/off as a boolean; "
+                                        "write `type: fleet` or `type: gateway`")]
     if isinstance(kind, str) and kind in DSTACK_RUN_KINDS:
         return None, [doc.at_value(("type",), "L008", f"`type: {kind}` is a dstack {kind} "
                                    "configuration; gpufleet only reads fleets and gateways "
@@ -179,8 +184,15 @@ def _type_error(c: Checked, path: KeyPath, types: Iterable[str], instance: Any) 
             names.append(_TYPE_NAMES.get(t, t))
     want = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
     c.bad.add(path)
+    hint = None
+    if isinstance(instance, float) and "integer" in types:
+        hint = (f"{instance!r} has a fraction; write a whole number"
+                + (" or a range like \"1..4\"" if "string" in types else ""))
+    elif isinstance(instance, bool) and "string" in types:
+        hint = "YAML reads an unquoted yes/no/on/off/true/false as a boolean; quote it"
     c.diagnostics.append(c.doc.at_value(
-        path, "S002", f"{_where(path, c.kind or '')} must be {want}, not {_describe(instance)}"))
+        path, "S002", f"{_where(path, c.kind or '')} must be {want}, not {_describe(instance)}",
+        hint=hint))
 
 
 def _enum_error(c: Checked, path: KeyPath, allowed: list[Any], value: Any, kind: str) -> None:
