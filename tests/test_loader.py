@@ -79,3 +79,39 @@ def test_directories_recurse_and_skip_hidden(tmp_path: Path) -> None:
 def test_merge_keys_explicit_keys_win() -> None:
     r = _load("base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n")
     assert r.documents[0].data["m"] == {"x": 1, "y": 3}
+
+
+def test_non_regular_files_are_refused_without_reading(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.yml"
+    os.mkfifo(fifo)  # reading it would block forever
+    for path in (str(fifo), "/dev/zero"):
+        result = load_paths([path])
+        assert [d.code for d in result.diagnostics] == ["L000"]
+        assert "not a regular file" in result.diagnostics[0].message
+
+
+def test_a_merge_with_many_keys_is_read_once_per_key() -> None:
+    keys = "\n".join(f"  k{i}: v{i}" for i in range(20_000))
+    r = _load(f"base: &b\n{keys}\ncopy:\n  <<: *b\n  k0: mine\n")
+    assert r.diagnostics == []
+    copy = r.documents[0].data["copy"]
+    assert len(copy) == 20_000 and copy["k0"] == "mine" and copy["k19999"] == "v19999"
+    assert r.documents[0].source.key(("copy", "k5")) == (7, 3)
+
+
+def test_many_plain_keys_are_not_an_alias_bomb() -> None:
+    keys = "\n".join(f"k{i}: v" for i in range(120_000))
+    r = _load("type: fleet\n" + keys + "\n")
+    assert [d.code for d in r.diagnostics] == []
+    assert len(r.documents[0].data) == 120_001
+
+
+def test_nesting_is_refused_before_the_parser() -> None:
+    r = _load("a: " + "[" * 30_000 + "\n")
+    assert [d.code for d in r.diagnostics] == ["L005"]
+    deep_blocks = "".join(" " * i + f"k{i}:\n" for i in range(250))
+    assert [d.code for d in _load(deep_blocks).diagnostics] == ["L005"]
+    quoted = 'a: "' + "[" * 5_000 + '"\n'  # brackets in a string are not nesting
+    assert _load(quoted).diagnostics == []

@@ -161,6 +161,12 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
 def _fleet_rules(ctx: _Ctx) -> None:
     d = ctx.data()
     backends = d.get("backends") if ctx.has("backends") else None
+    if ctx.has("regions") and backends:
+        known = [b for b in backends if b in REGION_SHAPES]
+        for i, region in enumerate(d["regions"]):
+            if known and not any(REGION_SHAPES[b][0].fullmatch(str(region).lower())
+                                 for b in known):
+                check_region(ctx, ("regions", i), known[0], str(region), "F018")
     if ctx.has("reservation") and backends is not None and not any(
             b in RESERVATION_BACKENDS for b in backends):
         ctx.error(("reservation",), "`reservation` needs a backend with reservation support "
@@ -288,6 +294,8 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
                   hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
     if ctx.has("domain"):
         _check_domain(ctx, d["domain"])
+    if backend is not None and ctx.has("region"):
+        check_region(ctx, ("region",), backend, str(d["region"]), "G014")
     tags = _tags(ctx, (), d)
     if any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
@@ -302,17 +310,52 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
     return spec, ctx.diags
 
 
-_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
 def _check_domain(ctx: _Ctx, domain: str) -> None:
     name = domain.replace("${{ run.project_name }}", "project").lower().rstrip(".")
-    name = name.removeprefix("*.")
     labels = name.split(".")
-    if len(labels) < 2 or not all(_LABEL.match(lbl) for lbl in labels) or len(name) > 253:
-        ctx.error(("domain",), f"invalid domain '{domain}'", "G009",
-                  hint="use a DNS name such as `gpu.example.com`; services get "
-                       "`<run>.<domain>`")
+    hint = ("use a DNS name such as `gpu.example.com`; gpufleet creates `*.<domain>` and "
+            "services get `<run>.<domain>`")
+    if name.startswith("*."):
+        ctx.error(("domain",), f"invalid domain '{domain}': the wildcard is added by the "
+                  "gateway", "G009", hint=f"write `domain: {name[2:]}`")
+    elif _is_ip(name):
+        ctx.error(("domain",), f"invalid domain '{domain}': an IP address is not a domain",
+                  "G009", hint=hint)
+    elif len(labels) < 2 or not all(_LABEL.fullmatch(lbl) for lbl in labels) \
+            or len(name) > 253 or labels[-1].isdigit():
+        ctx.error(("domain",), f"invalid domain '{domain}'", "G009", hint=hint)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+# Region names as each cloud spells them (us-east-1, us-central1, eastus); a region of the
+# wrong shape is a typo or another cloud's region.
+REGION_SHAPES = {
+    "aws": (re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1"),
+    "gcp": (re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1"),
+    "azure": (re.compile(r"[a-z]+[a-z0-9]*"), "eastus"),
+}
+
+
+def check_region(ctx: _Ctx, path: KeyPath, backend: str, region: str, code: str) -> None:
+    shape = REGION_SHAPES.get(backend)
+    if shape is None or shape[0].fullmatch(region.lower()):
+        return
+    others = [b for b, (rx, _) in REGION_SHAPES.items() if b != backend and rx.fullmatch(
+        region.lower())]
+    hint = f"{backend} regions look like {shape[1]}"
+    if others:
+        hint += f"; '{region}' looks like a {' or '.join(others)} region"
+    ctx.error(path, f"'{region}' is not a region of {backend}", code, hint=hint)
 
 
 def _certificate(ctx: _Ctx) -> CertificateSpec | None:

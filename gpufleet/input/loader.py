@@ -270,6 +270,9 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        lines = text.splitlines() or [""]
+        if line > len(lines):  # the parser's end mark sits past the last line
+            line, col = len(lines), len(lines[-1]) + 1
         msg = e.problem or e.context or "invalid YAML"
         if e.context and e.problem and e.context_mark is not None:
             msg += f" ({e.context} started on line {e.context_mark.line + 1})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -22,6 +23,23 @@ def schema(kind: str) -> dict[str, Any]:
     return data
 
 
+def _pattern(_validator: Any, pattern: str, instance: Any, _schema: Any) -> Any:
+    """`pattern` as JSON Schema means it, without Python's one leniency: `$` must be the end
+    of the string, not the place before a final newline (`name: "abc\\n"`)."""
+    from jsonschema.exceptions import ValidationError
+
+    if not isinstance(instance, str):
+        return
+    m = _compiled(pattern).search(instance)
+    if m is None or (pattern.endswith("$") and m.end() != len(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
 @cache
 def validator(kind: str) -> Any:
     """A compiled Draft 2020-12 validator whose registry holds every shipped schema."""
@@ -36,5 +54,5 @@ def validator(kind: str) -> Any:
     checker = Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _c, v: isinstance(v, int) and not isinstance(v, bool))
     strict = validators.extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator, type_checker=checker)
+        Draft202012Validator, type_checker=checker, validators={"pattern": _pattern})
     return strict(schema(kind), registry=registry)

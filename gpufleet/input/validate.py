@@ -106,6 +106,17 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
                                   f"{kind} '{name}' is defined twice (first at "
                                   f"{first[0]}:{first[1]})",
                                   hint=f"{kind} names must be unique across all input files"))
+    live = {f.name: f for f in fleets}
+    for fleet in fleets:
+        for old in fleet.previous_names:
+            other = live.get(old)
+            if other is not None and other is not fleet:
+                out.append(Diagnostic(
+                    fleet.origin.file, fleet.origin.line, fleet.origin.column, "F019",
+                    f"fleet '{fleet.name}' lists '{old}' in previous_names, but fleet '{old}' "
+                    f"is still defined ({other.origin.file}:{other.origin.line})",
+                    hint="a fleet keeps the resources of a name it no longer has; rename the "
+                         "other fleet or drop the name from previous_names"))
     hosts: dict[str, str] = {}
     for f in ssh_fleets:
         for h in f.hosts:

@@ -30,6 +30,7 @@ from gpufleet.offers import Offer
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
 RDMA_RESERVED = IPv4Network("172.16.0.0/16")
 DEFAULT_SCALE_SET_LIMIT, MAX_SCALE_SET = 100, 300
+MAX_PLAIN_VMS = 100  # one VM, NIC and disk each: beyond this a fleet wants a scale set
 NODE_PREFIX = 18
 
 
@@ -93,6 +94,11 @@ class AzureBackend:
                 diags.append(fleet.origin.at("backends", "C006", f"the VNet range {block} "
                                      f"overlaps {RDMA_RESERVED}, which Azure's RDMA network "
                                      "reserves", "give azure a `cidr` outside 172.16.0.0/16"))
+        if not (fleet.is_cluster and offer.rdma == "infiniband") and wanted > MAX_PLAIN_VMS:
+            diags.append(fleet.origin.at("nodes", "C014", f"fleet '{fleet.name}' wants {wanted} "
+                                 f"Azure VMs; gpufleet creates at most {MAX_PLAIN_VMS} plain VMs "
+                                 "per fleet", "split the fleet, or use `placement: cluster` on "
+                                 "an InfiniBand size (a scale set)"))
         return diags
 
     def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
