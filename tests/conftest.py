@@ -5,6 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property and fuzz tests: "ci" (the default, fixed seed) keeps CI short; run thousands of
+# inputs locally with `pytest tests/test_fuzz.py --hypothesis-profile=long`.
+_QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True,
+                          suppress_health_check=_QUIET)
+settings.register_profile("long", max_examples=5000, deadline=None,
+                          suppress_health_check=_QUIET)
+settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 
