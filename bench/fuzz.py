@@ -38,6 +38,7 @@ def main() -> None:
     from gpufleet.offers.catalog import load_catalog
 
     codes: Counter[int] = Counter()
+    crashes: list[tuple[bytes, str]] = []
     slowest = (0.0, b"")
     folder = Path(tempfile.mkdtemp())
     catalog = load_catalog()
@@ -47,8 +48,11 @@ def main() -> None:
         path = folder / "f.yml"
         path.write_bytes(raw)
         start = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             code = gpufleet(["validate", str(path)])
+        if code not in (0, 1):
+            crashes.append((raw[:300], err.getvalue()[-300:]))
         if text is not None and code == 0:
             validated = validate_paths([str(path), *companions(text)])
             if validated.ok:
@@ -82,6 +86,8 @@ def main() -> None:
           f"{dict(sorted(codes.items()))}")
     print(f"slowest input: {slowest[0]:.3f} s; peak RSS of the whole run: {peak:.0f} MB")
     print(f"internal errors (exit 3): {codes.get(3, 0)}")
+    for raw, err in crashes[:5]:
+        print(f"  input {raw!r}\n  -> {err.strip()}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Fuzzing: mutations of the valid corpus never end in an internal error (exit 3), a signal
 or a diagnostic outside the file. CI runs the "ci" profile; `pytest tests/test_fuzz.py
---hypothesis-profile=long` runs thousands of inputs locally."""
+--hypothesis-profile=long` runs thousands of inputs locally (GPUFLEET_FUZZ_COMPILES and
+GPUFLEET_FUZZ_PLANS set how many go through compile and the whole plan)."""
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +136,7 @@ def companions(text: str) -> list[str]:
     return FLEETS if is_backends else [BACKENDS]
 
 
-@settings(max_examples=60)
+@settings(max_examples=int(os.environ.get("GPUFLEET_FUZZ_COMPILES", "60")))
 @given(structural())
 def test_what_validates_also_compiles(tmp_path_factory: pytest.TempPathFactory,
                                       text: str) -> None:
@@ -150,7 +152,7 @@ def test_what_validates_also_compiles(tmp_path_factory: pytest.TempPathFactory,
         assert d.line >= 1 and d.column >= 1
 
 
-@settings(max_examples=25)
+@settings(max_examples=int(os.environ.get("GPUFLEET_FUZZ_PLANS", "25")))
 @given(structural())
 def test_what_compiles_also_plans(tmp_path_factory: pytest.TempPathFactory,
                                   capsys: pytest.CaptureFixture[str], text: str) -> None:

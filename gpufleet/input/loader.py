@@ -354,7 +354,7 @@ class _Builder:
         ctor = self._scalars.yaml_constructors[node.tag]
         try:
             return ctor(self._scalars, node)
-        except (ValueError, TypeError, OverflowError, yaml.YAMLError) as e:
+        except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as e:
             kind = node.tag.rsplit(":", 1)[-1]
             value = node.value if len(node.value) <= 40 else node.value[:40] + "..."
             raise self.fail(node, "L009", f"{_where(path)}: cannot read {value!r} as {kind}",
