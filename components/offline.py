@@ -6,7 +6,7 @@ lookups were answered offline so reviewers know what the real `pulumi preview` w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
@@ -91,22 +91,24 @@ def _gcp_zones(args: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"mock-{region}", "names": [f"{region}-a", f"{region}-b", f"{region}-c"]}
 
 
-def _gcp_managed_zones(args: dict[str, Any]) -> dict[str, Any]:
-    # One public and one private zone per common parent; names follow the usual dash style.
-    zones = []
-    for dns_name in ("example.com.", "gpu.example.com."):
-        for vis in ("public", "private"):
-            zones.append({"name": f"mock-{dns_name.rstrip('.').replace('.', '-')}-{vis}",
-                          "dnsName": dns_name, "visibility": vis, "id": "mock",
-                          "managedZoneId": 1, "project": args.get("project") or "mock-project",
-                          "description": "mock", "nameServers": []})
-    return {"id": "mock-zones", "managedZones": zones}
+def _gcp_managed_zones_for(dns_names: Iterable[str]) -> Invoke:
+    """The project's Cloud DNS zones, offline: a public and a private zone for every zone the
+    plan's gateways look for (the lookup's arguments carry only the project)."""
+    wanted = sorted({n.rstrip(".").lower() + "." for n in dns_names})
+
+    def answer(args: dict[str, Any]) -> dict[str, Any]:
+        zones = [{"name": f"mock-{n.rstrip('.').replace('.', '-')}-{vis}", "dnsName": n,
+                  "visibility": vis, "id": "mock", "managedZoneId": 1,
+                  "project": args.get("project") or "mock-project", "description": "mock",
+                  "nameServers": []} for n in wanted for vis in ("public", "private")]
+        return {"id": "mock-zones", "managedZones": zones}
+    return answer
 
 
 INVOKES: dict[str, Invoke] = {
     "aws:route53/getZone:getZone": _aws_route53_zone,
     "gcp:compute/getZones:getZones": _gcp_zones,
-    "gcp:dns/getManagedZones:getManagedZones": _gcp_managed_zones,
+    "gcp:dns/getManagedZones:getManagedZones": _gcp_managed_zones_for(()),
     "azure-native:authorization:getClientConfig": _azure_client_config,
     "azure-native:network:getVirtualNetwork": _azure_vnet,
     "aws:ec2/getAmi:getAmi": _aws_ami,
@@ -118,6 +120,12 @@ INVOKES: dict[str, Invoke] = {
     "gcp:compute/getSubnetwork:getSubnetwork": _gcp_subnetwork,
     "gcp:compute/getSubnetworks:getSubnetworks": _gcp_subnetworks,
 }
+
+
+def invokes_for(dns_zones: Iterable[str]) -> dict[str, Invoke]:
+    """The offline answers for a run whose gateways look up these DNS zones."""
+    return {**INVOKES, "gcp:dns/getManagedZones:getManagedZones":
+            _gcp_managed_zones_for(dns_zones)}
 
 
 def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:

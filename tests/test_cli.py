@@ -90,7 +90,8 @@ def test_core_modules_do_not_import_pulumi() -> None:
     code = (
         "import sys, importlib, pkgutil, gpufleet\n"
         "for m in pkgutil.walk_packages(gpufleet.__path__, 'gpufleet.'):\n"
-        "    importlib.import_module(m.name)\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
         "print(sorted(m for m in sys.modules if m.startswith('pulumi')))\n"
         "print(len([m for m in sys.modules if m.startswith('gpufleet.')]))\n"
     )
@@ -161,3 +162,9 @@ def test_catalog_listing() -> None:
     assert ("H100", "aws") in gpus and ("L4", "gcp") in gpus
     r = CliRunner().invoke(cli, ["catalog", "--gpu", "H10"])
     assert r.exit_code == 1 and "did you mean" in r.output
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    out = subprocess.run([sys.executable, "-m", "gpufleet", "validate", str(ROOT / "examples")],
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("ok: ")

@@ -13,7 +13,7 @@ from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 from gpufleet.views.plan import PlanReport, render_plan_text
 
-from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write
+from planutil import EXAMPLES, SHARED, TEST_KEY, by_type, named, plan_files, write
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +175,22 @@ def test_gateway_rules(tmp_path: Path) -> None:
            "create_dns_zone: true\n---\ntype: gateway\nname: gw2\nbackend: gcp\n"
            "region: us-east1\ndomain: b.example.com\ncreate_dns_zone: true\n")
     assert _codes(tmp_path, two) == ["G013"]
+
+
+@pytest.mark.parametrize("backend,region", [("gcp", "us-east1"), ("aws", "us-east-1"),
+                                            ("azure", "eastus")])
+@pytest.mark.parametrize("domain", ["ml.acme-corp.io", "a.b.c.d.example.org",
+                                    "x1.internal.zone"])
+def test_a_gateway_with_any_domain_plans(tmp_path: Path, backend: str, region: str,
+                                         domain: str) -> None:
+    """Offline answers derive from the input, never from the examples' domains."""
+    extra = {"gcp": "    project_id: p1\n", "aws": "",
+             "azure": f"    ssh_public_key: {TEST_KEY}\n    dns_resource_group: dns\n"}
+    report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\ndomain: {domain}\n",
+                 f"backends:\n  - type: {backend}\n" + extra[backend])
+    records = [r for r in report.resources
+               if r["type"] in ("gcp:dns/recordSet:RecordSet", "aws:route53/record:Record",
+                                "azure-native:dns:RecordSet")]
+    assert len(records) == 1
+    name = records[0]["inputs"].get("name") or records[0]["inputs"].get("relativeRecordSetName")
+    assert domain.split(".")[0] in str(name)

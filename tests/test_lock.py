@@ -236,7 +236,7 @@ def test_the_stack_program_refuses_a_stale_lock_with_the_same_message(tmp_path: 
 
     lock_files(tmp_path)
     stale = fleet_files(tmp_path, gpu="H100:8")
-    mocks = harness.StrictMocks(offline.INVOKES, offline.outputs)
+    mocks = harness.StrictMocks(offline.invokes_for(["example.com"]), offline.outputs)
     with pytest.raises(Exception, match=r"error\[O011\]: the requirements of fleet 'a4' "
                                         r"changed since .*gpufleet.lock was written"):
         harness.run_program(program.main, stack_config(stale, None, None), mocks)

@@ -193,10 +193,11 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
     if not compiled.plans and not compiled.gateways:
         return []  # nothing to run: every fleet was skipped
     from gpufleet.components import harness, offline, program
-    from gpufleet.review.plan import offline_config
+    from gpufleet.review.plan import dns_zones, offline_config
 
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
-    mocks = harness.StrictMocks(offline.INVOKES, offline.outputs, seed=seed)
+    mocks = harness.StrictMocks(offline.invokes_for(dns_zones(compiled)), offline.outputs,
+                                seed=seed)
     run = harness.run_program(lambda: program.main(compiled=compiled),
                               offline_config(paths, profile, catalog_dir, compiled), mocks,
                               stack=state.stack or "dev", project=state.project or "gpufleet",

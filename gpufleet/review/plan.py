@@ -43,6 +43,14 @@ def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str |
     return config
 
 
+def dns_zones(compiled: Compiled | None) -> list[str]:
+    """The DNS zones the gateways of a run look up (for the offline answers)."""
+    if compiled is None:
+        return []
+    return sorted({g.record.zone for g in compiled.gateways
+                   if g.record is not None and not g.record.create_zone})
+
+
 def needs_key_from_config(compiled: Compiled) -> bool:
     fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
                  for p in compiled.plans)
@@ -56,7 +64,7 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
                 record_outputs: bool = False) -> Any:
     from gpufleet.components import harness, offline, program
 
-    mocks = harness.StrictMocks(offline.INVOKES, offline.outputs)
+    mocks = harness.StrictMocks(offline.invokes_for(dns_zones(compiled)), offline.outputs)
     return harness.run_program(lambda: program.main(compiled=compiled),
                                offline_config(paths, profile, catalog_dir, compiled), mocks,
                                stack=stack, record_outputs=record_outputs)

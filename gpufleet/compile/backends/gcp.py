@@ -38,7 +38,7 @@ from gpufleet.offers import Offer
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")
-HYPERDISK_FAMILIES = ("a4-", "c4-", "m4-", "n4-", "h3-", "g4-", "ct6e-")
+HYPERDISK_FAMILIES = ("a4-", "a3-ultragpu-", "c4-", "m4-", "n4-", "h3-", "g4-", "ct6e-")
 RESERVED_PER_SUBNET = 4  # GCP keeps 4 addresses of every primary range
 ROCE_SUBNETS = 8
 MTU_ROCE = 8896  # "the maximum supported MTU and a recommended choice" (Google Cloud docs)
