@@ -200,6 +200,45 @@ def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
     click.echo(f"catalog updated: {res.path}")
 
 
+def _cost_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--max-cost-increase", type=click.FloatRange(min=0), metavar="PCT",
+                     help="Fail (exit 1) when the hourly cost rises by more than PCT percent."
+                     )(f)
+    return click.option("--max-cost-per-hour", type=click.FloatRange(min=0), metavar="USD",
+                        help="Fail (exit 1) when the fleets cost more than USD per hour.")(f)
+
+
+def _cost_failures(costs: Any, per_hour: float | None, increase: float | None) -> list[str]:
+    from gpufleet.review import cost_violations
+
+    return [f"cost: {c}" for c in cost_violations(costs, per_hour, increase)] \
+        if costs is not None else []
+
+
+def _policy_levels(path: str | None, mode: str) -> dict[str, str]:
+    """Rule levels from --policy-config; --policy off disables every rule."""
+    from gpufleet.policy.rules import RULES
+
+    levels: dict[str, str] = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as e:
+            raise click.UsageError(f"--policy-config {path}: {e}") from None
+        known = {r.name for r in RULES}
+        if not isinstance(data, dict) or any(
+                k not in known or v not in ("mandatory", "advisory", "disabled")
+                for k, v in data.items()):
+            raise click.UsageError(f"--policy-config {path}: expected {{rule: mandatory|"
+                                   f"advisory|disabled}} with rules from `gpufleet policy "
+                                   f"list`")
+        levels.update(data)
+    if mode == "off":
+        levels = {r.name: "disabled" for r in RULES}
+    return levels
+
+
 def _lock_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--lock", "lock_file", type=click.Path(dir_okay=False),
                         help="The offers lock (default: gpufleet.lock beside the first PATH, "
@@ -310,8 +349,17 @@ def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prun
               help="Write the plan to FILE (atomically) instead of standard output.")
 @_lock_option
 @_locked_option
+@click.option("--policy", "policy_mode", type=click.Choice(["mandatory", "advisory", "off"]),
+              default="mandatory", show_default=True,
+              help="mandatory: exit 1 on mandatory policy violations; advisory: report only; "
+                   "off: do not run the rules.")
+@click.option("--policy-config", type=click.Path(dir_okay=False, exists=True),
+              help="JSON {rule: mandatory|advisory|disabled} overriding rule levels.")
+@_cost_options
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
-         fmt: str, out: str | None, lock_file: str | None, locked: bool) -> None:
+         fmt: str, out: str | None, lock_file: str | None, locked: bool, policy_mode: str,
+         policy_config: str | None, max_cost_per_hour: float | None,
+         max_cost_increase: float | None) -> None:
     """Preview, offline, every resource `pulumi up` would create for these files.
 
     Offers come from the lock where the requirements are unchanged; new or changed fleets
@@ -322,9 +370,10 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     result = validated_or_exit(paths, fmt)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
+    levels = _policy_levels(policy_config, policy_mode)
     try:
         report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir,
-                                     lock, locked)
+                                     lock, locked, levels)
     except KeyError as e:
         raise click.UsageError(str(e.args[0])) from None
     if report is None:
@@ -338,6 +387,13 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
         click.echo(f"plan written to {out}", err=True)
     else:
         click.echo(text)
+    failures = [f"policy: {v.where}: {v.rule}: {v.message}" for v in report.violations
+                if v.level == "mandatory" and policy_mode == "mandatory"]
+    failures += _cost_failures(report.costs, max_cost_per_hour, max_cost_increase)
+    if failures:
+        for line in failures:
+            click.echo(f"gpufleet plan: {line}", err=True)
+        sys.exit(EXIT_INVALID)
 
 
 EXIT_CHANGES = 7  # mirrors `pulumi preview --expect-no-changes`
@@ -567,6 +623,40 @@ def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
         compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,
                             "text")
     return compiled.plans[0]
+
+
+@cli.group()
+def policy() -> None:
+    """The guardrail rules `plan` runs offline and `pulumi preview --policy-pack policy/` runs."""
+
+
+@policy.command("list")
+@_format_option("text", "markdown", "json")
+def policy_list(fmt: str) -> None:
+    """Print every rule with its level, what it checks and how to turn it off."""
+    from gpufleet.policy.rules import RULES
+
+    if fmt == "json":
+        click.echo(json.dumps([{"name": r.name, "level": r.level, "description": r.description,
+                                "remediation": r.remediation, "off": r.off} for r in RULES],
+                              indent=2))
+        return
+    if fmt == "markdown":
+        click.echo(rules_table())
+        return
+    for r in RULES:
+        click.echo(f"{r.name:<30} {r.level:<10} {r.description}")
+        click.echo(f"{'':<41} fix: {r.remediation}; off: {r.off}")
+
+
+def rules_table() -> str:
+    from gpufleet.policy.rules import RULES
+
+    rows = ["| rule | level | checks | remediation | to turn it off |",
+            "|---|---|---|---|---|"]
+    rows += [f"| `{r.name}` | {r.level} | {r.description} | {r.remediation} | {r.off} |"
+             for r in RULES]
+    return "\n".join(rows)
 
 
 @cli.group()

@@ -2,6 +2,7 @@
 
 from gpufleet.review import changes
 from gpufleet.review.acceptance import parse_log, render_task, task_for, verdict
+from gpufleet.review.costs import Costs, cost_violations, fleet_costs
 from gpufleet.review.diff import DIFF_NOTE, GuardOptions, offline_diff
 from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drift
 from gpufleet.review.export import (
@@ -13,6 +14,7 @@ from gpufleet.review.export import (
 )
 from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
 from gpufleet.review.plan import build_report, render
+from gpufleet.review.policy import Violation, run_policies
 from gpufleet.review.state import StateError, parse_export
 from gpufleet.review.up import CAPACITY_ERRORS, AutomationStack, MissingCli, UpError, deploy
 
@@ -21,6 +23,7 @@ __all__ = [
     "DIFF_NOTE",
     "DRIFT_NOTE",
     "AutomationStack",
+    "Costs",
     "DriftError",
     "ExportError",
     "GuardOptions",
@@ -30,10 +33,13 @@ __all__ = [
     "Relocked",
     "StateError",
     "UpError",
+    "Violation",
     "build_report",
     "changes",
+    "cost_violations",
     "deploy",
     "export_dstack",
+    "fleet_costs",
     "live_drift",
     "offline_diff",
     "outputs_from_stack_output",
@@ -43,6 +49,7 @@ __all__ = [
     "relock",
     "render",
     "render_task",
+    "run_policies",
     "task_for",
     "total_delta",
     "unknown_names",

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.compile import KEY_CONFIG, Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, Validated
 from gpufleet.offers import Catalog
+from gpufleet.review.costs import fleet_costs
+from gpufleet.review.policy import run_policies
 from gpufleet.views import PlanReport, render_plan_json, render_plan_markdown, render_plan_text
 
 
@@ -72,7 +74,8 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
                  profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
-                 locked: bool = False) -> tuple[PlanReport | None, list[Diagnostic]]:
+                 locked: bool = False, policy_levels: Mapping[str, str] | None = None
+                 ) -> tuple[PlanReport | None, list[Diagnostic]]:
     compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
@@ -85,7 +88,9 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                         compiled.gateway_locks,
                         "" if lock is None else lock.file if lock.exists
                         else f"{lock.file} (not written yet: `gpufleet lock`)",
-                        validated.inputs.ssh_fleets)
+                        validated.inputs.ssh_fleets,
+                        tuple(run_policies(resources, validated.inputs, policy_levels)),
+                        fleet_costs(compiled.plans, lock))
     return report, [d for d in compiled.diagnostics if not d.is_error]
 
 

@@ -33,6 +33,8 @@ class PlanReport:
     gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     lock_file: str = ""  # the lock in use ("" when none was read)
     ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
+    violations: tuple[Any, ...] = ()  # gpufleet.review.policy.Violation
+    costs: Any = None  # gpufleet.review.costs.Costs
 
     @property
     def per_hour(self) -> float:
@@ -176,6 +178,12 @@ def render_plan_json(report: PlanReport) -> str:
                     "total_per_hour": round(report.per_hour, 4),
                     "total_per_month": round(report.per_hour * HOURS_PER_MONTH, 2)},
         "lookups": [{"token": t, "args": dict(a)} for t, a in report.lookups],
+        "policy": [v.to_json() for v in report.violations],
+        "costs": None if report.costs is None else {
+            "basis": report.costs.basis, "before_per_hour": round(report.costs.before, 4),
+            "after_per_hour": round(report.costs.after, 4),
+            "fleets": [{"name": f.name, "before_per_hour": round(f.before, 4),
+                        "after_per_hour": round(f.after, 4)} for f in report.costs.fleets]},
         "exports": dict(report.exports),
     }
     return json.dumps(data, indent=2, sort_keys=False)
@@ -282,7 +290,21 @@ def render_plan_text(report: PlanReport) -> str:
         lines += [f"  {t} {json.dumps(dict(a), sort_keys=True)}" for t, a in report.lookups]
     lines += ["", f"total: {len(report.fleets)} fleet(s), {_money(report.per_hour)}/h, "
               f"{_money(report.per_hour * HOURS_PER_MONTH)}/month"]
+    if report.costs is not None:
+        lines += report.costs.lines()
+    lines += ["", *_policy_lines(report)]
     return "\n".join(lines)
+
+
+def _policy_lines(report: PlanReport) -> list[str]:
+    if not report.violations:
+        return ["policy: no violations (`gpufleet policy list` shows the rules)"]
+    mandatory = sum(v.level == "mandatory" for v in report.violations)
+    out = [f"policy: {len(report.violations)} violation(s), {mandatory} mandatory"]
+    for v in report.violations:
+        out += [f"  {v.where}: {v.level}[{v.rule}] {v.message}",
+                f"    remediation: {v.remediation}"]
+    return out
 
 
 def _mermaid_id(text: str) -> str:
@@ -322,6 +344,27 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
 def render_plan_markdown(report: PlanReport) -> str:
     lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
              ""]
+    if report.costs is not None:
+        c = report.costs
+        pct = c.increase_pct
+        lines += [f"**Cost:** {_money(c.before)}/h -> {_money(c.after)}/h "
+                  f"({_money(c.before * HOURS_PER_MONTH)} -> {_money(c.after * HOURS_PER_MONTH)}"
+                  f"/month{'' if pct is None else f', {pct:+.1f}%'}; before = {c.basis})", ""]
+        changed = [f for f in c.fleets if abs(f.delta) > 1e-9]
+        if changed:
+            lines += ["| fleet | before $/h | after $/h | delta $/h |", "|---|---:|---:|---:|"]
+            lines += [f"| `{f.name}` | {_money(f.before)} | {_money(f.after)} | "
+                      f"{'+' if f.delta >= 0 else '-'}{_money(abs(f.delta))} |" for f in changed]
+            lines.append("")
+    if report.violations:
+        mandatory = sum(v.level == "mandatory" for v in report.violations)
+        lines += [f"**Policy:** {len(report.violations)} violation(s), {mandatory} mandatory",
+                  "", "| level | rule | resource | where | message |", "|---|---|---|---|---|"]
+        lines += [f"| {v.level} | `{v.rule}` | `{v.resource}` | {v.where} | {v.message} |"
+                  for v in report.violations]
+        lines.append("")
+    else:
+        lines += ["**Policy:** no violations", ""]
     planned: dict[str, FleetPlan | GatewayPlan] = {p.name: p for p in report.fleets}
     planned.update({g.name: g for g in report.gateways})
     moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())

@@ -1,0 +1,336 @@
+"""gpufleet's guardrails: one function per rule, each a pulumi-policy resource validation.
+
+The same functions run inside `pulumi preview --policy-pack policy/` (``__main__.py`` wraps
+them in a PolicyPack) and offline on the resources of `gpufleet plan`. A rule reads the
+resource's inputs as the engine sends them (camelCase), and its configuration (the pack's
+config, or the backends file offline) from ``args.config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Report = Callable[[str, str | None], None]
+Validate = Callable[[Any, Report], None]
+
+WORLD = ("0.0.0.0/0", "::/0", "*", "Internet", "Any", "any")
+WEB_PORTS = {"80", "443"}
+IAP_RANGE = "35.235.240.0/20"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    description: str
+    level: str  # "mandatory" or "advisory"
+    remediation: str
+    off: str  # what a user sets to turn it off
+    validate: Validate
+
+
+def _is_gateway(args: Any) -> bool:
+    """A gateway's resource: by its tags, or by a gateway component in its URN's type chain."""
+    labels = _labels(args.props)
+    chain = str(args.urn).split("::")[2] if str(args.urn).count("::") >= 3 else ""
+    return "gpufleet-gateway" in labels or "gpufleet_gateway" in labels or any(
+        t.startswith("gpufleet:") and t.endswith(":Gateway") for t in chain.split("$"))
+
+
+def _is_bastion(args: Any) -> bool:
+    return "-bastion" in str(args.name)
+
+
+def _labels(props: Mapping[str, Any]) -> dict[str, Any]:
+    for key in ("tags", "labels"):
+        value = props.get(key)
+        if isinstance(value, Mapping):
+            return dict(value)
+    return {}
+
+
+def _cfg(args: Any) -> Mapping[str, Any]:
+    """The rule's configuration (pulumi-policy: the pack config of this policy)."""
+    get = getattr(args, "get_config", None)
+    config = get() if callable(get) else None
+    return config if isinstance(config, Mapping) else {}
+
+
+def _ports(spec: Any) -> set[str]:
+    out: set[str] = set()
+    for p in spec if isinstance(spec, list) else [spec]:
+        text = str(p)
+        if "-" in text:
+            lo, _, hi = text.partition("-")
+            if lo.isdigit() and hi.isdigit() and int(hi) - int(lo) < 1024:
+                out.update(str(i) for i in range(int(lo), int(hi) + 1))
+            else:
+                out.add("*")
+        else:
+            out.add(text)
+    return out
+
+
+def _ingress(args: Any) -> Iterable[tuple[set[str], str, list[str]]]:
+    """(ports, protocol, sources) of every inbound allow rule of a firewall-like resource."""
+    p, t = args.props, args.resource_type
+    if t == "aws:ec2/securityGroup:SecurityGroup":
+        for r in p.get("ingress") or []:
+            lo, hi = int(r.get("fromPort") or 0), int(r.get("toPort") or 0)
+            proto = str(r.get("protocol", ""))
+            ports = {"*"} if proto == "-1" or hi - lo > 1024 else \
+                {str(i) for i in range(lo, hi + 1)}
+            yield ports, proto, [*(r.get("cidrBlocks") or []), *(r.get("ipv6CidrBlocks") or [])]
+    elif t == "aws:ec2/securityGroupRule:SecurityGroupRule" and p.get("type") == "ingress":
+        lo, hi = int(p.get("fromPort") or 0), int(p.get("toPort") or 0)
+        yield ({str(i) for i in range(lo, hi + 1)} if hi - lo <= 1024 else {"*"},
+               str(p.get("protocol")), [*(p.get("cidrBlocks") or [])])
+    elif t == "gcp:compute/firewall:Firewall" and p.get("direction", "INGRESS") == "INGRESS":
+        for a in p.get("allows") or []:
+            ports = _ports(a["ports"]) if a.get("ports") else {"*"}
+            yield ports, str(a.get("protocol")), list(p.get("sourceRanges") or [])
+    elif t == "azure-native:network:NetworkSecurityGroup":
+        for r in p.get("securityRules") or []:
+            if r.get("direction") != "Inbound" or r.get("access") != "Allow":
+                continue
+            ports = _ports(r.get("destinationPortRanges") or r.get("destinationPortRange")
+                           or "*")
+            sources = list(r.get("sourceAddressPrefixes") or [])
+            if r.get("sourceAddressPrefix"):
+                sources.append(r["sourceAddressPrefix"])
+            yield ports, str(r.get("protocol")), sources
+
+
+# --- rules ------------------------------------------------------------------------------
+
+def no_world_ingress(args: Any, report: Report) -> None:
+    for ports, proto, sources in _ingress(args):
+        open_to_world = [s for s in sources if s in WORLD]
+        if not open_to_world:
+            continue
+        if _is_gateway(args) and ports <= WEB_PORTS and proto.lower() in ("tcp", "6"):
+            continue
+        report(f"{args.name} admits {'all ports' if '*' in ports else ', '.join(sorted(ports))}"
+               f" from {', '.join(open_to_world)}", args.urn)
+
+
+def ssh_only_from_allowed(args: Any, report: Report) -> None:
+    allowed = set(_cfg(args).get("ssh_cidrs") or []) | {IAP_RANGE}
+    for ports, _proto, sources in _ingress(args):
+        if "22" not in ports and "*" not in ports:
+            continue
+        if "*" in ports and not any(s in WORLD for s in sources):
+            continue  # internal all-traffic rules (own subnets) are the cluster fabric
+        bad = [s for s in sources if s not in allowed]
+        if "22" in ports and bad:
+            report(f"{args.name} admits SSH from {', '.join(bad)}, which is not in ssh_cidrs",
+                   args.urn)
+
+
+def no_public_ip_on_nodes(args: Any, report: Report) -> None:
+    if _cfg(args).get("public_ips") or _is_gateway(args) or _is_bastion(args):
+        return
+    p, t = args.props, args.resource_type
+    public = False
+    if t == "aws:ec2/launchTemplate:LaunchTemplate":
+        public = any(str(n.get("associatePublicIpAddress")).lower() == "true"
+                     for n in p.get("networkInterfaces") or [])
+    elif t == "aws:ec2/instance:Instance":
+        public = bool(p.get("associatePublicIpAddress"))
+    elif t == "gcp:compute/instance:Instance":
+        public = any(n.get("accessConfigs") for n in p.get("networkInterfaces") or [])
+    elif t == "azure-native:network:NetworkInterface":
+        public = any(c.get("publicIPAddress") or c.get("publicIpAddress")
+                     for c in p.get("ipConfigurations") or [])
+    if public:
+        report(f"{args.name} gives a cluster node a public IP", args.urn)
+
+
+def aws_imdsv2(args: Any, report: Report) -> None:
+    if args.resource_type not in ("aws:ec2/launchTemplate:LaunchTemplate",
+                                  "aws:ec2/instance:Instance"):
+        return
+    if "launchTemplate" in args.props:
+        return  # the launch template carries the metadata options (checked on its own)
+    md = args.props.get("metadataOptions") or {}
+    if md.get("httpTokens") != "required":
+        report(f"{args.name} does not require IMDSv2 tokens", args.urn)
+    hops = md.get("httpPutResponseHopLimit")
+    if hops is not None and int(hops) > 2:
+        report(f"{args.name} lets metadata responses travel {int(hops)} hops (at most 2)",
+               args.urn)
+
+
+def aws_ebs_encrypted(args: Any, report: Report) -> None:
+    p, t = args.props, args.resource_type
+    if t == "aws:ec2/launchTemplate:LaunchTemplate":
+        for m in p.get("blockDeviceMappings") or []:
+            if str((m.get("ebs") or {}).get("encrypted")).lower() != "true":
+                report(f"{args.name}: volume {m.get('deviceName')} is not encrypted", args.urn)
+    elif t == "aws:ec2/instance:Instance" and "launchTemplate" not in p and \
+            not (p.get("rootBlockDevice") or {}).get("encrypted"):
+        report(f"{args.name}: the root volume is not encrypted", args.urn)
+
+
+def aws_cluster_sg_self_only(args: Any, report: Report) -> None:
+    if args.resource_type != "aws:ec2/securityGroup:SecurityGroup" or _is_gateway(args):
+        return
+    for r in args.props.get("ingress") or []:
+        if str(r.get("protocol")) == "-1" and (r.get("cidrBlocks") or r.get("securityGroups")):
+            report(f"{args.name} admits all traffic from "
+                   f"{', '.join([*(r.get('cidrBlocks') or []), *(r.get('securityGroups') or [])])}"
+                   "; only the group itself may send everything", args.urn)
+
+
+def gcp_os_login_or_keys(args: Any, report: Report) -> None:
+    if args.resource_type != "gcp:compute/instance:Instance":
+        return
+    md = args.props.get("metadata") or {}
+    if str(md.get("enable-oslogin", "")).upper() != "TRUE" and not md.get("ssh-keys"):
+        report(f"{args.name} has neither OS Login nor explicit ssh-keys: project-wide keys "
+               "would apply", args.urn)
+
+
+def gcp_no_default_sa_full_scope(args: Any, report: Report) -> None:
+    if args.resource_type != "gcp:compute/instance:Instance" or _cfg(args).get("allow"):
+        return
+    sa = args.props.get("serviceAccount") or {}
+    email = str(sa.get("email") or "")
+    if sa and (not email or email.endswith("-compute@developer.gserviceaccount.com")) and \
+            any("cloud-platform" in s for s in sa.get("scopes") or []):
+        report(f"{args.name} runs as the default compute service account with the "
+               "cloud-platform scope", args.urn)
+
+
+def gcp_serial_port_off(args: Any, report: Report) -> None:
+    if args.resource_type != "gcp:compute/instance:Instance":
+        return
+    md = args.props.get("metadata") or {}
+    if str(md.get("serial-port-enable", "")).upper() in ("TRUE", "1"):
+        report(f"{args.name} enables the interactive serial console", args.urn)
+
+
+def azure_password_auth_off(args: Any, report: Report) -> None:
+    p, t = args.props, args.resource_type
+    if t == "azure-native:compute:VirtualMachine":
+        osp = p.get("osProfile") or {}
+    elif t == "azure-native:compute:VirtualMachineScaleSet":
+        osp = (p.get("virtualMachineProfile") or {}).get("osProfile") or {}
+    else:
+        return
+    if not (osp.get("linuxConfiguration") or {}).get("disablePasswordAuthentication"):
+        report(f"{args.name} allows password logins", args.urn)
+
+
+def azure_nsg_no_allow_any(args: Any, report: Report) -> None:
+    if args.resource_type != "azure-native:network:NetworkSecurityGroup":
+        return
+    for ports, _proto, sources in _ingress(args):
+        if "*" in ports and (not sources or any(s in WORLD for s in sources)):
+            report(f"{args.name} has an allow-any inbound rule", args.urn)
+
+
+ADDRESS_TYPES = ("aws:ec2/eip:Eip", "gcp:compute/address:Address",
+                 "azure-native:network:PublicIPAddress")
+ZONE_TYPES = ("aws:route53/zone:Zone", "gcp:dns/managedZone:ManagedZone",
+              "azure-native:network:Zone", "azure-native:dns:Zone")
+
+
+def gateway_addresses_protected(args: Any, report: Report) -> None:
+    protected = bool(getattr(args.opts, "protect", False))
+    if args.resource_type in ADDRESS_TYPES and _is_gateway(args) and not protected:
+        report(f"{args.name}: a gateway address without `protect`: deleting it breaks the "
+               "DNS record", args.urn)
+    if args.resource_type in ZONE_TYPES and not protected:
+        report(f"{args.name}: a DNS zone without `protect`", args.urn)
+
+
+RECORD_TYPES = ("aws:route53/record:Record", "gcp:dns/recordSet:RecordSet",
+                "azure-native:dns:RecordSet", "azure-native:network:RecordSet")
+
+
+def dns_ttl(args: Any, report: Report) -> None:
+    if args.resource_type not in RECORD_TYPES:
+        return
+    ttl = args.props.get("ttl")
+    if ttl is not None and int(ttl) > 3600:
+        report(f"{args.name}: TTL {int(ttl)} s; at most 3600 so a moved address propagates",
+               args.urn)
+
+
+TAGGED_PREFIXES = ("aws:ec2/instance", "aws:ec2/launchTemplate", "aws:ec2/vpc:",
+                   "aws:ec2/securityGroup:", "gcp:compute/instance:",
+                   "azure-native:compute:VirtualMachine", "azure-native:network:VirtualNetwork")
+
+
+def ownership_tags(args: Any, report: Report) -> None:
+    if not args.resource_type.startswith(TAGGED_PREFIXES):
+        return
+    labels = {k.replace("_", "-"): v for k, v in _labels(args.props).items()}
+    owner = labels.get("gpufleet-fleet") or labels.get("gpufleet-gateway")
+    missing = [k for k, v in dict(_cfg(args).get("tags") or {}).items()
+               if labels.get(k.lower().replace("_", "-"), labels.get(k)) is None]
+    if labels.get("managed-by") != "gpufleet" or not owner:
+        report(f"{args.name} lacks the managed-by / gpufleet-fleet (or gpufleet-gateway) "
+               "tags", args.urn)
+    elif missing:
+        report(f"{args.name} lacks the user's tags {', '.join(missing)}", args.urn)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("no-world-ingress", "No inbound traffic from 0.0.0.0/0 or ::/0, except TCP 80/443 "
+         "on gateways", "mandatory", "remove the rule, or narrow its sources to known ranges",
+         "set the rule to advisory in the pack config", no_world_ingress),
+    Rule("ssh-only-from-allowed", "Port 22 only from ssh_cidrs (and Google's IAP range)",
+         "mandatory", "list the source in `ssh_cidrs` of the backends file, or remove it",
+         "add the range to `ssh_cidrs`", ssh_only_from_allowed),
+    Rule("no-public-ip-on-nodes", "Cluster nodes get no public IP unless the backends file "
+         "asks for it", "mandatory", "drop the public IP; reach nodes through the bastion, "
+         "IAP or SSM", "`public_ips: true` for the backend", no_public_ip_on_nodes),
+    Rule("aws-imdsv2", "AWS instances require IMDSv2 tokens, hop limit at most 2",
+         "mandatory", "set metadata_options http_tokens=required, hop limit <= 2",
+         "set the rule to advisory in the pack config", aws_imdsv2),
+    Rule("aws-ebs-encrypted", "AWS volumes are encrypted", "mandatory",
+         "set `encrypted: true` on every EBS volume", "set the rule to advisory",
+         aws_ebs_encrypted),
+    Rule("aws-cluster-sg-self-only", "A fleet's security group admits all traffic only from "
+         "itself", "mandatory", "keep the all-traffic rule `self: true`; open single ports "
+         "to other groups", "set the rule to advisory", aws_cluster_sg_self_only),
+    Rule("gcp-os-login-or-keys", "GCP instances use OS Login or set their SSH keys "
+         "explicitly", "mandatory", "set `enable-oslogin: TRUE` or `ssh-keys` metadata",
+         "set the rule to advisory", gcp_os_login_or_keys),
+    Rule("gcp-no-default-sa-full-scope", "No default compute service account with the "
+         "cloud-platform scope", "advisory", "set `vm_service_account` to a dedicated "
+         "account", "`vm_service_account` in the backends file, or config allow: true",
+         gcp_no_default_sa_full_scope),
+    Rule("gcp-serial-port-off", "The interactive serial console stays off", "mandatory",
+         "remove `serial-port-enable` from the metadata", "set the rule to advisory",
+         gcp_serial_port_off),
+    Rule("azure-password-auth-off", "Azure VMs and scale sets disable password logins",
+         "mandatory", "set disable_password_authentication: true and an SSH key",
+         "set the rule to advisory", azure_password_auth_off),
+    Rule("azure-nsg-no-allow-any", "Azure NSGs have no allow-any inbound rule", "mandatory",
+         "name the ports and sources of every inbound rule", "set the rule to advisory",
+         azure_nsg_no_allow_any),
+    Rule("gateway-addresses-protected", "Gateway addresses and created DNS zones are "
+         "protected", "mandatory", "keep `protect_address: true` (the default)",
+         "`protect_address: false` on the gateway, and this rule advisory",
+         gateway_addresses_protected),
+    Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",
+         "lower the record's TTL", "set the rule to advisory (it is by default)", dns_ttl),
+    Rule("ownership-tags", "Every taggable resource carries managed-by, the fleet or gateway "
+         "tag and the user's tags", "advisory", "keep the tags gpufleet sets; add missing "
+         "ones in `tags:`", "set the rule to advisory (it is by default)", ownership_tags),
+)
+
+
+def resource_policies(levels: Mapping[str, str] | None = None) -> list[Any]:
+    """The rules as pulumi-policy ResourceValidationPolicy objects (for the pack)."""
+    from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+
+    levels = levels or {}
+    return [ResourceValidationPolicy(
+        name=r.name, description=r.description, validate=r.validate,
+        enforcement_level=EnforcementLevel(levels.get(r.name, r.level)),
+        remediation_steps=r.remediation) for r in RULES]
