@@ -18,6 +18,6 @@ plan: venv
 	$(BIN)/gpufleet plan examples/
 
 test: venv
-	$(BIN)/ruff check gpufleet components tests bench scripts
+	$(BIN)/ruff check gpufleet components policy tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

@@ -451,9 +451,11 @@ def finish_report(report: Any, note: str, fmt: str, out: str | None) -> None:
 @click.option("--full", is_flag=True,
               help="Run every fleet and gateway, also those whose inputs the export shows "
                    "unchanged.")
+@_cost_options
 def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir: str | None,
          forbid: str, allow: Sequence[str], max_instances: int | None, fmt: str,
-         out: str | None, lock_file: str | None, locked: bool, full: bool) -> None:
+         out: str | None, lock_file: str | None, locked: bool, full: bool,
+         max_cost_per_hour: float | None, max_cost_increase: float | None) -> None:
     """What the YAML would create, update, replace and delete, offline, against an export.
 
     Only fleets and gateways whose inputs changed since the export are run again (their
@@ -463,7 +465,8 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     """
     from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, offline_diff, parse_export
 
-    guards = GuardOptions(_parse_forbid(forbid), tuple(allow), max_instances)
+    guards = GuardOptions(_parse_forbid(forbid), tuple(allow), max_instances,
+                          max_cost_per_hour, max_cost_increase)
     try:
         with open(state_file, encoding="utf-8") as fh:
             state = parse_export(fh.read(), state_file)

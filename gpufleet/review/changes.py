@@ -147,6 +147,7 @@ class Report:
     notes: tuple[str, ...] = ()
     not_compared: tuple[str, ...] = ()
     violations: tuple[str, ...] = field(default=())
+    cost_lines: tuple[str, ...] = ()  # before -> after per fleet (offline diff)
 
     def counts(self) -> dict[str, int]:
         c = Counter(ch.op for ch in self.changes)
@@ -322,7 +323,8 @@ def _v(value: Any) -> str:
 def render_text(report: Report, note: str) -> str:
     c = report.counts()
     lines = [f"gpufleet {report.mode} - stack {report.stack}", f"({note})", "",
-             "summary: " + ", ".join(f"{n} {op}" for op, n in c.items() if n or op == "same")]
+             "summary: " + ", ".join(f"{n} {op}" for op, n in c.items() if n or op == "same"),
+             *report.cost_lines]
     for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
         where = f" [{ch.owner}" + (f" in {ch.file}" if ch.file else "") + "]" if ch.owner else ""
         lines += ["", f"{ch.op:<8} {ch.type}  {ch.name}{where}",
@@ -347,7 +349,8 @@ def render_json(report: Report, note: str, exit_code: int) -> str:
                        "summary": report.counts(), "exit_code": exit_code,
                        "changes": [c.to_json() for c in report.changes],
                        "not_compared": list(report.not_compared),
-                       "notes": list(report.notes), "violations": list(report.violations)},
+                       "notes": list(report.notes), "violations": list(report.violations),
+                       "costs": list(report.cost_lines)},
                       indent=2, default=str)
 
 
@@ -357,6 +360,9 @@ def render_markdown(report: Report, note: str) -> str:
              "| create | update | replace | delete | unknown | same |",
              "|---:|---:|---:|---:|---:|---:|",
              "| " + " | ".join(str(c[k]) for k in (*CHANGE_OPS, "same")) + " |", ""]
+    if report.cost_lines:
+        lines += [f"**Cost:** {report.cost_lines[0].removeprefix('cost: ')}", "",
+                  *[f"- {ln.strip()}" for ln in report.cost_lines[1:]], ""]
     if report.violations:
         lines += ["**Forbidden changes:**", "", *[f"- {v}" for v in report.violations], ""]
     if report.changes:

@@ -26,6 +26,7 @@ from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, Validated
 from gpufleet.offers import Catalog
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
+from gpufleet.review.costs import cost_violations, fleet_costs
 from gpufleet.review.state import STACK_TYPE, State
 
 DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
@@ -39,6 +40,8 @@ class GuardOptions:
     forbid: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
     max_instances: int | None = None
+    max_cost_per_hour: float | None = None
+    max_cost_increase: float | None = None
 
 
 def _owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
@@ -220,5 +223,30 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
         gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
     regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir)
     warnings = [d for d in compiled.diagnostics if not d.is_error]
-    return build_report(regs, state, compiled, state.stack, guards, skips), warnings
+    report = build_report(regs, state, compiled, state.stack, guards, skips)
+    costs = fleet_costs(compiled.plans, lock, running_nodes(state))
+    extra = tuple(cost_violations(costs, guards.max_cost_per_hour, guards.max_cost_increase))
+    return dataclasses.replace(report, cost_lines=tuple(costs.lines()),
+                               violations=report.violations + extra), warnings
+
+
+NODE_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
+              "azure-native:compute:VirtualMachine")
+
+
+def running_nodes(state: State) -> dict[str, int]:
+    """Nodes per fleet in the export: its instances (bastions aside), or a scale set's
+    capacity."""
+    owners = _owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+    out: dict[str, int] = {}
+    for r in state.resources:
+        owner = owners.get(r.urn)
+        if owner is None or r.name.endswith("-bastion"):
+            continue
+        if r.type in NODE_TYPES:
+            out[owner] = out.get(owner, 0) + 1
+        elif r.type == "azure-native:compute:VirtualMachineScaleSet":
+            sku = r.inputs.get("sku") or {}
+            out[owner] = out.get(owner, 0) + int(sku.get("capacity") or 0)
+    return out
 

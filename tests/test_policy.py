@@ -1,0 +1,184 @@
+"""Guardrails: every rule against a passing and a failing resource through pulumi-policy's own
+argument types, the offline runner over the examples (0 violations) and over insecure input
+(each rule fires), the cost guard, and the README's rule table kept in sync."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from gpufleet.cli import cli, main, rules_table
+from gpufleet.input.validate import validate_paths
+from gpufleet.policy.rules import RULES, resource_policies
+from gpufleet.review.policy import run_policies
+
+from planutil import EXAMPLES, TEST_KEY, write
+
+URN = "urn:pulumi:dev::gpufleet::gpufleet:aws:Fleet$aws:ec2/securityGroup:SecurityGroup::f-sg"
+GW_URN = ("urn:pulumi:dev::gpufleet::gpufleet:gcp:Gateway$gpufleet:gcp:Network$"
+          "gcp:compute/firewall:Firewall::gw-web")
+FLEET_TAGS = {"managed-by": "gpufleet", "gpufleet-fleet": "f"}
+
+
+def args(typ: str, props: dict[str, Any], name: str = "f-x", urn: str = URN,
+         protect: bool = False, config: dict[str, Any] | None = None) -> ResourceValidationArgs:
+    opts = PolicyResourceOptions(protect, [], False, [], PolicyCustomTimeouts(0, 0, 0), [])
+    return ResourceValidationArgs(typ, props, urn, name, opts, None, config or {})
+
+
+def fires(rule: str, a: ResourceValidationArgs) -> list[str]:
+    found: list[str] = []
+    validate = next(r for r in RULES if r.name == rule).validate
+    validate(a, lambda message, urn=None: found.append(message))
+    return found
+
+
+SG = "aws:ec2/securityGroup:SecurityGroup"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+GI = "gcp:compute/instance:Instance"
+CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
+    "no-world-ingress": (
+        args("gcp:compute/firewall:Firewall", {"allows": [{"protocol": "tcp",
+             "ports": ["80", "443"]}], "sourceRanges": ["0.0.0.0/0"]}, "gw-web", GW_URN),
+        args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                               "cidrBlocks": ["0.0.0.0/0"]}]})),
+    "ssh-only-from-allowed": (
+        args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                               "cidrBlocks": ["203.0.113.0/24"]}]},
+             config={"ssh_cidrs": ["203.0.113.0/24"]}),
+        args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                               "cidrBlocks": ["198.51.100.7/32"]}]},
+             config={"ssh_cidrs": ["203.0.113.0/24"]})),
+    "no-public-ip-on-nodes": (
+        args(GI, {"networkInterfaces": [{"accessConfigs": [{}]}]},
+             config={"public_ips": True}),
+        args(GI, {"networkInterfaces": [{"network": "n", "accessConfigs": [{}]}]})),
+    "aws-imdsv2": (
+        args(LT, {"metadataOptions": {"httpTokens": "required",
+                                      "httpPutResponseHopLimit": 2}}),
+        args(LT, {"metadataOptions": {"httpTokens": "optional"}})),
+    "aws-ebs-encrypted": (
+        args(LT, {"blockDeviceMappings": [{"deviceName": "/dev/sda1",
+                                           "ebs": {"encrypted": "true"}}]}),
+        args("aws:ec2/instance:Instance", {"rootBlockDevice": {"encrypted": False}})),
+    "aws-cluster-sg-self-only": (
+        args(SG, {"ingress": [{"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True}]}),
+        args(SG, {"ingress": [{"protocol": "-1", "fromPort": 0, "toPort": 0,
+                               "cidrBlocks": ["10.0.0.0/8"]}]})),
+    "gcp-os-login-or-keys": (
+        args(GI, {"metadata": {"enable-oslogin": "TRUE"}}),
+        args(GI, {"metadata": {}})),
+    "gcp-no-default-sa-full-scope": (
+        args(GI, {"serviceAccount": {"email": "ml@p.iam.gserviceaccount.com",
+                                     "scopes": ["cloud-platform"]}}),
+        args(GI, {"serviceAccount": {"email": "1-compute@developer.gserviceaccount.com",
+                                     "scopes": ["cloud-platform"]}})),
+    "gcp-serial-port-off": (
+        args(GI, {"metadata": {"serial-port-enable": "FALSE"}}),
+        args(GI, {"metadata": {"serial-port-enable": "TRUE"}})),
+    "azure-password-auth-off": (
+        args("azure-native:compute:VirtualMachine", {"osProfile": {"linuxConfiguration": {
+            "disablePasswordAuthentication": True}}}),
+        args("azure-native:compute:VirtualMachineScaleSet", {"virtualMachineProfile": {
+            "osProfile": {"linuxConfiguration": {}}}})),
+    "azure-nsg-no-allow-any": (
+        args("azure-native:network:NetworkSecurityGroup", {"securityRules": [{
+            "direction": "Inbound", "access": "Allow", "destinationPortRanges": ["22"],
+            "sourceAddressPrefixes": ["203.0.113.0/24"]}]}),
+        args("azure-native:network:NetworkSecurityGroup", {"securityRules": [{
+            "direction": "Inbound", "access": "Allow", "destinationPortRange": "*",
+            "sourceAddressPrefix": "*"}]})),
+    "gateway-addresses-protected": (
+        args("gcp:compute/address:Address", {"labels": {"gpufleet-gateway": "gw"}},
+             protect=True),
+        args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}})),
+    "dns-ttl": (
+        args("gcp:dns/recordSet:RecordSet", {"ttl": 300}),
+        args("aws:route53/record:Record", {"ttl": 86400})),
+    "ownership-tags": (
+        args(LT, {"tags": {**FLEET_TAGS, "team": "ml"}}, config={"tags": {"team": "ml"}}),
+        args(LT, {"tags": {"Name": "x"}})),
+}
+
+
+def test_every_rule_has_a_case() -> None:
+    assert sorted(CASES) == sorted(r.name for r in RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_passes_and_fails(rule: str) -> None:
+    good, bad = CASES[rule]
+    assert fires(rule, good) == []
+    assert fires(rule, bad), f"{rule} did not fire"
+
+
+def test_the_pack_wraps_every_rule_as_a_resource_validation_policy() -> None:
+    policies = resource_policies({"dns-ttl": "mandatory"})
+    assert all(isinstance(p, ResourceValidationPolicy) for p in policies)
+    assert [p.name for p in policies] == [r.name for r in RULES]
+    levels = {p.name: p.enforcement_level for p in policies}
+    assert levels["dns-ttl"] == EnforcementLevel.MANDATORY
+    assert levels["ownership-tags"] == EnforcementLevel.ADVISORY
+    assert all(r.remediation and r.off and r.description for r in RULES)
+
+
+def test_every_example_plans_with_no_violation(tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["plan", "--format", "json", str(EXAMPLES)])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["policy"] == []
+
+
+def test_insecure_backends_fire_and_are_traced_to_the_yaml(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = write(tmp_path, "f.yml", "type: fleet\nname: f1\nnodes: 1\nbackends: [aws]\n"
+                  "regions: [us-east-1]\nresources:\n  gpu: L4\n")
+    b = write(tmp_path, "b.yml", f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n"
+              "  - type: aws\n    ssh_cidrs: [0.0.0.0/0]\n")
+    assert main(["plan", fleet, b]) == 1
+    err = capsys.readouterr().err
+    assert f"gpufleet plan: policy: {fleet}:2: no-world-ingress: f1-bastion-sg admits 22 " \
+           "from 0.0.0.0/0" in err
+    assert main(["plan", "--policy", "advisory", fleet, b]) == 0
+    capsys.readouterr()
+    levels = write(tmp_path, "levels.json", '{"no-world-ingress": "advisory"}')
+    assert main(["plan", "--policy-config", levels, fleet, b]) == 0
+
+
+def test_the_offline_runner_fires_every_rule_on_insecure_resources(tmp_path: Path) -> None:
+    validated = validate_paths([write(tmp_path, "b.yml", "backends:\n  - type: aws\n"
+                                      "    ssh_cidrs: [203.0.113.0/24]\n")])
+    resources = [{"urn": a.urn.replace("f-sg", f"f-{i}"), "type": a.resource_type,
+                  "name": f"f-{i}", "inputs": dict(a.props), "parent": "", "protect": False}
+                 for i, (_, a) in enumerate(CASES[r] for r in sorted(CASES))]
+    violations = run_policies(resources, validated.inputs)
+    assert {v.rule for v in violations} == set(CASES)
+    assert all(v.remediation and v.where.endswith("b.yml:2") for v in violations)
+
+
+def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", "100"]) == 1
+    err = capsys.readouterr().err
+    assert "cost: the fleets cost $685.86/h, over --max-cost-per-hour 100" in err
+    assert "nd-h100 $393.28/h" in err
+    assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 0  # all locked
+    capsys.readouterr()
+    fleet = write(tmp_path, "f.yml", "type: fleet\nname: f1\nnodes: 2\nbackends: [aws]\n"
+                  "regions: [us-east-1]\nresources:\n  gpu: L4\n")
+    assert main(["plan", fleet, "--max-cost-increase", "5"]) == 1  # a new fleet: from $0
+    assert "the cost rises from $0" in capsys.readouterr().err
+
+
+def test_readme_rule_table_matches_the_pack() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert rules_table() in readme, "regenerate with `gpufleet policy list --format markdown`"
