@@ -139,8 +139,8 @@ def test_public_ips_reservation_and_existing_networks(tmp_path: Path) -> None:
     assert [d.code for d in compiled.diagnostics] == ["C002"]
     # Same fleet on an on-demand type: reservation affinity, no placement policy.
     f = write(tmp_path, "f.yml", "type: fleet\nname: res\nnodes: 2\nplacement: cluster\n"
-              "backends: [gcp]\nreservation: my-res\ninstance_types: [a3-highgpu-8g]\n"
-              "resources:\n  gpu: H100:8\ntags: {Team: LLM}\n")
+              "backends: [gcp]\nreservation: my-res\ninstance_types: [a2-ultragpu-8g]\n"
+              "resources:\n  gpu: A100:80GB:8\ntags: {Team: LLM}\n")
     report = plan_files([f, b])
     node = named(report, "res-node-0", INSTANCE)
     assert node["inputs"]["reservationAffinity"] == {
@@ -170,3 +170,16 @@ def test_existing_roce_vpc_subnets_are_looked_up(tmp_path: Path) -> None:
     assert nics[2]["subnetwork"].endswith("corp-roce-mock-subnet-0")
     tokens = {t for t, _ in report.lookups}
     assert "gcp:compute/getSubnetworks:getSubnetworks" in tokens
+
+
+@pytest.mark.parametrize("itype", ["a3-megagpu-8g", "a3-highgpu-8g"])
+def test_gpudirect_tcpx_clusters_are_refused_until_their_software_is_set_up(
+        tmp_path: Path, itype: str) -> None:
+    fleet = ("type: fleet\nname: t1\nnodes: {n}\nplacement: cluster\nbackends: [gcp]\n"
+             f"spot_policy: auto\ninstance_types: [{itype}]\nresources:\n  gpu: H100:8\n")
+    f = write(tmp_path, "f.yml", fleet.format(n=2))
+    diags = compile_inputs(validate_paths([f]).inputs, load_catalog()).diagnostics
+    assert [(d.code, d.line) for d in diags] == [("C015", 4)]
+    assert "NCCL falls back to TCP" in diags[0].message and "nodes: 0" in str(diags[0].hint)
+    f = write(tmp_path, "f.yml", fleet.format(n='"0..2"'))  # networks only: dstack provisions
+    assert compile_inputs(validate_paths([f]).inputs, load_catalog()).ok

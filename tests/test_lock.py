@@ -148,7 +148,7 @@ def test_a_removed_type_is_named_in_a_warning(tmp_path: Path) -> None:
 def test_changing_one_fleet_repicks_only_that_fleet(tmp_path: Path) -> None:
     old = lock_files(tmp_path)
     before = plan_json(*fleet_files(tmp_path))
-    paths = fleet_files(tmp_path, gpu="H100:8")
+    paths = fleet_files(tmp_path, gpu="H200:8")
     plan = plan_json(*paths)
     status = {f["name"]: f["lock"]["status"] for f in plan["fleets"]}
     assert status == {"a4": "changed", "trainer": "locked"}
@@ -223,7 +223,7 @@ def test_plan_locked_fails_on_a_missing_or_stale_lock(
     assert "error[O011]: fleet 'second' has no entry in" in capsys.readouterr().err
     assert main(["plan", "--locked", *paths]) == 0
     capsys.readouterr()
-    stale = fleet_files(tmp_path, gpu="H100:8")
+    stale = fleet_files(tmp_path, gpu="H200:8")
     assert main(["plan", "--locked", *stale]) == 1
     err = capsys.readouterr().err
     assert "a4.yml:2:1: error[O011]: the requirements of fleet 'a4' changed since" in err
@@ -235,7 +235,7 @@ def test_the_stack_program_refuses_a_stale_lock_with_the_same_message(tmp_path: 
     from gpufleet.review.plan import stack_config
 
     lock_files(tmp_path)
-    stale = fleet_files(tmp_path, gpu="H100:8")
+    stale = fleet_files(tmp_path, gpu="H200:8")
     mocks = harness.StrictMocks(offline.invokes_for(["example.com"]), offline.outputs)
     with pytest.raises(Exception, match=r"error\[O011\]: the requirements of fleet 'a4' "
                                         r"changed since .*gpufleet.lock was written"):

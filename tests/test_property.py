@@ -44,7 +44,7 @@ def offers_by_backend() -> dict[str, list[tuple[str, str, str | None, int, bool]
 def fleet(draw: st.DrawFn) -> tuple[str, str]:
     backend = draw(st.sampled_from(["aws", "gcp", "azure"]))
     gpu, region, zone, count, spot = draw(st.sampled_from(offers_by_backend()[backend]))
-    lines = [f"type: fleet", f"name: {draw(NAME)}", f"backends: [{backend}]"]
+    lines = ["type: fleet", f"name: {draw(NAME)}", f"backends: [{backend}]"]
     lo = draw(st.integers(0, 3))
     nodes = draw(st.sampled_from([str(max(lo, 1)), f'"{lo}..{lo + 2}"', f'"{lo}.."']))
     lines.append(f"nodes: {nodes}")
@@ -119,6 +119,8 @@ def test_valid_fleets_plan(tmp_path_factory: pytest.TempPathFactory, data: st.Da
     backend, text = data.draw(fleet())
     b = data.draw(backends_file(backend))
     code, out, err = plan(tmp_path_factory.mktemp("p"), text, b)
+    if code == 1 and {d["code"] for d in json.loads(err)} == {"C015"}:
+        return  # an A3 High/Mega cluster: refused with a located reason (see test_gcp)
     assert code == 0, (text, b, err[-2000:])
     fleets = out["fleets"]
     assert isinstance(fleets, list) and len(fleets) == 1

@@ -44,6 +44,8 @@ ROCE_SUBNETS = 8
 MTU_ROCE = 8896  # "the maximum supported MTU and a recommended choice" (Google Cloud docs)
 MTU_TCPX = 8244  # dstack's and Cluster Toolkit's A3 High/Mega recipe
 MAIN_PREFIX, EXTRA_PREFIX, ROCE_PREFIX = 19, 20, 18
+# Fabrics whose instances need software gpufleet does not install (cloud-recipes.md 2.3-2.4).
+GPUDIRECT = {"gpudirect-tcpx": "TCPX", "gpudirect-tcpxo": "TCPXO"}
 
 
 def extra_vpc_count(offer: Offer) -> int:
@@ -106,6 +108,15 @@ class GcpBackend:
             diags.append(fleet.origin.at("reservation", "C002", "a GCP reservation is consumed "
                                  "by on-demand VMs, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
+        if offer.rdma in GPUDIRECT and fleet.is_cluster and fleet.nodes.target > 0:
+            stack = GPUDIRECT[offer.rdma]
+            diags.append(fleet.origin.at(
+                "placement", "C015", f"{offer.instance_type} clusters need GPUDirect-{stack}: "
+                "the Container-Optimized OS image, the receive-data-path daemon and the "
+                f"{stack} NCCL plugin, which gpufleet does not set up; without them NCCL falls "
+                "back to TCP (about 4 GB/s instead of about 340 GB/s on A3 Mega)",
+                "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
+                "instances (`gpufleet export dstack`), or pick A3 Ultra / A4 (RoCE)"))
         extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
         if extras and len(extras) < extra_vpc_count(offer):
             diags.append(fleet.origin.at("resources", "C003", f"{offer.instance_type} needs "
