@@ -154,10 +154,24 @@ class Network(pulumi.ComponentResource):
                 net.name, resource_group_name=rg, location=plan.region,
                 address_space={"address_prefixes": [net.cidr]}, tags=dict(plan.labels),
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]))
+            nat: dict[str, Any] = {}
+            if net.nat:
+                # Private nodes reach the internet (packages, images, dstack) through a NAT
+                # gateway, as on AWS and GCP.
+                pip = network.PublicIPAddress(
+                    naming.child(net.name, "nat-ip"), resource_group_name=rg,
+                    location=plan.region, sku={"name": "Standard"},
+                    public_ip_allocation_method="Static", tags=dict(plan.labels), opts=child)
+                gateway = network.NatGateway(
+                    naming.child(net.name, "nat"), resource_group_name=rg,
+                    location=plan.region, sku={"name": "Standard"},
+                    public_ip_addresses=[{"id": pip.id}], tags=dict(plan.labels), opts=child)
+                nat = {"nat_gateway": {"id": gateway.id}}
             sub = network.Subnet(
                 subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
                 address_prefix=subnet.cidr,
-                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]),
+                **nat)
             self.vnet_id, self.subnet_id = vnet.id, sub.id
             self.vnet_name = vnet.name
         self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,

@@ -154,3 +154,15 @@ def test_fleets_in_one_region_share_one_resource_group(tmp_path: Path) -> None:
     assert [g["name"] for g in groups] == ["rg-eastus"]
     assert groups[0]["inputs"]["resourceGroupName"] == "gpufleet-dev-eastus"
     assert groups[0]["parent"].endswith("pulumi:pulumi:Stack::gpufleet-dev")
+
+
+def test_private_nodes_get_a_nat_gateway_and_public_ones_do_not(nd: PlanReport,
+                                                               tmp_path: Path) -> None:
+    nat = named(nd, "nd-h100-vnet-nat", "azure-native:network:NatGateway")["inputs"]
+    assert nat["sku"] == {"name": "Standard"}
+    assert nat["publicIpAddresses"] == [{"id": "nd-h100-vnet-nat-ip-id"}]
+    subnet = by_type(nd, "azure-native:network:Subnet")[0]["inputs"]
+    assert subnet["natGateway"] == {"id": "nd-h100-vnet-nat-id"}
+    public = _plan(tmp_path, "nodes: 1\nresources:\n  gpu: T4\n",
+                   BACKENDS + "    public_ips: true\n")
+    assert not by_type(public, "azure-native:network:NatGateway")

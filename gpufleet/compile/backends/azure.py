@@ -110,10 +110,12 @@ class AzureBackend:
         nodes = pack(block, [("nodes", NODE_PREFIX)])["nodes"]
         subnet = SubnetPlan(naming.child(name, "subnet"), str(nodes), offer.region,
                             existing=existing_subnet or ("lookup" if existing_vnet else None))
+        created = not (existing_vnet or existing_subnet)
         return NetworkPlan("main", naming.child(name, "vnet"), (subnet,),
-                           cidr=None if (existing_vnet or existing_subnet) else str(block),
+                           cidr=str(block) if created else None,
                            existing=existing_subnet or existing_vnet,
-                           firewall=node_ssh_rules(name, config, method))
+                           firewall=node_ssh_rules(name, config, method),
+                           nat=created and not public_ips(config))
 
 
 BACKEND = AzureBackend()
