@@ -50,7 +50,12 @@ class Network(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         self._azs: pulumi.Output[list[str]] | None = None
         self._invoke = invoke
-        self.zone = pulumi.Output.from_input(plan.zone) if plan.zone else self.nth_zone(0)
+        if plan.zone:
+            self.zone = pulumi.Output.from_input(plan.zone)
+        elif isinstance(plan, FleetPlan):
+            self.zone = self.offering_zone(plan.instance_type)
+        else:
+            self.zone = self.nth_zone(0)
         self.subnet_ids = {}
         if net.existing:
             self._existing(net, invoke)
@@ -78,12 +83,34 @@ class Network(pulumi.ComponentResource):
                                       "description": "all egress"}],
             tags=_tags(plan, name), opts=child)
 
+    def zones(self) -> pulumi.Output[list[str]]:
+        """The region's available Availability Zones by name; Local and Wavelength zones
+        (opted in or not) are left out."""
+        if self._azs is None:
+            found = aws.get_availability_zones_output(
+                state="available", filters=[{"name": "zone-type",
+                                             "values": ["availability-zone"]}],
+                opts=self._invoke)
+            self._azs = found.names.apply(sorted)
+        return self._azs
+
     def nth_zone(self, index: int) -> pulumi.Output[str]:
         """No AZ pinned: the N-th available AZ of the region, by name."""
-        if self._azs is None:
-            found = aws.get_availability_zones_output(state="available", opts=self._invoke)
-            self._azs = found.names.apply(sorted)
-        return self._azs.apply(lambda names: names[index % len(names)])
+        return self.zones().apply(lambda names: names[index % len(names)])
+
+    def offering_zone(self, instance_type: str) -> pulumi.Output[str]:
+        """No AZ pinned: the first AZ (by name) that offers the instance type."""
+        offered = aws.ec2.get_instance_type_offerings_output(
+            location_type="availability-zone",
+            filters=[{"name": "instance-type", "values": [instance_type]}], opts=self._invoke)
+
+        def pick(args: list[Any]) -> str:
+            names, locations = args
+            both = [z for z in names if z in set(locations or [])]
+            if not both:
+                raise ValueError(f"no Availability Zone of this region offers {instance_type}")
+            return str(both[0])
+        return pulumi.Output.all(self.zones(), offered.locations).apply(pick)
 
     def _existing(self, net: NetworkPlan, invoke: pulumi.InvokeOptions) -> None:
         assert net.existing is not None

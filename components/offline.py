@@ -57,6 +57,15 @@ def _aws_azs(args: dict[str, Any]) -> dict[str, Any]:
             "zoneIds": ["mock-az1", "mock-az2", "mock-az3"]}
 
 
+def _aws_offerings(args: dict[str, Any]) -> dict[str, Any]:
+    # Offline every AZ offers every type; `pulumi preview` reads the real offerings.
+    types = next((f["values"] for f in args.get("filters") or []
+                  if f.get("name") == "instance-type"), ["mock"])
+    zones = _aws_azs({})["names"]
+    return {"id": "mock-offerings", "locations": zones, "locationTypes":
+            ["availability-zone"] * len(zones), "instanceTypes": [types[0]] * len(zones)}
+
+
 def _aws_vpc(args: dict[str, Any]) -> dict[str, Any]:
     key = args.get("id") or (args.get("tags") or {}).get("Name") or "default"
     return {"id": key if str(key).startswith("vpc-") else f"vpc-mock-{key}",
@@ -113,6 +122,7 @@ INVOKES: dict[str, Invoke] = {
     "azure-native:network:getVirtualNetwork": _azure_vnet,
     "aws:ec2/getAmi:getAmi": _aws_ami,
     "aws:index/getAvailabilityZones:getAvailabilityZones": _aws_azs,
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": _aws_offerings,
     "aws:ec2/getVpc:getVpc": _aws_vpc,
     "aws:ec2/getSubnets:getSubnets": _aws_subnets,
     "gcp:organizations/getClientConfig:getClientConfig": _gcp_client_config,

@@ -170,3 +170,15 @@ def test_capacity_block_needs_fixed_size(tmp_path: Path) -> None:
     b = write(tmp_path, "b.yml", "backends:\n  - type: aws\n    capacity_blocks: [cr-0blk]\n")
     compiled = compile_inputs(validate_paths([f, b]).inputs, load_catalog())
     assert [d.code for d in compiled.diagnostics] == ["C005"]
+
+
+def test_the_zone_is_one_that_offers_the_type_and_the_plan_says_so(p5: PlanReport) -> None:
+    from gpufleet.views.plan import render_plan_text
+
+    looked_up = dict(p5.lookups)
+    offers = looked_up["aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"]
+    assert offers["filters"] == [{"name": "instance-type", "values": ["p5.48xlarge"]}]
+    azs = looked_up["aws:index/getAvailabilityZones:getAvailabilityZones"]
+    assert azs["filters"] == [{"name": "zone-type", "values": ["availability-zone"]}]
+    assert "zone:     chosen at `pulumi up`: the first Availability Zone of us-east-1 (by " \
+        "name) that offers p5.48xlarge" in render_plan_text(p5)

@@ -238,6 +238,10 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
     lock = lock_text(st, f)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
+    if f.backend == "aws" and not f.zone:
+        lines.append(f"  zone:     chosen at `pulumi up`: the first Availability Zone of "
+                     f"{f.region} (by name) that offers {f.instance_type}; Local and "
+                     "Wavelength zones are skipped")
     access = access_text(f)
     if access:
         lines.append(f"  access:   {access}")
