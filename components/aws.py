@@ -16,6 +16,7 @@ from gpufleet.compile import (
     DIGEST_OUTPUT,
     BastionPlan,
     DnsRecordPlan,
+    FirewallRule,
     FleetPlan,
     GatewayPlan,
     NetworkPlan,
@@ -65,6 +66,18 @@ class Network(pulumi.ComponentResource):
         access = plan.access if isinstance(plan, FleetPlan) else None
         if access is not None and access.bastion is not None:
             self.bastion_sg = self._bastion_group(access.bastion, plan, child)
+        self.alb_sg: aws.ec2.SecurityGroup | None = None
+        alb_rule = plan.options.get("alb_firewall")
+        if isinstance(alb_rule, FirewallRule):
+            self.alb_sg = aws.ec2.SecurityGroup(
+                alb_rule.name, vpc_id=self.vpc_id, description=f"gpufleet ALB of {plan.name}",
+                ingress=[{"protocol": "tcp", "from_port": int(port), "to_port": int(port),
+                          "cidr_blocks": list(alb_rule.sources),
+                          "description": alb_rule.description} for port in alb_rule.ports],
+                egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
+                         "cidr_blocks": [net.cidr or "0.0.0.0/0"],
+                         "description": "to the gateway instances"}],
+                tags=_tags(plan, alb_rule.name), opts=child)
         self.sg = self._security_group(net, plan, child)
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
                                "security_group": self.sg.id})
@@ -180,6 +193,12 @@ class Network(pulumi.ComponentResource):
             if rule.from_self:
                 ingress.append({"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
                                 "description": rule.description})
+                continue
+            if rule.from_load_balancer:
+                assert self.alb_sg is not None
+                ingress += [{"protocol": rule.protocol, "from_port": int(p), "to_port": int(p),
+                             "security_groups": [self.alb_sg.id],
+                             "description": rule.description} for p in rule.ports]
                 continue
             if rule.from_bastion:
                 assert self.bastion_sg is not None
@@ -401,8 +420,11 @@ class Gateway(pulumi.ComponentResource):
         sg = self.network.sg.id
         self.addresses: list[pulumi.Output[str]] = []
         self.instances = []
-        for i, (addr, vm) in enumerate(zip(plan.address_names, plan.instance_names,
-                                           strict=True)):
+        if plan.load_balancer:
+            self._behind_load_balancer(plan, ami.id, sg, child)
+        addressed = [] if plan.load_balancer else list(zip(plan.address_names,
+                                                            plan.instance_names, strict=True))
+        for i, (addr, vm) in enumerate(addressed):
             subnet = subnets[i % len(subnets)]
             common: dict[str, Any] = {
                 "ami": ami.id, "instance_type": plan.instance_type,
@@ -425,12 +447,29 @@ class Gateway(pulumi.ComponentResource):
                     {"network_interface_id": eni.id, "device_index": 0}], **common)
                 self.addresses.append(eni.private_ip)
             self.instances.append(inst)
-        self.alb = self._load_balancer(plan, subnets, sg, child) if plan.load_balancer else None
+        self.alb = None
+        if plan.load_balancer:
+            assert self.network.alb_sg is not None
+            self.alb = self._load_balancer(plan, subnets, self.network.alb_sg.id, child)
         if plan.record is not None:
             self._record(plan, plan.record)
         self.register_outputs({"addresses": self.addresses,
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
+
+    def _behind_load_balancer(self, plan: GatewayPlan, ami: pulumi.Output[str],
+                              sg: pulumi.Output[str], child: pulumi.ResourceOptions) -> None:
+        """ACM: TLS ends at the ALB; the instances get no address of their own and sit in
+        private subnets (egress through the NAT), reachable on port 80 from the ALB only."""
+        private = [self.network.subnet_ids[s.name] for s in plan.network.subnets
+                   if not s.public][:2]
+        for i, vm in enumerate(plan.instance_names):
+            self.instances.append(aws.ec2.Instance(
+                vm, ami=ami, instance_type=plan.instance_type,
+                subnet_id=private[i % len(private)], vpc_security_group_ids=[sg],
+                metadata_options={"http_tokens": "required"},
+                root_block_device={"volume_size": 20, "volume_type": "gp3", "encrypted": True},
+                tags=_tags(plan, vm), opts=child))
 
     def _load_balancer(self, plan: GatewayPlan, subnets: list[pulumi.Output[str]],
                        sg: pulumi.Output[str],

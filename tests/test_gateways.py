@@ -104,7 +104,21 @@ def test_acm_uses_an_alb_across_two_azs_and_an_alias_record(tmp_path: Path) -> N
     assert alb["subnets"] == ["gw1-subnet-0-id", "gw1-subnet-1-id"]
     subnets = {r["name"]: r["inputs"]["availabilityZone"]
                for r in by_type(report, "aws:ec2/subnet:Subnet")}
-    assert subnets == {"gw1-subnet-0": "mock-region-1a", "gw1-subnet-1": "mock-region-1b"}
+    assert subnets == {"gw1-subnet-0": "mock-region-1a", "gw1-subnet-1": "mock-region-1b",
+                       "gw1-private-0": "mock-region-1a", "gw1-private-1": "mock-region-1b"}
+    # TLS ends at the ALB: the instances have no address and take HTTP from the ALB only.
+    assert not by_type(report, "aws:ec2/eip:Eip")[1:]  # only the NAT's
+    assert [e["name"] for e in by_type(report, "aws:ec2/eip:Eip")] == ["gw1-net-nat-eip"]
+    vm = named(report, "gw1-vm", "aws:ec2/instance:Instance")["inputs"]
+    assert vm["subnetId"] == "gw1-private-0-id"
+    sg = named(report, "gw1-sg", "aws:ec2/securityGroup:SecurityGroup")["inputs"]
+    web = [r for r in sg["ingress"] if r["fromPort"] != 22]
+    assert web == [{"protocol": "tcp", "fromPort": 80, "toPort": 80,
+                    "securityGroups": ["gw1-alb-web-id"], "description": web[0]["description"]}]
+    alb_sg = named(report, "gw1-alb-web", "aws:ec2/securityGroup:SecurityGroup")["inputs"]
+    assert sorted((r["fromPort"], tuple(r["cidrBlocks"])) for r in alb_sg["ingress"]) == [
+        (80, ("0.0.0.0/0",)), (443, ("0.0.0.0/0",))]
+    assert alb["securityGroups"] == ["gw1-alb-web-id"]
     https = named(report, "gw1-https", "aws:lb/listener:Listener")["inputs"]
     assert https["certificateArn"] == "arn:aws:acm:us-east-1:1:certificate/x"
     rec = named(report, "gw1-dns", "aws:route53/record:Record")["inputs"]

@@ -47,6 +47,7 @@ class FirewallRule:
     from_self: bool = False  # traffic from the fleet's own group/tag
     direction: str = "ingress"
     from_bastion: bool = False  # traffic from the fleet's bastion only
+    from_load_balancer: bool = False  # traffic from the gateway's load balancer only
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ the address the `*.<domain>` record points at (dstackai/dstack#3924).
 
 from __future__ import annotations
 
+import dataclasses
 from ipaddress import IPv4Network
 
 from gpufleet.compile import naming
@@ -62,15 +63,20 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
                          create_zone=gw.create_dns_zone)
 
 
-def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool) -> tuple[SubnetPlan, ...]:
+def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool,
+             alb: bool) -> tuple[SubnetPlan, ...]:
     name, region = gw.name, gw.region
-    r = pack(block, [("a", 24), ("b", 24), ("nat", 24)])
+    r = pack(block, [("a", 24), ("b", 24), ("nat", 24), ("c", 24), ("d", 24)])
     if gw.backend != "aws":
         return (SubnetPlan(naming.child(name, "subnet"), str(r["a"]), region),)
     # AWS: two subnets in two AZs (an ALB needs them; replicas spread over both).
     subnets = [SubnetPlan(naming.child(name, "subnet", i), str(r[k]), region, public=public,
                           zone_index=i) for i, k in enumerate(("a", "b"))]
-    if not public:
+    if public and alb:
+        # TLS ends at the ALB: the instances sit in private subnets behind it, no address.
+        subnets += [SubnetPlan(naming.child(name, "private", i), str(r[k]), region,
+                               zone_index=i) for i, k in enumerate(("c", "d"))]
+    elif not public:
         subnets.append(SubnetPlan(naming.child(name, "public"), str(r["nat"]), region,
                                   public=True, zone_index=0))
     return tuple(subnets)
@@ -96,16 +102,25 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         return None, diags
     public = gw.public_ip
     itype, image = DEFAULTS[gw.backend]
+    alb = gw.certificate is not None and gw.certificate.type == "acm"
     web_sources = ("0.0.0.0/0",) if public else (str(block),)
-    rules = (FirewallRule(naming.child(gw.name, "web"), "HTTP and HTTPS for services", "tcp",
-                          ("80", "443"), web_sources), *ssh_rule(gw.name, config))
-    network = NetworkPlan("main", naming.child(gw.name, "net"), _subnets(gw, block, public),
-                          cidr=str(block), firewall=rules, nat=not public)
+    web = FirewallRule(naming.child(gw.name, "web"), "HTTP and HTTPS for services", "tcp",
+                       ("80", "443"), web_sources)
+    alb_rule = None
+    if alb:
+        # The world (or the VPC) reaches the ALB; the instances take HTTP from the ALB only.
+        alb_rule = dataclasses.replace(web, name=naming.child(gw.name, "alb-web"),
+                                       description="HTTP and HTTPS to the load balancer")
+        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer only",
+                           "tcp", ("80",), from_load_balancer=True)
+    rules = (web, *ssh_rule(gw.name, config))
+    network = NetworkPlan("main", naming.child(gw.name, "net"),
+                          _subnets(gw, block, public, alb), cidr=str(block), firewall=rules,
+                          nat=not public or alb)
     many = gw.replicas > 1
     scope = cfg.get("project_id") or cfg.get("subscription_id")
     tags = {**dict(gw.tags), **(cfg.get("tags") or {}), "managed-by": "gpufleet",
             "gpufleet-gateway": gw.name}
-    alb = gw.certificate is not None and gw.certificate.type == "acm"
     plan = GatewayPlan(
         name=gw.name, file=gw.origin.file, backend=gw.backend,
         provider=ProviderPlan(gw.backend, naming.provider(gw.backend, scope if gw.backend !=
@@ -113,8 +128,9 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
                               gw.region, scope if gw.backend != "aws" else None),
         region=gw.region, zone=None, instance_type=gw.instance_type or itype,
         replicas=gw.replicas, public=public, domain=gw.domain, network=network,
-        address_names=tuple(naming.child(gw.name, "ip", i) if many else
-                            naming.child(gw.name, "ip") for i in range(gw.replicas)),
+        address_names=() if alb else tuple(naming.child(gw.name, "ip", i) if many else
+                                           naming.child(gw.name, "ip")
+                                           for i in range(gw.replicas)),
         instance_names=tuple(naming.child(gw.name, "vm", i) if many else
                              naming.child(gw.name, "vm") for i in range(gw.replicas)),
         image=image, certificate=gw.certificate.type if gw.certificate else None,
@@ -123,6 +139,7 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         protect_address=gw.protect_address,
         labels=gcp_labels(tags) if gw.backend == "gcp" else tags,
         options={"project": cfg.get("project_id"), "network_tag": naming.network_tag(gw.name),
+                 "alb_firewall": alb_rule,
                  "dns_resource_group": cfg.get("dns_resource_group"),
                  "resource_group": cfg.get("resource_group"),
                  "ssh_public_key": access.ssh_public_key,
