@@ -124,3 +124,31 @@ def test_bad_sources_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     monkeypatch.setattr("shutil.which", lambda _name: None)
     assert main(["export", "dstack", "--stack", "dev", "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_malformed_outputs_are_refused_and_nothing_is_written(
+        stack: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    base = stack["outputs"]["a4"]
+    values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                          lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                          max_leaves=5)
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.sampled_from(sorted(base)), values)
+    def run(key: str, value: Any) -> None:
+        broken = {"a4": {**base, key: value}}
+        path = write(tmp_path, "outputs.json", json.dumps(broken))
+        out = tmp_path / "never"
+        code = main(["export", "dstack", "--outputs", path, "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code in (0, 1) and "internal error" not in err, (key, value, err)
+        if code == 1:
+            assert not out.exists()
+        else:
+            import shutil
+            shutil.rmtree(out)
+    run()

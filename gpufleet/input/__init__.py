@@ -21,7 +21,7 @@ from gpufleet.input.spec import (
     SshFleetSpec,
     access_for,
 )
-from gpufleet.input.validate import Validated, load_lock, validate_paths
+from gpufleet.input.validate import Validated, load_lock, validate_paths, validate_texts
 
 __all__ = [
     "EMPTY_MAP",
@@ -47,4 +47,5 @@ __all__ = [
     "schema_text",
     "schema_validator",
     "validate_paths",
+    "validate_texts",
 ]

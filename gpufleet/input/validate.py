@@ -7,7 +7,7 @@ is pure.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
@@ -18,7 +18,7 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
-from gpufleet.input.loader import LoadResult, load_paths
+from gpufleet.input.loader import LoadResult, load_paths, load_text
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
     NO_ACCESS,
@@ -47,6 +47,16 @@ class Validated:
 
 def validate_paths(paths: Iterable[str | os.PathLike[str]]) -> Validated:
     return validate_loaded(load_paths(paths))
+
+
+def validate_texts(texts: Mapping[str, str]) -> Validated:
+    """Validate YAML held in memory (name -> text), e.g. files about to be written."""
+    result = LoadResult()
+    for name, text in texts.items():
+        result.files.append(name)
+        result.sources[name] = text.splitlines()
+        load_text(name, text, result)
+    return validate_loaded(result)
 
 
 def validate_loaded(loaded: LoadResult) -> Validated:

@@ -21,6 +21,7 @@ import yaml
 
 from gpufleet.fileio import write_atomically
 from gpufleet.input import schema_validator as validator
+from gpufleet.input import validate_texts
 
 MARKER = "# Written by `gpufleet export dstack`"
 CONFIG_FILE = "dstack-server-config.yml"
@@ -155,20 +156,57 @@ def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+_SHAPE: dict[str, tuple[type, ...]] = {
+    "backend": (str,), "region": (str,), "nodes": (list,), "networks": (dict,),
+    "access": (dict, type(None)), "bastion": (dict, type(None)), "extra_vpcs": (list,),
+    "roce_vpcs": (list,), "subnets": (dict,), "public_ips": (bool,),
+}
+
+
+def check_shape(name: str, out: Mapping[str, Any]) -> None:
+    """Stack outputs are data from a file: refuse what gpufleet's program did not write."""
+    wrong = [k for k, types in _SHAPE.items() if k in out and not isinstance(out[k], types)]
+    raw_nodes, raw_networks = out.get("nodes"), out.get("networks")
+    nodes: list[Any] = raw_nodes if isinstance(raw_nodes, list) else []
+    networks: dict[str, Any] = raw_networks if isinstance(raw_networks, dict) else {}
+    wrong += [f"nodes[{i}]" for i, n in enumerate(nodes) if not isinstance(n, dict)]
+    wrong += [f"networks.{k}" for k, v in networks.items() if not isinstance(v, dict)]
+    if out.get("backend") not in ("aws", "gcp", "azure") or "region" not in out:
+        wrong.append("backend/region")
+    if wrong:
+        raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet output "
+                          f"({', '.join(wrong[:5])}); was the stack deployed by gpufleet's "
+                          "program?")
+
+
 def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
     fleets = fleets_in(outputs)
+    for name, out in fleets.items():
+        check_shape(name, out)
     if not fleets:
         raise ExportError("the stack outputs hold no gpufleet fleets; is this the right "
                           "stack, and has `pulumi up` run?")
     result = Exported()
     projects = []
     for name, out in fleets.items():
-        text, note = ssh_fleet(name, out, identity_file)
+        try:
+            text, note = ssh_fleet(name, out, identity_file)
+            entry = backend_entry(out)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
+                              f"output ({type(e).__name__}: {e}); was the stack deployed by "
+                              "gpufleet's program?") from None
         if text is not None:
             result.files[f"{name}.dstack.yml"] = text
         if note:
             result.notes.append(note)
-        projects.append({"name": name, "backends": [backend_entry(out)]})
+        projects.append({"name": name, "backends": [entry]})
+    fleet_files = {n: text for n, text in result.files.items() if n.endswith(".dstack.yml")}
+    check = validate_texts(fleet_files)
+    if not check.ok:
+        first = next(d for d in check.diagnostics if d.is_error)
+        raise ExportError(f"the SSH fleet file {first.file} would not validate: {first.message} "
+                          "(the stack outputs hold values gpufleet's program does not write)")
     config = {"projects": projects}
     errors = sorted(e.message for e in validator("dstack-server-config").iter_errors(config))
     if errors:
