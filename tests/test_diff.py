@@ -217,3 +217,29 @@ def test_checkpoint_and_v4_layouts_are_read(baseline: dict[str, Any]) -> None:
     checkpoint = {"version": 3, "checkpoint": {"latest": baseline["deployment"]}}
     state = parse_export(json.dumps(checkpoint))
     assert state.stack == "dev" and state.project == "gpufleet"
+
+
+def test_malformed_exports_never_crash(tmp_path: Path, baseline: dict[str, Any],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    paths = files(tmp_path)
+    resources = baseline["deployment"]["resources"]
+    values = st.none() | st.booleans() | st.integers() | st.text(max_size=6) | \
+        st.lists(st.integers(), max_size=2) | st.dictionaries(st.text(max_size=4),
+                                                              st.integers(), max_size=2)
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(st.integers(0, len(resources) - 1),
+           st.sampled_from(["urn", "type", "inputs", "outputs", "parent", "provider",
+                            "dependencies", "protect", "id", "ignoreChanges"]), values)
+    def run(index: int, key: str, value: Any) -> None:
+        state = copy.deepcopy(baseline)
+        state["deployment"]["resources"][index][key] = value
+        export = tmp_path / "state.json"
+        export.write_text(json.dumps(state))
+        code = main(["diff", "--state", str(export), *paths])
+        err = capsys.readouterr().err
+        assert code in (0, 1, 7) and "internal error" not in err, (index, key, value, err)
+    run()

@@ -246,7 +246,9 @@ def running_nodes(state: State) -> dict[str, int]:
         if r.type in NODE_TYPES:
             out[owner] = out.get(owner, 0) + 1
         elif r.type == "azure-native:compute:VirtualMachineScaleSet":
-            sku = r.inputs.get("sku") or {}
-            out[owner] = out.get(owner, 0) + int(sku.get("capacity") or 0)
+            sku = r.inputs.get("sku")
+            capacity = sku.get("capacity") if isinstance(sku, dict) else None
+            if isinstance(capacity, int | float) and not isinstance(capacity, bool):
+                out[owner] = out.get(owner, 0) + int(capacity)
     return out
 

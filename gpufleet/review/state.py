@@ -76,6 +76,13 @@ def parse_export(text: str, source: str = "export") -> State:
     for i, r in enumerate(raw):
         if not isinstance(r, dict) or "urn" not in r or "type" not in r:
             raise StateError(f"{source}: resource #{i} has no urn or type")
+        wrong = [k for k, kind in (("inputs", dict), ("outputs", dict), ("dependencies", list),
+                                   ("ignoreChanges", list)) if r.get(k) is not None
+                 and not isinstance(r[k], kind)]
+        if wrong or str(r["urn"]).count("::") < 3:
+            raise StateError(f"{source}: resource #{i} is malformed "
+                             f"({', '.join(wrong) or 'urn'}); export the stack again with "
+                             "`pulumi stack export`")
         resources.append(StateResource(
             urn=str(r["urn"]), type=str(r["type"]), custom=bool(r.get("custom")),
             id=str(r.get("id") or ""), parent=str(r.get("parent") or ""),
