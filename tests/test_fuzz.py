@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted([*(ROOT / "tests" / "cases" / "valid").glob("*.y*ml"),
                  *(ROOT / "examples" / "fleets").glob("*.yml"),
                  *(ROOT / "examples" / "gateways").glob("*.yml"),
-                 ROOT / "examples" / "backends.yml", ROOT / "examples" / "profiles.yml"])
+                 ROOT / "examples" / "backends.yml", ROOT / "examples" / "profiles.yml",
+                 ROOT / "examples" / "gpufleet.lock"])
 TEXTS = [p.read_text() for p in CORPUS]
 
 ODD_SCALARS = st.sampled_from([
