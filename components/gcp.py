@@ -299,7 +299,8 @@ class Gateway(pulumi.ComponentResource):
                 managed = gcp.dns.get_managed_zones_output(
                     project=plan.options.get("project"), opts=invoke)
                 zone_name = managed.managed_zones.apply(
-                    lambda zs: _zone_named(zs, rec.zone, rec.private))
+                    lambda zs: _zone_named(zs, rec.zone, rec.private,
+                                           rec.fqdn if rec.zone_walk else None))
             gcp.dns.RecordSet(rec.name, managed_zone=zone_name, name=rec.fqdn,
                               type=rec.record_type, ttl=rec.ttl, rrdatas=self.addresses,
                               opts=opts)
@@ -308,11 +309,21 @@ class Gateway(pulumi.ComponentResource):
                                DIGEST_OUTPUT: input_digest(plan)})
 
 
-def _zone_named(zones: Any, dns_name: str, private: bool) -> str:
-    want = dns_name.rstrip(".") + "."
+def _zone_named(zones: Any, dns_name: str, private: bool, walk_from: str | None = None) -> str:
+    """The zone named ``dns_name``; with ``walk_from`` (a record name and no `dns_zone`), the
+    closest zone that contains it, walking up the domain's parents."""
     visibility = "private" if private else "public"
-    for z in sorted(zones or [], key=lambda z: z.name):
-        if z.dns_name == want and (z.visibility or "public") == visibility:
+    candidates = [z for z in zones or [] if (z.visibility or "public") == visibility]
+    if walk_from is not None:
+        record = walk_from.rstrip(".").lower() + "."
+        inside = [z for z in candidates if record.endswith("." + str(z.dns_name).lower())]
+        if inside:
+            return str(max(inside, key=lambda z: (len(z.dns_name), z.name)).name)
+        raise ValueError(f"no {visibility} Cloud DNS zone contains {record}: create one or set "
+                         "dns_zone")
+    want = dns_name.rstrip(".") + "."
+    for z in sorted(candidates, key=lambda z: z.name):
+        if z.dns_name == want:
             return str(z.name)
     raise ValueError(f"no {visibility} Cloud DNS zone for {want}: create it or set dns_zone")
 

@@ -208,3 +208,29 @@ def test_a_gateway_with_any_domain_plans(tmp_path: Path, backend: str, region: s
     assert len(records) == 1
     name = records[0]["inputs"].get("name") or records[0]["inputs"].get("relativeRecordSetName")
     assert domain.split(".")[0] in str(name)
+
+
+def test_gcp_finds_the_closest_zone_that_contains_the_domain() -> None:
+    from types import SimpleNamespace as Zone
+
+    from gpufleet.components.gcp import _zone_named
+
+    zones = [Zone(name="top", dns_name="example.com.", visibility="public"),
+             Zone(name="mid", dns_name="b.example.com.", visibility="public"),
+             Zone(name="priv", dns_name="a.b.example.com.", visibility="private")]
+    record = "*.a.b.example.com."
+    assert _zone_named(zones, "b.example.com", False, record) == "mid"
+    assert _zone_named(zones[:1], "b.example.com", False, record) == "top"
+    assert _zone_named(zones, "a.b.example.com", True, record) == "priv"
+    with pytest.raises(ValueError, match="no public Cloud DNS zone contains"):
+        _zone_named(zones[2:], "b.example.com", False, record)
+    # With an explicit dns_zone there is no walk: only that zone will do.
+    with pytest.raises(ValueError, match="no public Cloud DNS zone for b.example.org."):
+        _zone_named(zones, "b.example.org", False)
+
+
+def test_the_plan_says_which_zone_is_looked_for(gws: PlanReport) -> None:
+    text = render_plan_text(gws)
+    assert "zone:     the closest Cloud DNS zone that contains the domain, found at `pulumi " \
+        "up` (offline: gpu.example.com)" in text
+    assert "set `dns_zone` if your zone sits higher" in text

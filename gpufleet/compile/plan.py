@@ -160,6 +160,9 @@ class DnsRecordPlan:
     ttl: int = 300
     private: bool = False
     create_zone: bool = False
+    # The zone was derived from the domain (no `dns_zone`): where the cloud can list zones
+    # (GCP), the closest zone that contains the domain is used at `pulumi up`.
+    zone_walk: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,11 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
         target = rec["target"] if isinstance(rec["target"], str) else ", ".join(rec["target"])
         lines.append(f"  dns:      {rec['type']} {rec['fqdn']} -> {target} (zone {rec['zone']}"
                      f"{', private' if rec['private'] else ''}, TTL {rec['ttl']})")
+        if g.record is not None and g.record.zone_walk:
+            lines.append("  zone:     " + (
+                "the closest Cloud DNS zone that contains the domain, found at `pulumi up` "
+                f"(offline: {rec['zone']})" if g.backend == "gcp" else
+                f"{rec['zone']}, the domain's parent; set `dns_zone` if your zone sits higher"))
     return lines
 
 

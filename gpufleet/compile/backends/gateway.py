@@ -60,7 +60,8 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
     alb = gw.certificate is not None and gw.certificate.type == "acm"
     return DnsRecordPlan(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
                          "ALIAS" if alb else "A", RECORD_TTL, private=not gw.public_ip,
-                         create_zone=gw.create_dns_zone)
+                         create_zone=gw.create_dns_zone,
+                         zone_walk=not gw.dns_zone and not gw.create_dns_zone)
 
 
 def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool,
