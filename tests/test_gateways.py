@@ -225,7 +225,7 @@ def test_gcp_finds_the_closest_zone_that_contains_the_domain() -> None:
     with pytest.raises(ValueError, match="no public Cloud DNS zone contains"):
         _zone_named(zones[2:], "b.example.com", False, record)
     # With an explicit dns_zone there is no walk: only that zone will do.
-    with pytest.raises(ValueError, match="no public Cloud DNS zone for b.example.org."):
+    with pytest.raises(ValueError, match=r"no public Cloud DNS zone for b\.example\.org\."):
         _zone_named(zones, "b.example.org", False)
 
 
