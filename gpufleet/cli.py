@@ -269,7 +269,7 @@ def compile_errors_exit(diags: Sequence[Any], sources: Any, fmt: str) -> None:
 
 
 @cli.command("lock")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--upgrade", is_flag=True,
               help="Pick offers again from the catalog even where the lock is current.")
 @click.option("--fleet", "names", multiple=True, metavar="NAME",
@@ -284,7 +284,8 @@ def compile_errors_exit(diags: Sequence[Any], sources: Any, fmt: str) -> None:
 def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prune: bool,
                  profile: str | None, catalog_dir: str | None, lock_file: str | None,
                  check: bool) -> None:
-    """Write or update gpufleet.lock: the offer of every fleet and gateway.
+    """Write or update gpufleet.lock: the offer of every fleet and gateway (PATHs default to
+    the current folder).
 
     Entries whose requirements are unchanged stay as they are; new fleets and fleets whose
     requirements changed get the cheapest offer. The file is written atomically, and only
@@ -297,6 +298,7 @@ def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prun
     if names and not upgrade:
         raise click.UsageError("--fleet goes with --upgrade (without it, `gpufleet lock` "
                                "re-picks only what changed)")
+    paths = list(paths) or ["."]
     result = validated_or_exit(paths, "text")
     path = lock_file or default_lock_path(paths)
     lock = lock_or_exit(paths, path, "text")
