@@ -477,12 +477,8 @@ def _public_key(ctx: _Ctx, path: KeyPath, value: str) -> tuple[str | None, str |
     return text, source
 
 
-def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic]]:
-    return check_backends_with_access(c)[:2]
-
-
-def check_backends_with_access(c: Checked
-                               ) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec]:
+def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec]:
+    """The backend entries, the diagnostics, and the file's top-level `access`."""
     ctx = _Ctx(c, "B000")
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
-    check_backends_with_access,
+    check_backends,
     check_fleet,
     check_gateway,
     check_lock,
@@ -84,7 +84,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             ps, more = check_profiles(c)
             profiles.extend(ps)
         elif c.kind == "backends":
-            bs, more, top = check_backends_with_access(c)
+            bs, more, top = check_backends(c)
             backends.extend(bs)
             access = top if top != NO_ACCESS else access
         elif c.kind == "lock":

@@ -44,8 +44,9 @@ class GuardOptions:
     max_cost_increase: float | None = None
 
 
-def _owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
-    """URN -> name of the top-level gpufleet component above it (itself included)."""
+def owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+    """(urn, type, parent) -> name of the top-level gpufleet component above each URN
+    (itself included)."""
     parent = {urn: p for urn, _, p in resources}
     types = {urn: t for urn, t, _ in resources}
     out: dict[str, str] = {}
@@ -54,8 +55,7 @@ def _owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
         seen = set()
         while cur and cur not in seen:
             seen.add(cur)
-            if types.get(cur, "").startswith("gpufleet:") and types[cur].endswith(
-                    (":Fleet", ":Gateway")):
+            if _is_top(types.get(cur, "")):
                 top = cur.rsplit("::", 1)[1]
             cur = parent.get(cur, "")
         if top:
@@ -132,8 +132,8 @@ def build_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compile
     skips = skips or Skips()
     files = {p.name: p.file for p in compiled.plans} | {g.name: g.file for g in compiled.gateways}
     by_urn = state.by_urn()
-    owners = _owner_map([(r["urn"], r["type"], r["parent"]) for r in regs])
-    old_owners = _owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+    owners = owner_map([(r["urn"], r["type"], r["parent"]) for r in regs])
+    old_owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
     changes: list[Change] = []
     matched: set[str] = set()
     same = 0
@@ -237,7 +237,7 @@ NODE_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
 def running_nodes(state: State) -> dict[str, int]:
     """Nodes per fleet in the export: its instances (bastions aside), or a scale set's
     capacity."""
-    owners = _owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+    owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
     out: dict[str, int] = {}
     for r in state.resources:
         owner = owners.get(r.urn)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.input import Inputs
+from gpufleet.review.diff import owner_map
 
 LEVELS = ("mandatory", "advisory", "disabled")
 
@@ -32,22 +33,6 @@ class Violation:
         return {"rule": self.rule, "level": self.level, "resource": self.resource,
                 "type": self.type, "message": self.message, "remediation": self.remediation,
                 "owner": self.owner, "where": self.where}
-
-
-def _owners(resources: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    by_urn = {r["urn"]: r for r in resources}
-    out: dict[str, str] = {}
-    for r in resources:
-        cur: Mapping[str, Any] | None = r
-        seen: set[str] = set()
-        while cur is not None and cur["urn"] not in seen:
-            seen.add(cur["urn"])
-            t = str(cur["type"])
-            if t.startswith("gpufleet:") and t.endswith((":Fleet", ":Gateway")):
-                out[r["urn"]] = str(cur["name"])
-                break
-            cur = by_urn.get(cur.get("parent") or "")
-    return out
 
 
 def _config(r: Mapping[str, Any], owner: str | None, inputs: Inputs) -> dict[str, Any]:
@@ -71,7 +56,7 @@ def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
     from gpufleet.policy.rules import RULES
 
     levels = dict(levels or {})
-    owners = _owners(resources)
+    owners = owner_map([(r["urn"], r["type"], r.get("parent") or "") for r in resources])
     origins = {f.name: f"{f.origin.file}:{f.origin.line}" for f in inputs.fleets}
     origins.update({g.name: f"{g.origin.file}:{g.origin.line}" for g in inputs.gateways})
     out: list[Violation] = []
