@@ -20,6 +20,7 @@ from gpufleet.input.spec import (
     ResourcesSpec,
     SshFleetSpec,
     access_for,
+    offer_place,
 )
 from gpufleet.input.validate import Validated, load_lock, validate_paths, validate_texts
 
@@ -43,6 +44,7 @@ __all__ = [
     "Validated",
     "access_for",
     "load_lock",
+    "offer_place",
     "region_of_zone",
     "schema_text",
     "schema_validator",

@@ -257,6 +257,15 @@ class Inputs:
 
 LOCK_FILE = "gpufleet.lock"
 
+Place = tuple[str, str, str | None, str, bool]
+
+
+def offer_place(obj: Any) -> Place:
+    """Backend, region, zone, instance type and spot of a lock entry, an offer or a plan:
+    what decides whether `pulumi up` replaces nodes (gateways are never spot)."""
+    return (obj.backend, obj.region, obj.zone, obj.instance_type, bool(getattr(obj, "spot",
+                                                                              False)))
+
 
 @dataclass(frozen=True, slots=True)
 class LockEntry:
@@ -283,10 +292,9 @@ class LockEntry:
         return (f"{self.backend} {self.zone or self.region} {self.instance_type} "
                 f"{'spot' if self.spot else 'on-demand'} {price}")
 
-    def same_offer(self, other: LockEntry) -> bool:
-        """The same machine in the same place: what decides whether nodes are replaced."""
-        return (self.backend, self.region, self.zone, self.instance_type, self.spot) == \
-            (other.backend, other.region, other.zone, other.instance_type, other.spot)
+    def same_offer(self, other: Any) -> bool:
+        """The same machine in the same place as ``other`` (an entry, offer or plan)."""
+        return offer_place(self) == offer_place(other)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from gpufleet.input import (
     LockEntry,
     Origin,
     ProfileSpec,
+    offer_place,
 )
 from gpufleet.offers.catalog import Catalog
 from gpufleet.offers.select import Offer, Selection, apply_profile, effective_backends, select
@@ -155,14 +156,9 @@ def select_locked(fleet: FleetSpec, catalog: Catalog, inputs: Inputs,
             f"not in the {catalog.describe()}; keeping it - the cloud decides at `pulumi up`",
             "to move to an offer the catalog lists, run `gpufleet lock --upgrade --fleet "
             f"{fleet.name}`", Severity.WARNING))
-    rest = tuple(o for o in sel.offers if not _same(o, offer))
+    rest = tuple(o for o in sel.offers if offer_place(o) != offer_place(offer))
     return (dataclasses.replace(sel, offers=(offer, *rest), error=None),
             LockStatus(LOCKED, want, entry), diags)
-
-
-def _same(a: Offer, b: Offer) -> bool:
-    return (a.backend, a.region, a.zone, a.instance_type, a.spot) == \
-        (b.backend, b.region, b.zone, b.instance_type, b.spot)
 
 
 def gateway_status(gw: GatewaySpec, lock: Lock | None, upgrade: bool = False) -> LockStatus:

@@ -79,18 +79,11 @@ def lock_summary(st: LockStatus | None) -> dict[str, Any] | None:
                 "instance_type": prev.instance_type, "spot": prev.spot, "price": prev.price}}
 
 
-def _same_place(st: LockStatus, p: FleetPlan | GatewayPlan) -> bool:
-    prev = st.previous
-    spot = p.spot if isinstance(p, FleetPlan) else False
-    return prev is not None and (prev.backend, prev.region, prev.zone, prev.instance_type,
-                                 prev.spot) == (p.backend, p.region, p.zone,
-                                                p.instance_type, spot)
-
-
 def lock_text(st: LockStatus | None, p: FleetPlan | GatewayPlan | None = None) -> str | None:
     if st is None or st.status == "unlocked":
         return None
-    if st.is_new_offer and p is not None and _same_place(st, p):
+    if st.is_new_offer and p is not None and st.previous is not None \
+            and st.previous.same_offer(p):
         return (f"picked again ({st.status}): the same offer as locked, nothing moves; "
                 "`gpufleet lock` records the new requirements")
     text = LOCK_WORDS.get(st.status, st.status)
