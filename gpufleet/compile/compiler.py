@@ -89,9 +89,11 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     diags: list[Diagnostic] = []
     selections: list[Selection] = []
     fleet_locks: dict[str, LockStatus] = {}
+    def again(name: str) -> bool:
+        return upgrade is True or (upgrade is not False and name in upgrade)
+
     for f in inputs.fleets:
-        again = upgrade is True or (upgrade is not False and f.name in upgrade)
-        sel, st, more = select_locked(f, catalog, inputs, prof, lock, again)
+        sel, st, more = select_locked(f, catalog, inputs, prof, lock, again(f.name))
         selections.append(sel)
         fleet_locks[f.name] = st
         diags += more
@@ -101,8 +103,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
             diags.append(sel.error)
     gateway_locks: dict[str, LockStatus] = {}
     for g in inputs.gateways:
-        again = upgrade is True or (upgrade is not False and g.name in upgrade)
-        st = gateway_status(g, lock, again)
+        st = gateway_status(g, lock, again(g.name))
         gateway_locks[g.name] = st
         if locked and st.status != LOCKED:
             diags.append(stale_diagnostic("gateway", g.name, g.origin, st, lock))

@@ -223,8 +223,6 @@ def nesting_depth(text: str, limit: int) -> tuple[int, int]:
         if ch == "\n":
             number += 1
             comment = False
-            if quote == "'" or quote == '"':
-                continue
             continue
         if comment:
             continue

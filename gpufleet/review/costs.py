@@ -7,6 +7,7 @@ offer price times its nodes. Pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,7 +56,7 @@ class Costs:
 
 
 def _price(value: float | None) -> float:
-    return 0.0 if value is None or value != value else float(value)
+    return 0.0 if value is None or math.isnan(value) else float(value)
 
 
 def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,

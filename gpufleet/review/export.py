@@ -22,6 +22,7 @@ import yaml
 from gpufleet.fileio import write_atomically
 from gpufleet.input import schema_validator as validator
 from gpufleet.input import validate_texts
+from gpufleet.review.state import is_secret
 
 MARKER = "# Written by `gpufleet export dstack`"
 CONFIG_FILE = "dstack-server-config.yml"
@@ -72,7 +73,7 @@ def fleets_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _secret(value: Any) -> Any:
-    if isinstance(value, dict) and "4dabf18193072939515e22adb298388d" in value:
+    if is_secret(value):
         return value.get("plaintext", value.get("value"))
     return value
 

@@ -273,7 +273,7 @@ def deploy(runner: StackRunner, cwd: str, fallback: int,
         attempt = Attempt(number, "capacity")
         attempts.append(attempt)
         if number > fallback:
-            attempt.moves = [f"{f.fleet}: {f.code} on {_short(lock.fleets[f.fleet])}"
+            attempt.moves = [f"{f.fleet}: {f.code} on {lock.fleets[f.fleet].short()}"
                              for f in failures]
             raise UpError(_history(attempts, f"no capacity after {number} attempt(s) "
                                              f"(--fallback {fallback})"))
@@ -282,10 +282,6 @@ def deploy(runner: StackRunner, cwd: str, fallback: int,
         for line in attempt.moves:
             echo(f"gpufleet up: {line}")
     raise UpError(_history(attempts, "no attempts left"))  # pragma: no cover - loop returns
-
-
-def _short(e: LockEntry) -> str:
-    return e.short()
 
 
 def _move(failures: Sequence[Failure], lock: Lock, tried: dict[str, set[tuple[str, str, str]]],
