@@ -24,8 +24,9 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
-from gpufleet.components.access import public_key
-from gpufleet.components.renames import rename_options
+
+from .access import public_key
+from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
 
@@ -71,12 +72,13 @@ class Network(pulumi.ComponentResource):
         if isinstance(alb_rule, FirewallRule):
             self.alb_sg = aws.ec2.SecurityGroup(
                 alb_rule.name, vpc_id=self.vpc_id, description=f"gpufleet ALB of {plan.name}",
-                ingress=[{"protocol": "tcp", "from_port": int(port), "to_port": int(port),
-                          "cidr_blocks": list(alb_rule.sources),
-                          "description": alb_rule.description} for port in alb_rule.ports],
-                egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
-                         "cidr_blocks": [net.cidr or "0.0.0.0/0"],
-                         "description": "to the gateway instances"}],
+                ingress=[_ingress(int(port), "tcp", alb_rule.description,
+                                  cidr_blocks=list(alb_rule.sources))
+                         for port in alb_rule.ports],
+                egress=[aws.ec2.SecurityGroupEgressArgs(
+                    protocol="-1", from_port=0, to_port=0,
+                    cidr_blocks=[net.cidr or "0.0.0.0/0"],
+                    description="to the gateway instances")],
                 tags=_tags(plan, alb_rule.name), opts=child)
         self.sg = self._security_group(net, plan, child)
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
@@ -85,24 +87,20 @@ class Network(pulumi.ComponentResource):
     def _bastion_group(self, b: BastionPlan, plan: Owner,
                        child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         rule = b.firewall
-        ingress = [{"protocol": "tcp", "from_port": 22, "to_port": 22,
-                    "cidr_blocks": list(rule.sources), "description": rule.description}] \
+        ingress = [_ingress(22, "tcp", rule.description, cidr_blocks=list(rule.sources))] \
             if rule.sources else []
         name = naming.child(b.name, "sg")
         return aws.ec2.SecurityGroup(
             name, vpc_id=self.vpc_id, description=f"gpufleet bastion of {plan.name}",
-            ingress=ingress, egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
-                                      "cidr_blocks": ["0.0.0.0/0"],
-                                      "description": "all egress"}],
-            tags=_tags(plan, name), opts=child)
+            ingress=ingress, egress=[_ALL_EGRESS], tags=_tags(plan, name), opts=child)
 
     def zones(self) -> pulumi.Output[list[str]]:
         """The region's available Availability Zones by name; Local and Wavelength zones
         (opted in or not) are left out."""
         if self._azs is None:
             found = aws.get_availability_zones_output(
-                state="available", filters=[{"name": "zone-type",
-                                             "values": ["availability-zone"]}],
+                state="available", filters=[aws.GetAvailabilityZonesFilterArgs(
+                    name="zone-type", values=["availability-zone"])],
                 opts=self._invoke)
             self._azs = found.names.apply(sorted)
         return self._azs
@@ -115,7 +113,9 @@ class Network(pulumi.ComponentResource):
         """No AZ pinned: the first AZ (by name) that offers the instance type."""
         offered = aws.ec2.get_instance_type_offerings_output(
             location_type="availability-zone",
-            filters=[{"name": "instance-type", "values": [instance_type]}], opts=self._invoke)
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type",
+                                                                values=[instance_type])],
+            opts=self._invoke)
 
         def pick(args: list[Any]) -> str:
             names, locations = args
@@ -136,8 +136,7 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = vpc.id
         # dstack's rule: use the VPC's own subnets in the node AZ (the user owns routing).
         subnets = aws.ec2.get_subnets_output(
-            filters=[{"name": "vpc-id", "values": [vpc.id]},
-                     {"name": "availability-zone", "values": [self.zone]}], opts=invoke)
+            filters=pulumi.Output.all(vpc.id, self.zone).apply(_vpc_zone_filters), opts=invoke)
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
 
@@ -160,7 +159,7 @@ class Network(pulumi.ComponentResource):
                                       opts=child)
         public_rt = aws.ec2.RouteTable(
             naming.child(net.name, "public-rt"), vpc_id=vpc.id,
-            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
             tags=_tags(plan, naming.child(net.name, "public-rt")), opts=child)
         for s in net.subnets:
             if s.public:
@@ -178,7 +177,8 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
             private_rt = aws.ec2.RouteTable(
                 naming.child(net.name, "private-rt"), vpc_id=vpc.id,
-                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0",
+                                                    nat_gateway_id=nat.id)],
                 tags=_tags(plan, naming.child(net.name, "private-rt")), opts=child)
             for s in net.subnets:
                 if not s.public:
@@ -188,37 +188,44 @@ class Network(pulumi.ComponentResource):
 
     def _security_group(self, net: NetworkPlan, plan: Owner,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
-        ingress: list[dict[str, Any]] = []
+        ingress: list[aws.ec2.SecurityGroupIngressArgs] = []
         for rule in net.firewall:
             if rule.from_self:
-                ingress.append({"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
-                                "description": rule.description})
+                ingress.append(_ingress(0, "-1", rule.description, from_self=True))
                 continue
-            if rule.from_load_balancer:
-                assert self.alb_sg is not None
-                ingress += [{"protocol": rule.protocol, "from_port": int(p), "to_port": int(p),
-                             "security_groups": [self.alb_sg.id],
-                             "description": rule.description} for p in rule.ports]
+            group = self.alb_sg if rule.from_load_balancer else \
+                self.bastion_sg if rule.from_bastion else None
+            if rule.from_load_balancer or rule.from_bastion:
+                assert group is not None
+                ingress += [_ingress(int(p), rule.protocol, rule.description,
+                                     security_groups=[group.id]) for p in rule.ports]
                 continue
-            if rule.from_bastion:
-                assert self.bastion_sg is not None
-                ingress += [{"protocol": rule.protocol, "from_port": int(p), "to_port": int(p),
-                             "security_groups": [self.bastion_sg.id],
-                             "description": rule.description} for p in rule.ports]
-                continue
-            for port in (int(p) for p in rule.ports):
-                ingress.append({"protocol": rule.protocol, "from_port": port, "to_port": port,
-                                "cidr_blocks": list(rule.sources),
-                                "description": rule.description})
+            ingress += [_ingress(int(p), rule.protocol, rule.description,
+                                 cidr_blocks=list(rule.sources)) for p in rule.ports]
         name = str(plan.options["security_group"])
         return aws.ec2.SecurityGroup(
             name, vpc_id=self.vpc_id, description=f"gpufleet {plan.name}",
             ingress=ingress,
-            egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
-                     "cidr_blocks": ["0.0.0.0/0"], "description": "all egress"},
-                    {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
-                     "description": "all traffic to the fleet's own group (EFA)"}],
+            egress=[_ALL_EGRESS, aws.ec2.SecurityGroupEgressArgs(
+                protocol="-1", from_port=0, to_port=0, self=True,
+                description="all traffic to the fleet's own group (EFA)")],
             tags=_tags(plan, name), opts=child)
+
+
+_ALL_EGRESS = aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0,
+                                              cidr_blocks=["0.0.0.0/0"],
+                                              description="all egress")
+
+
+def _ingress(port: int, protocol: str, description: str, *,
+             cidr_blocks: list[str] | None = None,
+             security_groups: list[pulumi.Output[str]] | None = None,
+             from_self: bool | None = None) -> aws.ec2.SecurityGroupIngressArgs:
+    """One ingress rule for one port (all ports for protocol -1) from CIDR blocks, other
+    security groups or the group itself."""
+    return aws.ec2.SecurityGroupIngressArgs(
+        protocol=protocol, from_port=port, to_port=port, description=description,
+        cidr_blocks=cidr_blocks, security_groups=security_groups, self=from_self)
 
 
 class Fleet(pulumi.ComponentResource):
@@ -236,15 +243,15 @@ class Fleet(pulumi.ComponentResource):
                                                tags=_tags(plan, plan.placement.name),
                                                opts=child)
         ami = aws.ec2.get_ami_output(
-            most_recent=True, owners=[plan.options["ami_owner"]],
-            filters=[{"name": "name", "values": [plan.options["ami_name"]]},
-                     {"name": "architecture", "values": ["x86_64"]}],
+            most_recent=True, owners=[str(plan.options["ami_owner"])],
+            filters=_ami_filters(str(plan.options["ami_name"])),
             opts=pulumi.InvokeOptions(parent=self))
         self.key_name = self._key(plan)
         self.instance_profile = self._ssm(plan, child) if plan.access is not None \
             and plan.access.method == "ssm" else None
         template = self._template(plan, ami.id, placement, child)
-        launch = {"id": template.id, "version": template.latest_version.apply(str)}
+        launch = aws.ec2.InstanceLaunchTemplateArgs(
+            id=template.id, version=template.latest_version.apply(str))
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=_tags(plan, name),
                                        volume_tags=_tags(plan, name), opts=child)
                       for name in plan.node_names]
@@ -306,18 +313,17 @@ class Fleet(pulumi.ComponentResource):
         b = plan.access.bastion
         assert self.network.bastion_sg is not None
         owner, name_pattern = b.image.split("/", 1)
-        ami = aws.ec2.get_ami_output(
-            most_recent=True, owners=[owner],
-            filters=[{"name": "name", "values": [name_pattern]},
-                     {"name": "architecture", "values": ["x86_64"]}],
-            opts=pulumi.InvokeOptions(parent=self))
+        ami = aws.ec2.get_ami_output(most_recent=True, owners=[owner],
+                                     filters=_ami_filters(name_pattern),
+                                     opts=pulumi.InvokeOptions(parent=self))
         host = aws.ec2.Instance(
             b.name, ami=ami.id, instance_type=b.instance_type,
             subnet_id=self.network.subnet_ids[b.subnet],
             vpc_security_group_ids=[self.network.bastion_sg.id], key_name=self.key_name,
-            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
-                              "http_put_response_hop_limit": 1},
-            root_block_device={"encrypted": True, "volume_type": "gp3", "volume_size": 8},
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                encrypted=True, volume_type="gp3", volume_size=8),
             availability_zone=self.network.zone, tags=_tags(plan, b.name),
             volume_tags=_tags(plan, b.name), opts=child)
         eip = aws.ec2.Eip(b.address_name, domain="vpc", instance=host.id,
@@ -328,53 +334,64 @@ class Fleet(pulumi.ComponentResource):
                   placement: aws.ec2.PlacementGroup | None,
                   child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
         sg = self.network.sg.id
-        nics = []
-        for nic in plan.nics:
-            entry: dict[str, Any] = {
-                "network_card_index": nic.card, "device_index": nic.device,
-                "subnet_id": self.network.subnet_ids[nic.subnet], "security_groups": [sg],
-                "delete_on_termination": "true"}
-            if nic.nic_type != "interface":
-                entry["interface_type"] = nic.nic_type
-            if nic.public_ip and len(plan.nics) == 1:
-                entry["associate_public_ip_address"] = "true"
-            nics.append(entry)
-        extra: dict[str, Any] = {}
+        nics = [aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=nic.card, device_index=nic.device,
+            subnet_id=self.network.subnet_ids[nic.subnet], security_groups=[sg],
+            delete_on_termination="true",
+            interface_type=nic.nic_type if nic.nic_type != "interface" else None,
+            associate_public_ip_address="true" if nic.public_ip and len(plan.nics) == 1
+            else None) for nic in plan.nics]
         market = plan.options.get("market")
+        market_options = None
         if market == "spot":
-            spot: dict[str, Any] = {"spot_instance_type": "one-time",
-                                    "instance_interruption_behavior": "terminate"}
-            if plan.max_price is not None:
-                spot["max_price"] = f"{plan.max_price:g}"
-            extra["instance_market_options"] = {"market_type": "spot", "spot_options": spot}
+            market_options = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                    spot_instance_type="one-time", instance_interruption_behavior="terminate",
+                    max_price=f"{plan.max_price:g}" if plan.max_price is not None else None))
         elif market == "capacity-block":
-            extra["instance_market_options"] = {"market_type": "capacity-block"}
-        if plan.reservation:
-            extra["capacity_reservation_specification"] = {
-                "capacity_reservation_target": {"capacity_reservation_id": plan.reservation}}
-        if placement is not None:
-            extra["placement"] = {"group_name": placement.name,
-                                  "availability_zone": self.network.zone}
-        else:
-            extra["placement"] = {"availability_zone": self.network.zone}
-        if plan.options.get("iam_instance_profile"):
-            extra["iam_instance_profile"] = {"name": plan.options["iam_instance_profile"]}
-        elif self.instance_profile is not None:
-            extra["iam_instance_profile"] = {"name": self.instance_profile}
-        if self.key_name is not None:
-            extra["key_name"] = self.key_name
+            market_options = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="capacity-block")
+        reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2
+            .LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=plan.reservation)) if plan.reservation else None
+        profile_name: pulumi.Input[str] | None = \
+            str(plan.options["iam_instance_profile"]) \
+            if plan.options.get("iam_instance_profile") else self.instance_profile
         name = str(plan.options["launch_template"])
         return aws.ec2.LaunchTemplate(
             name, image_id=ami, instance_type=plan.instance_type, network_interfaces=nics,
-            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
-                              "http_put_response_hop_limit": 2},
-            block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {
-                "volume_size": plan.disk_gib, "volume_type": plan.disk_type,
-                "encrypted": "true", "delete_on_termination": "true"}}],
-            tag_specifications=[{"resource_type": "instance", "tags": dict(plan.labels)},
-                                {"resource_type": "network-interface",
-                                 "tags": dict(plan.labels)}],
-            tags=_tags(plan, name), update_default_version=True, opts=child, **extra)
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=plan.disk_gib, volume_type=plan.disk_type, encrypted="true",
+                    delete_on_termination="true"))],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind,
+                                                           tags=dict(plan.labels))
+                for kind in ("instance", "network-interface")],
+            instance_market_options=market_options,
+            capacity_reservation_specification=reservation,
+            placement=aws.ec2.LaunchTemplatePlacementArgs(
+                group_name=placement.name if placement is not None else None,
+                availability_zone=self.network.zone),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                name=profile_name) if profile_name is not None else None,
+            key_name=self.key_name,
+            tags=_tags(plan, name), update_default_version=True, opts=child)
+
+
+def _vpc_zone_filters(vpc_and_zone: list[str]) -> list[aws.ec2.GetSubnetsFilterArgs]:
+    vpc_id, zone = vpc_and_zone
+    return [aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc_id]),
+            aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[zone])]
+
+
+def _ami_filters(name_pattern: str) -> list[aws.ec2.GetAmiFilterArgs]:
+    return [aws.ec2.GetAmiFilterArgs(name="name", values=[name_pattern]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])]
 
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -415,7 +432,8 @@ class Gateway(pulumi.ComponentResource):
                    if s.public == plan.public][:2]
         user, image = plan.image.split("/", 1)
         ami = aws.ec2.get_ami_output(most_recent=True, owners=[user],
-                                     filters=[{"name": "name", "values": [image]}],
+                                     filters=[aws.ec2.GetAmiFilterArgs(name="name",
+                                                                       values=[image])],
                                      opts=pulumi.InvokeOptions(parent=self))
         sg = self.network.sg.id
         self.addresses: list[pulumi.Output[str]] = []
@@ -426,16 +444,10 @@ class Gateway(pulumi.ComponentResource):
                                                             plan.instance_names, strict=True))
         for i, (addr, vm) in enumerate(addressed):
             subnet = subnets[i % len(subnets)]
-            common: dict[str, Any] = {
-                "ami": ami.id, "instance_type": plan.instance_type,
-                "metadata_options": {"http_tokens": "required"},
-                "root_block_device": {"volume_size": 20, "volume_type": "gp3",
-                                      "encrypted": True},
-                "tags": _tags(plan, vm), "opts": child}
             if plan.public:
                 eip = aws.ec2.Eip(addr, domain="vpc", tags=_tags(plan, addr), opts=keep)
-                inst = aws.ec2.Instance(vm, subnet_id=subnet, vpc_security_group_ids=[sg],
-                                        **common)
+                inst = _gateway_vm(vm, plan, ami.id, child, subnet_id=subnet,
+                                   vpc_security_group_ids=[sg])
                 aws.ec2.EipAssociation(naming.child(addr, "assoc"),
                                        allocation_id=eip.allocation_id, instance_id=inst.id,
                                        opts=child)
@@ -443,8 +455,9 @@ class Gateway(pulumi.ComponentResource):
             else:
                 eni = aws.ec2.NetworkInterface(addr, subnet_id=subnet, security_groups=[sg],
                                                tags=_tags(plan, addr), opts=keep)
-                inst = aws.ec2.Instance(vm, network_interfaces=[
-                    {"network_interface_id": eni.id, "device_index": 0}], **common)
+                inst = _gateway_vm(vm, plan, ami.id, child, network_interfaces=[
+                    aws.ec2.InstanceNetworkInterfaceArgs(network_interface_id=eni.id,
+                                                         device_index=0)])
                 self.addresses.append(eni.private_ip)
             self.instances.append(inst)
         self.alb = None
@@ -464,12 +477,9 @@ class Gateway(pulumi.ComponentResource):
         private = [self.network.subnet_ids[s.name] for s in plan.network.subnets
                    if not s.public][:2]
         for i, vm in enumerate(plan.instance_names):
-            self.instances.append(aws.ec2.Instance(
-                vm, ami=ami, instance_type=plan.instance_type,
-                subnet_id=private[i % len(private)], vpc_security_group_ids=[sg],
-                metadata_options={"http_tokens": "required"},
-                root_block_device={"volume_size": 20, "volume_type": "gp3", "encrypted": True},
-                tags=_tags(plan, vm), opts=child))
+            self.instances.append(_gateway_vm(vm, plan, ami, child,
+                                              subnet_id=private[i % len(private)],
+                                              vpc_security_group_ids=[sg]))
 
     def _load_balancer(self, plan: GatewayPlan, subnets: list[pulumi.Output[str]],
                        sg: pulumi.Output[str],
@@ -488,11 +498,13 @@ class Gateway(pulumi.ComponentResource):
         aws.lb.Listener(naming.child(plan.name, "https"), load_balancer_arn=alb.arn, port=443,
                         protocol="HTTPS", certificate_arn=plan.certificate_arn,
                         ssl_policy="ELBSecurityPolicy-TLS13-1-2-2021-06",
-                        default_actions=[{"type": "forward", "target_group_arn": tg.arn}],
+                        default_actions=[aws.lb.ListenerDefaultActionArgs(
+                            type="forward", target_group_arn=tg.arn)],
                         opts=child)
         aws.lb.Listener(naming.child(plan.name, "http"), load_balancer_arn=alb.arn, port=80,
-                        protocol="HTTP", default_actions=[{"type": "redirect", "redirect": {
-                            "port": "443", "protocol": "HTTPS", "status_code": "HTTP_301"}}],
+                        protocol="HTTP", default_actions=[aws.lb.ListenerDefaultActionArgs(
+                            type="redirect", redirect=aws.lb.ListenerDefaultActionRedirectArgs(
+                                port="443", protocol="HTTPS", status_code="HTTP_301"))],
                         opts=child)
         return alb
 
@@ -500,7 +512,8 @@ class Gateway(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
         zone_id: pulumi.Output[str]
         if rec.create_zone:
-            vpcs = [{"vpc_id": self.network.vpc_id}] if rec.private else None
+            vpcs = [aws.route53.ZoneVpcArgs(vpc_id=self.network.vpc_id)] if rec.private \
+                else None
             zone = aws.route53.Zone(naming.child(plan.name, "zone"), name=rec.zone, vpcs=vpcs,
                                     tags=_tags(plan, rec.zone),
                                     opts=pulumi.ResourceOptions(parent=self, protect=True))
@@ -511,12 +524,27 @@ class Gateway(pulumi.ComponentResource):
                                                   opts=pulumi.InvokeOptions(parent=self)).zone_id
         if rec.record_type == "ALIAS" and self.alb is not None:
             aws.route53.Record(rec.name, zone_id=zone_id, name=rec.fqdn, type="A",
-                               aliases=[{"name": self.alb.dns_name,
-                                         "zone_id": self.alb.zone_id,
-                                         "evaluate_target_health": True}], opts=opts)
+                               aliases=[aws.route53.RecordAliasArgs(
+                                   name=self.alb.dns_name, zone_id=self.alb.zone_id,
+                                   evaluate_target_health=True)], opts=opts)
             return
         aws.route53.Record(rec.name, zone_id=zone_id, name=rec.fqdn, type=rec.record_type,
                            ttl=rec.ttl, records=self.addresses, opts=opts)
+
+
+def _gateway_vm(name: str, plan: GatewayPlan, ami: pulumi.Input[str],
+                child: pulumi.ResourceOptions, *, subnet_id: pulumi.Input[str] | None = None,
+                vpc_security_group_ids: list[pulumi.Output[str]] | None = None,
+                network_interfaces: list[aws.ec2.InstanceNetworkInterfaceArgs] | None = None,
+                ) -> aws.ec2.Instance:
+    """A gateway instance: IMDSv2 only, an encrypted 20 GB gp3 root volume."""
+    return aws.ec2.Instance(
+        name, ami=ami, instance_type=plan.instance_type, subnet_id=subnet_id,
+        vpc_security_group_ids=vpc_security_group_ids, network_interfaces=network_interfaces,
+        metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
+        root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+            volume_size=20, volume_type="gp3", encrypted=True),
+        tags=_tags(plan, name), opts=child)
 
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:

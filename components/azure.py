@@ -7,11 +7,11 @@ Makes no decisions: every number and name comes from the plan (gpufleet.compile.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
-import pulumi_azure_native as azure_native
-from pulumi_azure_native import compute, dns, network, resources
+from pulumi_azure_native import authorization, compute, dns, network, resources
+from pulumi_azure_native.provider import Provider
 
 from gpufleet.compile import (
     DIGEST_OUTPUT,
@@ -22,8 +22,9 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
-from gpufleet.components.access import public_key
-from gpufleet.components.renames import rename_options
+
+from .access import public_key
+from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
 
@@ -34,10 +35,7 @@ _GROUPS: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.Output[str]] 
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:
-    args: dict[str, Any] = {"location": p.region}
-    if p.scope:
-        args["subscription_id"] = p.scope
-    return azure_native.Provider(p.name, **args)
+    return Provider(p.name, location=p.region, subscription_id=p.scope or None)
 
 
 def resource_group(plan: Owner, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
@@ -53,38 +51,53 @@ def resource_group(plan: Owner, prov: pulumi.ProviderResource) -> pulumi.Output[
     return _GROUPS[prov]
 
 
-def _image(ref: str) -> dict[str, str]:
+def _image(ref: str) -> compute.ImageReferenceArgsDict:
     publisher, offer, sku, version = ref.split(":")
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
-def os_profile(plan: Owner, computer_name: str, key: str) -> dict[str, Any]:
+def _ssh(plan: Owner) -> tuple[str, compute.LinuxConfigurationArgsDict]:
+    """The admin user and a Linux configuration that takes only its SSH key."""
     user = str(plan.options["admin_user"])
     kind = "fleet" if isinstance(plan, FleetPlan) else "gateway"
     data = public_key(plan.options.get("ssh_public_key"), f"{kind} '{plan.name}'")
-    return {key: computer_name, "admin_username": user, "linux_configuration": {
-        "disable_password_authentication": True,
-        "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
-                                 "key_data": data}]}}}
+    return user, {"disable_password_authentication": True,
+                  "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
+                                           "key_data": data}]}}
 
 
-def storage(image: str, disk_gib: int, disk_type: str) -> dict[str, Any]:
+def os_profile(plan: Owner, computer_name: str) -> compute.OSProfileArgsDict:
+    user, linux = _ssh(plan)
+    return {"computer_name": computer_name, "admin_username": user,
+            "linux_configuration": linux}
+
+
+def storage(image: str, disk_gib: int, disk_type: str) -> compute.StorageProfileArgsDict:
     # Managed disks are encrypted at rest (platform-managed keys) by default.
     return {"image_reference": _image(image),
-            "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
-                        "disk_size_gb": disk_gib,
+            "os_disk": {"create_option": "FromImage",
+                        "caching": compute.CachingTypes.READ_WRITE, "disk_size_gb": disk_gib,
                         "managed_disk": {"storage_account_type": disk_type}}}
+
+
+class Priority(TypedDict, total=False):
+    """The spot or regular settings of a VM or scale-set VM profile."""
+
+    priority: str
+    eviction_policy: str
+    billing_profile: compute.BillingProfileArgsDict
 
 
 def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulumi.Input[str],
                 nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
-                storage_profile: dict[str, Any], public_ip_id: pulumi.Input[str] | None,
-                accelerated: bool, extra: dict[str, Any]) -> network.NetworkInterface:
+                storage_profile: compute.StorageProfileArgsDict,
+                public_ip_id: pulumi.Input[str] | None, accelerated: bool,
+                priority: Priority) -> network.NetworkInterface:
     """One VM with its own NIC (and a public IP when given)."""
     child = pulumi.ResourceOptions(parent=owner)
-    ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
-                                 "private_ip_allocation_method": "Dynamic",
-                                 "subnet": {"id": subnet_id}}
+    ip_config: network.NetworkInterfaceIPConfigurationArgsDict = {
+        "name": "ipconfig", "primary": True, "private_ip_allocation_method": "Dynamic",
+        "subnet": {"id": subnet_id}}
     if public_ip_id is not None:
         ip_config["public_ip_address"] = {"id": public_ip_id}
     nic = network.NetworkInterface(
@@ -93,9 +106,10 @@ def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulum
         network_security_group={"id": nsg_id}, tags=dict(plan.labels), opts=child)
     compute.VirtualMachine(
         name, resource_group_name=rg, location=plan.region, hardware_profile={"vm_size": size},
-        os_profile=os_profile(plan, name, "computer_name"), storage_profile=storage_profile,
+        os_profile=os_profile(plan, name), storage_profile=storage_profile,
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
-        tags=dict(plan.labels), opts=child, **extra)
+        priority=priority.get("priority"), eviction_policy=priority.get("eviction_policy"),
+        billing_profile=priority.get("billing_profile"), tags=dict(plan.labels), opts=child)
     return nic
 
 
@@ -119,9 +133,9 @@ class Network(pulumi.ComponentResource):
             self.bastion_asg = network.ApplicationSecurityGroup(
                 asg, resource_group_name=rg, location=plan.region, tags=dict(plan.labels),
                 opts=child)
-        rules = []
+        rules: list[network.SecurityRuleArgsDict] = []
         for i, rule in enumerate(net.firewall):
-            entry: dict[str, Any] = {
+            entry: network.SecurityRuleArgsDict = {
                 "name": rule.name, "priority": 100 + i, "direction": "Inbound",
                 "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
                 "destination_port_ranges": list(rule.ports),
@@ -152,9 +166,9 @@ class Network(pulumi.ComponentResource):
         else:
             vnet = network.VirtualNetwork(
                 net.name, resource_group_name=rg, location=plan.region,
-                address_space={"address_prefixes": [net.cidr]}, tags=dict(plan.labels),
+                address_space={"address_prefixes": [str(net.cidr)]}, tags=dict(plan.labels),
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]))
-            nat: dict[str, Any] = {}
+            nat_gateway: network.SubResourceArgsDict | None = None
             if net.nat:
                 # Private nodes reach the internet (packages, images, dstack) through a NAT
                 # gateway, as on AWS and GCP.
@@ -166,12 +180,12 @@ class Network(pulumi.ComponentResource):
                     naming.child(net.name, "nat"), resource_group_name=rg,
                     location=plan.region, sku={"name": "Standard"},
                     public_ip_addresses=[{"id": pip.id}], tags=dict(plan.labels), opts=child)
-                nat = {"nat_gateway": {"id": gateway.id}}
+                nat_gateway = {"id": gateway.id}
             sub = network.Subnet(
                 subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
                 address_prefix=subnet.cidr,
-                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]),
-                **nat)
+                nat_gateway=nat_gateway,
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
             self.vnet_id, self.subnet_id = vnet.id, sub.id
             self.vnet_name = vnet.name
         self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,
@@ -182,7 +196,7 @@ class Network(pulumi.ComponentResource):
                         invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
         rg, vnet, subnet = path.split("/")
         sub_id = pulumi.Output.from_input(plan.provider.scope) if plan.provider.scope else \
-            azure_native.authorization.get_client_config_output(opts=invoke).subscription_id
+            authorization.get_client_config_output(opts=invoke).subscription_id
         return sub_id.apply(lambda s: f"/subscriptions/{s}/resourceGroups/{rg}/providers/"
                                       f"Microsoft.Network/virtualNetworks/{vnet}/subnets/{subnet}")
 
@@ -224,11 +238,11 @@ class Fleet(pulumi.ComponentResource):
         b = plan.access.bastion
         child = pulumi.ResourceOptions(parent=self)
         rule = b.firewall
-        rules = [{"name": rule.name, "priority": 100, "direction": "Inbound",
-                  "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
-                  "destination_port_ranges": ["22"], "destination_address_prefix": "*",
-                  "source_address_prefixes": list(rule.sources),
-                  "description": rule.description}] if rule.sources else []
+        rules: list[network.SecurityRuleArgsDict] = [{
+            "name": rule.name, "priority": 100, "direction": "Inbound", "access": "Allow",
+            "protocol": "Tcp", "source_port_range": "*", "destination_port_ranges": ["22"],
+            "destination_address_prefix": "*", "source_address_prefixes": list(rule.sources),
+            "description": rule.description}] if rule.sources else []
         nsg = network.NetworkSecurityGroup(
             naming.child(b.name, "nsg"), resource_group_name=self.rg, location=plan.region,
             security_rules=rules, tags=dict(plan.labels), opts=child)
@@ -248,14 +262,14 @@ class Fleet(pulumi.ComponentResource):
         compute.VirtualMachine(
             b.name, resource_group_name=self.rg, location=plan.region,
             hardware_profile={"vm_size": b.instance_type},
-            os_profile=os_profile(plan, b.name, "computer_name"),
+            os_profile=os_profile(plan, b.name),
             storage_profile=storage(b.image, 30, "StandardSSD_LRS"),
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
             tags=dict(plan.labels), opts=child)
         return pip.ip_address.apply(lambda ip: ip or "")
 
     @staticmethod
-    def _priority(plan: FleetPlan) -> dict[str, Any]:
+    def _priority(plan: FleetPlan) -> Priority:
         if not plan.spot:
             return {"priority": "Regular"}
         return {"priority": "Spot", "eviction_policy": "Delete",
@@ -264,25 +278,37 @@ class Fleet(pulumi.ComponentResource):
     def _scale_set(self, plan: FleetPlan) -> compute.VirtualMachineScaleSet:
         assert plan.placement is not None
         nic = plan.nics[0]
-        ip_config: dict[str, Any] = {"name": "ipconfig", "primary": True,
-                                     "subnet": {"id": self.network.subnet_id}}
+        ip_config: compute.VirtualMachineScaleSetIPConfigurationArgsDict = {
+            "name": "ipconfig", "primary": True, "subnet": {"id": self.network.subnet_id}}
         if nic.public_ip:
             ip_config["public_ip_address_configuration"] = {"name": "public-ip"}
-        profile = {
-            "os_profile": os_profile(plan, plan.name[:9], "computer_name_prefix"),
-            "storage_profile": storage(plan.image, plan.disk_gib, plan.disk_type),
+        user, linux = _ssh(plan)
+        priority = self._priority(plan)
+        profile: compute.VirtualMachineScaleSetVMProfileArgsDict = {
+            "os_profile": {"computer_name_prefix": plan.name[:9], "admin_username": user,
+                           "linux_configuration": linux},
+            "storage_profile": {"image_reference": _image(plan.image),
+                                "os_disk": {"create_option": "FromImage",
+                                            "caching": compute.CachingTypes.READ_WRITE,
+                                            "disk_size_gb": plan.disk_gib,
+                                            "managed_disk": {
+                                                "storage_account_type": plan.disk_type}}},
             "network_profile": {"network_interface_configurations": [{
                 "name": naming.child(plan.name, "nic"), "primary": True,
-                "enable_accelerated_networking": plan.options["accelerated_networking"],
+                "enable_accelerated_networking": bool(plan.options["accelerated_networking"]),
                 "network_security_group": {"id": self.network.nsg.id},
                 "ip_configurations": [ip_config]}]},
-            **self._priority(plan),
         }
+        if "eviction_policy" in priority:
+            profile["eviction_policy"] = priority["eviction_policy"]
+        if "billing_profile" in priority:
+            profile["billing_profile"] = priority["billing_profile"]
+        profile["priority"] = priority["priority"]
         return compute.VirtualMachineScaleSet(
             plan.placement.name, resource_group_name=self.rg, location=plan.region,
             sku={"name": plan.instance_type, "tier": "Standard", "capacity": plan.nodes},
             single_placement_group=True, platform_fault_domain_count=1, overprovision=False,
-            orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"},
+            orchestration_mode="Uniform", upgrade_policy={"mode": compute.UpgradeMode.MANUAL},
             virtual_machine_profile=profile, tags=dict(plan.labels),
             opts=pulumi.ResourceOptions(parent=self))
 

@@ -6,6 +6,8 @@ The provider is passed in explicitly and inherited by every child through ``pare
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -21,19 +23,17 @@ from gpufleet.compile import (
     input_digest,
     naming,
 )
-from gpufleet.components.access import public_key
-from gpufleet.components.renames import rename_options
+
+from .access import public_key
+from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
 
-ALL_PROTOCOLS = ({"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"})
+ALL_PROTOCOLS = ("tcp", "udp", "icmp")
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:
-    args: dict[str, Any] = {"region": p.region}
-    if p.scope:
-        args["project"] = p.scope
-    return gcp.Provider(p.name, **args)
+    return gcp.Provider(p.name, region=p.region, project=p.scope or None)
 
 
 class Network(pulumi.ComponentResource):
@@ -89,14 +89,14 @@ class Network(pulumi.ComponentResource):
                 region=net.subnets[0].region, opts=invoke)
             need = len(net.subnets)
 
-            def pick(result: Any, i: int) -> str:
-                subs = sorted(result.subnetworks, key=lambda s: s.name)
+            def pick(result: gcp.compute.GetSubnetworksResult, i: int) -> str:
+                subs = sorted(result.subnetworks, key=lambda s: str(s.name))
                 if len(subs) < need:
                     raise ValueError(f"RoCE needs {need} subnets, but only {len(subs)} are "
                                      f"available in VPC {net.existing}")
                 return str(subs[i].self_link)
             for i, s in enumerate(net.subnets):
-                links[s.name] = found.apply(lambda r, i=i: pick(r, i))
+                links[s.name] = found.apply(functools.partial(pick, i=i))
             return links
         for s in net.subnets:
             if s.existing:
@@ -111,8 +111,9 @@ class Network(pulumi.ComponentResource):
         return links
 
     def _firewall(self, rule: FirewallRule, plan: Owner, target: str | None = None) -> None:
-        allows = list(ALL_PROTOCOLS) if rule.protocol == "all" else \
-            [{"protocol": rule.protocol, "ports": list(rule.ports)}]
+        allows = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ALL_PROTOCOLS] \
+            if rule.protocol == "all" else \
+            [gcp.compute.FirewallAllowArgs(protocol=rule.protocol, ports=list(rule.ports))]
         tag = plan.options["network_tag"]
         sources = [tag] if rule.from_self else [bastion_tag(plan)] if rule.from_bastion else None
         gcp.compute.Firewall(
@@ -120,6 +121,15 @@ class Network(pulumi.ComponentResource):
             source_ranges=list(rule.sources) or None, source_tags=sources,
             target_tags=[target or tag], description=rule.description,
             opts=pulumi.ResourceOptions(parent=self))
+
+
+def _first_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str | None:
+    return nics[0].network_ip if nics else None
+
+
+def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str | None:
+    configs = nics[0].access_configs if nics else None
+    return configs[0].nat_ip if configs else None
 
 
 def bastion_tag(plan: Owner) -> str:
@@ -147,10 +157,10 @@ class Fleet(pulumi.ComponentResource):
         if plan.placement is not None:
             policy = gcp.compute.ResourcePolicy(
                 plan.placement.name, region=plan.region,
-                group_placement_policy={
-                    "availability_domain_count": plan.placement.options.get(
-                        "availability_domain_count", 1),
-                    "collocation": plan.placement.kind},
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    availability_domain_count=int(plan.placement.options.get(
+                        "availability_domain_count", 1)),
+                    collocation=plan.placement.kind),
                 opts=child)
             policies.append(policy.self_link)
         self.metadata = node_metadata(plan)
@@ -158,17 +168,14 @@ class Fleet(pulumi.ComponentResource):
         self.bastion_address: pulumi.Output[str] | None = None
         if plan.access is not None and plan.access.bastion is not None:
             self.bastion_address = self._bastion(plan)
-        self.internal_ips = [n.network_interfaces.apply(lambda nics: nics[0].network_ip
-                                                        if nics else None)
-                             for n in self.nodes]
+        self.internal_ips = [n.network_interfaces.apply(_first_ip) for n in self.nodes]
         self.network_ids = {role: n.network_id for role, n in self.networks.items()}
         self.network_names = {role: n.network_name for role, n in self.networks.items()}
         self.subnet_ids = {name: link for n in self.networks.values()
                            for name, link in n.subnet_links.items()}
-        self.public_ips: list[Any] = [
-            n.network_interfaces.apply(lambda nics: (nics[0].access_configs or [None])[0]
-                                       .nat_ip if nics and nics[0].access_configs else None)
-            if plan.public_ip else None for n in self.nodes]
+        self.public_ips: list[pulumi.Output[str | None] | None] = [
+            n.network_interfaces.apply(_nat_ip) if plan.public_ip else None
+            for n in self.nodes]
         self.register_outputs({"nodes": [n.name for n in self.nodes],
                                "internal_ips": self.internal_ips, "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
@@ -178,35 +185,37 @@ class Fleet(pulumi.ComponentResource):
         nics = []
         for nic in plan.nics:
             net = self.networks[nic.network]
-            entry: dict[str, Any] = {"network": net.network_id,
-                                     "subnetwork": net.subnet_links[nic.subnet],
-                                     "nic_type": nic.nic_type}
-            if nic.public_ip:
-                entry["access_configs"] = [{}]
-            nics.append(entry)
-        scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
+            nics.append(gcp.compute.InstanceNetworkInterfaceArgs(
+                network=net.network_id, subnetwork=net.subnet_links[nic.subnet],
+                nic_type=nic.nic_type,
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+                if nic.public_ip else None))
         if plan.spot:
-            scheduling.update(provisioning_model="SPOT", preemptible=True,
-                              automatic_restart=False, instance_termination_action="STOP")
+            scheduling = gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance="TERMINATE", provisioning_model="SPOT", preemptible=True,
+                automatic_restart=False, instance_termination_action="STOP")
         else:
-            scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
-        extra: dict[str, Any] = {}
-        if plan.reservation:
-            extra["reservation_affinity"] = {
-                "type": "SPECIFIC_RESERVATION",
-                "specific_reservation": {"key": "compute.googleapis.com/reservation-name",
-                                         "values": [plan.reservation]}}
-        if plan.options.get("service_account"):
-            extra["service_account"] = {"email": plan.options["service_account"],
-                                        "scopes": ["cloud-platform"]}
+            scheduling = gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance="TERMINATE", provisioning_model="STANDARD",
+                automatic_restart=True)
+        reservation = gcp.compute.InstanceReservationAffinityArgs(
+            type="SPECIFIC_RESERVATION",
+            specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+                key="compute.googleapis.com/reservation-name", values=[plan.reservation]),
+        ) if plan.reservation else None
+        account = plan.options.get("service_account")
+        service_account = gcp.compute.InstanceServiceAccountArgs(
+            email=str(account), scopes=["cloud-platform"]) if account else None
         return gcp.compute.Instance(
             name, machine_type=plan.instance_type, zone=plan.zone,
-            boot_disk={"initialize_params": {"image": plan.image, "size": plan.disk_gib,
-                                             "type": plan.disk_type}},
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=plan.image, size=plan.disk_gib, type=plan.disk_type)),
             network_interfaces=nics, scheduling=scheduling,
             resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
-            tags=[plan.options["network_tag"]], metadata=self.metadata,
-            allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self), **extra)
+            tags=[str(plan.options["network_tag"])], metadata=self.metadata,
+            reservation_affinity=reservation, service_account=service_account,
+            allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self))
 
     def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
         """A small VM with a static external address in the main subnet; SSH reaches it
@@ -224,16 +233,18 @@ class Fleet(pulumi.ComponentResource):
         key = public_key(plan.access.public_key, f"the bastion of fleet '{plan.name}'")
         gcp.compute.Instance(
             b.name, machine_type=b.instance_type, zone=plan.zone,
-            boot_disk={"initialize_params": {"image": b.image, "size": 10,
-                                             "type": "pd-balanced"}},
-            network_interfaces=[{"network": main.network_id,
-                                 "subnetwork": main.subnet_links[b.subnet],
-                                 "access_configs": [{"nat_ip": address.address}]}],
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=b.image, size=10, type="pd-balanced")),
+            network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                network=main.network_id, subnetwork=main.subnet_links[b.subnet],
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(
+                    nat_ip=address.address)])],
             tags=[bastion_tag(plan)], labels=dict(plan.labels),
             metadata={"enable-oslogin": "FALSE", "ssh-keys": f"{plan.access.user}:{key}",
                       "serial-port-enable": "FALSE"},
-            shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
-                                      "enable_integrity_monitoring": True},
+            shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
             allow_stopping_for_update=True, opts=child)
         return address.address
 
@@ -262,23 +273,27 @@ class Gateway(pulumi.ComponentResource):
                 address = gcp.compute.Address(addr, region=plan.region, address_type="EXTERNAL",
                                               network_tier="PREMIUM", labels=dict(plan.labels),
                                               opts=keep)
-                nic: dict[str, Any] = {"network": self.network.network_id,
-                                       "subnetwork": subnet,
-                                       "access_configs": [{"nat_ip": address.address}]}
+                nic = gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=self.network.network_id, subnetwork=subnet,
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(
+                        nat_ip=address.address)])
             else:
                 address = gcp.compute.Address(addr, region=plan.region, address_type="INTERNAL",
                                               subnetwork=subnet, labels=dict(plan.labels),
                                               opts=keep)
-                nic = {"network": self.network.network_id, "subnetwork": subnet,
-                       "network_ip": address.address}
+                nic = gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=self.network.network_id, subnetwork=subnet,
+                    network_ip=address.address)
             gcp.compute.Instance(
                 vm, machine_type=plan.instance_type,
-                zone=zones.names.apply(lambda names, i=i: sorted(names)[i % len(names)]),
-                boot_disk={"initialize_params": {"image": plan.image, "size": 20,
-                                                 "type": "pd-balanced"}},
-                network_interfaces=[nic], tags=[plan.options["network_tag"]],
+                zone=zones.names.apply(functools.partial(_nth_zone, i=i)),
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=plan.image, size=20, type="pd-balanced")),
+                network_interfaces=[nic], tags=[str(plan.options["network_tag"])],
                 labels=dict(plan.labels), metadata={"enable-oslogin": "TRUE"},
-                shielded_instance_config={"enable_secure_boot": True},
+                shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                    enable_secure_boot=True),
                 allow_stopping_for_update=True, opts=child)
             self.addresses.append(address.address)
         if plan.record is not None:
@@ -288,8 +303,9 @@ class Gateway(pulumi.ComponentResource):
                 zone = gcp.dns.ManagedZone(
                     naming.child(plan.name, "zone"), dns_name=rec.zone + ".",
                     visibility="private" if rec.private else "public",
-                    private_visibility_config={"networks": [
-                        {"network_url": self.network.network_id}]} if rec.private else None,
+                    private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
+                        networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(
+                            network_url=self.network.network_id)]) if rec.private else None,
                     labels=dict(plan.labels),
                     opts=pulumi.ResourceOptions(parent=self, protect=True))
                 zone_name: pulumi.Output[str] = zone.name
@@ -307,6 +323,10 @@ class Gateway(pulumi.ComponentResource):
         self.register_outputs({"addresses": self.addresses,
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
+
+
+def _nth_zone(names: list[str], i: int) -> str:
+    return sorted(names)[i % len(names)]
 
 
 def _zone_named(zones: Any, dns_name: str, private: bool, walk_from: str | None = None) -> str:

@@ -107,13 +107,19 @@ class StrictMocks(pulumi.runtime.Mocks):
             state.update(self.outputs(args.typ, args.name, args.inputs))
         return f"{args.name}-id", state
 
-    def call(self, args: pmocks.MockCallArgs) -> dict[str, Any]:
+    def call(self, args: pmocks.MockCallArgs
+             ) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         fn = self.invokes.get(args.token)
         if fn is None:
             raise KeyError(f"un-mocked invoke {args.token}: gpufleet plan has no offline "
                            "answer for it")
         self.calls.append((args.token, dict(args.args)))
-        return fn(dict(args.args))
+        return fn(dict(args.args)), []  # no check failures
+
+
+def _untyped(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The SDK's MockMonitor methods carry no annotations."""
+    return method
 
 
 class RecordingMonitor(pmocks.MockMonitor):
@@ -169,7 +175,7 @@ class RecordingMonitor(pmocks.MockMonitor):
                 with self.lock:
                     self.renamed[eurn] = state_urn
         self.mocks.local.urn = state_urn
-        resp = super().RegisterResource(request)
+        resp = _untyped(super().RegisterResource)(request)
         with self.lock:
             self.mock_to_engine[resp.urn] = eurn
         if request.type == STACK_TYPE:
@@ -202,7 +208,7 @@ class RecordingMonitor(pmocks.MockMonitor):
             reg = self.by_urn.get(self.mock_to_engine.get(request.urn, ""))
         if reg is not None and not reg.custom and request.outputs is not None:
             reg.outputs = plain(rpc.deserialize_properties(request.outputs))
-        return super().RegisterResourceOutputs(request)
+        return _untyped(super().RegisterResourceOutputs)(request)
 
 
 def _alias(a: Any) -> dict[str, Any]:

@@ -106,10 +106,11 @@ def _gcp_managed_zones_for(dns_names: Iterable[str]) -> Invoke:
     wanted = sorted({n.rstrip(".").lower() + "." for n in dns_names})
 
     def answer(args: dict[str, Any]) -> dict[str, Any]:
-        zones = [{"name": f"mock-{n.rstrip('.').replace('.', '-')}-{vis}", "dnsName": n,
-                  "visibility": vis, "id": "mock", "managedZoneId": 1,
-                  "project": args.get("project") or "mock-project", "description": "mock",
-                  "nameServers": []} for n in wanted for vis in ("public", "private")]
+        zones: list[dict[str, Any]] = [
+            {"name": f"mock-{n.rstrip('.').replace('.', '-')}-{vis}", "dnsName": n,
+             "visibility": vis, "id": "mock", "managedZoneId": 1,
+             "project": args.get("project") or "mock-project", "description": "mock",
+             "nameServers": []} for n in wanted for vis in ("public", "private")]
         return {"id": "mock-zones", "managedZones": zones}
     return answer
 
