@@ -25,6 +25,24 @@ NETWORK_OVERRIDES = {
     "p6-b300.48xlarge": ("efa", 16, 17,
                          "cloud-recipes.md 1.4 (dstack test data); curated CSV says 8, unverified"),
 }
+# EFA on the single-network-card G types (the curated CSV marks them non-EFA). Which types
+# take EFA: dstack's fleet docs (dstackai/dstack docs/docs/concepts/fleets.md, "AWS" note:
+# g5/g6 8xlarge..48xlarge) and torchx's AWS named resources (meta-pytorch/torchx
+# torchx/specs/named_resources_aws.py: vpc.amazonaws.com/efa = 1 on g5.8xlarge..48xlarge,
+# 2 on g6e.24xlarge, 4 on g6e.48xlarge). g6e.8xlarge/12xlarge/16xlarge: AWS's EFA
+# supported-types list per the G6e launch, not re-read here (unverified).
+_DSTACK_DOCS = "dstack docs concepts/fleets.md (EFA types)"
+_TORCHX = "torchx named_resources_aws (EFA device count)"
+EFA_FACTS: dict[str, tuple[int, str]] = {
+    **{f"g5.{size}": (1, f"{_DSTACK_DOCS}; {_TORCHX}")
+       for size in ("8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")},
+    **{f"g6.{size}": (1, f"{_DSTACK_DOCS}; one network card")
+       for size in ("8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")},
+    **{f"g6e.{size}": (1, "AWS EFA supported types, unverified")
+       for size in ("8xlarge", "12xlarge", "16xlarge")},
+    "g6e.24xlarge": (2, _TORCHX),
+    "g6e.48xlarge": (4, _TORCHX),
+}
 # Total NICs per node where it differs from the fabric interface count (cloud-recipes.md).
 GCP_NICS = {"gpudirect-tcpx": 1, "gpudirect-tcpxo": 1, "roce": 2}
 
@@ -59,6 +77,9 @@ def main(src: Path) -> None:
                 nics = 1  # InfiniBand is a separate fabric; one Ethernet NIC (cloud-recipes 3.3)
             network[(backend, itype)] = NETWORK_OVERRIDES.get(
                 itype, (rdma, count, nics, "curated CSV"))
+            if backend == "aws" and itype in EFA_FACTS:
+                efa, note = EFA_FACTS[itype]
+                network[(backend, itype)] = ("efa", efa, efa, note)
     OUT.mkdir(parents=True, exist_ok=True)
     for backend, items in rows.items():
         items.sort(key=lambda x: (float(x["price"]), x["instance_name"], x["location"],

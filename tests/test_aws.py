@@ -87,9 +87,19 @@ def test_vpc_dns_and_private_routing_through_nat(p5: PlanReport) -> None:
 
 @pytest.mark.parametrize(("itype", "gpu", "count", "efa_cards"), [
     ("p4d.24xlarge", "A100:40GB:8", 4, [0]),
+    ("p4de.24xlarge", "A100:80GB:8", 4, [0]),
     ("p6-b200.48xlarge", "B200:8", 8, [0]),
     ("p5en.48xlarge", "H200:8", 16, [0]),
-    ("g6.12xlarge", "L4:4", 1, []),
+    ("p3dn.24xlarge", "V100:8", 1, [0]),
+    ("g5.8xlarge", "A10G:1", 1, [0]),
+    ("g5.48xlarge", "A10G:8", 1, [0]),
+    ("g6.8xlarge", "L4:1", 1, [0]),
+    ("g6.12xlarge", "L4:4", 1, [0]),
+    ("g6e.8xlarge", "L40S:1", 1, [0]),
+    ("g6e.24xlarge", "L40S:4", 2, [0]),
+    ("g6e.48xlarge", "L40S:8", 4, [0]),
+    ("g6.2xlarge", "L4:1", 1, []),  # below 8xlarge: no EFA
+    ("g6e.4xlarge", "L40S:1", 1, []),
 ])
 def test_interface_counts(tmp_path: Path, itype: str, gpu: str, count: int,
                           efa_cards: list[int]) -> None:
@@ -101,15 +111,44 @@ def test_interface_counts(tmp_path: Path, itype: str, gpu: str, count: int,
         assert "interfaceType" not in nics[0]  # a plain ENA interface
 
 
-def test_p6_b300_layout_is_ena_primary_plus_16_efa_only() -> None:
-    layout = efa_layout("p6-b300.48xlarge", 16)
+def test_p6_b300_layout_is_ena_primary_plus_16_efa_only(tmp_path: Path) -> None:
+    layout = efa_layout("p6-b300.48xlarge", 16, card0_efa=False)
     assert layout[0] == (0, 0, "interface") and len(layout) == 17
     assert {kind for _, _, kind in layout[1:]} == {"efa-only"}
+    # The catalog says so (17 NICs for 16 EFA): the compiled template follows it.
+    report = _fleet(tmp_path, "p6-b300.48xlarge", "B300:8", "spot_policy: auto\n")
+    nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == 17 and "interfaceType" not in nics[0]
+    assert [n["networkCardIndex"] for n in nics[1:]] == list(range(1, 17))
+    assert {(n["deviceIndex"], n["interfaceType"]) for n in nics[1:]} == {(1, "efa-only")}
 
 
-def test_multi_efa_public_fleet_gets_one_eip_per_node(tmp_path: Path) -> None:
-    report = _fleet(tmp_path, "p4d.24xlarge", "A100:40GB:8", "spot_policy: auto\n",
+def test_g6e_private_cluster_gets_the_type_maximum_in_dstack_layout(tmp_path: Path) -> None:
+    nics = named(_fleet(tmp_path, "g6e.48xlarge", "L40S:8"), "t1-lt", LT)["inputs"][
+        "networkInterfaces"]
+    assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics] == [
+        (0, 0, "efa"), (1, 1, "efa-only"), (2, 1, "efa-only"), (3, 1, "efa-only")]
+
+
+def test_efa_only_in_a_cluster_and_one_with_public_ips(tmp_path: Path) -> None:
+    f = write(tmp_path, "f.yml", "type: fleet\nname: t1\nnodes: 2\nbackends: [aws]\n"
+              "instance_types: [g6e.48xlarge]\nresources:\n  gpu: L40S:8\n")
+    nics = named(plan_files([f]), "t1-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == 1 and "interfaceType" not in nics[0]  # no placement: cluster
+    public = "backends:\n  - type: aws\n    public_ips: true\n"
+    nics = named(_fleet(tmp_path, "g6e.48xlarge", "L40S:8", "", public), "t1-lt", LT)[
+        "inputs"]["networkInterfaces"]
+    assert [(n["interfaceType"], n["associatePublicIpAddress"]) for n in nics] == [
+        ("efa", "true")]
+
+
+def test_multi_nic_public_fleet_gets_one_eip_per_node(tmp_path: Path) -> None:
+    # p6-b300 keeps an ENA primary beside its one EFA: two interfaces, so no auto-assigned
+    # public IP (AWS cannot give one to a multi-NIC instance) but an Elastic IP per node.
+    report = _fleet(tmp_path, "p6-b300.48xlarge", "B300:8", "spot_policy: auto\n",
                     "backends:\n  - type: aws\n    public_ips: true\n")
+    nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == 2 and not any("associatePublicIpAddress" in n for n in nics)
     eips = sorted(r["name"] for r in by_type(report, "aws:ec2/eip:Eip"))
     assert eips == ["t1-node-0-eip", "t1-node-1-eip"]  # no NAT EIP with public subnets
     assoc = named(report, "t1-node-1-eip-assoc", "aws:ec2/eipAssociation:EipAssociation")

@@ -1,5 +1,9 @@
 """AWS recipes (cloud-recipes.md §1): VPC, subnets, security group, EFA layout, placement. Pure.
 
+EFA follows dstack's rules: only `placement: cluster` fleets get it; a node gets as many EFA
+interfaces as its type allows (catalog network facts) when it has no public IP, and one
+otherwise. The layout, for a private cluster:
+
 | instance type             | EFA | NICs | layout                                       |
 |---------------------------|-----|------|----------------------------------------------|
 | p5.48xlarge, p5e.48xlarge | 32  | 32   | `efa` on cards 0, 4, ..., 28; `efa-only` rest |
@@ -7,7 +11,12 @@
 | p6-b200.48xlarge          | 8   | 8    | 1 `efa` + 7 `efa-only`                        |
 | p6-b300.48xlarge          | 16  | 17   | ENA primary + 16 `efa-only` on cards 1-16     |
 | p4d/p4de.24xlarge         | 4   | 4    | 1 `efa` + 3 `efa-only`                        |
+| g6e.48xlarge / 24xlarge   | 4/2 | 4/2  | 1 `efa` + 3/1 `efa-only`                      |
+| g5/g6 8xlarge+, g6e 8-16x, p3dn | 1 | 1 | one `efa` interface                       |
 | everything else           | 0   | 1    | one ENA interface                             |
+
+A type whose network card 0 takes no EFA (p6-b300) has more NICs than EFA interfaces in the
+catalog's network facts; its primary stays ENA-only.
 """
 
 from __future__ import annotations
@@ -48,11 +57,21 @@ DEFAULT_CPU_AMI = {"name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-serve
 EVERY_FOURTH = ("p5.48xlarge", "p5e.48xlarge")  # AWS: "EFA configuration for P5 and P5e"
 
 
-def efa_layout(instance_type: str, efa_interfaces: int) -> list[tuple[int, int, str]]:
-    """(network card, device index, interface type) for every interface of one node."""
+def efa_count(offer: Offer, cluster: bool, public: bool) -> int:
+    """dstack's rule: EFA only in a cluster; the type's maximum on private nodes, one on
+    nodes with a public IP."""
+    if offer.rdma != "efa" or offer.rdma_interfaces <= 0 or not cluster:
+        return 0
+    return 1 if public else offer.rdma_interfaces
+
+
+def efa_layout(instance_type: str, efa_interfaces: int,
+               card0_efa: bool = True) -> list[tuple[int, int, str]]:
+    """(network card, device index, interface type) for every interface of one node: the
+    primary on card 0 (device 0), EFA-only interfaces on cards 1..N-1 at device index 1."""
     if efa_interfaces <= 0:
         return [(0, 0, "interface")]
-    if instance_type.startswith("p6-b300"):
+    if not card0_efa:
         return [(0, 0, "interface")] + [(i, 1, "efa-only") for i in range(1, efa_interfaces + 1)]
     if instance_type in EVERY_FOURTH:
         return [(i, 0 if i == 0 else 1, "efa" if i % 4 == 0 else "efa-only")
@@ -67,12 +86,13 @@ class AwsBackend:
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None, access: AccessSpec) -> Planned:
-        layout = efa_layout(offer.instance_type,
-                            offer.rdma_interfaces if offer.rdma == "efa" else 0)
+        public = public_ips(config)
+        efa = efa_count(offer, fleet.is_cluster, public)
+        layout = efa_layout(offer.instance_type, efa,
+                            card0_efa=offer.nics <= offer.rdma_interfaces)
         diags = self.check(fleet, offer, config, len(layout))
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
-        public = public_ips(config)
         method = access_method("aws", public, access)
         network = self.network(fleet, offer, block, config, public, method)
         node_subnet = network.subnets[0].name
@@ -93,7 +113,8 @@ class AwsBackend:
             market = "capacity-block"
         tags = merged_tags(fleet, config)
         plan = FleetPlan(
-            **common_fields(fleet, offer, None), zone=offer.zone, networks=(network,),
+            **{**common_fields(fleet, offer, None), "rdma": "efa" if efa else "none",
+               "rdma_interfaces": efa}, zone=offer.zone, networks=(network,),
             nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
