@@ -47,8 +47,54 @@ EFA_FACTS: dict[str, tuple[int, str]] = {
 GCP_NICS = {"gpudirect-tcpx": 1, "gpudirect-tcpxo": 1, "roce": 2}
 
 
-def _price(v: str) -> str:
+def _price(v: str | float) -> str:
     return repr(round(float(v), 6))
+
+
+# CPU families (scripts/cpu/<backend>.txt, extracts of the SkyPilot catalog the GPU rows come
+# from). AWS prices these families linearly in size within a region (checked on the source:
+# c6i.large 0.085, xlarge 0.17, 8xlarge 1.36, 12xlarge 2.04 in us-east-1), so one size per
+# region gives every size's on-demand price; spot prices are taken only for the sizes the
+# extract lists (minimum over the region's AZs, capped at on-demand).
+CPU_SIZES = {"large": 1, "xlarge": 2, "2xlarge": 4, "4xlarge": 8, "8xlarge": 16,
+             "12xlarge": 24, "16xlarge": 32, "24xlarge": 48, "32xlarge": 64, "48xlarge": 96}
+CPU_FAMILIES = {  # family: (GiB of memory per vCPU, sizes sold)
+    "c6i": (2, ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+                "24xlarge", "32xlarge")),
+    "m7i": (4, ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+                "24xlarge", "48xlarge")),
+}
+CPU_DIR = Path(__file__).resolve().parent / "cpu"
+
+
+def cpu_rows(path: Path) -> list[dict[str, str]]:
+    """gpuhunt v2 rows for the CPU families of one backend's extract."""
+    base: dict[tuple[str, str], float] = {}  # (family, region) -> on-demand per size unit
+    spot: dict[tuple[str, str], float] = {}  # (type, region) -> cheapest AZ
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        head, _, spots = line.partition("|")
+        itype, region, price = head.split()
+        family, size = itype.split(".")
+        base[(family, region)] = float(price) / CPU_SIZES[size]
+        if spots.split():
+            spot[(itype, region)] = min(float(price), *map(float, spots.split()))
+    out = []
+    for (family, region), unit in sorted(base.items()):
+        per_cpu_gib, sizes = CPU_FAMILIES[family]
+        for size in sizes:
+            itype, vcpus = f"{family}.{size}", 2 * CPU_SIZES[size]
+            prices = [("False", unit * CPU_SIZES[size])]
+            if (itype, region) in spot:
+                prices.append(("True", spot[(itype, region)]))
+            for is_spot, price in prices:
+                out.append({"instance_name": itype, "location": region, "price": _price(price),
+                            "cpu": str(vcpus), "memory": str(float(vcpus * per_cpu_gib)),
+                            "gpu_count": "0", "gpu_name": "", "gpu_memory": "",
+                            "spot": is_spot, "disk_size": "", "gpu_vendor": "", "flags": "",
+                            "cpu_arch": "x86", "provider_data": "{}"})
+    return out
 
 
 def main(src: Path) -> None:
@@ -80,6 +126,10 @@ def main(src: Path) -> None:
             if backend == "aws" and itype in EFA_FACTS:
                 efa, note = EFA_FACTS[itype]
                 network[(backend, itype)] = ("efa", efa, efa, note)
+    for backend in rows:
+        extract = CPU_DIR / f"{backend}.txt"
+        if extract.is_file():
+            rows[backend] += cpu_rows(extract)
     OUT.mkdir(parents=True, exist_ok=True)
     for backend, items in rows.items():
         items.sort(key=lambda x: (float(x["price"]), x["instance_name"], x["location"],
@@ -95,7 +145,8 @@ def main(src: Path) -> None:
             w.writerow([backend, itype, rdma, count, nics, note])
     meta = {"source": "bundled", "version": "2026-08-bundled",
             "date": "2026-08-21",
-            "derived_from": "curated gpu-instances.csv (SkyPilot catalog snapshot + corrections)",
+            "derived_from": "curated gpu-instances.csv (SkyPilot catalog snapshot + corrections)"
+                            "; CPU families from scripts/cpu/ (same SkyPilot snapshot)",
             "rows": {b: len(v) for b, v in rows.items()}}
     (OUT / "catalog.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(meta["rows"])

@@ -24,8 +24,8 @@ from gpufleet.input.normalize import (
 )
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import (
+    DEFAULT_RESOURCES,
     NO_ACCESS,
-    UNCONSTRAINED,
     AccessSpec,
     BackendConfig,
     CertificateSpec,
@@ -134,7 +134,7 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
         ctx.error((), "fleet has no `name`; gpufleet derives stable resource names from it",
                   "F009", key=True, hint="add `name: <lower-case name>`")
     nodes = ctx.parse("nodes", parse_nodes, "F001")
-    resources = UNCONSTRAINED
+    resources = DEFAULT_RESOURCES
     if ctx.has("resources"):
         resources, errors = parse_resources(d["resources"])
         for e in errors:

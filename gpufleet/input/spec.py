@@ -93,8 +93,10 @@ class ResourcesSpec:
     shm_size: float | None = None
 
 
-UNCONSTRAINED = ResourcesSpec(cpu=CPUSpec(Range(1, None)), memory=Range(0, None),
-                              gpu=GPUSpec(), disk=None)
+# A fleet without `resources` gets dstack's defaults (dstack: core/models/fleets.py,
+# InstanceGroupParams.resources = ResourcesSpec(): cpu 2.., memory 8GB.., disk 100GB.., and no
+# GPU requirement, so the cheapest matching machine may be a CPU one).
+DEFAULT_RESOURCES = ResourcesSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ class FleetSpec:
     placement: str = "any"
     blocks: int | str = 1
     reservation: str | None = None
-    resources: ResourcesSpec = UNCONSTRAINED
+    resources: ResourcesSpec = DEFAULT_RESOURCES
     backends: tuple[str, ...] | None = None
     regions: tuple[str, ...] | None = None
     availability_zones: tuple[str, ...] | None = None

@@ -311,12 +311,12 @@ def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
 def describe_resources(res: ResourcesSpec) -> str:
     gpu = str(res.gpu) if (res.gpu.names or res.gpu.memory or (res.gpu.count.min or 0) > 0) \
         else ""
-    parts = [gpu] if gpu else []
+    parts = [gpu] if gpu else ["no GPU"] if res.gpu.count.max == 0 else []
     if res.cpu.count.min not in (None, 1, 2) or res.cpu.count.max is not None or res.cpu.arch:
         parts.append(f"cpu {(res.cpu.arch + ':') if res.cpu.arch else ''}{res.cpu.count}")
     if res.memory.min not in (None, 0, 8) or res.memory.max is not None:
         parts.append(f"memory {res.memory}GB")
-    return ", ".join(parts) or "any resources"
+    return ", ".join(parts) or "dstack's defaults (cpu 2.., memory 8GB.., any GPU or none)"
 
 
 def select_all(inputs: Inputs, catalog: Catalog, profile_name: str | None = None

@@ -91,17 +91,28 @@ def catalog_summary(catalog: Catalog, gpu: str | None, backend: str | None
         if backend and r.backend != backend:
             continue
         groups[(r.gpu_name, r.gpu_memory_gib or 0, r.backend)].append(r)
+    cpu: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    if gpu is None:
+        for r in catalog.rows:
+            if not r.gpu_count and (not backend or r.backend == backend):
+                cpu[(r.backend, r.instance_type.split(".")[0].split("-")[0])].append(r)
     out = []
     for (name, mem, be), rows in sorted(groups.items()):
-        od = [r.price for r in rows if not r.spot]
-        sp = [r.price for r in rows if r.spot]
         out.append({"gpu": name, "memory_gib": mem, "backend": be,
-                    "counts": sorted({r.gpu_count for r in rows}),
-                    "instance_types": sorted({r.instance_type for r in rows}),
-                    "regions": len({r.location for r in rows}),
-                    "on_demand": [min(od), max(od)] if od else None,
-                    "spot": [min(sp), max(sp)] if sp else None})
+                    "counts": sorted({r.gpu_count for r in rows}), **_prices(rows)})
+    for (be, family), rows in sorted(cpu.items()):
+        out.append({"gpu": None, "family": family, "backend": be,
+                    "vcpus": sorted({r.vcpus for r in rows}), **_prices(rows)})
     return out
+
+
+def _prices(rows: list[Any]) -> dict[str, Any]:
+    od = [r.price for r in rows if not r.spot]
+    sp = [r.price for r in rows if r.spot]
+    return {"instance_types": sorted({r.instance_type for r in rows}),
+            "regions": len({r.location for r in rows}),
+            "on_demand": [min(od), max(od)] if od else None,
+            "spot": [min(sp), max(sp)] if sp else None}
 
 
 def _span(v: list[float] | None) -> str:
@@ -113,9 +124,17 @@ def _span(v: list[float] | None) -> str:
 def render_catalog_text(catalog: Catalog, summary: list[dict[str, Any]]) -> str:
     rows = [[s["gpu"], f"{s['memory_gib']:g}GB", s["backend"],
              ",".join(str(c) for c in s["counts"]), str(s["regions"]), _span(s["on_demand"]),
-             _span(s["spot"])] for s in summary]
+             _span(s["spot"])] for s in summary if s["gpu"]]
     lines = [f"catalog: {catalog.describe()} ({len(catalog.rows)} rows)", ""]
-    lines += table(["GPU", "MEMORY", "BACKEND", "COUNTS", "LOCATIONS", "ON-DEMAND $/h",
-                    "SPOT $/h"], rows)
-    lines += ["", "Prices are per instance-hour across the counts listed."]
+    if rows:
+        lines += table(["GPU", "MEMORY", "BACKEND", "COUNTS", "LOCATIONS", "ON-DEMAND $/h",
+                        "SPOT $/h"], rows)
+        lines += ["", "Prices are per instance-hour across the counts listed."]
+    cpu = [[s["family"], s["backend"], ",".join(str(c) for c in s["vcpus"]),
+            str(s["regions"]), _span(s["on_demand"]), _span(s["spot"])]
+           for s in summary if not s["gpu"]]
+    if cpu:
+        lines += ["", "CPU-only instances (no GPU; offered to fleets that allow `gpu: 0`):", ""]
+        lines += table(["FAMILY", "BACKEND", "VCPUS", "LOCATIONS", "ON-DEMAND $/h",
+                        "SPOT $/h"], cpu)
     return "\n".join(lines)
