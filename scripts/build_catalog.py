@@ -63,6 +63,10 @@ CPU_FAMILIES = {  # family: (GiB of memory per vCPU, sizes sold)
                 "24xlarge", "32xlarge")),
     "m7i": (4, ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
                 "24xlarge", "48xlarge")),
+    # Burstable: only the sizes whose vCPUs double with the price (medium and below keep 2
+    # vCPUs); t3.large 0.0832 = t3.xlarge / 2, t3a.2xlarge 0.3008 = 4 x t3a.large.
+    "t3": (4, ("large", "xlarge", "2xlarge")),
+    "t3a": (4, ("large", "xlarge", "2xlarge")),
 }
 CPU_DIR = Path(__file__).resolve().parent / "cpu"
 

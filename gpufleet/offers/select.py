@@ -28,7 +28,8 @@ from gpufleet.input import (
 from gpufleet.offers.catalog import Catalog, Row
 
 HOURS_PER_MONTH = 730
-NO_CLUSTER_FAMILIES = ("t2.", "t3.")  # no cluster placement groups (dstackai/dstack#2872)
+# Burstable families: no cluster placement groups (dstackai/dstack#2872).
+NO_CLUSTER_FAMILIES = ("t2.", "t3.", "t3a.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,7 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
         out.append(("reservation", "is on a backend with reservations (aws, gcp)",
                     lambda os: [o for o in os if o.backend in RESERVATION_BACKENDS]))
     if fleet.is_cluster:
-        out.append(("placement", "can join a cluster placement group (no t2/t3)",
+        out.append(("placement", "can join a cluster placement group (no t2/t3/t3a)",
                     lambda os: [o for o in os
                                 if not o.instance_type.startswith(NO_CLUSTER_FAMILIES)]))
     return out
