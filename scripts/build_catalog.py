@@ -54,7 +54,7 @@ def _price(v: str | float) -> str:
 # CPU families (scripts/cpu/<backend>.txt, extracts of the SkyPilot catalog the GPU rows come
 # from). AWS prices these families linearly in size within a region (checked on the source:
 # c6i.large 0.085, xlarge 0.17, 8xlarge 1.36, 12xlarge 2.04 in us-east-1), so one size per
-# region gives every size's on-demand price; spot prices are taken only for the sizes the
+# region gives every other size's on-demand price; spot prices are taken only for the sizes the
 # extract lists (minimum over the region's AZs, capped at on-demand).
 CPU_SIZES = {"large": 1, "xlarge": 2, "2xlarge": 4, "4xlarge": 8, "8xlarge": 16,
              "12xlarge": 24, "16xlarge": 32, "24xlarge": 48, "32xlarge": 64, "48xlarge": 96}
@@ -72,8 +72,9 @@ CPU_DIR = Path(__file__).resolve().parent / "cpu"
 
 
 def cpu_rows(path: Path) -> list[dict[str, str]]:
-    """gpuhunt v2 rows for the CPU families of one backend's extract."""
-    base: dict[tuple[str, str], float] = {}  # (family, region) -> on-demand per size unit
+    """gpuhunt v2 rows for the CPU families of one backend's extract: a listed size keeps its
+    source price; the others are derived from the smallest listed size of the region."""
+    listed: dict[tuple[str, str], dict[str, float]] = {}  # (family, region) -> size: price
     spot: dict[tuple[str, str], float] = {}  # (type, region) -> cheapest AZ
     for line in path.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
@@ -81,15 +82,17 @@ def cpu_rows(path: Path) -> list[dict[str, str]]:
         head, _, spots = line.partition("|")
         itype, region, price = head.split()
         family, size = itype.split(".")
-        base[(family, region)] = float(price) / CPU_SIZES[size]
+        listed.setdefault((family, region), {})[size] = float(price)
         if spots.split():
             spot[(itype, region)] = min(float(price), *map(float, spots.split()))
     out = []
-    for (family, region), unit in sorted(base.items()):
+    for (family, region), known in sorted(listed.items()):
+        smallest = min(known, key=CPU_SIZES.__getitem__)
+        unit = known[smallest] / CPU_SIZES[smallest]
         per_cpu_gib, sizes = CPU_FAMILIES[family]
         for size in sizes:
             itype, vcpus = f"{family}.{size}", 2 * CPU_SIZES[size]
-            prices = [("False", unit * CPU_SIZES[size])]
+            prices = [("False", known.get(size, unit * CPU_SIZES[size]))]
             if (itype, region) in spot:
                 prices.append(("True", spot[(itype, region)]))
             for is_spot, price in prices:

@@ -94,8 +94,10 @@ def test_bundled_cpu_rows_are_linear_in_size_and_spot_below_on_demand(
     assert by_family
     for rows in by_family.values():
         od = [r for r in rows if not r.spot]
-        per_cpu = {round(r.price / r.vcpus, 6) for r in od}
-        assert len(per_cpu) == 1, od  # AWS prices these families per size unit
+        per_cpu = [r.price / r.vcpus for r in od]
+        # AWS prices these families per size unit; the source rounds to 4 decimals, so a
+        # listed size may sit a hair off the line (t3a ap-south-1: large 0.0493, 2xlarge 0.1971)
+        assert max(per_cpu) <= min(per_cpu) * 1.005, od
         for r in rows:
             if r.spot:
                 match = next(o for o in od if o.instance_type == r.instance_type)
