@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 from pulumi.runtime import mocks as pmocks
@@ -117,9 +117,7 @@ class StrictMocks(pulumi.runtime.Mocks):
         return fn(dict(args.args)), []  # no check failures
 
 
-def _untyped(method: Callable[..., Any]) -> Callable[..., Any]:
-    """The SDK's MockMonitor methods carry no annotations."""
-    return method
+Untyped = Callable[..., Any]  # the SDK's MockMonitor methods carry no annotations
 
 
 class RecordingMonitor(pmocks.MockMonitor):
@@ -175,7 +173,7 @@ class RecordingMonitor(pmocks.MockMonitor):
                 with self.lock:
                     self.renamed[eurn] = state_urn
         self.mocks.local.urn = state_urn
-        resp = _untyped(super().RegisterResource)(request)
+        resp = cast(Untyped, super().RegisterResource)(request)
         with self.lock:
             self.mock_to_engine[resp.urn] = eurn
         if request.type == STACK_TYPE:
@@ -208,7 +206,7 @@ class RecordingMonitor(pmocks.MockMonitor):
             reg = self.by_urn.get(self.mock_to_engine.get(request.urn, ""))
         if reg is not None and not reg.custom and request.outputs is not None:
             reg.outputs = plain(rpc.deserialize_properties(request.outputs))
-        return _untyped(super().RegisterResourceOutputs)(request)
+        return cast(Untyped, super().RegisterResourceOutputs)(request)
 
 
 def _alias(a: Any) -> dict[str, Any]:

@@ -113,8 +113,9 @@ class AwsBackend:
             market = "capacity-block"
         tags = merged_tags(fleet, config)
         plan = FleetPlan(
-            **{**common_fields(fleet, offer, None), "rdma": "efa" if efa else "none",
-               "rdma_interfaces": efa}, zone=offer.zone, networks=(network,),
+            **common_fields(fleet, offer, None) | {"rdma": "efa" if efa else "none",
+                                                    "rdma_interfaces": efa},
+            zone=offer.zone, networks=(network,),
             nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
