@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "gpufleet" / "data" / "catalog"
@@ -51,56 +52,127 @@ def _price(v: str | float) -> str:
     return repr(round(float(v), 6))
 
 
-# CPU families (scripts/cpu/<backend>.txt, extracts of the SkyPilot catalog the GPU rows come
-# from). AWS prices these families linearly in size within a region (checked on the source:
-# c6i.large 0.085, xlarge 0.17, 8xlarge 1.36, 12xlarge 2.04 in us-east-1), so one size per
-# region gives every other size's on-demand price; spot prices are taken only for the sizes the
-# extract lists (minimum over the region's AZs, capped at on-demand).
+# CPU families (scripts/cpu/<backend>*.txt: extracts of the SkyPilot catalog the GPU rows come
+# from, and of Apache Libcloud's price list; each file's header names its source). Each
+# family is priced linearly in vCPUs within a region (checked on the sources: c6i.large 0.085,
+# xlarge 0.17, 8xlarge 1.36, 12xlarge 2.04 in us-east-1; Standard_D2s_v5 0.096, D16s_v5 0.768,
+# D64s_v5 3.072 in eastus; GCP bills per vCPU and GB), so one size per region gives every
+# other size's on-demand price. AWS spot is a market price per type, so it is taken only for
+# the sizes an extract lists (minimum over the region's AZs, capped at on-demand); GCP and
+# Azure spot prices are linear in the source too (e2-standard-32 = 8 x e2-standard-4;
+# D32s_v5 westus 0.198554 = 4 x D8s_v5 0.049638), so there spot is derived like on-demand.
+@dataclass(frozen=True)
+class CpuFamily:
+    """Instance names are `template.format(size)`; each size sold with its (vCPUs, GiB)."""
+
+    template: str
+    sizes: dict[str, tuple[int, float]]
+    spot_linear: bool = False
+
+
 CPU_SIZES = {"large": 1, "xlarge": 2, "2xlarge": 4, "4xlarge": 8, "8xlarge": 16,
              "12xlarge": 24, "16xlarge": 32, "24xlarge": 48, "32xlarge": 64, "48xlarge": 96}
-CPU_FAMILIES = {  # family: (GiB of memory per vCPU, sizes sold)
-    "c6i": (2, ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
-                "24xlarge", "32xlarge")),
-    "m7i": (4, ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
-                "24xlarge", "48xlarge")),
+_ICE_LAKE = ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+             "24xlarge", "32xlarge")
+_SAPPHIRE_RAPIDS = ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+                    "24xlarge", "48xlarge")
+
+
+def _aws(family: str, per_cpu_gib: int, sizes: tuple[str, ...]) -> CpuFamily:
+    return CpuFamily(family + ".{}", {s: (2 * CPU_SIZES[s], float(2 * CPU_SIZES[s] * per_cpu_gib))
+                                      for s in sizes})
+
+
+def _by_vcpus(template: str, per_cpu_gib: int, vcpus: tuple[int, ...],
+              memory: dict[int, float] | None = None) -> CpuFamily:
+    """A GCP or Azure family: sizes named by vCPU count, spot priced per vCPU."""
+    memory = memory or {}
+    return CpuFamily(template, {str(n): (n, memory.get(n, float(n * per_cpu_gib)))
+                                for n in vcpus}, spot_linear=True)
+
+
+_N2 = (2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
+CPU_FAMILIES = {
+    "c6i": _aws("c6i", 2, _ICE_LAKE),
+    "m6i": _aws("m6i", 4, _ICE_LAKE),
+    "r6i": _aws("r6i", 8, _ICE_LAKE),
+    "c7i": _aws("c7i", 2, _SAPPHIRE_RAPIDS),
+    "m7i": _aws("m7i", 4, _SAPPHIRE_RAPIDS),
     # Burstable: only the sizes whose vCPUs double with the price (medium and below keep 2
     # vCPUs); t3.large 0.0832 = t3.xlarge / 2, t3a.2xlarge 0.3008 = 4 x t3a.large.
-    "t3": (4, ("large", "xlarge", "2xlarge")),
-    "t3a": (4, ("large", "xlarge", "2xlarge")),
+    "t3": _aws("t3", 4, ("large", "xlarge", "2xlarge")),
+    "t3a": _aws("t3a", 4, ("large", "xlarge", "2xlarge")),
+    # GCP standard shapes: 4 GB per vCPU (cloud.google.com/compute/docs general-purpose).
+    "e2-standard": _by_vcpus("e2-standard-{}", 4, (2, 4, 8, 16, 32)),
+    "n2-standard": _by_vcpus("n2-standard-{}", 4, _N2),
+    "n2d-standard": _by_vcpus("n2d-standard-{}", 4, (*_N2, 224)),
+    "c3-standard": _by_vcpus("c3-standard-{}", 4, (4, 8, 22, 44, 88, 176)),
+    # Azure (learn.microsoft.com size series): E96s_v5 has 672 GiB, not 8 per vCPU, at the
+    # linear price (eastus 6.048 = 48 x E2s_v5 0.126).
+    "Dsv5": _by_vcpus("Standard_D{}s_v5", 4, (2, 4, 8, 16, 32, 48, 64, 96)),
+    "Esv5": _by_vcpus("Standard_E{}s_v5", 8, (2, 4, 8, 16, 20, 32, 48, 64, 96), {96: 672.0}),
+    "Fsv2": _by_vcpus("Standard_F{}s_v2", 2, (2, 4, 8, 16, 32, 48, 64, 72)),
 }
+CPU_TYPES = {fam.template.format(size): (name, size)
+             for name, fam in CPU_FAMILIES.items() for size in fam.sizes}
 CPU_DIR = Path(__file__).resolve().parent / "cpu"
 
 
-def cpu_rows(path: Path) -> list[dict[str, str]]:
-    """gpuhunt v2 rows for the CPU families of one backend's extract: a listed size keeps its
-    source price; the others are derived from the smallest listed size of the region."""
-    listed: dict[tuple[str, str], dict[str, float]] = {}  # (family, region) -> size: price
-    spot: dict[tuple[str, str], float] = {}  # (type, region) -> cheapest AZ
-    for line in path.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        head, _, spots = line.partition("|")
-        itype, region, price = head.split()
-        family, size = itype.split(".")
-        listed.setdefault((family, region), {})[size] = float(price)
-        if spots.split():
-            spot[(itype, region)] = min(float(price), *map(float, spots.split()))
+def _per_size(fam: CpuFamily, known: dict[str, float], derive: bool) -> dict[str, float]:
+    """The listed sizes' prices, and with `derive` every other size's, per vCPU from the
+    smallest listed size."""
+    if not known or not derive:
+        return dict(known)
+    smallest = min(known, key=lambda s: fam.sizes[s][0])
+    per_vcpu = known[smallest] / fam.sizes[smallest][0]
+    return {size: known.get(size, per_vcpu * vcpus) for size, (vcpus, _) in fam.sizes.items()}
+
+
+def cpu_rows(paths: list[Path]) -> list[dict[str, str]]:
+    """gpuhunt v2 rows for the CPU families of one backend's extracts.
+
+    A line is `type region on-demand | spot ... [@ zone-suffix ...]`; with zones (GCP) the
+    rows are per zone (`us-central1-a`), else per region. A listed size keeps its source
+    price; the others are derived from the smallest listed size of the region. A family and
+    region that an earlier extract lists is taken from that extract only."""
+    # (family, region) -> size -> price, for on-demand and spot; zones per (family, region)
+    listed: dict[tuple[str, str], dict[str, float]] = {}
+    spot: dict[tuple[str, str], dict[str, float]] = {}
+    zones: dict[tuple[str, str], list[str]] = {}
+    for path in paths:
+        taken = set(listed)
+        for line in path.read_text().splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            head, _, rest = line.partition("|")
+            spots, _, zone_list = rest.partition("@")
+            itype, region, price = head.split()
+            family, size = CPU_TYPES[itype]
+            if (family, region) in taken:
+                continue
+            listed.setdefault((family, region), {})[size] = float(price)
+            if spots.split():
+                spot.setdefault((family, region), {})[size] = min(float(price),
+                                                                  *map(float, spots.split()))
+            if zone_list.split():
+                zones[(family, region)] = sorted(
+                    set(zones.get((family, region), [])) | set(zone_list.split()))
     out = []
     for (family, region), known in sorted(listed.items()):
-        smallest = min(known, key=CPU_SIZES.__getitem__)
-        unit = known[smallest] / CPU_SIZES[smallest]
-        per_cpu_gib, sizes = CPU_FAMILIES[family]
-        for size in sizes:
-            itype, vcpus = f"{family}.{size}", 2 * CPU_SIZES[size]
-            prices = [("False", known.get(size, unit * CPU_SIZES[size]))]
-            if (itype, region) in spot:
-                prices.append(("True", spot[(itype, region)]))
-            for is_spot, price in prices:
-                out.append({"instance_name": itype, "location": region, "price": _price(price),
-                            "cpu": str(vcpus), "memory": str(float(vcpus * per_cpu_gib)),
-                            "gpu_count": "0", "gpu_name": "", "gpu_memory": "",
-                            "spot": is_spot, "disk_size": "", "gpu_vendor": "", "flags": "",
-                            "cpu_arch": "x86", "provider_data": "{}"})
+        fam = CPU_FAMILIES[family]
+        od = _per_size(fam, known, derive=True)
+        sp = _per_size(fam, spot.get((family, region), {}), derive=fam.spot_linear)
+        locations = [f"{region}-{z}" for z in zones.get((family, region), [])] or [region]
+        for size, (vcpus, gib) in fam.sizes.items():
+            itype = fam.template.format(size)
+            prices = [("False", od[size])] + ([("True", sp[size])] if size in sp else [])
+            for location in locations:
+                for is_spot, price in prices:
+                    out.append({"instance_name": itype, "location": location,
+                                "price": _price(price), "cpu": str(vcpus), "memory": str(gib),
+                                "gpu_count": "0", "gpu_name": "", "gpu_memory": "",
+                                "spot": is_spot, "disk_size": "", "gpu_vendor": "",
+                                "flags": "", "cpu_arch": "x86", "provider_data": "{}"})
     return out
 
 
@@ -134,9 +206,9 @@ def main(src: Path) -> None:
                 efa, note = EFA_FACTS[itype]
                 network[(backend, itype)] = ("efa", efa, efa, note)
     for backend in rows:
-        extract = CPU_DIR / f"{backend}.txt"
-        if extract.is_file():
-            rows[backend] += cpu_rows(extract)
+        # The SkyPilot extract (with spot prices) first, then the others by name.
+        extracts = sorted(CPU_DIR.glob(f"{backend}*.txt"), key=lambda p: (p.stem != backend, p))
+        rows[backend] += cpu_rows(extracts)
     OUT.mkdir(parents=True, exist_ok=True)
     for backend, items in rows.items():
         items.sort(key=lambda x: (float(x["price"]), x["instance_name"], x["location"],
@@ -153,7 +225,8 @@ def main(src: Path) -> None:
     meta = {"source": "bundled", "version": "2026-08-bundled",
             "date": "2026-08-21",
             "derived_from": "curated gpu-instances.csv (SkyPilot catalog snapshot + corrections)"
-                            "; CPU families from scripts/cpu/ (same SkyPilot snapshot)",
+                            "; CPU families from scripts/cpu/ (SkyPilot snapshot; Apache Libcloud"
+                            " 3.9.1 price list)",
             "rows": {b: len(v) for b, v in rows.items()}}
     (OUT / "catalog.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(meta["rows"])
