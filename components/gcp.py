@@ -196,8 +196,8 @@ class Fleet(pulumi.ComponentResource):
                 automatic_restart=False, instance_termination_action="STOP")
         else:
             scheduling = gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance="TERMINATE", provisioning_model="STANDARD",
-                automatic_restart=True)
+                on_host_maintenance=str(plan.options.get("on_host_maintenance", "TERMINATE")),
+                provisioning_model="STANDARD", automatic_restart=True)
         reservation = gcp.compute.InstanceReservationAffinityArgs(
             type="SPECIFIC_RESERVATION",
             specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(

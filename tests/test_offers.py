@@ -203,7 +203,8 @@ def _error(catalog: Catalog, body: str) -> tuple[str, str | None, int]:
      "p5e.48xlarge (cheapest: aws us-east-1 p5.48xlarge spot $30.00)", 5),
     ("resources: {cpu: 8, memory: 32GB}\nplacement: cluster\ninstance_types: [t3.2xlarge]",
      "no offer for fleet 'fl': 1 offer(s) match cpu 8, memory 32GB but none can join a cluster "
-     "placement group (no t2/t3/t3a) (cheapest: aws us-east-1 t3.2xlarge on-demand $0.33)", 5),
+     "placement group (not t2/t3/t3a or GCP e2) (cheapest: aws us-east-1 t3.2xlarge on-demand "
+         "$0.33)", 5),
 ])
 def test_no_offer_names_the_filter(catalog: Catalog, body: str, message: str,
                                    line: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -54,6 +55,25 @@ class Row:
     gpu_vendor: str | None
     flags: tuple[str, ...]
     cpu_arch: str
+
+    @property
+    def family(self) -> str:
+        """The instance family as the cloud names it: m7i (AWS), e2-standard (GCP), Dsv5
+        (Azure); an unrecognised name is its own family."""
+        return instance_family(self.backend, self.instance_type)
+
+
+_AZURE_SIZE = re.compile(r"^Standard_([A-Z]+)\d+(?:-\d+)?([a-z]*)_(v\d+)$")
+
+
+def instance_family(backend: str, instance_type: str) -> str:
+    if backend == "aws":
+        return instance_type.split(".")[0]
+    if backend == "gcp":
+        head, _, size = instance_type.rpartition("-")
+        return head if head and size.isdigit() else instance_type
+    m = _AZURE_SIZE.match(instance_type)
+    return "".join(m.groups()) if m else instance_type
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,10 @@ from gpufleet.input import (
 from gpufleet.offers.catalog import Catalog, Row
 
 HOURS_PER_MONTH = 730
-# Burstable families: no cluster placement groups (dstackai/dstack#2872).
-NO_CLUSTER_FAMILIES = ("t2.", "t3.", "t3a.")
+# Families that cannot join a cluster placement: AWS burstable types (dstackai/dstack#2872);
+# GCP E2, which compact placement policies do not support (they take C2, C2D, C3, C3D, H3,
+# N2, N2D and the accelerator series; GKE's compact-placement page lists the same).
+NO_CLUSTER_FAMILIES = ("t2.", "t3.", "t3a.", "e2-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
         out.append(("reservation", "is on a backend with reservations (aws, gcp)",
                     lambda os: [o for o in os if o.backend in RESERVATION_BACKENDS]))
     if fleet.is_cluster:
-        out.append(("placement", "can join a cluster placement group (no t2/t3/t3a)",
+        out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
                     lambda os: [o for o in os
                                 if not o.instance_type.startswith(NO_CLUSTER_FAMILIES)]))
     return out

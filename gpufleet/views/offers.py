@@ -95,7 +95,7 @@ def catalog_summary(catalog: Catalog, gpu: str | None, backend: str | None
     if gpu is None:
         for r in catalog.rows:
             if not r.gpu_count and (not backend or r.backend == backend):
-                cpu[(r.backend, r.instance_type.split(".")[0].split("-")[0])].append(r)
+                cpu[(r.backend, r.family)].append(r)
     out = []
     for (name, mem, be), rows in sorted(groups.items()):
         out.append({"gpu": name, "memory_gib": mem, "backend": be,

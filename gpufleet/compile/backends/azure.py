@@ -28,6 +28,8 @@ from gpufleet.offers import Offer
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
+# CPU-only sizes boot Canonical's plain Ubuntu 22.04 (Gen2: Dsv5, Esv5 and Fsv2 all take it).
+DEFAULT_CPU_IMAGE = "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"
 RDMA_RESERVED = IPv4Network("172.16.0.0/16")
 DEFAULT_SCALE_SET_LIMIT, MAX_SCALE_SET = 100, 300
 MAX_PLAIN_VMS = 100  # one VM, NIC and disk each: beyond this a fleet wants a scale set
@@ -57,7 +59,8 @@ class AzureBackend:
             **common_fields(fleet, offer, subscription), zone=None, networks=(network,),
             nics=(NicPlan("main", network.subnets[0].name, "ETHERNET", public_ip=public),),
             disk_type="Premium_LRS",
-            image=cfg.get("image") or DEFAULT_IMAGE, public_ip=public,
+            image=cfg.get("image") or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
+            public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
                                     {"single_placement_group": True})
             if scale_set else None,

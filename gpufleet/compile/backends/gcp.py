@@ -38,6 +38,8 @@ from gpufleet.offers import Offer
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")
+# CPU-only machines boot Canonical's plain image (no NVIDIA driver to carry).
+DEFAULT_CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 HYPERDISK_FAMILIES = ("a4-", "a3-ultragpu-", "c4-", "m4-", "n4-", "h3-", "g4-", "ct6e-")
 RESERVED_PER_SUBNET = 4  # GCP keeps 4 addresses of every primary range
 ROCE_SUBNETS = 8
@@ -85,12 +87,17 @@ class GcpBackend:
             **common_fields(fleet, offer, project), zone=zone, networks=networks, nics=nics,
             disk_type="hyperdisk-balanced" if itype.startswith(HYPERDISK_FAMILIES)
             else "pd-balanced",
-            image=(config.get("image") if config is not None else None) or DEFAULT_IMAGE,
+            image=(config.get("image") if config is not None else None)
+            or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=gcp_labels(merged_tags(fleet, config)),
             options={"project": project, "service_account": config.get("vm_service_account")
                      if config is not None else None,
-                     "network_tag": naming.network_tag(fleet.name)},
+                     "network_tag": naming.network_tag(fleet.name),
+                     # GPUs, Spot VMs and compact placement rule out live migration; a
+                     # lone on-demand CPU VM keeps running through host maintenance.
+                     **({} if offer.gpu_count or offer.spot or placement is not None
+                        else {"on_host_maintenance": "MIGRATE"})},
             access=way_in,
         )
         return Planned(plan, tuple(diags))
