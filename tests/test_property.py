@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from gpufleet.cli import cli
 from gpufleet.offers.catalog import load_catalog
+from gpufleet.offers.select import NO_CLUSTER_FAMILIES
 
 from planutil import TEST_KEY
 
@@ -26,36 +27,49 @@ INSTANCE_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
                   "azure-native:compute:VirtualMachineScaleSet")
 
 
+Offer = tuple[str, str, str | None, int, bool, int, float, str]
+
+
 @cache
-def offers_by_backend() -> dict[str, list[tuple[str, str, str | None, int, bool]]]:
-    """(gpu name, region, zone, gpu count, spot) of every priced catalog row with a GPU."""
-    out: dict[str, list[tuple[str, str, str | None, int, bool]]] = {}
+def offers_by_backend() -> dict[tuple[str, bool], list[Offer]]:
+    """(gpu name or "", region, zone, gpu count, spot, vCPUs, GiB, instance type) of every
+    priced catalog row, by backend and whether the row is CPU-only."""
+    out: dict[tuple[str, bool], list[Offer]] = {}
     for r in load_catalog().rows:
-        if not r.gpu_name or r.price <= 0:
+        if r.price <= 0:
             continue
         region, zone = r.location, None
         if r.backend == "gcp":
             region, zone = r.location.rsplit("-", 1)[0], r.location
-        out.setdefault(r.backend, []).append((r.gpu_name, region, zone, r.gpu_count, r.spot))
+        out.setdefault((r.backend, not r.gpu_count), []).append((
+            r.gpu_name or "", region, zone, r.gpu_count,
+                                              r.spot, r.vcpus, r.memory_gib, r.instance_type))
     return {k: sorted(set(v)) for k, v in out.items()}
 
 
 @st.composite
 def fleet(draw: st.DrawFn) -> tuple[str, str]:
     backend = draw(st.sampled_from(["aws", "gcp", "azure"]))
-    gpu, region, zone, count, spot = draw(st.sampled_from(offers_by_backend()[backend]))
+    # GPU and CPU-only rows drawn evenly (CPU rows outnumber GPU rows in the catalog)
+    gpu, region, zone, count, spot, vcpus, memory, itype = draw(
+        st.sampled_from(offers_by_backend()[(backend, draw(st.booleans()))]))
     lines = ["type: fleet", f"name: {draw(NAME)}", f"backends: [{backend}]"]
     lo = draw(st.integers(0, 3))
     nodes = draw(st.sampled_from([str(max(lo, 1)), f'"{lo}..{lo + 2}"', f'"{lo}.."']))
     lines.append(f"nodes: {nodes}")
-    lines.append(f"placement: {draw(st.sampled_from(['any', 'cluster']))}")
+    # burstable and E2 types are never offered to a cluster (dstack's and GCP's rules)
+    placements = ["any"] if itype.startswith(NO_CLUSTER_FAMILIES) else ["any", "cluster"]
+    lines.append(f"placement: {draw(st.sampled_from(placements))}")
     lines.append(f"spot_policy: {'spot' if spot else draw(st.sampled_from(['auto', 'on-demand']))}")
     where = draw(st.sampled_from(["region", "zone", "none"]))
     if where == "region" or (where == "zone" and zone is None):
         lines.append(f"regions: [{region}]")
     elif where == "zone":
         lines.append(f"availability_zones: [{zone}]")
-    lines.append(f"resources:\n  gpu: {gpu}:{count}")
+    if gpu:
+        lines.append(f"resources:\n  gpu: {gpu}:{count}")
+    else:  # a CPU-only row: its exact shape, no GPU
+        lines.append(f"resources:\n  cpu: {vcpus}\n  memory: {memory:g}GB\n  gpu: 0")
     if draw(st.booleans()):
         lines.append(f"tags:\n  team: {draw(LABEL)}")
     return backend, "\n".join(lines) + "\n"
