@@ -76,7 +76,9 @@ def instance_family(backend: str, instance_type: str) -> str:
     return "".join(m.groups()) if m else instance_type
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: a catalog is identified by the object (hashing 10k rows for every cached lookup
+# cost ~4 ms per call); _load_dir hands out one object per folder and stamp.
+@dataclass(frozen=True, slots=True, eq=False)
 class Catalog:
     rows: tuple[Row, ...]
     network: dict[tuple[str, str], NetworkFacts] = field(hash=False)

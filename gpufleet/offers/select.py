@@ -143,11 +143,18 @@ def _int(v: float | None) -> int | None:
 
 
 @cache
-def _items(catalog: Catalog, unpriced: bool = False) -> tuple[tuple[Row, Any], ...]:
+def _items(catalog: Catalog, unpriced: bool = False, gpu: bool | None = None
+           ) -> tuple[tuple[Any, Offer], ...]:
+    """Each row as a gpuhunt item (to match against) and the offer it makes, built once per
+    catalog; `gpu` keeps only GPU rows (True) or only CPU-only rows (False)."""
     from gpuhunt import AcceleratorVendor, CatalogItem, CPUArchitecture
 
+    if gpu is None:
+        return _items(catalog, unpriced, True) + _items(catalog, unpriced, False)
     out = []
     for r in catalog.unpriced if unpriced else catalog.rows:
+        if bool(r.gpu_count) != gpu:
+            continue
         item = CatalogItem(
             provider=r.backend, instance_name=r.instance_type, location=r.location,
             price=r.price, cpu=r.vcpus, memory=r.memory_gib, gpu_count=r.gpu_count,
@@ -155,8 +162,19 @@ def _items(catalog: Catalog, unpriced: bool = False) -> tuple[tuple[Row, Any], .
             disk_size=r.disk_size,
             gpu_vendor=AcceleratorVendor.cast(r.gpu_vendor) if r.gpu_vendor else None,
             flags=list(r.flags), cpu_arch=CPUArchitecture.cast(r.cpu_arch))
-        out.append((r, item))
+        out.append((item, _offer(catalog, r)))
     return tuple(out)
+
+
+def _gpu_side(q: Any) -> bool | None:
+    """Which rows can match the query at all: GPU rows only when it asks for at least one
+    GPU, CPU-only rows when it allows none, else both. Most of the catalog is CPU rows, so a
+    GPU fleet skips them before gpuhunt's per-row match."""
+    if (q.min_gpu_count or 0) > 0:
+        return True
+    if q.max_gpu_count == 0:
+        return False
+    return None
 
 
 def _offer(catalog: Catalog, r: Row) -> Offer:
@@ -255,14 +273,15 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
     q = query_filter(fleet.resources)
     from gpuhunt import matches
 
-    candidates = [_offer(catalog, r) for r, item in _items(catalog) if matches(item, q)]
+    side = _gpu_side(q)
+    candidates = [offer for item, offer in _items(catalog, False, side) if matches(item, q)]
     what = describe_resources(fleet.resources)
     pname = profile.name if profile else None
     backends = effective_backends(fleet, inputs)
     allowed = {b.type: (_lower(b.regions) if b.regions is not None else None)
                for b in inputs.backends}
     steps = stages(fleet, backends, allowed)
-    unpriced = [_offer(catalog, r) for r, item in _items(catalog, True) if matches(item, q)]
+    unpriced = [offer for item, offer in _items(catalog, True, side) if matches(item, q)]
     for key, _, run in steps:
         if key in ("backends", "regions", "instance_types", "availability_zones"):
             unpriced = run(unpriced)
