@@ -30,17 +30,22 @@ NETWORK_OVERRIDES = {
 # take EFA: dstack's fleet docs (dstackai/dstack docs/docs/concepts/fleets.md, "AWS" note:
 # g5/g6 8xlarge..48xlarge) and torchx's AWS named resources (meta-pytorch/torchx
 # torchx/specs/named_resources_aws.py: vpc.amazonaws.com/efa = 1 on g5.8xlarge..48xlarge,
-# 2 on g6e.24xlarge, 4 on g6e.48xlarge). g6e.8xlarge/12xlarge/16xlarge: AWS's EFA
+# 2 on g6e.24xlarge, 4 on g6e.48xlarge). g6e.8xlarge and 12xlarge: `aws ec2
+# describe-instance-types` output quoted in gnosia93/training-on-eks
+# chapter/c11-deepspeed.md (g6e.12xlarge EfaSupported True, MaximumEfaInterfaces 1; an
+# earlier version of the page shows g6e.8xlarge EfaSupported True). g6e.16xlarge: AWS's EFA
 # supported-types list per the G6e launch, not re-read here (unverified).
 _DSTACK_DOCS = "dstack docs concepts/fleets.md (EFA types)"
 _TORCHX = "torchx named_resources_aws (EFA device count)"
+_EC2_API = "EC2 DescribeInstanceTypes output quoted in gnosia93/training-on-eks"
 EFA_FACTS: dict[str, tuple[int, str]] = {
     **{f"g5.{size}": (1, f"{_DSTACK_DOCS}; {_TORCHX}")
        for size in ("8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")},
     **{f"g6.{size}": (1, f"{_DSTACK_DOCS}; one network card")
        for size in ("8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")},
-    **{f"g6e.{size}": (1, "AWS EFA supported types, unverified")
-       for size in ("8xlarge", "12xlarge", "16xlarge")},
+    "g6e.8xlarge": (1, f"{_EC2_API} (EfaSupported True); one network card"),
+    "g6e.12xlarge": (1, f"{_EC2_API} (MaximumEfaInterfaces 1)"),
+    "g6e.16xlarge": (1, "AWS EFA supported types, unverified"),
     "g6e.24xlarge": (2, _TORCHX),
     "g6e.48xlarge": (4, _TORCHX),
 }
