@@ -158,7 +158,8 @@ def offers(paths: Sequence[str], fleet_names: Sequence[str], limit: int, profile
 @click.pass_context
 def catalog(ctx: click.Context, gpu: str | None, backend: str | None, catalog_dir: str | None,
             fmt: str) -> None:
-    """List GPUs with their count options and price ranges per backend."""
+    """List GPUs with their count options and price ranges per backend, then the CPU-only
+    families (offered to fleets that allow `gpu: 0`)."""
     if ctx.invoked_subcommand is not None:
         return
     from gpufleet.views import catalog_summary, render_catalog_text
