@@ -219,6 +219,7 @@ def _cost_failures(costs: Any, per_hour: float | None, increase: float | None) -
 def _policy_levels(path: str | None, mode: str) -> dict[str, str]:
     """Rule levels from --policy-config; --policy off disables every rule."""
     from gpufleet.policy.rules import RULES
+    from gpufleet.review import POLICY_LEVELS
 
     levels: dict[str, str] = {}
     if path:
@@ -229,7 +230,7 @@ def _policy_levels(path: str | None, mode: str) -> dict[str, str]:
             raise click.UsageError(f"--policy-config {path}: {e}") from None
         known = {r.name for r in RULES}
         if not isinstance(data, dict) or any(
-                k not in known or v not in ("mandatory", "advisory", "disabled")
+                k not in known or v not in POLICY_LEVELS
                 for k, v in data.items()):
             raise click.UsageError(f"--policy-config {path}: expected {{rule: mandatory|"
                                    f"advisory|disabled}} with rules from `gpufleet policy "

@@ -195,6 +195,11 @@ class GatewaySpec:
     protect_address: bool = True
     create_dns_zone: bool = False
 
+    @property
+    def acm(self) -> bool:
+        """An ACM certificate: TLS ends at an AWS load balancer in front of the instances."""
+        return self.certificate is not None and self.certificate.type == "acm"
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileSpec:

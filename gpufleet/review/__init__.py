@@ -14,7 +14,7 @@ from gpufleet.review.export import (
 )
 from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
 from gpufleet.review.plan import build_report, render
-from gpufleet.review.policy import Violation, run_policies
+from gpufleet.review.policy import POLICY_LEVELS, Violation, run_policies
 from gpufleet.review.state import StateError, parse_export
 from gpufleet.review.up import CAPACITY_ERRORS, AutomationStack, MissingCli, UpError, deploy
 
@@ -22,6 +22,7 @@ __all__ = [
     "CAPACITY_ERRORS",
     "DIFF_NOTE",
     "DRIFT_NOTE",
+    "POLICY_LEVELS",
     "AutomationStack",
     "Costs",
     "DriftError",

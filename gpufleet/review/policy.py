@@ -15,7 +15,7 @@ from typing import Any
 from gpufleet.input import Inputs
 from gpufleet.review.diff import owner_map
 
-LEVELS = ("mandatory", "advisory", "disabled")
+POLICY_LEVELS = ("mandatory", "advisory", "disabled")  # per rule, as pulumi-policy has them
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +87,3 @@ def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
                               rule.remediation, owner, where) for m in found]
     return sorted(out, key=lambda v: (v.level != "mandatory", v.rule, v.resource))
 
-
-def render_violations(violations: Sequence[Violation]) -> list[str]:
-    if not violations:
-        return ["policy: no violations (gpufleet policy list shows the rules)"]
-    mandatory = sum(v.level == "mandatory" for v in violations)
-    lines = [f"policy: {len(violations)} violation(s), {mandatory} mandatory"]
-    for v in violations:
-        lines.append(f"  {v.where}: {v.level}[{v.rule}] {v.message}")
-        lines.append(f"    remediation: {v.remediation}")
-    return lines

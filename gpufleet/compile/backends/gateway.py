@@ -57,9 +57,8 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
         diags.append(gw.origin.at("dns_zone", "G012", f"the domain {domain} is not inside the zone "
                          f"{zone}", "set `dns_zone` to a parent of the domain"))
         return None
-    alb = gw.certificate is not None and gw.certificate.type == "acm"
     return DnsRecordPlan(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
-                         "ALIAS" if alb else "A", RECORD_TTL, private=not gw.public_ip,
+                         "ALIAS" if gw.acm else "A", RECORD_TTL, private=not gw.public_ip,
                          create_zone=gw.create_dns_zone,
                          zone_walk=not gw.dns_zone and not gw.create_dns_zone)
 
@@ -103,7 +102,7 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         return None, diags
     public = gw.public_ip
     itype, image = DEFAULTS[gw.backend]
-    alb = gw.certificate is not None and gw.certificate.type == "acm"
+    alb = gw.acm
     web_sources = ("0.0.0.0/0",) if public else (str(block),)
     web = FirewallRule(naming.child(gw.name, "web"), "HTTP and HTTPS for services", "tcp",
                        ("80", "443"), web_sources)
