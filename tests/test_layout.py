@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "review": {"input", "offers", "compile", "views", "components", "policy"},
     "cli": {"input", "offers", "compile", "views", "review", "policy"},
 }
-SHARED = {"gpufleet", "gpufleet.diagnostics", "gpufleet.fileio"}
+SHARED = {"gpufleet", "gpufleet.diagnostics", "gpufleet.fileio", "gpufleet.traits"}
 
 
 def stage_of_file(path: Path) -> str:

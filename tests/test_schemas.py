@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from gpufleet.input.schema_files import schema, validator
-from gpufleet.input.spec import SUPPORTED_BACKENDS
+from gpufleet.traits import SUPPORTED_BACKENDS
 from gpufleet.input.validate import validate_paths
 
 ROOT = Path(__file__).resolve().parent.parent

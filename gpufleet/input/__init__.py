@@ -1,13 +1,12 @@
 """Input: YAML files -> located, schema-checked and normalised specs (or located diagnostics)."""
 
-from gpufleet.input.checks import RESERVATION_BACKENDS, region_of_zone
+from gpufleet.input.checks import region_of_zone
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
 from gpufleet.input.spec import (
     EMPTY_MAP,
     LOCK_FILE,
     NO_ACCESS,
-    SUPPORTED_BACKENDS,
     AccessSpec,
     BackendConfig,
     FleetSpec,
@@ -28,8 +27,6 @@ __all__ = [
     "EMPTY_MAP",
     "LOCK_FILE",
     "NO_ACCESS",
-    "RESERVATION_BACKENDS",
-    "SUPPORTED_BACKENDS",
     "AccessSpec",
     "BackendConfig",
     "FleetSpec",

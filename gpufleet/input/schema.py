@@ -12,7 +12,8 @@ from typing import Any
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean, format_path
 from gpufleet.input.loader import Document
 from gpufleet.input.schema_files import validator
-from gpufleet.input.spec import DSTACK_BACKENDS, SUPPORTED_BACKENDS
+from gpufleet.input.spec import DSTACK_BACKENDS
+from gpufleet.traits import SUPPORTED_BACKENDS
 
 DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "volume", "preset")
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",

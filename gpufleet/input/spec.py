@@ -10,9 +10,8 @@ from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, Severity
 
-SUPPORTED_BACKENDS: tuple[str, ...] = ("aws", "gcp", "azure")
-
-# dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only SUPPORTED_BACKENDS.
+# dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only
+# gpufleet.traits.SUPPORTED_BACKENDS.
 DSTACK_BACKENDS: tuple[str, ...] = (
     "amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch", "digitalocean",
     "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius", "oci",

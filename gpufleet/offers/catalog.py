@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpufleet.input import SUPPORTED_BACKENDS
+from gpufleet.traits import SUPPORTED_BACKENDS
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",

@@ -17,8 +17,6 @@ from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, did_you_mean
 from gpufleet.input import (
-    RESERVATION_BACKENDS,
-    SUPPORTED_BACKENDS,
     FleetSpec,
     Inputs,
     ProfileSpec,
@@ -26,6 +24,7 @@ from gpufleet.input import (
     region_of_zone,
 )
 from gpufleet.offers.catalog import Catalog, Row
+from gpufleet.traits import SUPPORTED_BACKENDS, TRAITS_BY_NAME, Feature, backends_with, supports
 
 HOURS_PER_MONTH = 730
 # Families that cannot join a cluster placement: AWS burstable types (dstackai/dstack#2872);
@@ -180,7 +179,7 @@ def _gpu_side(q: Any) -> bool | None:
 def _offer(catalog: Catalog, r: Row) -> Offer:
     region = r.location
     zone = None
-    if r.backend == "gcp":
+    if TRAITS_BY_NAME[r.backend].zonal_offers:
         region = region_of_zone(r.location) or r.location
         zone = r.location
     f = catalog.facts(r.backend, r.instance_type)
@@ -204,11 +203,12 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
     def run(offers: list[Offer]) -> list[Offer]:
         out = []
         for o in offers:
-            if o.backend == "gcp" and o.zone and o.zone.lower() in wanted:
-                out.append(o)
+            if TRAITS_BY_NAME[o.backend].zonal_offers:
+                if o.zone and o.zone.lower() in wanted:
+                    out.append(o)
             elif o.backend == "aws":
                 # AWS rows are per region (the source has AZ ids, not names): pin the
-                # first requested AZ of that region.
+                # first requested AZ of that region. Azure offers no zones in dstack.
                 azs = sorted(z for z in wanted if region_of_zone(z) == o.region)
                 if azs:
                     out.append(dataclasses.replace(o, zone=azs[0]))
@@ -249,8 +249,9 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
         out.append(("max_price", f"is under max_price {cap:g}",
                     lambda os: [o for o in os if o.price <= cap]))
     if fleet.reservation is not None:
-        out.append(("reservation", "is on a backend with reservations (aws, gcp)",
-                    lambda os: [o for o in os if o.backend in RESERVATION_BACKENDS]))
+        able = ", ".join(backends_with(Feature.RESERVATIONS))
+        out.append(("reservation", f"is on a backend with reservations ({able})",
+                    lambda os: [o for o in os if supports(o.backend, Feature.RESERVATIONS)]))
     if fleet.is_cluster:
         out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
                     lambda os: [o for o in os

@@ -1,0 +1,89 @@
+"""What every semantic check shares: the per-document context that collects located
+diagnostics, and small readers (zones, tags, regions). Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
+from gpufleet.input.normalize import SpecError, check_tags
+from gpufleet.input.schema import Checked
+from gpufleet.input.spec import Origin, frozen_map
+from gpufleet.traits import TRAITS_BY_NAME
+
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
+_AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
+
+
+class Ctx:
+    """Collects diagnostics for one document; ``parse`` turns SpecErrors into located ones."""
+
+    def __init__(self, c: Checked, code: str) -> None:
+        self.c = c
+        self.code = code
+        self.diags: list[Diagnostic] = []
+
+    def data(self) -> dict[str, Any]:
+        d: dict[str, Any] = self.c.doc.data
+        return d
+
+    def has(self, key: str) -> bool:
+        return key in self.data() and self.c.ok((key,))
+
+    def error(self, path: KeyPath, message: str, code: str | None = None, *, key: bool = False,
+              hint: str | None = None, severity: Severity = Severity.ERROR) -> None:
+        at = self.c.doc.at_key if key else self.c.doc.at_value
+        self.diags.append(at(path, code or self.code, message, hint=hint, severity=severity))
+
+    def parse(self, key: str, fn: Callable[[Any], Any], code: str, default: Any = None) -> Any:
+        if not self.has(key):
+            return default
+        try:
+            return fn(self.data()[key])
+        except SpecError as e:
+            self.error((key, *e.subpath), e.message, code)
+            return default
+
+    def origin(self) -> Origin:
+        src = self.c.doc.source
+        line, col = src.key(("name",) if "name" in self.data() else ())
+        positions = {str(k[0]): pos for k, pos in src.keys.items() if len(k) == 1}
+        return Origin(self.c.doc.file, line, col, self.c.doc.index, frozen_map(positions))
+
+
+def region_of_zone(zone: str) -> str | None:
+    """Region of a GCP zone (``us-west2-c``) or AWS AZ (``us-east-1a``); None if unknown."""
+    for pattern in (_GCP_ZONE, _AWS_AZ):
+        m = pattern.match(zone)
+        if m:
+            return m.group(1)
+    return None
+
+
+def strs(v: Any) -> tuple[str, ...] | None:
+    return None if v is None else tuple(str(x) for x in v)
+
+
+def tags_of(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
+    """The `tags` of the mapping ``raw`` at ``base``, checked against dstack's regexes."""
+    if "tags" not in raw or not ctx.c.ok((*base, "tags")):
+        return {}
+    tags = {str(k): str(v) for k, v in (raw["tags"] or {}).items()}
+    for e in check_tags(tags):
+        ctx.error((*base, "tags", *e.subpath), e.message, "F004", key=True)
+    return tags
+
+
+def check_region(ctx: Ctx, path: KeyPath, backend: str, region: str, code: str) -> None:
+    """A region of the wrong shape for its backend is a typo or another cloud's region."""
+    traits = TRAITS_BY_NAME.get(backend)
+    if traits is None or traits.region_pattern.fullmatch(region.lower()):
+        return
+    others = [t.name for t in TRAITS_BY_NAME.values()
+              if t.name != backend and t.region_pattern.fullmatch(region.lower())]
+    hint = f"{backend} regions look like {traits.region_example}"
+    if others:
+        hint += f"; '{region}' looks like a {' or '.join(others)} region"
+    ctx.error(path, f"'{region}' is not a region of {backend}", code, hint=hint)

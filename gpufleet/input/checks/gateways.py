@@ -1,0 +1,107 @@
+"""Gateway files: dstack's certificate, private-gateway and domain rules -> GatewaySpec +
+located diagnostics. Pure."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input.checks.context import Ctx, check_region, tags_of
+from gpufleet.input.schema import Checked
+from gpufleet.input.spec import CertificateSpec, GatewaySpec, frozen_map
+from gpufleet.traits import TRAITS_BY_NAME, Feature, backends_with, supports
+
+
+def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
+    ctx = Ctx(c, "G000")
+    d = ctx.data()
+    backend = d.get("backend") if ctx.has("backend") else None
+    if "name" not in d:
+        ctx.error((), "gateway has no `name`; gpufleet derives stable resource names from it",
+                  "G007", key=True, hint="add `name: <lower-case name>`")
+    if backend is not None and "instance_type" in d \
+            and _lacks(backend, Feature.GATEWAY_INSTANCE_TYPE):
+        ctx.error(("instance_type",), f"The `{backend}` backend does not support the "
+                  "`instance_type` gateway configuration property", "G002", key=True,
+                  hint=f"remove `instance_type`: "
+                  f"{TRAITS_BY_NAME[backend].why_not(Feature.GATEWAY_INSTANCE_TYPE)}")
+    public = d.get("public_ip", True)
+    if public is False and backend is not None and _lacks(backend, Feature.PRIVATE_GATEWAYS):
+        ctx.error(("public_ip",), f"private gateways (`public_ip: false`) are not supported "
+                  f"for {backend} backend", "G003", key=True,
+                  hint=f"use {' or '.join(backends_with(Feature.PRIVATE_GATEWAYS))}")
+    cert = _certificate(ctx)
+    if cert is not None and cert.type == "lets-encrypt" and public is False:
+        ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
+                  "lets-encrypt certificate type is not supported for private gateways", "G004",
+                  key=True, hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
+    if cert is not None and cert.type == "acm" and backend is not None \
+            and _lacks(backend, Feature.ACM_CERTIFICATES):
+        ctx.error(("certificate", "type"), "acm certificate type is supported for aws backend "
+                  "only", "G005")
+    replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
+    if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
+        ctx.error(("replicas",), "lets-encrypt certificate type is not supported for gateways "
+                  "with several replicas", "G006", key=True,
+                  hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
+    if ctx.has("domain"):
+        _check_domain(ctx, d["domain"])
+    if backend is not None and ctx.has("region"):
+        check_region(ctx, ("region",), backend, str(d["region"]), "G014")
+    tags = tags_of(ctx, (), d)
+    if any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
+        return None, ctx.diags
+    spec = GatewaySpec(
+        name=d["name"], backend=d["backend"], region=d["region"], origin=ctx.origin(),
+        instance_type=d.get("instance_type"), domain=d.get("domain"), public_ip=public,
+        certificate=cert, replicas=replicas, default=d.get("default", False),
+        tags=frozen_map(tags), dns_zone=d.get("dns_zone"),
+        protect_address=d.get("protect_address", True),
+        create_dns_zone=d.get("create_dns_zone", False),
+    )
+    return spec, ctx.diags
+
+
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
+def _check_domain(ctx: Ctx, domain: str) -> None:
+    name = domain.replace("${{ run.project_name }}", "project").lower().rstrip(".")
+    labels = name.split(".")
+    hint = ("use a DNS name such as `gpu.example.com`; gpufleet creates `*.<domain>` and "
+            "services get `<run>.<domain>`")
+    if name.startswith("*."):
+        ctx.error(("domain",), f"invalid domain '{domain}': the wildcard is added by the "
+                  "gateway", "G009", hint=f"write `domain: {name[2:]}`")
+    elif _is_ip(name):
+        ctx.error(("domain",), f"invalid domain '{domain}': an IP address is not a domain",
+                  "G009", hint=hint)
+    elif len(labels) < 2 or not all(_LABEL.fullmatch(lbl) for lbl in labels) \
+            or len(name) > 253 or labels[-1].isdigit():
+        ctx.error(("domain",), f"invalid domain '{domain}'", "G009", hint=hint)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _certificate(ctx: Ctx) -> CertificateSpec | None:
+    d = ctx.data()
+    if "certificate" not in d:
+        return CertificateSpec("lets-encrypt")
+    raw = d["certificate"]
+    if raw is None or not ctx.c.ok(("certificate",)):
+        return None
+    return CertificateSpec(raw["type"], raw.get("arn"))
+
+
+
+
+def _lacks(backend: str, feature: Feature) -> bool:
+    """Only backends gpufleet knows are refused here; others get their own error."""
+    return backend in TRAITS_BY_NAME and not supports(backend, feature)

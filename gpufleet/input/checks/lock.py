@@ -1,0 +1,43 @@
+"""The `gpufleet.lock` file: its schema-checked entries -> Lock + located diagnostics. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.diagnostics import Diagnostic, KeyPath
+from gpufleet.input.checks.context import Ctx, region_of_zone
+from gpufleet.input.schema import Checked
+from gpufleet.input.spec import Lock, LockEntry, Origin
+
+
+def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
+    """A ``gpufleet.lock`` document -> Lock. Entries the schema rejected are left out."""
+    ctx = Ctx(c, "K001")
+    if not c.ok(()):
+        return None, ctx.diags
+    data = ctx.data()
+    parts: dict[str, dict[str, LockEntry]] = {"fleets": {}, "gateways": {}}
+    for section, entries in parts.items():
+        for name, raw in (data.get(section) or {}).items():
+            base: KeyPath = (section, name)
+            if not c.ok(base):
+                continue
+            zone, region = raw.get("zone"), raw["region"]
+            if zone and region_of_zone(zone) not in (None, region):
+                ctx.error((*base, "zone"), f"zone {zone} is not in region {region}", "K002",
+                          hint="run `gpufleet lock --upgrade --fleet NAME` to pick the offer "
+                               "again instead of editing the lock by hand")
+                continue
+            gpu = raw.get("gpu") or {}
+            line, col = c.doc.source.key(base)
+            entries[name] = LockEntry(
+                name, raw["requirements"], raw["backend"], region, zone, raw["instance_type"],
+                bool(raw["spot"]), _float(raw.get("price")), str(raw.get("catalog", "")),
+                int(raw.get("cpus", 0)), float(raw.get("memory_gib", 0)), gpu.get("name"),
+                int(gpu.get("count", 0)), _float(gpu.get("memory_gib")),
+                Origin(c.doc.file, line, col, c.doc.index))
+    return Lock(parts["fleets"], parts["gateways"], c.doc.file), ctx.diags
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)

@@ -1,0 +1,115 @@
+"""What each backend can do, declared once: capabilities with the reason a missing one is
+missing, region shapes and login defaults. Pure data, shared by every stage.
+
+Modelled on dstack's compute mixins (``ComputeWithMultinodeSupport``,
+``ComputeWithReservationSupport``, ``ComputeWithPrivateGatewaySupport``, ...): checks, offer
+filters and messages ask ``supports(backend, Feature.X)`` instead of keeping their own lists
+of backend names, so a new backend is one entry here plus its planner and components.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class Feature(StrEnum):
+    """A capability a backend has or lacks (the value is how messages name it)."""
+
+    CLUSTER = "cluster placement"
+    SPOT = "spot instances"
+    RESERVATIONS = "reservations"
+    CAPACITY_BLOCKS = "capacity blocks"
+    GATEWAYS = "gateways"
+    PRIVATE_GATEWAYS = "private gateways"
+    GATEWAY_INSTANCE_TYPE = "a gateway instance_type"
+    ACM_CERTIFICATES = "ACM certificates"
+    IAP = "Identity-Aware Proxy access"
+    SSM = "Session Manager access"
+    KEY_PAIRS = "existing key pairs (key_name)"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTraits:
+    """One backend's capabilities. ``unsupported`` gives the reason for each missing one
+    (SkyPilot's idea: the reason travels with the refusal)."""
+
+    name: str
+    features: frozenset[Feature]
+    unsupported: Mapping[Feature, str]
+    region_pattern: re.Pattern[str]
+    region_example: str
+    default_user: str
+    # Offer rows are per zone (GCP) rather than per region (AWS, Azure).
+    zonal_offers: bool = False
+    # Pulumi resource types of this backend's nodes (what a fleet's instances are).
+    node_types: tuple[str, ...] = field(default=())
+
+    def supports(self, feature: Feature) -> bool:
+        return feature in self.features
+
+    def why_not(self, feature: Feature) -> str:
+        return self.unsupported.get(feature, f"{self.name} does not support {feature}")
+
+
+_ALL = frozenset(Feature)
+
+AWS = BackendTraits(
+    "aws", _ALL - {Feature.IAP},
+    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service"}),
+    re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
+    node_types=("aws:ec2/instance:Instance",))
+GCP = BackendTraits(
+    "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,
+                   Feature.CAPACITY_BLOCKS},
+    MappingProxyType({
+        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.SSM: "Session Manager is an AWS service",
+        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
+        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
+    re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zonal_offers=True,
+    node_types=("gcp:compute/instance:Instance",))
+AZURE = BackendTraits(
+    "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
+                     Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
+                     Feature.SSM, Feature.KEY_PAIRS},
+    MappingProxyType({
+        Feature.RESERVATIONS: "dstack's azure backend takes no reservation",
+        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
+        Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
+        Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",
+        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+        Feature.SSM: "Session Manager is an AWS service",
+        Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
+    re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser",
+    node_types=("azure-native:compute:VirtualMachine",))
+
+TRAITS_BY_NAME: Mapping[str, BackendTraits] = MappingProxyType(
+    {t.name: t for t in (AWS, GCP, AZURE)})
+# The backends gpufleet builds, in the order messages list them.
+SUPPORTED_BACKENDS: tuple[str, ...] = ("aws", "gcp", "azure")
+
+
+def supports(backend: str, feature: Feature) -> bool:
+    """Whether gpufleet can build ``feature`` on ``backend`` (False for unknown backends)."""
+    traits = TRAITS_BY_NAME.get(backend)
+    return traits is not None and traits.supports(feature)
+
+
+def backends_with(feature: Feature) -> tuple[str, ...]:
+    return tuple(b for b in SUPPORTED_BACKENDS if TRAITS_BY_NAME[b].supports(feature))
+
+
+def node_types() -> tuple[str, ...]:
+    """Pulumi types of fleet nodes on every backend."""
+    return tuple(t for b in SUPPORTED_BACKENDS for t in TRAITS_BY_NAME[b].node_types)
+
+
+def capability_table() -> list[tuple[str, dict[str, bool]]]:
+    """(feature, {backend: supported}) rows for documentation."""
+    return [(str(f), {b: TRAITS_BY_NAME[b].supports(f) for b in SUPPORTED_BACKENDS})
+            for f in Feature]
