@@ -81,10 +81,10 @@ def main() -> None:
         return
     from gpufleet.cli import main as gpufleet
     from gpufleet.compile import compile_inputs
-    from gpufleet.components.harness import deployment_v3
+    from gpufleet.components.run.harness import deployment_v3
+    from gpufleet.components.run.plan import run_offline
     from gpufleet.input import load_lock, validate_paths
     from gpufleet.offers import load_catalog
-    from gpufleet.review.plan import run_offline
 
     fixed = FLEET[args.backend][1]
     nodes = max(1, args.resources // args.fleets - fixed)

@@ -58,9 +58,9 @@ def child_gpufleet(path: str, dump: str, backend: str) -> dict[str, Any]:
     import referencing  # noqa: F401
 
     from gpufleet.compile.backends import BACKENDS_BY_NAME
+    from gpufleet.components.run.plan import build_report
     from gpufleet.input.validate import validate_paths
     from gpufleet.offers.catalog import load_catalog
-    from gpufleet.review.plan import build_report
     from gpufleet.views.plan import render_plan_json
 
     warm(BACKENDS_BY_NAME[backend].component)  # only this backend's SDK, as for the floor
@@ -118,7 +118,7 @@ def warm(module: str) -> None:
 def child_floor(dump: str) -> dict[str, Any]:
     import pulumi
 
-    from gpufleet.components import harness
+    from gpufleet.components.run import harness
 
     regs = json.loads(Path(dump).read_text())
     regs.sort(key=lambda r: (r["urn"].count("$"), r["urn"]))  # parents first

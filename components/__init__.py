@@ -1,7 +1,7 @@
-"""Pulumi ComponentResources, one module per backend (installed as ``gpufleet.components``).
+"""Pulumi ComponentResources, one module per backend (installed as ``gpufleet.components``),
+the stack program (``program``) and the runners of it (``run``).
 
-``BACKENDS_BY_NAME`` maps a backend name to the module that implements it; modules are
-imported on first use so that a fleet on one cloud never loads another cloud's SDK.
+``COMPONENTS_BY_NAME`` (``registry``) maps a backend name to a loader of the module that
+implements it; modules load on first use, so a fleet on one cloud never loads another
+cloud's SDK.
 """
-
-BACKENDS_BY_NAME: dict[str, str] = {}

@@ -15,18 +15,26 @@ from pulumi_azure_native.provider import Provider
 
 from gpufleet.compile import (
     DIGEST_OUTPUT,
+    AzureOptions,
     FleetPlan,
+    GatewayOptions,
     GatewayPlan,
     NetworkPlan,
     ProviderPlan,
     input_digest,
     naming,
+    options_of,
 )
 
 from .access import public_key
 from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
+
+
+def _opts(plan: Owner) -> AzureOptions | GatewayOptions:
+    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayPlan) \
+        else options_of(plan, AzureOptions)
 
 # One resource group per (provider, region), shared by every fleet there. It is a top-level
 # resource, so removing or renaming one fleet never touches it.
@@ -39,7 +47,7 @@ def provider(p: ProviderPlan) -> pulumi.ProviderResource:
 
 
 def resource_group(plan: Owner, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
-    existing = plan.options.get("resource_group")
+    existing = _opts(plan).resource_group
     if existing:
         return pulumi.Output.from_input(str(existing))
     if prov not in _GROUPS:
@@ -58,9 +66,9 @@ def _image(ref: str) -> compute.ImageReferenceArgsDict:
 
 def _ssh(plan: Owner) -> tuple[str, compute.LinuxConfigurationArgsDict]:
     """The admin user and a Linux configuration that takes only its SSH key."""
-    user = str(plan.options["admin_user"])
+    user = _opts(plan).admin_user
     kind = "fleet" if isinstance(plan, FleetPlan) else "gateway"
-    data = public_key(plan.options.get("ssh_public_key"), f"{kind} '{plan.name}'")
+    data = public_key(_opts(plan).ssh_public_key, f"{kind} '{plan.name}'")
     return user, {"disable_password_authentication": True,
                   "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
                                            "key_data": data}]}}
@@ -147,7 +155,7 @@ class Network(pulumi.ComponentResource):
                 entry["source_address_prefixes"] = list(rule.sources)
             rules.append(entry)
         self.nsg = network.NetworkSecurityGroup(
-            str(plan.options["nsg"]), resource_group_name=rg, location=plan.region,
+            _opts(plan).nsg, resource_group_name=rg, location=plan.region,
             security_rules=rules, tags=dict(plan.labels), opts=child)
         subnet = net.subnets[0]
         if net.existing and subnet.existing not in (None, "lookup"):
@@ -295,7 +303,8 @@ class Fleet(pulumi.ComponentResource):
                                                 "storage_account_type": plan.disk_type}}},
             "network_profile": {"network_interface_configurations": [{
                 "name": naming.child(plan.name, "nic"), "primary": True,
-                "enable_accelerated_networking": bool(plan.options["accelerated_networking"]),
+                "enable_accelerated_networking":
+                    options_of(plan, AzureOptions).accelerated_networking,
                 "network_security_group": {"id": self.network.nsg.id},
                 "ip_configurations": [ip_config]}]},
         }
@@ -326,7 +335,8 @@ class Fleet(pulumi.ComponentResource):
         return vm_with_nic(self, plan, name, self.network.subnet_id, self.network.nsg.id,
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
-                           bool(plan.options["accelerated_networking"]), self._priority(plan))
+                           options_of(plan, AzureOptions).accelerated_networking,
+                           self._priority(plan))
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
@@ -356,7 +366,7 @@ class Gateway(pulumi.ComponentResource):
             rec = plan.record
             relative = rec.fqdn.rstrip(".")[: -len(rec.zone) - 1]
             opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-            zone_rg = plan.options["dns_resource_group"]
+            zone_rg = options_of(plan, GatewayOptions).dns_resource_group
             if rec.create_zone:
                 zone = dns.Zone(naming.child(plan.name, "zone"), zone_name=rec.zone,
                                 resource_group_name=zone_rg, location="global",

@@ -17,11 +17,14 @@ from gpufleet.compile import (
     DIGEST_OUTPUT,
     FirewallRule,
     FleetPlan,
+    GatewayOptions,
     GatewayPlan,
+    GcpOptions,
     NetworkPlan,
     ProviderPlan,
     input_digest,
     naming,
+    options_of,
 )
 
 from .access import public_key
@@ -46,7 +49,7 @@ class Network(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         token = "gpufleet:gcp:RoceNetwork" if net.role == "roce" else "gpufleet:gcp:Network"
         super().__init__(token, net.name, None, opts)
-        project = plan.options.get("project")
+        project = _opts(plan).project
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
         profile: pulumi.Input[str] | None = None
@@ -114,7 +117,7 @@ class Network(pulumi.ComponentResource):
         allows = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ALL_PROTOCOLS] \
             if rule.protocol == "all" else \
             [gcp.compute.FirewallAllowArgs(protocol=rule.protocol, ports=list(rule.ports))]
-        tag = plan.options["network_tag"]
+        tag = _opts(plan).network_tag
         sources = [tag] if rule.from_self else [bastion_tag(plan)] if rule.from_bastion else None
         gcp.compute.Firewall(
             rule.name, network=self.network_id, direction="INGRESS", allows=allows,
@@ -132,8 +135,13 @@ def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str
     return configs[0].nat_ip if configs else None
 
 
+def _opts(plan: Owner) -> GcpOptions | GatewayOptions:
+    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayPlan) \
+        else options_of(plan, GcpOptions)
+
+
 def bastion_tag(plan: Owner) -> str:
-    return naming.child(str(plan.options["network_tag"]), "bastion")
+    return naming.child(_opts(plan).network_tag, "bastion")
 
 
 def node_metadata(plan: FleetPlan) -> dict[str, str]:
@@ -158,8 +166,8 @@ class Fleet(pulumi.ComponentResource):
             policy = gcp.compute.ResourcePolicy(
                 plan.placement.name, region=plan.region,
                 group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
-                    availability_domain_count=int(plan.placement.options.get(
-                        "availability_domain_count", 1)),
+                    availability_domain_count=plan.placement.options
+                    .availability_domain_count or 1,
                     collocation=plan.placement.kind),
                 opts=child)
             policies.append(policy.self_link)
@@ -182,6 +190,7 @@ class Fleet(pulumi.ComponentResource):
 
     def _node(self, plan: FleetPlan, name: str, policies: list[pulumi.Output[str]]
               ) -> gcp.compute.Instance:
+        options = options_of(plan, GcpOptions)
         nics = []
         for nic in plan.nics:
             net = self.networks[nic.network]
@@ -196,16 +205,16 @@ class Fleet(pulumi.ComponentResource):
                 automatic_restart=False, instance_termination_action="STOP")
         else:
             scheduling = gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance=str(plan.options.get("on_host_maintenance", "TERMINATE")),
+                on_host_maintenance=options.on_host_maintenance or "TERMINATE",
                 provisioning_model="STANDARD", automatic_restart=True)
         reservation = gcp.compute.InstanceReservationAffinityArgs(
             type="SPECIFIC_RESERVATION",
             specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
                 key="compute.googleapis.com/reservation-name", values=[plan.reservation]),
         ) if plan.reservation else None
-        account = plan.options.get("service_account")
+        account = options.service_account
         service_account = gcp.compute.InstanceServiceAccountArgs(
-            email=str(account), scopes=["cloud-platform"]) if account else None
+            email=account, scopes=["cloud-platform"]) if account else None
         return gcp.compute.Instance(
             name, machine_type=plan.instance_type, zone=plan.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
@@ -213,7 +222,7 @@ class Fleet(pulumi.ComponentResource):
                     image=plan.image, size=plan.disk_gib, type=plan.disk_type)),
             network_interfaces=nics, scheduling=scheduling,
             resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
-            tags=[str(plan.options["network_tag"])], metadata=self.metadata,
+            tags=[options.network_tag], metadata=self.metadata,
             reservation_affinity=reservation, service_account=service_account,
             allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self))
 
@@ -264,8 +273,8 @@ class Gateway(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         self.network = Network(plan.network, plan, child)
         subnet = self.network.subnet_links[plan.network.subnets[0].name]
-        zones = gcp.compute.get_zones_output(region=plan.region, project=plan.options.get(
-            "project"), status="UP", opts=invoke)
+        zones = gcp.compute.get_zones_output(region=plan.region, project=_opts(plan).project,
+                                             status="UP", opts=invoke)
         self.addresses: list[pulumi.Output[str]] = []
         for i, (addr, vm) in enumerate(zip(plan.address_names, plan.instance_names,
                                            strict=True)):
@@ -290,7 +299,7 @@ class Gateway(pulumi.ComponentResource):
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                         image=plan.image, size=20, type="pd-balanced")),
-                network_interfaces=[nic], tags=[str(plan.options["network_tag"])],
+                network_interfaces=[nic], tags=[_opts(plan).network_tag],
                 labels=dict(plan.labels), metadata={"enable-oslogin": "TRUE"},
                 shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
                     enable_secure_boot=True),
@@ -313,7 +322,7 @@ class Gateway(pulumi.ComponentResource):
                                                     pulumi.ResourceOptions(deleted_with=zone))
             else:
                 managed = gcp.dns.get_managed_zones_output(
-                    project=plan.options.get("project"), opts=invoke)
+                    project=_opts(plan).project, opts=invoke)
                 zone_name = managed.managed_zones.apply(
                     lambda zs: _zone_named(zs, rec.zone, rec.private,
                                            rec.fqdn if rec.zone_walk else None))

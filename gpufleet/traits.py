@@ -33,6 +33,20 @@ class Feature(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceKind:
+    """What change reports need to know of one Pulumi resource type gpufleet creates."""
+
+    # Inputs whose change makes the provider replace the resource (curated from the
+    # providers' ForceNew / replace-on-change properties).
+    replaces: frozenset[str] = frozenset()
+    category: str | None = None  # what the guards protect: address, dns, network, instance
+
+
+def _kinds(**by_category: tuple[str, ...]) -> dict[str, ResourceKind]:
+    return {t: ResourceKind(category=c) for c, types in by_category.items() for t in types}
+
+
+@dataclass(frozen=True, slots=True)
 class BackendTraits:
     """One backend's capabilities. ``unsupported`` gives the reason for each missing one
     (SkyPilot's idea: the reason travels with the refusal)."""
@@ -47,6 +61,7 @@ class BackendTraits:
     zonal_offers: bool = False
     # Pulumi resource types of this backend's nodes (what a fleet's instances are).
     node_types: tuple[str, ...] = field(default=())
+    resources: Mapping[str, ResourceKind] = field(default_factory=dict)
 
     def supports(self, feature: Feature) -> bool:
         return feature in self.features
@@ -61,7 +76,21 @@ AWS = BackendTraits(
     "aws", _ALL - {Feature.IAP},
     MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service"}),
     re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
-    node_types=("aws:ec2/instance:Instance",))
+    node_types=("aws:ec2/instance:Instance",),
+    resources=MappingProxyType({
+        "aws:ec2/vpc:Vpc": ResourceKind(frozenset({"cidrBlock"}), "network"),
+        "aws:ec2/subnet:Subnet": ResourceKind(
+            frozenset({"cidrBlock", "availabilityZone", "vpcId"}), "network"),
+        "aws:ec2/instance:Instance": ResourceKind(
+            frozenset({"ami", "availabilityZone", "subnetId", "launchTemplate",
+                       "networkInterfaces"}), "instance"),
+        "aws:ec2/securityGroup:SecurityGroup": ResourceKind(
+            frozenset({"vpcId", "name", "description"})),
+        "aws:ec2/placementGroup:PlacementGroup": ResourceKind(frozenset({"strategy", "name"})),
+        "aws:ec2/eip:Eip": ResourceKind(frozenset({"domain"}), "address"),
+        "aws:route53/record:Record": ResourceKind(frozenset({"name", "type", "zoneId"}), "dns"),
+        **_kinds(dns=("aws:route53/zone:Zone",)),
+    }))
 GCP = BackendTraits(
     "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,
                    Feature.CAPACITY_BLOCKS},
@@ -71,7 +100,26 @@ GCP = BackendTraits(
         Feature.KEY_PAIRS: "key pairs are an EC2 resource",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
     re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zonal_offers=True,
-    node_types=("gcp:compute/instance:Instance",))
+    node_types=("gcp:compute/instance:Instance",),
+    resources=MappingProxyType({
+        "gcp:compute/network:Network": ResourceKind(
+            frozenset({"autoCreateSubnetworks", "networkProfile", "name", "project"}),
+            "network"),
+        "gcp:compute/subnetwork:Subnetwork": ResourceKind(
+            frozenset({"ipCidrRange", "network", "region", "name", "project"}), "network"),
+        "gcp:compute/instance:Instance": ResourceKind(
+            frozenset({"zone", "bootDisk", "networkInterfaces", "reservationAffinity", "name",
+                       "project"}), "instance"),
+        "gcp:compute/firewall:Firewall": ResourceKind(
+            frozenset({"network", "direction", "name", "project"})),
+        "gcp:compute/resourcePolicy:ResourcePolicy": ResourceKind(
+            frozenset({"groupPlacementPolicy", "region", "name", "project"})),
+        "gcp:compute/address:Address": ResourceKind(
+            frozenset({"addressType", "region", "subnetwork", "name"}), "address"),
+        "gcp:dns/recordSet:RecordSet": ResourceKind(
+            frozenset({"name", "type", "managedZone", "project"}), "dns"),
+        **_kinds(dns=("gcp:dns/managedZone:ManagedZone",)),
+    }))
 AZURE = BackendTraits(
     "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
                      Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
@@ -86,7 +134,24 @@ AZURE = BackendTraits(
         Feature.SSM: "Session Manager is an AWS service",
         Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
     re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser",
-    node_types=("azure-native:compute:VirtualMachine",))
+    node_types=("azure-native:compute:VirtualMachine",),
+    resources=MappingProxyType({
+        "azure-native:network:VirtualNetwork": ResourceKind(
+            frozenset({"location", "resourceGroupName"}), "network"),
+        "azure-native:network:Subnet": ResourceKind(
+            frozenset({"addressPrefix", "virtualNetworkName", "resourceGroupName"}), "network"),
+        "azure-native:compute:VirtualMachineScaleSet": ResourceKind(
+            frozenset({"location", "singlePlacementGroup", "orchestrationMode",
+                       "resourceGroupName"}), "instance"),
+        "azure-native:compute:VirtualMachine": ResourceKind(
+            frozenset({"location", "resourceGroupName", "osProfile"}), "instance"),
+        "azure-native:network:PublicIPAddress": ResourceKind(
+            frozenset({"location", "sku", "resourceGroupName"}), "address"),
+        "azure-native:dns:RecordSet": ResourceKind(
+            frozenset({"zoneName", "relativeRecordSetName", "recordType",
+                       "resourceGroupName"}), "dns"),
+        **_kinds(dns=("azure-native:dns:Zone",)),
+    }))
 
 TRAITS_BY_NAME: Mapping[str, BackendTraits] = MappingProxyType(
     {t.name: t for t in (AWS, GCP, AZURE)})
@@ -107,6 +172,11 @@ def backends_with(feature: Feature) -> tuple[str, ...]:
 def node_types() -> tuple[str, ...]:
     """Pulumi types of fleet nodes on every backend."""
     return tuple(t for b in SUPPORTED_BACKENDS for t in TRAITS_BY_NAME[b].node_types)
+
+
+def resource_kinds() -> dict[str, ResourceKind]:
+    """Every resource type of every backend, with its replacing inputs and category."""
+    return {t: k for b in SUPPORTED_BACKENDS for t, k in TRAITS_BY_NAME[b].resources.items()}
 
 
 def capability_table() -> list[tuple[str, dict[str, bool]]]:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.compile.compiler import compile_inputs
-from gpufleet.components.harness import deployment_v3
+from gpufleet.components.run.harness import deployment_v3
+from gpufleet.components.run.plan import run_offline
 from gpufleet.input.spec import Lock
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
-from gpufleet.review.plan import run_offline
 
 
 def export(files: Sequence[str | Path], stack: str = "dev", project: str = "gpufleet",

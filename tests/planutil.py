@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.components.run.plan import build_report
+from gpufleet.input import stackconfig
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
-from gpufleet.review.plan import build_report
-from gpufleet.views.plan import PlanReport
+from gpufleet.review import PlanReport
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,3 +49,10 @@ def named(report: PlanReport, name: str, typ: str | None = None) -> dict[str, An
 def children(report: PlanReport, parent_name: str) -> list[dict[str, Any]]:
     parents = {r["urn"] for r in report.resources if r["name"] == parent_name and not r["custom"]}
     return [dict(r) for r in report.resources if r["parent"] in parents]
+
+
+def stack_config(paths: Sequence[str | Path], profile: str | None = None,
+                 catalog: str | None = None, lock: str | Path | None = None) -> dict[str, str]:
+    """The stack config of an offline run over ``paths`` (as `gpufleet plan` makes it)."""
+    return stackconfig.offline_settings([str(p) for p in paths], profile, catalog,
+                                        str(lock) if lock else None).to_config()

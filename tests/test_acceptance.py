@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from gpufleet.cli import main
+from gpufleet.handoff import fabric_facts, parse_log
 from gpufleet.input.schema_files import validator
-from gpufleet.review.acceptance import fabric_facts, parse_log
 
 from planutil import EXAMPLES, TEST_KEY, write
 

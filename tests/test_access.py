@@ -15,9 +15,9 @@ from gpufleet.cli import cli, main
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
-from gpufleet.views.plan import PlanReport
+from gpufleet.review import PlanReport
 
-from planutil import EXAMPLES, TEST_KEY, by_type, plan_files, write
+from planutil import EXAMPLES, TEST_KEY, by_type, plan_files, stack_config, write
 
 CIDR = "198.51.100.0/24"
 FLEETS = {
@@ -196,8 +196,9 @@ def test_every_example_plans_with_and_without_a_key(tmp_path: Path, with_key: bo
 
 
 def test_the_stack_fails_at_up_without_a_key(tmp_path: Path) -> None:
-    from gpufleet.components import harness, offline, program
-    from gpufleet.review.plan import stack_config
+    from gpufleet.components import program
+    from gpufleet.components.run import harness, offline
+
 
     fleet = write(tmp_path, "f.yml", "type: fleet\nname: c1\nnodes: 1\n" + FLEETS["gcp"])
     b = write(tmp_path, "b.yml", "backends:\n  - type: gcp\n    project_id: p1\n")

@@ -11,7 +11,7 @@ import pytest
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
-from gpufleet.views.plan import PlanReport
+from gpufleet.review import PlanReport
 
 from planutil import EXAMPLES, SHARED, TEST_KEY, by_type, named, plan_files, write
 

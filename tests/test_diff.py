@@ -14,10 +14,11 @@ from click.testing import CliRunner
 from exportutil import export, write_export
 
 from gpufleet.cli import cli, main
+from gpufleet.components.run.diff import offline_diff
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
+from gpufleet.review import GuardOptions
 from gpufleet.review.changes import Report
-from gpufleet.review.diff import GuardOptions, offline_diff
 from gpufleet.review.state import parse_export
 
 from planutil import write

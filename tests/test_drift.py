@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from pulumi.automation import events as ev
 
 from gpufleet.cli import cli
+from gpufleet.live import changes_from_events, merge
 from gpufleet.review.changes import guard
-from gpufleet.review.drift import changes_from_events, merge
 
 FLEET = "urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet::a4"
 NET = "urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet$gpufleet:gcp:Network::a4-net"

@@ -10,7 +10,7 @@ import pytest
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
-from gpufleet.views.plan import PlanReport
+from gpufleet.review import PlanReport
 
 from planutil import EXAMPLES, SHARED, by_type, children, named, plan_files, write
 

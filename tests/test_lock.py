@@ -16,12 +16,13 @@ from click.testing import CliRunner
 from exportutil import export
 
 from gpufleet.cli import cli, main
+from gpufleet.components.run.diff import offline_diff
 from gpufleet.input.validate import load_lock, validate_paths
 from gpufleet.offers.catalog import bundled_dir, load_catalog
-from gpufleet.review.diff import GuardOptions, offline_diff
+from gpufleet.review import GuardOptions
 from gpufleet.review.state import parse_export
 
-from planutil import TEST_KEY, write
+from planutil import TEST_KEY, stack_config, write
 
 A4 = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
       "spot_policy: auto\nresources:\n  gpu: {gpu}\n")
@@ -231,8 +232,9 @@ def test_plan_locked_fails_on_a_missing_or_stale_lock(
 
 
 def test_the_stack_program_refuses_a_stale_lock_with_the_same_message(tmp_path: Path) -> None:
-    from gpufleet.components import harness, offline, program
-    from gpufleet.review.plan import stack_config
+    from gpufleet.components import program
+    from gpufleet.components.run import harness, offline
+
 
     lock_files(tmp_path)
     stale = fleet_files(tmp_path, gpu="H200:8")

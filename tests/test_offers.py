@@ -13,7 +13,7 @@ from gpufleet.input.loader import LoadResult, load_text
 from gpufleet.input.spec import Inputs
 from gpufleet.input.validate import validate_loaded
 from gpufleet.offers.catalog import Catalog, load_catalog
-from gpufleet.offers.select import select, select_all
+from gpufleet.offers.select import UnknownProfile, select, select_all
 
 HEADER = ("instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,"
           "disk_size,gpu_vendor,flags,cpu_arch,provider_data\n")
@@ -167,7 +167,7 @@ def test_named_profile_and_fleet_value_wins(catalog: Catalog) -> None:
 
 
 def test_unknown_profile_is_a_key_error(catalog: Catalog) -> None:
-    with pytest.raises(KeyError, match="did you mean 'cheap'"):
+    with pytest.raises(UnknownProfile, match="did you mean 'cheap'"):
         select_all(inputs(FLEET + PROFILES), catalog, "chep")
 
 

@@ -11,10 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from gpufleet.cli import cli, main
-from gpufleet.components import harness, offline
-from gpufleet.review.plan import stack_config
+from gpufleet.components.run import harness, offline
 
-from planutil import EXAMPLES, ROOT, SHARED, write
+from planutil import EXAMPLES, ROOT, SHARED, stack_config, write
 
 EXAMPLE_LOCK = str(EXAMPLES / "gpufleet.lock")
 

@@ -18,10 +18,11 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from gpufleet.cli import cli, main, rules_table
+from gpufleet.cli import cli, main
+from gpufleet.components.run.policy import run_policies
 from gpufleet.input.validate import validate_paths
 from gpufleet.policy.rules import RULES, resource_policies
-from gpufleet.review.policy import run_policies
+from gpufleet.views import rules_table
 
 from planutil import EXAMPLES, TEST_KEY, write
 
@@ -181,4 +182,4 @@ def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 def test_readme_rule_table_matches_the_pack() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert rules_table() in readme, "regenerate with `gpufleet policy list --format markdown`"
+    assert rules_table(RULES) in readme, "regenerate with `gpufleet policy list --format markdown`"

@@ -11,8 +11,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from gpufleet.input.schema_files import schema, validator
-from gpufleet.traits import SUPPORTED_BACKENDS
 from gpufleet.input.validate import validate_paths
+from gpufleet.traits import SUPPORTED_BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["fleet", "gateway", "profiles", "backends", "lock", "defs"]

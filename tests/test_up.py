@@ -24,14 +24,9 @@ from pulumi.automation import events as ev
 
 from gpufleet.cli import cli, main
 from gpufleet.compile.compiler import compile_files
+from gpufleet.components.run.automation import AutomationStack
 from gpufleet.input.validate import load_lock
-from gpufleet.review.up import (
-    CAPACITY_ERRORS,
-    AutomationStack,
-    UpError,
-    capacity_code,
-    deploy,
-)
+from gpufleet.live import CAPACITY_ERRORS, UpError, capacity_code, deploy
 
 from planutil import TEST_KEY, write
 
@@ -89,6 +84,11 @@ class FakeStack:
         return auto.UpResult("Update succeeded\n", "", summary, {})
 
 
+def runner(stack: FakeStack, echo: Any = print) -> AutomationStack:
+    """The real Automation API runner of `gpufleet up`, around the stand-in stack."""
+    return AutomationStack(stack, "dev", "stacks", echo)
+
+
 def setup(tmp: Path) -> tuple[list[str], str, str]:
     files = [write(tmp, "backends.yml", BACKENDS), write(tmp, "a4.yml", A4),
              write(tmp, "p5.yml", P5)]
@@ -110,7 +110,7 @@ def test_two_capacity_errors_then_the_third_offer_is_deployed_and_locked(tmp_pat
     files, lock, before = setup(tmp_path)
     stack = FakeStack(files, lock, {"a4": 2})
     said: list[str] = []
-    result = deploy(AutomationStack(stack, said.append), str(tmp_path), 3, said.append)
+    result = deploy(runner(stack, said.append), str(tmp_path), 3, said.append)
     assert result.succeeded and len(result.attempts) == 3
     zones = [s["a4"] for s in stack.seen]
     assert len(set(zones)) == 3  # three different places, the failed ones skipped
@@ -127,7 +127,7 @@ def test_fallback_exhausted_lists_every_attempt(tmp_path: Path) -> None:
     files, lock, _ = setup(tmp_path)
     stack = FakeStack(files, lock, {"a4": 5})
     with pytest.raises(UpError) as err:
-        deploy(AutomationStack(stack, print), str(tmp_path), 2, print)
+        deploy(runner(stack), str(tmp_path), 2, print)
     text = str(err.value)
     assert "no capacity after 3 attempt(s) (--fallback 2)" in text
     assert [ln.strip() for ln in text.splitlines() if ln.strip().startswith("attempt")] == \
@@ -142,14 +142,14 @@ def test_only_capacity_errors_move_a_fleet(tmp_path: Path) -> None:
                       message="googleapi: Error 403: Quota 'GPUS_ALL_REGIONS' exceeded. "
                               "Limit: 8.0 globally., quotaExceeded")
     with pytest.raises(UpError, match="not a lack of capacity; nothing was moved"):
-        deploy(AutomationStack(stack, print), str(tmp_path), 3, print)
+        deploy(runner(stack), str(tmp_path), 3, print)
     assert Path(lock).read_text() == before and len(stack.seen) == 1
 
 
 def test_aws_capacity_error_moves_only_the_aws_fleet(tmp_path: Path) -> None:
     files, lock, before = setup(tmp_path)
     stack = FakeStack(files, lock, {"trainer": 1}, message=AWS_NO_CAPACITY)
-    result = deploy(AutomationStack(stack, print), str(tmp_path), 1, print)
+    result = deploy(runner(stack), str(tmp_path), 1, print)
     assert result.succeeded
     after = Path(lock).read_text()
     assert entry_lines(after, "a4") == entry_lines(before, "a4")
@@ -165,7 +165,7 @@ def test_an_update_that_did_not_succeed_is_not_reported_as_deployed(tmp_path: Pa
             res.summary.result = "failed"
             return res
     with pytest.raises(UpError, match="attempt 1: failed"):
-        deploy(AutomationStack(Cancelled(files, lock, {}), print), str(tmp_path), 1, print)
+        deploy(runner(Cancelled(files, lock, {})), str(tmp_path), 1, print)
 
 
 def test_capacity_codes_match_whole_codes_of_their_own_cloud() -> None:

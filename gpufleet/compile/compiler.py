@@ -1,8 +1,9 @@
 """Resolve and plan: validated inputs + catalog -> FleetPlans (or located diagnostics). Pure.
 
-Offers are selected per fleet, each backend's address pool is divided among the fleets that
-landed on it (by fleet name, so one fleet's ranges never depend on another's), and the
-backend's planner turns each fleet + offer into a finished FleetPlan.
+A pipeline of named steps: pick each fleet's offer (``pick_offers``), divide each backend's
+address pool among the fleets that landed on it (``allocate_addresses``), let the backend's
+planner turn each fleet + offer into a finished FleetPlan (``plan_fleets``), plan the
+gateways (``plan_gateways``) and check who creates each DNS zone (``check_zone_owners``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from gpufleet.input import (
     FleetSpec,
     Inputs,
     Lock,
+    ProfileSpec,
     Validated,
     access_for,
     load_lock,
+    stackconfig,
     validate_paths,
 )
 from gpufleet.offers import (
@@ -31,7 +34,6 @@ from gpufleet.offers import (
     Catalog,
     LockStatus,
     Selection,
-    default_lock_path,
     gateway_status,
     load_catalog,
     pick_profile,
@@ -55,6 +57,22 @@ class Compiled:
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
 
+    @property
+    def dns_zones(self) -> list[str]:
+        """The DNS zones the gateways look up (rather than create) at `pulumi up`."""
+        return sorted({g.record.zone for g in self.gateways
+                       if g.record is not None and not g.record.create_zone})
+
+    @property
+    def needs_stack_key(self) -> bool:
+        """Whether some node or gateway takes its SSH key from the stack config at
+        `pulumi up` (the backends file gives none)."""
+        fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
+                     for p in self.plans)
+        gateways = any(g.backend == "azure" and g.options is not None
+                       and not g.options.ssh_public_key for g in self.gateways)
+        return fleets or gateways
+
 
 def compile_files(paths: Sequence[str], profile: str | None = None,
                   catalog_dir: str | None = None, lock_path: str | None = None
@@ -65,7 +83,7 @@ def compile_files(paths: Sequence[str], profile: str | None = None,
     validated = validate_paths(paths)
     if not validated.ok:
         return validated, None
-    lock, lock_result = load_lock(lock_path or default_lock_path(paths))
+    lock, lock_result = load_lock(lock_path or stackconfig.default_lock_path(paths))
     if lock is None:
         validated.diagnostics.extend(lock_result.diagnostics)
         validated.sources.update(lock_result.sources)
@@ -79,19 +97,46 @@ def pool_for(inputs: Inputs, backend: str) -> str:
     return (cfg.cidr if cfg is not None and cfg.cidr else None) or DEFAULT_POOLS[backend]
 
 
+@dataclass(frozen=True, slots=True)
+class _Picked:
+    """Step 1: each fleet's offer (from the lock where current) and each gateway's status."""
+
+    selections: tuple[Selection, ...]
+    fleet_locks: Mapping[str, LockStatus]
+    gateway_locks: Mapping[str, LockStatus]
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def chosen(self) -> list[Selection]:
+        return [s for s in self.selections if s.best is not None]
+
+
 def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                    lock: Lock | None = None, upgrade: Collection[str] | bool = (),
                    locked: bool = False) -> Compiled:
     """``lock``: use its offers where the requirements are unchanged; ``upgrade``: fleet and
     gateway names (or True for all) to pick again regardless; ``locked``: an error for every
     fleet or gateway the lock does not cover (`plan --locked`, the stack program)."""
-    prof = pick_profile(inputs.profiles, profile)
-    diags: list[Diagnostic] = []
-    selections: list[Selection] = []
-    fleet_locks: dict[str, LockStatus] = {}
+    picked = pick_offers(inputs, catalog, pick_profile(inputs.profiles, profile), lock,
+                         upgrade, locked)
+    blocks, address_diags = allocate_addresses(inputs, picked.chosen)
+    plans, plan_diags = plan_fleets(inputs, picked.chosen, blocks)
+    gateways, gateway_diags = plan_gateways(inputs, blocks)
+    diags = [*picked.diagnostics, *address_diags, *plan_diags, *gateway_diags,
+             *check_zone_owners(inputs, gateways)]
+    return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),
+                    catalog.describe(), tuple(gateways),
+                    picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {})
+
+
+def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock: Lock | None,
+                upgrade: Collection[str] | bool, locked: bool) -> _Picked:
     def again(name: str) -> bool:
         return upgrade is True or (upgrade is not False and name in upgrade)
 
+    diags: list[Diagnostic] = []
+    selections: list[Selection] = []
+    fleet_locks: dict[str, LockStatus] = {}
     for f in inputs.fleets:
         sel, st, more = select_locked(f, catalog, inputs, prof, lock, again(f.name))
         selections.append(sel)
@@ -107,7 +152,14 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         gateway_locks[g.name] = st
         if locked and st.status != LOCKED:
             diags.append(stale_diagnostic("gateway", g.name, g.origin, st, lock))
-    chosen = [s for s in selections if s.best is not None]
+    return _Picked(tuple(selections), fleet_locks, gateway_locks, tuple(diags))
+
+
+def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection]
+                       ) -> tuple[dict[str, IPv4Network], list[Diagnostic]]:
+    """Each backend's address pool divided among the fleets and gateways on it; fleets on a
+    backend gpufleet cannot build are reported instead."""
+    diags: list[Diagnostic] = []
     by_backend: dict[str, list[Selection]] = defaultdict(list)
     for s in chosen:
         assert s.best is not None
@@ -132,7 +184,14 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
             diags += [s.fleet.origin.at("backends", "C004", f"address pool for {backend}: {e}",
                               "give the backend a larger `cidr` in the backends file")
                       for s in sels]
+    return blocks, diags
+
+
+def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
+                blocks: Mapping[str, IPv4Network]) -> tuple[list[FleetPlan], list[Diagnostic]]:
+    """Each fleet with an offer and an address block -> its backend's finished plan."""
     plans: list[FleetPlan] = []
+    diags: list[Diagnostic] = []
     for s in chosen:
         assert s.best is not None
         impl = BACKENDS_BY_NAME.get(s.best.backend)
@@ -143,7 +202,13 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         diags += planned.diagnostics
         if planned.plan is not None:
             plans.append(planned.plan)
+    return plans, diags
+
+
+def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network]
+                  ) -> tuple[list[GatewayPlan], list[Diagnostic]]:
     gateways: list[GatewayPlan] = []
+    diags: list[Diagnostic] = []
     for g in inputs.gateways:
         if gateway_key(g.name) not in blocks:
             continue
@@ -152,6 +217,12 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
         diags += gdiags
         if gplan is not None:
             gateways.append(gplan)
+    return gateways, diags
+
+
+def check_zone_owners(inputs: Inputs, gateways: Sequence[GatewayPlan]) -> list[Diagnostic]:
+    """At most one gateway creates each DNS zone; the others look it up."""
+    diags: list[Diagnostic] = []
     owners: dict[tuple[str, str], str] = {}
     for g, gp in ((g, gp) for g in inputs.gateways for gp in gateways if gp.name == g.name):
         if gp.record is None or not gp.record.create_zone:
@@ -162,9 +233,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                                     f"'{owners[key]}' both create the zone {key[1]}",
                                     "let one gateway create it; the other looks it up"))
         owners.setdefault(key, g.name)
-    return Compiled(tuple(plans), tuple(selections), tuple(sort_diagnostics(diags)),
-                    catalog.describe(), tuple(gateways), fleet_locks if lock else {},
-                    gateway_locks if lock else {})
+    return diags
 
 
 def address_key(fleet: FleetSpec) -> str:

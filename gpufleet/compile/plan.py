@@ -10,7 +10,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from gpufleet import __version__
 from gpufleet.input import EMPTY_MAP
@@ -73,11 +74,24 @@ class NicPlan:
     public_ip: bool = False
 
 
+# Metadata of an optional field that a plan's JSON leaves out while it is None (so that
+# plans, and the input digests made from them, stay the same when such a field is added).
+OMIT_NONE: Mapping[str, bool] = MappingProxyType({"omit_none": True})
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementOptions:
+    """GCP: the resource policy's availability domains; Azure: one placement group."""
+
+    availability_domain_count: int | None = field(default=None, metadata=OMIT_NONE)
+    single_placement_group: bool | None = field(default=None, metadata=OMIT_NONE)
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementPlan:
     name: str
     kind: str  # "COLLOCATED" (gcp), "cluster" (aws), "scale-set" (azure)
-    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    options: PlacementOptions = PlacementOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,41 @@ class AccessPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class AwsOptions:
+    """What only AWS fleets carry: the AMI lookup, purchase market and resource names."""
+
+    ami_name: str
+    ami_owner: str
+    security_group: str
+    launch_template: str
+    market: str | None = None  # "spot", "capacity-block" or None (on-demand)
+    eip_per_node: bool = False  # public multi-NIC nodes: an Elastic IP each (dstack#3865)
+    iam_instance_profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GcpOptions:
+    project: str | None
+    network_tag: str  # the tag that scopes the fleet's firewall rules to its nodes
+    service_account: str | None = None
+    on_host_maintenance: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class AzureOptions:
+    resource_group: str | None  # an existing group, else one per stack and region
+    tenant_id: str | None
+    ssh_public_key: str | None
+    admin_user: str
+    nsg: str
+    accelerated_networking: bool = True
+
+
+FleetOptions = AwsOptions | GcpOptions | AzureOptions
+OptionsT = TypeVar("OptionsT", AwsOptions, GcpOptions, AzureOptions, "GatewayOptions")
+
+
+@dataclass(frozen=True, slots=True)
 class FleetPlan:
     name: str
     file: str
@@ -140,7 +189,7 @@ class FleetPlan:
     previous_names: tuple[str, ...] = ()
     rdma: str = "none"
     rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
-    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    options: FleetOptions | None = None
     access: AccessPlan | None = None
 
     @property
@@ -166,6 +215,21 @@ class DnsRecordPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """Gateway settings from the backends file and the names of its firewall objects."""
+
+    project: str | None
+    network_tag: str
+    security_group: str
+    nsg: str
+    admin_user: str
+    alb_firewall: FirewallRule | None = None  # acm: who reaches the load balancer
+    dns_resource_group: str | None = None
+    resource_group: str | None = None
+    ssh_public_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayPlan:
     name: str
     file: str
@@ -187,13 +251,22 @@ class GatewayPlan:
     record: DnsRecordPlan | None = None
     protect_address: bool = True
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
-    options: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    options: GatewayOptions | None = None
+
+
+def options_of(plan: FleetPlan | GatewayPlan, kind: type[OptionsT]) -> OptionsT:
+    """A plan's typed options, checked: a component never reads another backend's fields."""
+    if not isinstance(plan.options, kind):
+        raise TypeError(f"{plan.name}: the plan carries {type(plan.options).__name__}, not "
+                        f"{kind.__name__}")
+    return plan.options
 
 
 def plan_to_json(obj: Any) -> Any:
     """Plan dataclasses -> JSON-ready dicts (mappings and tuples become dicts and lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plan_to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plan_to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_none") and getattr(obj, f.name) is None)}
     if isinstance(obj, Mapping):
         return {str(k): plan_to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

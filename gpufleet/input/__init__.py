@@ -1,5 +1,6 @@
 """Input: YAML files -> located, schema-checked and normalised specs (or located diagnostics)."""
 
+from gpufleet.input import stackconfig
 from gpufleet.input.checks import region_of_zone
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
@@ -45,6 +46,7 @@ __all__ = [
     "region_of_zone",
     "schema_text",
     "schema_validator",
+    "stackconfig",
     "validate_paths",
     "validate_texts",
 ]

@@ -254,10 +254,3 @@ def write_lock(path: str | os.PathLike[str], fleets: Mapping[str, LockEntry],
         return False
     write_atomically(str(p), text)
     return True
-
-
-def default_lock_path(paths: Sequence[str | os.PathLike[str]]) -> str:
-    """``gpufleet.lock`` beside the first path (inside it, when the first path is a folder)."""
-    first = Path(paths[0]) if paths else Path(".")
-    folder = first if first.is_dir() else first.parent
-    return str(folder / LOCK_FILE)

@@ -91,14 +91,19 @@ class Selection:
 
 # --- profiles ----------------------------------------------------------------------------
 
+class UnknownProfile(LookupError):
+    """`--profile NAME` (or `gpufleet:profile`) names no profile of the input files."""
+
+
 def pick_profile(profiles: Sequence[ProfileSpec], name: str | None) -> ProfileSpec | None:
-    """The named profile, else the one marked ``default: true``; KeyError for unknown names."""
+    """The named profile, else the one marked ``default: true``; UnknownProfile for unknown
+    names."""
     if name is not None:
         for p in profiles:
             if p.name == name:
                 return p
         hint = did_you_mean(name, [p.name for p in profiles])
-        raise KeyError(f"no profile named '{name}'" + (f"; {hint}" if hint else ""))
+        raise UnknownProfile(f"no profile named '{name}'" + (f"; {hint}" if hint else ""))
     return next((p for p in profiles if p.default), None)
 
 

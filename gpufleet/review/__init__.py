@@ -1,59 +1,81 @@
-"""Review: plans -> the stack program run offline or live -> plan, diff and drift reports."""
+"""Review: plans, offline runs and stack exports -> plan reports, diffs, costs and locks."""
 
 from gpufleet.review import changes
-from gpufleet.review.acceptance import parse_log, render_task, task_for, verdict
-from gpufleet.review.costs import Costs, cost_violations, fleet_costs
-from gpufleet.review.diff import DIFF_NOTE, GuardOptions, offline_diff
-from gpufleet.review.drift import DRIFT_NOTE, DriftError, MissingTool, live_drift
-from gpufleet.review.export import (
-    ExportError,
-    export_dstack,
-    outputs_from_stack_output,
-    outputs_from_state,
-    write_files,
+from gpufleet.review.changes import CHANGE_OPS, Change, PropertyChange, Report, guard
+from gpufleet.review.costs import Costs, FleetCost, cost_violations, fleet_costs
+from gpufleet.review.diff import (
+    DIFF_NOTE,
+    GuardOptions,
+    Skips,
+    choose_skips,
+    diff_report,
+    running_nodes,
+    state_digests,
 )
-from gpufleet.review.lock import Move, Relocked, relock, total_delta, unknown_names
-from gpufleet.review.plan import build_report, render
-from gpufleet.review.policy import POLICY_LEVELS, Violation, run_policies
-from gpufleet.review.state import StateError, parse_export
-from gpufleet.review.up import CAPACITY_ERRORS, AutomationStack, MissingCli, UpError, deploy
+from gpufleet.review.lock import (
+    Move,
+    Relocked,
+    lock_report,
+    relock,
+    total_delta,
+    unknown_names,
+)
+from gpufleet.review.owners import is_top, owner_map, owner_of
+from gpufleet.review.policy import (
+    POLICY_LEVELS,
+    Violation,
+    check_levels,
+    policy_config,
+    where_of,
+)
+from gpufleet.review.report import PlanReport, plan_report
+from gpufleet.review.state import (
+    STACK_TYPE,
+    State,
+    StateError,
+    StateResource,
+    is_secret,
+    parse_export,
+)
 
 __all__ = [
-    "CAPACITY_ERRORS",
+    "CHANGE_OPS",
     "DIFF_NOTE",
-    "DRIFT_NOTE",
     "POLICY_LEVELS",
-    "AutomationStack",
+    "STACK_TYPE",
+    "Change",
     "Costs",
-    "DriftError",
-    "ExportError",
+    "FleetCost",
     "GuardOptions",
-    "MissingCli",
-    "MissingTool",
     "Move",
+    "PlanReport",
+    "PropertyChange",
     "Relocked",
+    "Report",
+    "Skips",
+    "State",
     "StateError",
-    "UpError",
+    "StateResource",
     "Violation",
-    "build_report",
     "changes",
+    "check_levels",
+    "choose_skips",
     "cost_violations",
-    "deploy",
-    "export_dstack",
+    "diff_report",
     "fleet_costs",
-    "live_drift",
-    "offline_diff",
-    "outputs_from_stack_output",
-    "outputs_from_state",
+    "guard",
+    "is_secret",
+    "is_top",
+    "lock_report",
+    "owner_map",
+    "owner_of",
     "parse_export",
-    "parse_log",
+    "plan_report",
+    "policy_config",
     "relock",
-    "render",
-    "render_task",
-    "run_policies",
-    "task_for",
+    "running_nodes",
+    "state_digests",
     "total_delta",
     "unknown_names",
-    "verdict",
-    "write_files",
+    "where_of",
 ]

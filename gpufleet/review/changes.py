@@ -8,7 +8,6 @@ property differences behind it, the fleet or gateway and YAML key that caused it
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import re
 from collections import Counter
@@ -17,45 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
+from gpufleet.traits import node_types, resource_kinds
 
 CHANGE_OPS = ("create", "update", "replace", "delete", "unknown")
 UNKNOWN = "<computed>"
 PLACEHOLDER = "mock"  # offline lookup answers and computed values say so (components.offline)
 
-# Inputs whose change makes the provider replace the resource (curated from the providers'
-# ForceNew/replace-on-change properties for the types gpufleet creates).
+# Inputs whose change makes the provider replace the resource, per type (gpufleet.traits).
 REPLACE_INPUTS: dict[str, frozenset[str]] = {
-    "gcp:compute/network:Network": frozenset({"autoCreateSubnetworks", "networkProfile",
-                                              "name", "project"}),
-    "gcp:compute/subnetwork:Subnetwork": frozenset({"ipCidrRange", "network", "region",
-                                                    "name", "project"}),
-    "gcp:compute/instance:Instance": frozenset({"zone", "bootDisk", "networkInterfaces",
-                                                "reservationAffinity", "name", "project"}),
-    "gcp:compute/firewall:Firewall": frozenset({"network", "direction", "name", "project"}),
-    "gcp:compute/resourcePolicy:ResourcePolicy": frozenset({"groupPlacementPolicy", "region",
-                                                            "name", "project"}),
-    "gcp:compute/address:Address": frozenset({"addressType", "region", "subnetwork", "name"}),
-    "gcp:dns/recordSet:RecordSet": frozenset({"name", "type", "managedZone", "project"}),
-    "aws:ec2/vpc:Vpc": frozenset({"cidrBlock"}),
-    "aws:ec2/subnet:Subnet": frozenset({"cidrBlock", "availabilityZone", "vpcId"}),
-    "aws:ec2/instance:Instance": frozenset({"ami", "availabilityZone", "subnetId",
-                                            "launchTemplate", "networkInterfaces"}),
-    "aws:ec2/securityGroup:SecurityGroup": frozenset({"vpcId", "name", "description"}),
-    "aws:ec2/placementGroup:PlacementGroup": frozenset({"strategy", "name"}),
-    "aws:ec2/eip:Eip": frozenset({"domain"}),
-    "aws:route53/record:Record": frozenset({"name", "type", "zoneId"}),
-    "azure-native:network:VirtualNetwork": frozenset({"location", "resourceGroupName"}),
-    "azure-native:network:Subnet": frozenset({"addressPrefix", "virtualNetworkName",
-                                              "resourceGroupName"}),
-    "azure-native:compute:VirtualMachineScaleSet": frozenset({"location", "singlePlacementGroup",
-                                                              "orchestrationMode",
-                                                              "resourceGroupName"}),
-    "azure-native:compute:VirtualMachine": frozenset({"location", "resourceGroupName",
-                                                      "osProfile"}),
-    "azure-native:network:PublicIPAddress": frozenset({"location", "sku", "resourceGroupName"}),
-    "azure-native:dns:RecordSet": frozenset({"zoneName", "relativeRecordSetName",
-                                             "recordType", "resourceGroupName"}),
-}
+    t: k.replaces for t, k in resource_kinds().items() if k.replaces}
 
 # Which YAML key a changed input traces back to (gpufleet's per-field update policy).
 FIELD_KEYS: dict[str, str] = {
@@ -76,20 +45,12 @@ FIELD_KEYS: dict[str, str] = {
     "aRecords": "domain / replicas", "networkInterfaces": "resources (chosen offer)",
     "mtu": "resources (chosen offer)", "networkProfile": "availability_zones",
 }
-INSTANCE_TYPES = ("gcp:compute/instance:Instance", "aws:ec2/instance:Instance",
-                  "azure-native:compute:VirtualMachine")
+INSTANCE_TYPES = node_types()
 NODE_NAME = re.compile(r"-node-\d+$")
-CATEGORIES = {
-    "address": ("gcp:compute/address:Address", "aws:ec2/eip:Eip",
-                "azure-native:network:PublicIPAddress"),
-    "dns": ("gcp:dns/recordSet:RecordSet", "aws:route53/record:Record",
-            "azure-native:dns:RecordSet", "aws:route53/zone:Zone",
-            "gcp:dns/managedZone:ManagedZone", "azure-native:dns:Zone"),
-    "network": ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork",
-                "aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet",
-                "azure-native:network:VirtualNetwork", "azure-native:network:Subnet"),
-    "instance": (*INSTANCE_TYPES, "azure-native:compute:VirtualMachineScaleSet"),
-}
+CATEGORIES: dict[str, tuple[str, ...]] = {}
+for _type, _kind in resource_kinds().items():
+    if _kind.category is not None:
+        CATEGORIES[_kind.category] = (*CATEGORIES.get(_kind.category, ()), _type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,71 +272,6 @@ def guard(changes: Iterable[Change], forbid: Sequence[str], allow: Sequence[str]
         violations.append(f"{instance_ops} instance(s) would be replaced or deleted; the "
                           f"limit is {max_instances}")
     return violations
-
-
-# --- rendering --------------------------------------------------------------------------
-
-def _v(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def render_text(report: Report, note: str) -> str:
-    c = report.counts()
-    lines = [f"gpufleet {report.mode} - stack {report.stack}", f"({note})", "",
-             "summary: " + ", ".join(f"{n} {op}" for op, n in c.items() if n or op == "same"),
-             *report.cost_lines]
-    for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
-        where = f" [{ch.owner}" + (f" in {ch.file}" if ch.file else "") + "]" if ch.owner else ""
-        lines += ["", f"{ch.op:<8} {ch.type}  {ch.name}{where}",
-                  f"  class:  {ch.klass}" + (f"; caused by: {ch.yaml_key}" if ch.yaml_key else "")]
-        lines += [f"  {p.path}: {_v(p.old)} -> {_v(p.new)} ({p.kind})" for p in ch.properties[:12]]
-        if len(ch.properties) > 12:
-            lines.append(f"  ... {len(ch.properties) - 12} more propert(ies)")
-        if ch.reasons:
-            lines.append(f"  replaced because of: {', '.join(ch.reasons)}")
-        lines.append(f"  action: {ch.action}")
-    if report.not_compared:
-        lines += ["", "not compared offline (values from cloud lookups; `pulumi preview` reads "
-                  "them):", *[f"  {x}" for x in report.not_compared]]
-    lines += ["", *report.notes] if report.notes else []
-    if report.violations:
-        lines += ["", "FORBIDDEN CHANGES:", *[f"  {v}" for v in report.violations]]
-    return "\n".join(lines)
-
-
-def render_json(report: Report, note: str, exit_code: int) -> str:
-    return json.dumps({"mode": report.mode, "stack": report.stack, "note": note,
-                       "summary": report.counts(), "exit_code": exit_code,
-                       "changes": [c.to_json() for c in report.changes],
-                       "not_compared": list(report.not_compared),
-                       "notes": list(report.notes), "violations": list(report.violations),
-                       "costs": list(report.cost_lines)},
-                      indent=2, default=str)
-
-
-def render_markdown(report: Report, note: str) -> str:
-    c = report.counts()
-    lines = [f"## gpufleet {report.mode}: stack `{report.stack}`", "", f"> {note}", "",
-             "| create | update | replace | delete | unknown | same |",
-             "|---:|---:|---:|---:|---:|---:|",
-             "| " + " | ".join(str(c[k]) for k in (*CHANGE_OPS, "same")) + " |", ""]
-    if report.cost_lines:
-        lines += [f"**Cost:** {report.cost_lines[0].removeprefix('cost: ')}", "",
-                  *[f"- {ln.strip()}" for ln in report.cost_lines[1:]], ""]
-    if report.violations:
-        lines += ["**Forbidden changes:**", "", *[f"- {v}" for v in report.violations], ""]
-    if report.changes:
-        lines += ["| op | resource | type | fleet / gateway | YAML key | class | details |",
-                  "|---|---|---|---|---|---|---|"]
-        for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
-            details = "<br/>".join(f"`{p.path}`: {_v(p.old)} → {_v(p.new)}"
-                                   for p in ch.properties[:5]).replace("|", "\\|")
-            lines.append(f"| **{ch.op}** | `{ch.name}` | `{ch.type}` | {ch.owner or '-'} | "
-                         f"{ch.yaml_key or '-'} | {ch.klass} | {details or '-'} |")
-    else:
-        lines.append("No changes.")
-    return "\n".join(lines)
 
 
 def is_bookkeeping(r: StateResource) -> bool:

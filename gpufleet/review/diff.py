@@ -1,33 +1,21 @@
-"""`gpufleet diff`: the YAML against a `pulumi stack export`, offline.
+"""`gpufleet diff`, the pure half: registrations of a seeded offline run against a `pulumi
+stack export` -> the change report. What cannot be known offline is listed in DIFF_NOTE.
 
-The stack program runs under mocks seeded from the export (real ids and outputs for the
-resources that exist, preview semantics for new ones), then each registration is compared
-with its state entry. This approximates `pulumi preview` without a refresh; what it cannot
-know is listed in DIFF_NOTE.
+The run itself (the stack program under mocks seeded from the export) is
+``gpufleet.components.run.diff``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import (
-    DIGEST_OUTPUT,
-    Compiled,
-    FleetPlan,
-    GatewayPlan,
-    compile_inputs,
-    input_digest,
-)
-from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Lock, Validated
-from gpufleet.offers import Catalog
+from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
-from gpufleet.review.costs import cost_violations, fleet_costs
+from gpufleet.review.owners import is_top, owner_map
 from gpufleet.review.state import STACK_TYPE, State
+from gpufleet.traits import node_types
 
 DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
         "export and the YAML: providers make the final update-or-replace call, and edits made "
@@ -44,34 +32,11 @@ class GuardOptions:
     max_cost_increase: float | None = None
 
 
-def owner_map(resources: Sequence[tuple[str, str, str]]) -> dict[str, str]:
-    """(urn, type, parent) -> name of the top-level gpufleet component above each URN
-    (itself included)."""
-    parent = {urn: p for urn, _, p in resources}
-    types = {urn: t for urn, t, _ in resources}
-    out: dict[str, str] = {}
-    for urn in parent:
-        cur, top = urn, None
-        seen = set()
-        while cur and cur not in seen:
-            seen.add(cur)
-            if _is_top(types.get(cur, "")):
-                top = cur.rsplit("::", 1)[1]
-            cur = parent.get(cur, "")
-        if top:
-            out[urn] = top
-    return out
-
-
-def _is_top(typ: str) -> bool:
-    return typ.startswith("gpufleet:") and typ.endswith((":Fleet", ":Gateway"))
-
-
 def state_digests(state: State) -> dict[str, str]:
     """Name -> input digest recorded by each fleet and gateway component in the export."""
     out: dict[str, str] = {}
     for r in state.resources:
-        if not r.custom and _is_top(r.type):
+        if not r.custom and is_top(r.type):
             d = r.outputs.get(DIGEST_OUTPUT)
             if isinstance(d, str):
                 out[r.name] = d
@@ -127,8 +92,8 @@ def _kept_by_skips(state: State, old_owners: Mapping[str, str], skips: Skips,
     return kept
 
 
-def build_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled,
-                 stack: str, guards: GuardOptions, skips: Skips | None = None) -> Report:
+def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled,
+                stack: str, guards: GuardOptions, skips: Skips | None = None) -> Report:
     skips = skips or Skips()
     files = {p.name: p.file for p in compiled.plans} | {g.name: g.file for g in compiled.gateways}
     by_urn = state.by_urn()
@@ -191,49 +156,6 @@ def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence
                   tuple(props), advise(op, PENDING, protect), protect, tuple(reasons))
 
 
-def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
-               catalog_dir: str | None) -> list[dict[str, Any]]:
-    if not compiled.plans and not compiled.gateways:
-        return []  # nothing to run: every fleet was skipped
-    from gpufleet.components import harness, offline, program
-    from gpufleet.review.plan import dns_zones, offline_config
-
-    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
-    mocks = harness.StrictMocks(offline.invokes_for(dns_zones(compiled)), offline.outputs,
-                                seed=seed)
-    run = harness.run_program(lambda: program.main(compiled=compiled),
-                              offline_config(paths, profile, catalog_dir, compiled), mocks,
-                              stack=state.stack or "dev", project=state.project or "gpufleet",
-                              preview=True)
-    return [r.to_json() for r in run.sorted()]
-
-
-def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
-                 profile: str | None, catalog_dir: str | None, guards: GuardOptions,
-                 lock: Lock | None = None, locked: bool = False, full: bool = False
-                 ) -> tuple[Report | None, list[Diagnostic]]:
-    """The diff; fleets and gateways whose input digest equals the one the export recorded
-    are not run again (``full`` runs everything) and their resources count as unchanged."""
-    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
-    if not compiled.ok:
-        return None, list(compiled.diagnostics)
-    skips = choose_skips(compiled, state, full)
-    run = dataclasses.replace(
-        compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
-        gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
-    regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir)
-    warnings = [d for d in compiled.diagnostics if not d.is_error]
-    report = build_report(regs, state, compiled, state.stack, guards, skips)
-    costs = fleet_costs(compiled.plans, lock, running_nodes(state))
-    extra = tuple(cost_violations(costs, guards.max_cost_per_hour, guards.max_cost_increase))
-    return dataclasses.replace(report, cost_lines=tuple(costs.lines()),
-                               violations=report.violations + extra), warnings
-
-
-NODE_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
-              "azure-native:compute:VirtualMachine")
-
-
 def running_nodes(state: State) -> dict[str, int]:
     """Nodes per fleet in the export: its instances (bastions aside), or a scale set's
     capacity."""
@@ -243,7 +165,7 @@ def running_nodes(state: State) -> dict[str, int]:
         owner = owners.get(r.urn)
         if owner is None or r.name.endswith("-bastion"):
             continue
-        if r.type in NODE_TYPES:
+        if r.type in node_types():
             out[owner] = out.get(owner, 0) + 1
         elif r.type == "azure-native:compute:VirtualMachineScaleSet":
             sku = r.inputs.get("sku")

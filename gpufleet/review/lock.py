@@ -130,3 +130,19 @@ def unknown_names(names: Collection[str], inputs: Inputs) -> list[str]:
 
 def total_delta(moves: Collection[Move]) -> float:
     return sum(d for m in moves if (d := m.delta_per_hour) is not None and not math.isnan(d))
+
+
+def lock_report(relocked: Relocked, upgrade: bool) -> list[str]:
+    """What `gpufleet lock` says of a relock: each move, the upgrade total, kept entries."""
+    lines = [m.text() for m in relocked.moves]
+    if upgrade and relocked.moves:
+        delta = total_delta(relocked.moves)
+        replaced = sum(m.replaces for m in relocked.moves)
+        lines.append(f"upgrade: {'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h in total, "
+                     f"replaces {replaced} node(s)")
+    if relocked.kept:
+        kept = relocked.kept
+        lines.append(f"kept {len(kept)} entr{'y' if len(kept) == 1 else 'ies'} not in these "
+                     f"files ({', '.join(kept)}); --prune drops them")
+    return lines
+

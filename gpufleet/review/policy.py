@@ -1,19 +1,17 @@
-"""The guardrails offline: the policy pack's own rule functions over a plan's resources.
+"""Policy results, pure: the violation record, the rule levels, and the config each resource
+is checked with (drawn from the backends file and its owner's tags).
 
-Each resource is handed to every rule as pulumi-policy's ``ResourceValidationArgs`` (type,
-inputs, URN, name, options) with a config drawn from the backends file (ssh_cidrs,
-public_ips, the owner's tags), exactly as `pulumi preview --policy-pack policy/` would hand
-it; each violation is traced to the fleet or gateway (file:line) whose resources broke it.
+The rules themselves live in the policy pack (``gpufleet.policy``) and run under
+pulumi-policy; `gpufleet plan` runs them offline through ``gpufleet.components.run.policy``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.input import Inputs
-from gpufleet.review.diff import owner_map
 
 POLICY_LEVELS = ("mandatory", "advisory", "disabled")  # per rule, as pulumi-policy has them
 
@@ -35,8 +33,10 @@ class Violation:
                 "owner": self.owner, "where": self.where}
 
 
-def _config(r: Mapping[str, Any], owner: str | None, inputs: Inputs) -> dict[str, Any]:
-    backend = str(r["type"]).split(":", 1)[0].replace("azure-native", "azure")
+def policy_config(resource_type: str, owner: str | None, inputs: Inputs) -> dict[str, Any]:
+    """The pack config one resource is checked with: `ssh_cidrs`, `public_ips`, whether a
+    dedicated service account is set, and the tags its owner must carry."""
+    backend = resource_type.split(":", 1)[0].replace("azure-native", "azure")
     cfg = inputs.backend(backend)
     ssh = sorted({c for b in inputs.backends for c in b.ssh_cidrs})
     tags: dict[str, str] = {}
@@ -49,41 +49,17 @@ def _config(r: Mapping[str, Any], owner: str | None, inputs: Inputs) -> dict[str
             "allow": bool(cfg is not None and cfg.get("vm_service_account")), "tags": tags}
 
 
-def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
-                 levels: Mapping[str, str] | None = None) -> list[Violation]:
-    from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+def where_of(owner: str | None, inputs: Inputs) -> str:
+    """file:line of the fleet or gateway behind a resource, else of the backends file."""
+    origins = {f.name: f.origin for f in inputs.fleets}
+    origins.update({g.name: g.origin for g in inputs.gateways})
+    origin = origins.get(owner or "")
+    if origin is None and inputs.backends:
+        origin = inputs.backends[0].origin
+    return f"{origin.file}:{origin.line}" if origin is not None else ""
 
-    from gpufleet.policy.rules import RULES
 
-    levels = dict(levels or {})
-    owners = owner_map([(r["urn"], r["type"], r.get("parent") or "") for r in resources])
-    origins = {f.name: f"{f.origin.file}:{f.origin.line}" for f in inputs.fleets}
-    origins.update({g.name: f"{g.origin.file}:{g.origin.line}" for g in inputs.gateways})
-    out: list[Violation] = []
-    for r in resources:
-        if str(r["type"]).startswith(("pulumi:", "gpufleet:")):
-            continue
-        owner = owners.get(r["urn"])
-        opts = PolicyResourceOptions(bool(r.get("protect")), list(r.get("ignore_changes") or []),
-                                     bool(r.get("delete_before_replace")), [],
-                                     PolicyCustomTimeouts(0, 0, 0), [], r.get("parent") or None)
-        args = ResourceValidationArgs(str(r["type"]), dict(r.get("inputs") or {}), r["urn"],
-                                      str(r["name"]), opts, None,
-                                      _config(r, owner, inputs))
-        for rule in RULES:
-            level = levels.get(rule.name, rule.level)
-            if level == "disabled":
-                continue
-            found: list[str] = []
-
-            def report(message: str, _urn: str | None = None, into: list[str] = found) -> None:
-                into.append(message)
-            rule.validate(args, report)
-            where = origins.get(owner or "", "")
-            if not where and inputs.backends:
-                b = inputs.backends[0].origin
-                where = f"{b.file}:{b.line}"
-            out += [Violation(rule.name, level, str(r["name"]), str(r["type"]), m,
-                              rule.remediation, owner, where) for m in found]
-    return sorted(out, key=lambda v: (v.level != "mandatory", v.rule, v.resource))
-
+def check_levels(data: Any, rules: Mapping[str, str]) -> bool:
+    """Whether ``data`` is a {rule: level} map over known rules and levels."""
+    return isinstance(data, dict) and all(k in rules and v in POLICY_LEVELS
+                                          for k, v in data.items())

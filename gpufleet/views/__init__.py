@@ -1,5 +1,10 @@
-"""Views: offers and plan reports -> text, JSON and Markdown for terminals and PR comments."""
+"""Views: offers, plan reports, change reports and rules -> text, JSON and Markdown."""
 
+from gpufleet.views.changes import (
+    render_change_json,
+    render_change_markdown,
+    render_change_text,
+)
 from gpufleet.views.offers import (
     catalog_summary,
     render_catalog_text,
@@ -7,13 +12,16 @@ from gpufleet.views.offers import (
     render_offers_text,
 )
 from gpufleet.views.plan import (
-    PlanReport,
+    render_plan,
     render_plan_json,
     render_plan_markdown,
     render_plan_text,
 )
+from gpufleet.views.policy import render_rules, rules_table
 
 __all__ = [
-    "PlanReport", "catalog_summary", "render_catalog_text", "render_offers_json",
-    "render_offers_text", "render_plan_json", "render_plan_markdown", "render_plan_text",
+    "catalog_summary", "render_catalog_text", "render_change_json", "render_change_markdown",
+    "render_change_text", "render_offers_json", "render_offers_text", "render_plan",
+    "render_plan_json", "render_plan_markdown", "render_plan_text", "render_rules",
+    "rules_table",
 ]

@@ -1,7 +1,8 @@
 """Views of an offline plan: text for terminals, JSON for tools, Markdown for PR comments. Pure.
 
-Input: the compiled fleet plans and the resources the stack program registered (as dicts
-with ``urn, type, name, parent, provider, inputs``), plus the offline lookups it made.
+Input: a ``PlanReport`` (``gpufleet.review``): the compiled fleet plans and the resources the
+stack program registered (as dicts with ``urn, type, name, parent, provider, inputs``), plus
+the offline lookups it made.
 """
 
 from __future__ import annotations
@@ -9,36 +10,15 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import FleetPlan, GatewayPlan, plan_to_json
 from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
+from gpufleet.review import PlanReport
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
-
-
-@dataclass(frozen=True, slots=True)
-class PlanReport:
-    stack: str
-    catalog: str
-    fleets: tuple[FleetPlan, ...]
-    resources: tuple[Mapping[str, Any], ...]
-    lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    exports: Mapping[str, Any] = field(default_factory=dict)
-    gateways: tuple[GatewayPlan, ...] = ()
-    fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
-    gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
-    lock_file: str = ""  # the lock in use ("" when none was read)
-    ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
-    violations: tuple[Any, ...] = ()  # gpufleet.review.policy.Violation
-    costs: Any = None  # gpufleet.review.costs.Costs
-
-    @property
-    def per_hour(self) -> float:
-        return sum(f.total_per_hour for f in self.fleets)
 
 
 def fleet_summary(f: FleetPlan) -> dict[str, Any]:
@@ -407,3 +387,12 @@ def render_plan_markdown(report: PlanReport) -> str:
     lines += ["", "<details><summary>Resource tree</summary>", "", "```",
               *tree(report.resources), "```", "", "</details>"]
     return "\n".join(lines)
+
+
+def render_plan(report: PlanReport, fmt: str) -> str:
+    """The plan in ``fmt``: text, json or markdown."""
+    if fmt == "json":
+        return render_plan_json(report)
+    if fmt == "markdown":
+        return render_plan_markdown(report)
+    return render_plan_text(report)

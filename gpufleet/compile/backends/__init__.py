@@ -1,5 +1,6 @@
-"""Registry of backends: name -> pure planner. Adding a backend = a planner module here, its
-component module in ``components/``, one line below and one in the schema enum."""
+"""Registry of backends: name -> pure planner. Adding a backend = its traits in
+``gpufleet.traits``, a planner module here and one line below, its component module in
+``components/`` with one line in ``components/registry.py``, and the schema enum."""
 
 from __future__ import annotations
 

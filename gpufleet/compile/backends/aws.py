@@ -35,6 +35,7 @@ from gpufleet.compile.backends.base import (
 )
 from gpufleet.compile.cidr import pack, usable_hosts
 from gpufleet.compile.plan import (
+    AwsOptions,
     FirewallRule,
     FleetPlan,
     NetworkPlan,
@@ -45,6 +46,7 @@ from gpufleet.compile.plan import (
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
+from gpufleet.traits import AWS
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
 NODE_PREFIX, PUBLIC_PREFIX = 18, 24
@@ -81,7 +83,7 @@ def efa_layout(instance_type: str, efa_interfaces: int,
 
 class AwsBackend:
     name = "aws"
-    component = "gpufleet.components.aws"
+    traits = AWS
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -121,11 +123,12 @@ class AwsBackend:
             placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
             if fleet.is_cluster else None,
             reservation=reservation, labels=tags,
-            options={"ami_name": ami.get("name"), "ami_owner": ami.get("owner", "amazon"),
-                     "market": market, "eip_per_node": public and len(nics) > 1,
-                     "iam_instance_profile": cfg.get("iam_instance_profile"),
-                     "security_group": naming.child(fleet.name, "sg"),
-                     "launch_template": naming.child(fleet.name, "lt")},
+            options=AwsOptions(
+                ami_name=str(ami["name"]), ami_owner=str(ami.get("owner", "amazon")),
+                security_group=naming.child(fleet.name, "sg"),
+                launch_template=naming.child(fleet.name, "lt"), market=market,
+                eip_per_node=public and len(nics) > 1,
+                iam_instance_profile=cfg.get("iam_instance_profile")),
             access=way_in,
         )
         return Planned(plan, tuple(diags))

@@ -21,10 +21,19 @@ from gpufleet.compile.backends.base import (
     public_ips,
 )
 from gpufleet.compile.cidr import pack
-from gpufleet.compile.plan import FleetPlan, NetworkPlan, NicPlan, PlacementPlan, SubnetPlan
+from gpufleet.compile.plan import (
+    AzureOptions,
+    FleetPlan,
+    NetworkPlan,
+    NicPlan,
+    PlacementOptions,
+    PlacementPlan,
+    SubnetPlan,
+)
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
+from gpufleet.traits import AZURE
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
@@ -38,7 +47,7 @@ NODE_PREFIX = 18
 
 class AzureBackend:
     name = "azure"
-    component = "gpufleet.components.azure"
+    traits = AZURE
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -62,14 +71,13 @@ class AzureBackend:
             image=cfg.get("image") or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
-                                    {"single_placement_group": True})
+                                    PlacementOptions(single_placement_group=True))
             if scale_set else None,
             reservation=None, labels=merged_tags(fleet, config),
-            options={"resource_group": cfg.get("resource_group"),
-                     "tenant_id": cfg.get("tenant_id"),
-                     "ssh_public_key": way_in.public_key, "admin_user": way_in.user,
-                     "accelerated_networking": True,
-                     "nsg": naming.child(fleet.name, "nsg")},
+            options=AzureOptions(
+                resource_group=cfg.get("resource_group"), tenant_id=cfg.get("tenant_id"),
+                ssh_public_key=way_in.public_key, admin_user=way_in.user,
+                nsg=naming.child(fleet.name, "nsg")),
             access=way_in,
         )
         return Planned(plan, tuple(diags))

@@ -1,8 +1,9 @@
 """The backend seam: what every backend provides to the pure planner. Pure.
 
-A backend is one object with a name, the module path of its Pulumi components (imported
-only when a plan is emitted), a ``check`` for backend-specific rules and a ``plan`` that
-turns a fleet and its chosen offer into a finished :class:`FleetPlan`.
+A backend is one object with a name, its traits (what it can do, ``gpufleet.traits``), the
+size of the address block each fleet gets and a ``plan`` that turns a fleet and its chosen
+offer into a finished :class:`FleetPlan` (with located diagnostics). Its Pulumi components
+are found by name in ``gpufleet.components.registry``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any, Protocol
 from gpufleet.compile import naming
 from gpufleet.compile.plan import AccessPlan, BastionPlan, FirewallRule, FleetPlan, ProviderPlan
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, stackconfig
 from gpufleet.offers import Offer
+from gpufleet.traits import TRAITS_BY_NAME, BackendTraits, Feature, supports
 
 DEFAULT_DISK_GIB = 100
 
@@ -31,7 +33,7 @@ class Planned:
 
 class Backend(Protocol):
     name: str
-    component: str  # module implementing emit(), e.g. "gpufleet.components.gcp"
+    traits: BackendTraits
     fleet_prefix: int  # size of the address block each fleet gets from the pool
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -101,23 +103,22 @@ def public_ips(config: BackendConfig | None) -> bool:
 # --- access: one model for every cloud --------------------------------------------------
 
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP forwarding range (cloud.google.com/iap)
-DEFAULT_USER = {"aws": "ubuntu", "gcp": "ubuntu", "azure": "azureuser"}
 # The smallest general-purpose x86 size of each cloud, with an Ubuntu 22.04 image.
 BASTION = {
     "aws": ("t3.nano", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
     "gcp": ("e2-micro", "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"),
     "azure": ("Standard_B1ls", "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"),
 }
-KEY_CONFIG = "gpufleet:sshPublicKey"
+KEY_CONFIG = stackconfig.SSH_PUBLIC_KEY
 
 
 def access_method(backend: str, public: bool, access: AccessSpec) -> str:
     """public (22 from ssh_cidrs), or for private nodes: ssm, iap, bastion or none."""
     if public:
         return "public"
-    if backend == "aws" and access.ssm:
+    if access.ssm and supports(backend, Feature.SSM):
         return "ssm"
-    if backend == "gcp" and access.iap:
+    if access.iap and supports(backend, Feature.IAP):
         return "iap"
     return "none" if access.bastion == "none" else "bastion"
 
@@ -150,10 +151,10 @@ def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
                                            "the ranges in ssh_cidrs", "tcp", ("22",), cidrs),
                               subnet)
     os_login = method == "iap"
-    key_name = access.key_name if backend == "aws" else None
-    plan = AccessPlan(access.ssh_user or DEFAULT_USER[backend], method, access.ssh_public_key,
-                      key_name, None, os_login, bastion)
-    if backend == "aws" and plan.needs_key:
+    key_name = access.key_name if supports(backend, Feature.KEY_PAIRS) else None
+    plan = AccessPlan(access.ssh_user or TRAITS_BY_NAME[backend].default_user, method,
+                      access.ssh_public_key, key_name, None, os_login, bastion)
+    if supports(backend, Feature.KEY_PAIRS) and plan.needs_key:
         plan = dataclasses.replace(plan, key_pair=naming.child("key", region))
     how = {"public": "directly (public IPs), SSH from `ssh_cidrs`",
            "bastion": f"through the bastion {bastion.name if bastion else ''}",

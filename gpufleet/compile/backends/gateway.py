@@ -16,6 +16,7 @@ from gpufleet.compile.cidr import pack
 from gpufleet.compile.plan import (
     DnsRecordPlan,
     FirewallRule,
+    GatewayOptions,
     GatewayPlan,
     NetworkPlan,
     ProviderPlan,
@@ -138,13 +139,11 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         load_balancer=naming.child(gw.name, "alb") if alb else None, record=record,
         protect_address=gw.protect_address,
         labels=gcp_labels(tags) if gw.backend == "gcp" else tags,
-        options={"project": cfg.get("project_id"), "network_tag": naming.network_tag(gw.name),
-                 "alb_firewall": alb_rule,
-                 "dns_resource_group": cfg.get("dns_resource_group"),
-                 "resource_group": cfg.get("resource_group"),
-                 "ssh_public_key": access.ssh_public_key,
-                 "admin_user": access.ssh_user or "azureuser",
-                 "security_group": naming.child(gw.name, "sg"),
-                 "nsg": naming.child(gw.name, "nsg")},
+        options=GatewayOptions(
+            project=cfg.get("project_id"), network_tag=naming.network_tag(gw.name),
+            security_group=naming.child(gw.name, "sg"), nsg=naming.child(gw.name, "nsg"),
+            admin_user=access.ssh_user or "azureuser", alb_firewall=alb_rule,
+            dns_resource_group=cfg.get("dns_resource_group"),
+            resource_group=cfg.get("resource_group"), ssh_public_key=access.ssh_public_key),
     )
     return plan, diags

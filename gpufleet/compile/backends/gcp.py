@@ -27,14 +27,17 @@ from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.plan import (
     FirewallRule,
     FleetPlan,
+    GcpOptions,
     NetworkPlan,
     NicPlan,
+    PlacementOptions,
     PlacementPlan,
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
+from gpufleet.traits import GCP
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")
@@ -60,7 +63,7 @@ def roce_subnet_count(offer: Offer) -> int:
 
 class GcpBackend:
     name = "gcp"
-    component = "gpufleet.components.gcp"
+    traits = GCP
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -81,7 +84,7 @@ class GcpBackend:
         if fleet.is_cluster and fleet.reservation is None:
             # With a reservation GCP uses the reservation's own placement (cloud-recipes 2.6).
             placement = PlacementPlan(naming.child(fleet.name, "placement"), "COLLOCATED",
-                                      {"availability_domain_count": 1})
+                                      PlacementOptions(availability_domain_count=1))
         itype = offer.instance_type
         plan = FleetPlan(
             **common_fields(fleet, offer, project), zone=zone, networks=networks, nics=nics,
@@ -91,13 +94,14 @@ class GcpBackend:
             or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=gcp_labels(merged_tags(fleet, config)),
-            options={"project": project, "service_account": config.get("vm_service_account")
-                     if config is not None else None,
-                     "network_tag": naming.network_tag(fleet.name),
-                     # GPUs, Spot VMs and compact placement rule out live migration; a
-                     # lone on-demand CPU VM keeps running through host maintenance.
-                     **({} if offer.gpu_count or offer.spot or placement is not None
-                        else {"on_host_maintenance": "MIGRATE"})},
+            options=GcpOptions(
+                project=project, network_tag=naming.network_tag(fleet.name),
+                service_account=config.get("vm_service_account") if config is not None
+                else None,
+                # GPUs, Spot VMs and compact placement rule out live migration; a lone
+                # on-demand CPU VM keeps running through host maintenance.
+                on_host_maintenance=None if offer.gpu_count or offer.spot
+                or placement is not None else "MIGRATE"),
             access=way_in,
         )
         return Planned(plan, tuple(diags))

@@ -8,25 +8,18 @@ become the same change report `gpufleet diff` prints.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.review.changes import Change, PropertyChange, Report, advise, guard, yaml_key
+from gpufleet.live.runner import PreviewRunner
+from gpufleet.review import Change, PropertyChange, Report, guard, owner_of
+from gpufleet.review.changes import advise, yaml_key
 
 DRIFT_NOTE = ("live drift - `pulumi refresh --preview-only` (cloud vs state) and "
         "`pulumi preview --refresh` (program vs refreshed cloud) through the Automation API")
 QUIET_OPS = {"same", "read", "read-discard", "read-replacement", "discard", "discard-replaced",
              "remove-pending-replace"}
 REPLACE_OPS = {"replace", "create-replacement", "delete-replaced"}
-
-
-class MissingTool(Exception):
-    """The Pulumi CLI is not installed: drift cannot run here."""
-
-
-class DriftError(Exception):
-    """The Pulumi CLI ran and failed (stack not found, credentials, ...)."""
 
 
 def _op(raw: Any) -> str:
@@ -89,24 +82,13 @@ def changes_from_events(events: Iterable[Any], phase: str) -> list[Change]:
             klass = "deleted out of band" if op == "delete" else "out-of-band edit"
         else:
             klass = "pending program change"
-        owner = _owner(urn, parents, types)
+        owner = owner_of(urn, parents, types)
         protect = bool((md.old and md.old.protect) or (md.new and md.new.protect))
         name = urn.rsplit("::", 1)[1]
         out.append(Change(urn, md.type, op, klass, owner, None,
                           yaml_key(md.type, name, op, props), tuple(props),
                           advise(op, klass, protect), protect, tuple(md.keys or ())))
     return out
-
-
-def _owner(urn: str, parents: Mapping[str, str], types: Mapping[str, str]) -> str | None:
-    cur, top, seen = urn, None, set()
-    while cur and cur not in seen:
-        seen.add(cur)
-        typ = types.get(cur) or cur.split("::")[2].split("$")[-1]
-        if typ.startswith("gpufleet:") and typ.endswith((":Fleet", ":Gateway")):
-            top = cur.rsplit("::", 1)[1]
-        cur = parents.get(cur, "")
-    return top
 
 
 def merge(refresh: Sequence[Change], preview: Sequence[Change]) -> list[Change]:
@@ -116,23 +98,13 @@ def merge(refresh: Sequence[Change], preview: Sequence[Change]) -> list[Change]:
     return [*refresh, *(c for c in preview if (c.urn, c.op) not in seen)]
 
 
-def live_drift(stack: str, cwd: str, forbid: Sequence[str], allow: Sequence[str],
-               max_instances: int | None) -> Report:
-    if shutil.which("pulumi") is None:
-        raise MissingTool("the Pulumi CLI is not installed (https://www.pulumi.com/docs/install/"
-                          "); `gpufleet diff --state EXPORT.json` works without it")
-    from pulumi import automation as auto
-
-    try:
-        st = auto.select_stack(stack_name=stack, work_dir=cwd)
-        refresh_events: list[Any] = []
-        st.preview_refresh(on_event=refresh_events.append)
-        preview_events: list[Any] = []
-        st.preview(refresh=True, on_event=preview_events.append)
-    except auto.errors.StackNotFoundError as e:
-        raise DriftError(f"stack {stack} not found in {cwd}: {e}") from None
-    except auto.errors.CommandError as e:
-        raise DriftError(f"pulumi failed: {str(e).strip()[-2000:]}") from None
+def live_drift(runner: PreviewRunner, stack: str, forbid: Sequence[str],
+               allow: Sequence[str], max_instances: int | None) -> Report:
+    """Both previews through ``runner``, merged into one change report with the guards."""
+    refresh_events: list[Any] = []
+    runner.preview_refresh(refresh_events.append)
+    preview_events: list[Any] = []
+    runner.preview(preview_events.append)
     changes = merge(changes_from_events(refresh_events, "refresh"),
                     changes_from_events(preview_events, "preview"))
     return Report("live-drift", stack, tuple(changes),

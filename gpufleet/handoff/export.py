@@ -22,7 +22,7 @@ import yaml
 from gpufleet.fileio import write_atomically
 from gpufleet.input import schema_validator as validator
 from gpufleet.input import validate_texts
-from gpufleet.review.state import is_secret
+from gpufleet.review import is_secret
 
 MARKER = "# Written by `gpufleet export dstack`"
 CONFIG_FILE = "dstack-server-config.yml"

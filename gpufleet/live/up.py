@@ -9,25 +9,24 @@ other error stops at once. A deploy is reported only when the engine says it suc
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
 
 from gpufleet.compile import compile_files
 from gpufleet.diagnostics import render_text
-from gpufleet.input import Lock, LockEntry, load_lock, validate_paths
+from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
+from gpufleet.live.runner import DeployRunner, LiveError, UpOutcome
 from gpufleet.offers import (
     Offer,
-    default_lock_path,
     entry_from_offer,
     load_catalog,
     pick_profile,
     select_locked,
     write_lock,
 )
+from gpufleet.review import owner_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,70 +92,8 @@ def capacity_code(backend: str, message: str) -> str | None:
     return None
 
 
-class UpError(Exception):
+class UpError(LiveError):
     """`gpufleet up` stopped: the message says why, and every attempt made."""
-
-
-class MissingCli(Exception):
-    """No Pulumi CLI on this machine."""
-
-
-@dataclass(frozen=True, slots=True)
-class UpOutcome:
-    """What one `pulumi up` run reported: success, or the failure text and its events."""
-
-    succeeded: bool
-    summary: str = ""
-    error: str = ""
-    events: tuple[Any, ...] = ()
-
-
-class StackRunner(Protocol):
-    """The two things `gpufleet up` needs of a stack (the Automation API in real use)."""
-
-    def config(self) -> Mapping[str, str]: ...
-
-    def up(self) -> UpOutcome: ...
-
-
-class AutomationStack:
-    """A stack of `pulumi.automation` (``Stack``), as :meth:`select` opens it with the CLI."""
-
-    def __init__(self, stack: Any, echo: Callable[[str], None]) -> None:
-        from pulumi import automation as auto
-
-        self.auto = auto
-        self.stack = stack
-        self.echo = echo
-
-    @classmethod
-    def select(cls, stack: str, cwd: str, echo: Callable[[str], None]) -> AutomationStack:
-        if shutil.which("pulumi") is None:
-            raise MissingCli("the Pulumi CLI is not installed (https://www.pulumi.com/docs/"
-                             "install/); `gpufleet plan` and `gpufleet lock` work without it")
-        from pulumi import automation as auto
-
-        try:
-            return cls(auto.select_stack(stack_name=stack, work_dir=cwd), echo)
-        except auto.errors.StackNotFoundError as e:
-            raise UpError(f"stack {stack} not found in {cwd}: {e}") from None
-        except auto.errors.CommandError as e:
-            raise UpError(f"pulumi failed: {str(e).strip()[-2000:]}") from None
-
-    def config(self) -> Mapping[str, str]:
-        return {k: v.value for k, v in self.stack.get_all_config().items()}
-
-    def up(self) -> UpOutcome:
-        events: list[Any] = []
-        try:
-            result = self.stack.up(on_output=self.echo, on_event=events.append)
-        except self.auto.errors.CommandError as e:
-            return UpOutcome(False, error=str(e), events=tuple(events))
-        state = getattr(result.summary, "result", "")
-        if state != "succeeded":
-            return UpOutcome(False, error=f"the update ended as {state!r}",
-                             events=tuple(events))
-        return UpOutcome(True, summary=str(result.stdout or "")[-2000:], events=tuple(events))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +103,6 @@ class Failure:
     code: str
     urn: str
     message: str
-
-
-def _node_owner(urn: str, fleets: Iterable[str]) -> str | None:
-    """The fleet a failed resource belongs to: the longest fleet name its name starts with
-    (every resource name is `<fleet>-<part>`)."""
-    name = urn.rsplit("::", 1)[-1]
-    hits = [f for f in fleets if name == f or name.startswith(f + "-")]
-    return max(hits, key=len) if hits else None
 
 
 def capacity_failures(outcome: UpOutcome, backends: Mapping[str, str]) -> list[Failure]:
@@ -189,7 +118,7 @@ def capacity_failures(outcome: UpOutcome, backends: Mapping[str, str]) -> list[F
         messages = [(m.group(0), outcome.error)
                     for m in re.finditer(r"urn:pulumi:[^\s'\"]+", outcome.error)]
     for urn, message in messages:
-        fleet = _node_owner(urn, backends) if urn else None
+        fleet = owner_of(urn, {}, {}, backends) if urn else None
         if fleet is None or fleet in out:
             continue
         code = capacity_code(backends[fleet], message)
@@ -223,28 +152,17 @@ def stack_files(config: Mapping[str, str], cwd: str) -> tuple[list[str], str, st
                                                                 str | None]:
     """(files, lock path, profile, catalog) from the stack's `gpufleet:*` config, resolved
     as the stack program resolves them."""
-    import json
-    from pathlib import Path
-
-    from gpufleet.components.program import resolve_files
-
-    raw = config.get("gpufleet:files") or "[]"
     try:
-        patterns = json.loads(raw)
-    except ValueError:
-        patterns = []
-    if not isinstance(patterns, list) or not patterns:
-        raise UpError("set the stack config `gpufleet:files` to a list of files")
+        settings = stackconfig.settings_from_config(config)
+    except stackconfig.StackConfigError as e:
+        raise UpError(str(e)) from None
     base = Path(cwd)
-    files = resolve_files([str(p) for p in patterns], base)
-    lock = config.get("gpufleet:lock") or ""
-    lock_path = (lock if os.path.isabs(lock) else str(base / lock)) if lock \
-        else default_lock_path(files)
-    return files, lock_path, config.get("gpufleet:profile") or None, \
-        config.get("gpufleet:catalog") or None
+    files = stackconfig.resolve_files(settings.files, base)
+    return files, stackconfig.lock_path(settings, base, files), settings.profile, \
+        settings.catalog
 
 
-def deploy(runner: StackRunner, cwd: str, fallback: int,
+def deploy(runner: DeployRunner, cwd: str, fallback: int,
            echo: Callable[[str], None]) -> UpResult:
     """Run `pulumi up`; on capacity errors move the failed fleets' lock entries to their
     next offer and try again, at most ``fallback`` times."""

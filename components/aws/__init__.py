@@ -1,0 +1,27 @@
+"""AWS ComponentResources: fleets (``fleet``), gateways (``gateway``) and the network both
+sit in (``network``). Makes no decisions: every number and name comes from the plan."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan
+
+from .fleet import Fleet
+from .gateway import Gateway
+from .network import Network
+
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "provider"]
+
+
+def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+    return aws.Provider(p.name, region=p.region)
+
+
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}))
+
+
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
+    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}))

@@ -1,0 +1,206 @@
+"""AWS fleets: a FleetPlan -> its network, cluster placement group, launch template with
+the EFA layout, instances, Elastic IPs and way in (bastion, SSM or key pair). Makes no
+decisions: every number and name comes from the plan (gpufleet.compile.backends.aws)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.compile import (
+    DIGEST_OUTPUT,
+    AwsOptions,
+    FleetPlan,
+    input_digest,
+    naming,
+    options_of,
+)
+
+from ..access import public_key
+from ..renames import rename_options
+from .network import Network, tags
+
+
+class Fleet(pulumi.ComponentResource):
+    """A fleet: network, cluster placement group, launch template and one instance per node."""
+
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
+        super().__init__("gpufleet:aws:Fleet", plan.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        net_plan = plan.networks[0]
+        self.network = Network(net_plan, plan, child)
+        placement = None
+        if plan.placement is not None:
+            placement = aws.ec2.PlacementGroup(plan.placement.name, strategy="cluster",
+                                               tags=tags(plan, plan.placement.name),
+                                               opts=child)
+        options = options_of(plan, AwsOptions)
+        ami = aws.ec2.get_ami_output(
+            most_recent=True, owners=[options.ami_owner],
+            filters=ami_filters(options.ami_name),
+            opts=pulumi.InvokeOptions(parent=self))
+        self.key_name = self._key(plan)
+        self.instance_profile = self._ssm(plan, child) if plan.access is not None \
+            and plan.access.method == "ssm" else None
+        template = self._template(plan, ami.id, placement, child)
+        launch = aws.ec2.InstanceLaunchTemplateArgs(
+            id=template.id, version=template.latest_version.apply(str))
+        self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=tags(plan, name),
+                                       volume_tags=tags(plan, name), opts=child)
+                      for name in plan.node_names]
+        self.public_ips: list[Any] = [n.public_ip if plan.public_ip else None
+                                      for n in self.nodes]
+        if options.eip_per_node:
+            # AWS cannot auto-assign a public IPv4 to a multi-NIC instance (dstack#3865).
+            self.public_ips = []
+            for name, node in zip(plan.node_names, self.nodes, strict=True):
+                eip = aws.ec2.Eip(naming.child(name, "eip"), domain="vpc",
+                                  tags=tags(plan, naming.child(name, "eip")), opts=child)
+                aws.ec2.EipAssociation(naming.child(name, "eip-assoc"),
+                                       allocation_id=eip.allocation_id,
+                                       network_interface_id=node.primary_network_interface_id,
+                                       opts=child)
+                self.public_ips.append(eip.public_ip)
+        self.bastion_address: pulumi.Output[str] | None = None
+        if plan.access is not None and plan.access.bastion is not None:
+            self.bastion_address = self._bastion(plan, child)
+        self.internal_ips = [n.private_ip for n in self.nodes]
+        self.network_ids = {"main": self.network.vpc_id}
+        self.network_names: dict[str, pulumi.Input[str]] = {
+            "main": net_plan.existing or net_plan.name}
+        self.subnet_ids = dict(self.network.subnet_ids)
+        self.register_outputs({"nodes": [n.id for n in self.nodes],
+                               "internal_ips": self.internal_ips,
+                               "networks": self.network_ids,
+                               DIGEST_OUTPUT: input_digest(plan)})
+
+    def _key(self, plan: FleetPlan) -> pulumi.Input[str] | None:
+        access = plan.access
+        if access is None or access.method == "ssm":
+            return None
+        if access.key_name:
+            return access.key_name
+        assert access.key_pair is not None
+        return key_pair(access.key_pair, public_key(access.public_key, f"fleet '{plan.name}'"),
+                        self.get_provider("aws:ec2/keyPair:KeyPair"))
+
+    def _ssm(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        """An instance profile with AmazonSSMManagedInstanceCore: Session Manager reaches
+        the private nodes through the NAT, and no port 22 is opened."""
+        name = naming.child(plan.name, "ssm")
+        role = aws.iam.Role(
+            naming.child(name, "role"), assume_role_policy=SSM_TRUST,
+            description=f"gpufleet: Session Manager access to fleet {plan.name}",
+            tags=tags(plan, naming.child(name, "role")), opts=child)
+        aws.iam.RolePolicyAttachment(naming.child(name, "core"), role=role.name,
+                                     policy_arn=SSM_CORE_POLICY, opts=child)
+        profile = aws.iam.InstanceProfile(naming.child(name, "profile"), role=role.name,
+                                          tags=tags(plan, naming.child(name, "profile")),
+                                          opts=child)
+        return profile.name
+
+    def _bastion(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        """A small instance in the public subnet with an Elastic IP; its security group
+        admits SSH from ssh_cidrs only, and the nodes' group admits SSH only from it."""
+        assert plan.access is not None and plan.access.bastion is not None
+        b = plan.access.bastion
+        assert self.network.bastion_sg is not None
+        owner, name_pattern = b.image.split("/", 1)
+        ami = aws.ec2.get_ami_output(most_recent=True, owners=[owner],
+                                     filters=ami_filters(name_pattern),
+                                     opts=pulumi.InvokeOptions(parent=self))
+        host = aws.ec2.Instance(
+            b.name, ami=ami.id, instance_type=b.instance_type,
+            subnet_id=self.network.subnet_ids[b.subnet],
+            vpc_security_group_ids=[self.network.bastion_sg.id], key_name=self.key_name,
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                encrypted=True, volume_type="gp3", volume_size=8),
+            availability_zone=self.network.zone, tags=tags(plan, b.name),
+            volume_tags=tags(plan, b.name), opts=child)
+        eip = aws.ec2.Eip(b.address_name, domain="vpc", instance=host.id,
+                          tags=tags(plan, b.address_name), opts=child)
+        return eip.public_ip
+
+    def _template(self, plan: FleetPlan, ami: pulumi.Output[str],
+                  placement: aws.ec2.PlacementGroup | None,
+                  child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+        sg = self.network.sg.id
+        nics = [aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=nic.card, device_index=nic.device,
+            subnet_id=self.network.subnet_ids[nic.subnet], security_groups=[sg],
+            delete_on_termination="true",
+            interface_type=nic.nic_type if nic.nic_type != "interface" else None,
+            associate_public_ip_address="true" if nic.public_ip and len(plan.nics) == 1
+            else None) for nic in plan.nics]
+        options = options_of(plan, AwsOptions)
+        market = options.market
+        market_options = None
+        if market == "spot":
+            market_options = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                    spot_instance_type="one-time", instance_interruption_behavior="terminate",
+                    max_price=f"{plan.max_price:g}" if plan.max_price is not None else None))
+        elif market == "capacity-block":
+            market_options = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="capacity-block")
+        reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2
+            .LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=plan.reservation)) if plan.reservation else None
+        profile_name: pulumi.Input[str] | None = \
+            options.iam_instance_profile or self.instance_profile
+        name = options.launch_template
+        return aws.ec2.LaunchTemplate(
+            name, image_id=ami, instance_type=plan.instance_type, network_interfaces=nics,
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=plan.disk_gib, volume_type=plan.disk_type, encrypted="true",
+                    delete_on_termination="true"))],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind,
+                                                           tags=dict(plan.labels))
+                for kind in ("instance", "network-interface")],
+            instance_market_options=market_options,
+            capacity_reservation_specification=reservation,
+            placement=aws.ec2.LaunchTemplatePlacementArgs(
+                group_name=placement.name if placement is not None else None,
+                availability_zone=self.network.zone),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                name=profile_name) if profile_name is not None else None,
+            key_name=self.key_name,
+            tags=tags(plan, name), update_default_version=True, opts=child)
+
+
+def ami_filters(name_pattern: str) -> list[aws.ec2.GetAmiFilterArgs]:
+    return [aws.ec2.GetAmiFilterArgs(name="name", values=[name_pattern]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])]
+
+
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+SSM_TRUST = ('{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":'
+             '{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}')
+
+# One key pair per (provider, name): shared by every fleet of the region. A top-level
+# resource, so removing one fleet never touches it.
+_KEYS: weakref.WeakKeyDictionary[pulumi.ProviderResource, dict[str, pulumi.Output[str]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def key_pair(name: str, key: str, prov: pulumi.ProviderResource | None) -> pulumi.Output[str]:
+    assert prov is not None
+    known = _KEYS.setdefault(prov, {})
+    if name not in known:
+        pair = aws.ec2.KeyPair(name, public_key=key, tags={"managed-by": "gpufleet",
+                                                           "Name": name},
+                               opts=pulumi.ResourceOptions(provider=prov))
+        known[name] = pair.key_name
+    return known[name]

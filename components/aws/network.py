@@ -1,0 +1,224 @@
+"""AWS networks: the VPC (created or looked up), its subnets, routes, NAT and the security
+groups of a fleet or gateway. Makes no decisions: every number and name comes from the plan
+(gpufleet.compile.backends.aws and .gateway)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.compile import (
+    AwsOptions,
+    BastionPlan,
+    FleetPlan,
+    GatewayOptions,
+    GatewayPlan,
+    NetworkPlan,
+    naming,
+    options_of,
+)
+
+Owner = FleetPlan | GatewayPlan
+
+
+def tags(plan: Owner, name: str) -> dict[str, str]:
+    return {**dict(plan.labels), "Name": name}
+
+
+class Network(pulumi.ComponentResource):
+    """The fleet's VPC (created or looked up), its subnets, routes and security group."""
+
+    vpc_id: pulumi.Output[str]
+    subnet_ids: dict[str, pulumi.Output[str]]
+    zone: pulumi.Output[str]
+
+    def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions) -> None:
+        super().__init__("gpufleet:aws:Network", net.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        self._azs: pulumi.Output[list[str]] | None = None
+        self._invoke = invoke
+        if plan.zone:
+            self.zone = pulumi.Output.from_input(plan.zone)
+        elif isinstance(plan, FleetPlan):
+            self.zone = self.offering_zone(plan.instance_type)
+        else:
+            self.zone = self.nth_zone(0)
+        self.subnet_ids = {}
+        if net.existing:
+            self._existing(net, invoke)
+        else:
+            self._create(net, plan, child)
+        self.bastion_sg: aws.ec2.SecurityGroup | None = None
+        access = plan.access if isinstance(plan, FleetPlan) else None
+        if access is not None and access.bastion is not None:
+            self.bastion_sg = self._bastion_group(access.bastion, plan, child)
+        self.alb_sg: aws.ec2.SecurityGroup | None = None
+        alb_rule = plan.options.alb_firewall if isinstance(plan.options, GatewayOptions) \
+            else None
+        if alb_rule is not None:
+            self.alb_sg = aws.ec2.SecurityGroup(
+                alb_rule.name, vpc_id=self.vpc_id, description=f"gpufleet ALB of {plan.name}",
+                ingress=[ingress_rule(int(port), "tcp", alb_rule.description,
+                                  cidr_blocks=list(alb_rule.sources))
+                         for port in alb_rule.ports],
+                egress=[aws.ec2.SecurityGroupEgressArgs(
+                    protocol="-1", from_port=0, to_port=0,
+                    cidr_blocks=[net.cidr or "0.0.0.0/0"],
+                    description="to the gateway instances")],
+                tags=tags(plan, alb_rule.name), opts=child)
+        self.sg = self._security_group(net, plan, child)
+        self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
+                               "security_group": self.sg.id})
+
+    def _bastion_group(self, b: BastionPlan, plan: Owner,
+                       child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        rule = b.firewall
+        ingress = [ingress_rule(22, "tcp", rule.description, cidr_blocks=list(rule.sources))] \
+            if rule.sources else []
+        name = naming.child(b.name, "sg")
+        return aws.ec2.SecurityGroup(
+            name, vpc_id=self.vpc_id, description=f"gpufleet bastion of {plan.name}",
+            ingress=ingress, egress=[ALL_EGRESS], tags=tags(plan, name), opts=child)
+
+    def zones(self) -> pulumi.Output[list[str]]:
+        """The region's available Availability Zones by name; Local and Wavelength zones
+        (opted in or not) are left out."""
+        if self._azs is None:
+            found = aws.get_availability_zones_output(
+                state="available", filters=[aws.GetAvailabilityZonesFilterArgs(
+                    name="zone-type", values=["availability-zone"])],
+                opts=self._invoke)
+            self._azs = found.names.apply(sorted)
+        return self._azs
+
+    def nth_zone(self, index: int) -> pulumi.Output[str]:
+        """No AZ pinned: the N-th available AZ of the region, by name."""
+        return self.zones().apply(lambda names: names[index % len(names)])
+
+    def offering_zone(self, instance_type: str) -> pulumi.Output[str]:
+        """No AZ pinned: the first AZ (by name) that offers the instance type."""
+        offered = aws.ec2.get_instance_type_offerings_output(
+            location_type="availability-zone",
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type",
+                                                                values=[instance_type])],
+            opts=self._invoke)
+
+        def pick(args: list[Any]) -> str:
+            names, locations = args
+            both = [z for z in names if z in set(locations or [])]
+            if not both:
+                raise ValueError(f"no Availability Zone of this region offers {instance_type}")
+            return str(both[0])
+        return pulumi.Output.all(self.zones(), offered.locations).apply(pick)
+
+    def _existing(self, net: NetworkPlan, invoke: pulumi.InvokeOptions) -> None:
+        assert net.existing is not None
+        if net.existing == "default":
+            vpc = aws.ec2.get_vpc_output(default=True, opts=invoke)
+        elif net.existing.startswith("vpc-"):
+            vpc = aws.ec2.get_vpc_output(id=net.existing, opts=invoke)
+        else:
+            vpc = aws.ec2.get_vpc_output(tags={"Name": net.existing}, opts=invoke)
+        self.vpc_id = vpc.id
+        # dstack's rule: use the VPC's own subnets in the node AZ (the user owns routing).
+        subnets = aws.ec2.get_subnets_output(
+            filters=pulumi.Output.all(vpc.id, self.zone).apply(vpc_zone_filters), opts=invoke)
+        for s in net.subnets:
+            self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
+
+    def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions) -> None:
+        vpc = aws.ec2.Vpc(net.name, cidr_block=net.cidr, enable_dns_support=True,
+                          enable_dns_hostnames=True, tags=tags(plan, net.name), opts=child)
+        self.vpc_id = vpc.id
+        for s in net.subnets:
+            zone = s.zone or (self.nth_zone(s.zone_index) if s.zone_index is not None
+                              else self.zone)
+            sub = aws.ec2.Subnet(
+                s.name, vpc_id=vpc.id, cidr_block=s.cidr, availability_zone=zone,
+                map_public_ip_on_launch=False, tags=tags(plan, s.name),
+                opts=pulumi.ResourceOptions(parent=self,
+                                            replace_on_changes=["cidr_block",
+                                                                "availability_zone"]))
+            self.subnet_ids[s.name] = sub.id
+        igw = aws.ec2.InternetGateway(naming.child(net.name, "igw"), vpc_id=vpc.id,
+                                      tags=tags(plan, naming.child(net.name, "igw")),
+                                      opts=child)
+        public_rt = aws.ec2.RouteTable(
+            naming.child(net.name, "public-rt"), vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=tags(plan, naming.child(net.name, "public-rt")), opts=child)
+        for s in net.subnets:
+            if s.public:
+                aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
+                                              subnet_id=self.subnet_ids[s.name],
+                                              route_table_id=public_rt.id, opts=child)
+        if net.nat:
+            public = next(s for s in net.subnets if s.public)
+            eip = aws.ec2.Eip(naming.child(net.name, "nat-eip"), domain="vpc",
+                              tags=tags(plan, naming.child(net.name, "nat-eip")), opts=child)
+            nat = aws.ec2.NatGateway(
+                naming.child(net.name, "nat"), allocation_id=eip.allocation_id,
+                subnet_id=self.subnet_ids[public.name],
+                tags=tags(plan, naming.child(net.name, "nat")),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
+            private_rt = aws.ec2.RouteTable(
+                naming.child(net.name, "private-rt"), vpc_id=vpc.id,
+                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0",
+                                                    nat_gateway_id=nat.id)],
+                tags=tags(plan, naming.child(net.name, "private-rt")), opts=child)
+            for s in net.subnets:
+                if not s.public:
+                    aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
+                                                  subnet_id=self.subnet_ids[s.name],
+                                                  route_table_id=private_rt.id, opts=child)
+
+    def _security_group(self, net: NetworkPlan, plan: Owner,
+                        child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        ingress: list[aws.ec2.SecurityGroupIngressArgs] = []
+        for rule in net.firewall:
+            if rule.from_self:
+                ingress.append(ingress_rule(0, "-1", rule.description, from_self=True))
+                continue
+            group = self.alb_sg if rule.from_load_balancer else \
+                self.bastion_sg if rule.from_bastion else None
+            if rule.from_load_balancer or rule.from_bastion:
+                assert group is not None
+                ingress += [ingress_rule(int(p), rule.protocol, rule.description,
+                                     security_groups=[group.id]) for p in rule.ports]
+                continue
+            ingress += [ingress_rule(int(p), rule.protocol, rule.description,
+                                 cidr_blocks=list(rule.sources)) for p in rule.ports]
+        name = options_of(plan, GatewayOptions).security_group \
+            if isinstance(plan, GatewayPlan) else options_of(plan, AwsOptions).security_group
+        return aws.ec2.SecurityGroup(
+            name, vpc_id=self.vpc_id, description=f"gpufleet {plan.name}",
+            ingress=ingress,
+            egress=[ALL_EGRESS, aws.ec2.SecurityGroupEgressArgs(
+                protocol="-1", from_port=0, to_port=0, self=True,
+                description="all traffic to the fleet's own group (EFA)")],
+            tags=tags(plan, name), opts=child)
+
+
+ALL_EGRESS = aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0,
+                                              cidr_blocks=["0.0.0.0/0"],
+                                              description="all egress")
+
+
+def ingress_rule(port: int, protocol: str, description: str, *,
+             cidr_blocks: list[str] | None = None,
+             security_groups: list[pulumi.Output[str]] | None = None,
+             from_self: bool | None = None) -> aws.ec2.SecurityGroupIngressArgs:
+    """One ingress rule for one port (all ports for protocol -1) from CIDR blocks, other
+    security groups or the group itself."""
+    return aws.ec2.SecurityGroupIngressArgs(
+        protocol=protocol, from_port=port, to_port=port, description=description,
+        cidr_blocks=cidr_blocks, security_groups=security_groups, self=from_self)
+
+
+def vpc_zone_filters(vpc_and_zone: list[str]) -> list[aws.ec2.GetSubnetsFilterArgs]:
+    vpc_id, zone = vpc_and_zone
+    return [aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc_id]),
+            aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[zone])]

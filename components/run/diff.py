@@ -1,0 +1,67 @@
+"""`gpufleet diff`: the stack program under mocks seeded from a `pulumi stack export` (real
+ids and outputs for what exists, preview semantics for what is new), compared by
+``gpufleet.review.diff``. Fleets whose input digest the export already records are not run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import Lock, Validated
+from gpufleet.offers import Catalog
+from gpufleet.review import (
+    STACK_TYPE,
+    GuardOptions,
+    Report,
+    State,
+    choose_skips,
+    cost_violations,
+    diff_report,
+    fleet_costs,
+    running_nodes,
+)
+
+from .. import program
+from . import harness, offline
+from .plan import offline_config
+
+
+def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
+               catalog_dir: str | None) -> list[dict[str, Any]]:
+    if not compiled.plans and not compiled.gateways:
+        return []  # nothing to run: every fleet was skipped
+    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
+    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
+                                seed=seed)
+    run = harness.run_program(lambda: program.main(compiled=compiled),
+                              offline_config(paths, profile, catalog_dir, compiled), mocks,
+                              stack=state.stack or "dev", project=state.project or "gpufleet",
+                              preview=True)
+    return [r.to_json() for r in run.sorted()]
+
+
+def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
+                 profile: str | None, catalog_dir: str | None, guards: GuardOptions,
+                 lock: Lock | None = None, locked: bool = False, full: bool = False
+                 ) -> tuple[Report | None, list[Diagnostic]]:
+    """The diff; fleets and gateways whose input digest equals the one the export recorded
+    are not run again (``full`` runs everything) and their resources count as unchanged."""
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
+    if not compiled.ok:
+        return None, list(compiled.diagnostics)
+    skips = choose_skips(compiled, state, full)
+    run = dataclasses.replace(
+        compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
+        gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
+    regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir)
+    warnings = [d for d in compiled.diagnostics if not d.is_error]
+    report = diff_report(regs, state, compiled, state.stack, guards, skips)
+    costs = fleet_costs(compiled.plans, lock, running_nodes(state))
+    extra = tuple(cost_violations(costs, guards.max_cost_per_hour, guards.max_cost_increase))
+    return dataclasses.replace(report, cost_lines=tuple(costs.lines()),
+                               violations=report.violations + extra), warnings

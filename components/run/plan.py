@@ -1,0 +1,55 @@
+"""`gpufleet plan`: compile, run the real stack program under the mock monitor, run the
+policy pack over what it registered, and build the report (``gpufleet.review``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpufleet.compile import Compiled, compile_inputs
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import Lock, Validated, stackconfig
+from gpufleet.offers import Catalog
+from gpufleet.review import PlanReport, plan_report
+
+from .. import program
+from . import harness, offline
+from .policy import run_policies
+
+# What the offline run puts where `pulumi up` reads the stack config `gpufleet:sshPublicKey`
+# (only when the backends file gives no key; the plan warns about it, C011).
+KEY_PLACEHOLDER = "<the stack config gpufleet:sshPublicKey, read at `pulumi up`>"
+
+
+def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
+                   compiled: Compiled | None) -> dict[str, str]:
+    """The stack config of an offline run over files named on the command line."""
+    key = KEY_PLACEHOLDER if compiled is not None and compiled.needs_stack_key else None
+    return stackconfig.offline_settings(paths, profile, catalog_dir,
+                                        ssh_public_key=key).to_config()
+
+
+def run_offline(paths: Sequence[str], stack: str, profile: str | None,
+                catalog_dir: str | None, compiled: Compiled | None = None,
+                record_outputs: bool = False) -> harness.RunResult:
+    """The stack program once under mocks (``compiled``: the plans it would compute)."""
+    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones if compiled else ()),
+                                offline.outputs)
+    return harness.run_program(lambda: program.main(compiled=compiled),
+                               offline_config(paths, profile, catalog_dir, compiled), mocks,
+                               stack=stack, record_outputs=record_outputs)
+
+
+def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
+                 profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
+                 locked: bool = False, policy_levels: Mapping[str, str] | None = None
+                 ) -> tuple[PlanReport | None, list[Diagnostic]]:
+    """The plan report, or None and the compile errors; warnings come back in the list."""
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
+    if not compiled.ok:
+        return None, list(compiled.diagnostics)
+    run = run_offline(paths, stack, profile, catalog_dir, compiled)
+    resources = tuple(r.to_json() for r in run.sorted())
+    violations = run_policies(resources, validated.inputs, policy_levels)
+    report = plan_report(validated, compiled, stack, resources, run.invokes, run.exports,
+                         lock, violations)
+    return report, [d for d in compiled.diagnostics if not d.is_error]

@@ -1,0 +1,53 @@
+"""The `gpufleet` command group and its entry point, which maps every outcome to an exit code:
+0 ok, 1 invalid input (diagnostics printed), 2 usage error, 3 internal error (traceback with
+-v). Commands live in the sibling modules, one per command group."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from gpufleet import __version__
+from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpufleet")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """Validate, price and compile dstack-format GPU fleets and gateways."""
+    ctx.obj = {"verbose": verbose}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    verbose = "-v" in args or "--verbose" in args
+    try:
+        cli.main(args=args, prog_name="gpufleet", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except click.UsageError as e:
+        e.show()
+        return EXIT_USAGE
+    except click.ClickException as e:
+        e.show()
+        return EXIT_INVALID
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_INVALID
+    except SystemExit as e:
+        return int(e.code or 0) if not isinstance(e.code, str) else EXIT_INVALID
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if verbose:
+            traceback.print_exc()
+        click.echo(f"gpufleet: internal error: {type(e).__name__}: {e}"
+                   + ("" if verbose else " (run with -v for the traceback)"), err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK

@@ -1,0 +1,174 @@
+"""Hand-off commands: `acceptance` (an NCCL task per fleet and the check of its log) and
+`export dstack` (SSH fleet files and a server config from a deployed stack)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from gpufleet.cli.common import (
+    EXIT_USAGE,
+    catalog_option,
+    compile_errors_exit,
+    load_catalog_or_fail,
+    lock_option,
+    lock_or_exit,
+    profile_option,
+    validated_or_exit,
+)
+from gpufleet.fileio import write_atomically
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("args", nargs=-1, required=True)
+@click.option("--out", "out_dir", default=".", show_default=True,
+              type=click.Path(file_okay=False), help="Folder for the task file.")
+@click.option("--fleet", "fleet_name", help="With `check`: the fleet the log belongs to.")
+@catalog_option
+@lock_option
+@profile_option
+def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None,
+               catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+    """Is my cluster healthy? An NCCL all-reduce test per fleet, and its check.
+
+    \b
+    gpufleet acceptance FLEET [PATH...] [--out DIR]
+        write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
+        of every node with the fabric's NCCL settings) and print the expected threshold
+    gpufleet acceptance check LOG --fleet NAME PATH...
+        read the nccl-tests output: exit 0 pass, 1 fail, 2 unreadable log
+    """
+    from gpufleet.handoff import parse_log, render_task, task_for, verdict
+
+    checking = args[0] == "check"
+    if checking:
+        if len(args) < 2 or not fleet_name:
+            raise click.UsageError("usage: gpufleet acceptance check LOG --fleet NAME PATH...")
+        log_file, paths = args[1], list(args[2:])
+    else:
+        fleet_name, paths = args[0], list(args[1:])
+    paths = paths or ["."]
+    missing = [p for p in (paths + ([log_file] if checking else [])) if not os.path.exists(p)]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    plan = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
+    task, exp = task_for(plan)
+    if not checking:
+        out = os.path.join(out_dir, f"{plan.name}-nccl.dstack.yml")
+        os.makedirs(out_dir, exist_ok=True)
+        write_atomically(out, render_task(task, exp))
+        click.echo(f"wrote {out}")
+        click.echo(exp.text())
+        return
+    try:
+        with open(log_file, "rb") as fh:
+            raw = fh.read(50 * 1024 * 1024 + 1)
+    except OSError as e:
+        click.echo(f"gpufleet acceptance: cannot read {log_file}: {e.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    result = verdict(parse_log(raw.decode("utf-8", errors="replace")), exp)
+    for line in result.lines:
+        click.echo(line)
+    sys.exit(result.code)
+
+
+def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
+                lock_file: str | None, profile: str | None) -> Any:
+    from gpufleet.compile import compile_inputs
+    from gpufleet.diagnostics import did_you_mean
+
+    result = validated_or_exit(paths, "text", profile)
+    names = [f.name for f in result.inputs.fleets]
+    if name not in names:
+        hint = did_you_mean(name, names) or f"fleets: {', '.join(names) or 'none'}"
+        raise click.UsageError(f"no cloud fleet named '{name}' in the given files; {hint}")
+    lock = lock_or_exit(paths, lock_file, "text")
+    catalog = load_catalog_or_fail(catalog_dir)
+    only = dataclasses.replace(result.inputs, fleets=tuple(
+        f for f in result.inputs.fleets if f.name == name), gateways=())
+    compiled = compile_inputs(only, catalog, profile, lock)
+    if not compiled.ok or not compiled.plans:
+        compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,
+                            "text")
+    return compiled.plans[0]
+
+
+@click.group()
+def export() -> None:
+    """Hand a deployed stack over to other tools."""
+
+
+@export.command("dstack")
+@click.option("--stack", "stack_name", help="Read the outputs of this stack (Automation API; "
+              "needs the Pulumi CLI).")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder (with --stack).")
+@click.option("--outputs", "outputs_file", type=click.Path(dir_okay=False),
+              help="A file from `pulumi stack output --json --show-secrets`.")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False),
+              help="A file from `pulumi stack export`.")
+@click.option("--out", "out_dir", default="dstack", show_default=True,
+              type=click.Path(file_okay=False), help="Folder to write the files into.")
+@click.option("--identity-file", default="~/.ssh/id_ed25519", show_default=True,
+              help="The private key dstack uses for the nodes and the bastion.")
+@click.option("--force", is_flag=True,
+              help="Replace files in --out that gpufleet did not write.")
+def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | None,
+                          state_file: str | None, out_dir: str, identity_file: str,
+                          force: bool) -> None:
+    """Write SSH fleet files and a dstack server config for the fleets of a stack.
+
+    Each fleet becomes an SSH fleet file (the nodes' addresses, the bastion as proxy_jump)
+    for `dstack apply -f`, and a project in dstack-server-config.yml that names the networks
+    gpufleet created. Files are written atomically; a file gpufleet did not write is never
+    replaced without --force.
+    """
+    from gpufleet.handoff import ExportError, export_dstack, write_files
+
+    given = [x for x in (stack_name, outputs_file, state_file) if x]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --stack, --outputs and --state")
+    try:
+        outputs = _outputs(stack_name, cwd, outputs_file, state_file)
+        exported = export_dstack(outputs, identity_file)
+        written = write_files(exported, out_dir, force)
+    except ExportError as e:
+        raise click.ClickException(str(e)) from None
+    for note in exported.notes:
+        click.echo(f"note: {note}", err=True)
+    for w in written:
+        click.echo(f"wrote {w}")
+
+
+def _outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
+             state_file: str | None) -> dict[str, Any]:
+    """The stack outputs from a file, or from the stack itself through the Automation API."""
+    from gpufleet.handoff import ExportError, outputs_from_stack_output, outputs_from_state
+
+    if outputs_file or state_file:
+        path = str(outputs_file or state_file)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as e:
+            raise click.UsageError(f"cannot read {path}: {e.strerror}") from None
+        return outputs_from_stack_output(text, path) if outputs_file else \
+            outputs_from_state(text, path)
+    from gpufleet.components.run.automation import AutomationStack
+    from gpufleet.live import LiveError, MissingCli
+
+    try:
+        outputs: dict[str, Any] = AutomationStack.open(
+            str(stack_name), cwd, why="use --outputs FILE (from `pulumi stack output --json "
+            "--show-secrets`) or --state FILE").outputs()
+    except MissingCli as e:
+        click.echo(f"gpufleet export: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except LiveError as e:
+        raise ExportError(str(e)) from None
+    return outputs

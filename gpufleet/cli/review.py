@@ -1,0 +1,136 @@
+"""Offline review commands: `plan` (every resource `pulumi up` would create, with policy and
+cost) and `diff` (the YAML against a `pulumi stack export`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from gpufleet.cli.common import (
+    EXIT_INVALID,
+    catalog_option,
+    compile_errors_exit,
+    cost_options,
+    finish_report,
+    format_option,
+    guard_options,
+    load_catalog_or_fail,
+    lock_option,
+    lock_or_exit,
+    locked_option,
+    parse_forbid,
+    profile_option,
+    validated_or_exit,
+    write_or_print,
+)
+from gpufleet.diagnostics import render_text
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--stack", default="dev", show_default=True, help="Stack name used in URNs.")
+@profile_option
+@catalog_option
+@format_option("text", "json", "markdown")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True),
+              help="Write the plan to FILE (atomically) instead of standard output.")
+@lock_option
+@locked_option
+@click.option("--policy", "policy_mode", type=click.Choice(["mandatory", "advisory", "off"]),
+              default="mandatory", show_default=True,
+              help="mandatory: exit 1 on mandatory policy violations; advisory: report only; "
+                   "off: do not run the rules.")
+@click.option("--policy-config", type=click.Path(dir_okay=False, exists=True),
+              help="JSON {rule: mandatory|advisory|disabled} overriding rule levels.")
+@cost_options
+def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
+         fmt: str, out: str | None, lock_file: str | None, locked: bool, policy_mode: str,
+         policy_config: str | None, max_cost_per_hour: float | None,
+         max_cost_increase: float | None) -> None:
+    """Preview, offline, every resource `pulumi up` would create for these files.
+
+    Offers come from the lock where the requirements are unchanged; new or changed fleets
+    get the cheapest offer and are marked NEW OFFER.
+    """
+    from gpufleet.components.run.plan import build_report
+    from gpufleet.components.run.policy import PolicyConfigError, load_levels
+    from gpufleet.review import cost_violations
+    from gpufleet.views import render_plan
+
+    result = validated_or_exit(paths, fmt, profile)
+    lock = lock_or_exit(paths, lock_file, fmt)
+    catalog = load_catalog_or_fail(catalog_dir)
+    try:
+        levels = load_levels(policy_config, policy_mode)
+    except PolicyConfigError as e:
+        raise click.UsageError(str(e)) from None
+    report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock,
+                                 locked, levels)
+    if report is None:
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags:  # warnings: on standard error, whatever the format of the report
+        click.echo(render_text(diags, result.sources), err=True)
+    write_or_print(render_plan(report, fmt), out, "plan")
+    failures = [f"policy: {v.where}: {v.rule}: {v.message}" for v in report.violations
+                if v.level == "mandatory" and policy_mode == "mandatory"]
+    if report.costs is not None:
+        failures += [f"cost: {c}" for c in cost_violations(report.costs, max_cost_per_hour,
+                                                            max_cost_increase)]
+    if failures:
+        for line in failures:
+            click.echo(f"gpufleet plan: {line}", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--state", "state_file", required=True, type=click.Path(dir_okay=False),
+              help="A `pulumi stack export` file of the stack the YAML deploys to.")
+@profile_option
+@catalog_option
+@guard_options
+@format_option("text", "json", "markdown")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@lock_option
+@locked_option
+@click.option("--full", is_flag=True,
+              help="Run every fleet and gateway, also those whose inputs the export shows "
+                   "unchanged.")
+@cost_options
+def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir: str | None,
+         forbid: str, allow: Sequence[str], max_instances: int | None, fmt: str,
+         out: str | None, lock_file: str | None, locked: bool, full: bool,
+         max_cost_per_hour: float | None, max_cost_increase: float | None) -> None:
+    """What the YAML would create, update, replace and delete, offline, against an export.
+
+    Only fleets and gateways whose inputs changed since the export are run again (their
+    components record an input digest); `--full` runs them all.
+
+    Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
+    """
+    from gpufleet.components.run.diff import offline_diff
+    from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
+
+    guards = GuardOptions(parse_forbid(forbid), tuple(allow), max_instances,
+                          max_cost_per_hour, max_cost_increase)
+    try:
+        with open(state_file, encoding="utf-8") as fh:
+            state = parse_export(fh.read(), state_file)
+    except OSError as e:
+        raise click.UsageError(f"cannot read --state {state_file}: {e.strerror}") from None
+    except StateError as e:
+        raise click.ClickException(str(e)) from None
+    result = validated_or_exit(paths, fmt, profile)
+    lock = lock_or_exit(paths, lock_file, fmt)
+    catalog = load_catalog_or_fail(catalog_dir)
+    report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
+                                 guards, lock, locked, full)
+    if report is None:
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags:  # warnings: on standard error, whatever the format of the report
+        click.echo(render_text(diags, result.sources), err=True)
+    finish_report(report, DIFF_NOTE, fmt, out)

@@ -1,0 +1,38 @@
+"""Hand-off: a deployed stack and its plans -> dstack files (SSH fleets, server config) and
+cluster acceptance tasks with the check of their logs."""
+
+from gpufleet.handoff.acceptance import (
+    Expectation,
+    NcclLog,
+    Verdict,
+    fabric_facts,
+    parse_log,
+    render_task,
+    task_for,
+    verdict,
+)
+from gpufleet.handoff.export import (
+    Exported,
+    ExportError,
+    export_dstack,
+    outputs_from_stack_output,
+    outputs_from_state,
+    write_files,
+)
+
+__all__ = [
+    "Expectation",
+    "ExportError",
+    "Exported",
+    "NcclLog",
+    "Verdict",
+    "export_dstack",
+    "fabric_facts",
+    "outputs_from_stack_output",
+    "outputs_from_state",
+    "parse_log",
+    "render_task",
+    "task_for",
+    "verdict",
+    "write_files",
+]

@@ -1,0 +1,99 @@
+"""The stack's `gpufleet:*` configuration, read and written in one place: the stack program,
+`gpufleet up` and the offline runs of `plan` and `diff` all go through it. Pure except
+:func:`resolve_files`, which expands globs against the file system.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.input.spec import LOCK_FILE
+
+NAMESPACE = "gpufleet"
+FILES = "gpufleet:files"
+LOCK = "gpufleet:lock"
+PROFILE = "gpufleet:profile"
+CATALOG = "gpufleet:catalog"
+SSH_PUBLIC_KEY = "gpufleet:sshPublicKey"
+KEYS = (FILES, LOCK, PROFILE, CATALOG, SSH_PUBLIC_KEY)
+FILES_MISSING = f"set the stack config `{FILES}` to a list of files"
+
+
+class StackConfigError(ValueError):
+    """The stack config cannot be used; the message says which key to set."""
+
+
+@dataclass(frozen=True, slots=True)
+class StackSettings:
+    """What the stack config says: fleet files (paths or globs relative to the project
+    folder), the lock, the profile, a catalog folder and the SSH key set at `pulumi up`."""
+
+    files: tuple[str, ...]
+    lock: str | None = None
+    profile: str | None = None
+    catalog: str | None = None
+    ssh_public_key: str | None = None
+
+    def to_config(self) -> dict[str, str]:
+        """The config map, as `pulumi config` holds it (structured values as JSON)."""
+        config = {FILES: json.dumps(list(self.files))}
+        for key, value in ((LOCK, self.lock), (PROFILE, self.profile),
+                           (CATALOG, self.catalog), (SSH_PUBLIC_KEY, self.ssh_public_key)):
+            if value:
+                config[key] = value
+        return config
+
+
+def settings_from_config(config: Mapping[str, str | None]) -> StackSettings:
+    """Parse the stack config (full `gpufleet:` keys, string values as Pulumi passes them)."""
+    raw = config.get(FILES) or "[]"
+    try:
+        files = json.loads(raw)
+    except ValueError:
+        raise StackConfigError(f"{FILES_MISSING} (it holds {raw[:80]!r}, not a JSON list)") \
+            from None
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        raise StackConfigError(FILES_MISSING)
+    return StackSettings(tuple(files), config.get(LOCK) or None, config.get(PROFILE) or None,
+                         config.get(CATALOG) or None, config.get(SSH_PUBLIC_KEY) or None)
+
+
+def offline_settings(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
+                     lock_file: str | None = None, ssh_public_key: str | None = None
+                     ) -> StackSettings:
+    """The settings an offline run uses for files named on the command line."""
+    return StackSettings(tuple(os.path.abspath(p) for p in paths),
+                         os.path.abspath(lock_file) if lock_file else None, profile,
+                         os.path.abspath(catalog_dir) if catalog_dir else None, ssh_public_key)
+
+
+def resolve_path(path: str, base: Path) -> str:
+    return path if os.path.isabs(path) else str(base / path)
+
+
+def resolve_files(patterns: Sequence[str], base: Path) -> list[str]:
+    """Paths or globs relative to the stack folder -> existing paths, in a stable order."""
+    out: list[str] = []
+    for pattern in patterns:
+        full = resolve_path(pattern, base)
+        matches = sorted(glob.glob(full, recursive=True)) or [full]
+        out.extend(m for m in matches if m not in out)
+    return out
+
+
+def default_lock_path(paths: Sequence[str | os.PathLike[str]]) -> str:
+    """``gpufleet.lock`` beside the first path (inside it, when the first path is a folder)."""
+    first = Path(paths[0]) if paths else Path(".")
+    folder = first if first.is_dir() else first.parent
+    return str(folder / LOCK_FILE)
+
+
+def lock_path(settings: StackSettings, base: Path, files: Sequence[str]) -> str:
+    """The lock a stack deploys from: `gpufleet:lock`, else gpufleet.lock beside the first
+    file."""
+    return resolve_path(settings.lock, base) if settings.lock else default_lock_path(files)

@@ -1,0 +1,49 @@
+"""What live operations need of a Pulumi stack, as protocols, and how they fail. Pure.
+
+The Automation API implementation is ``gpufleet.components.run.automation``; tests hand in
+their own runners built on the Automation API's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class LiveError(Exception):
+    """A live operation stopped: the stack was not found, Pulumi failed, or the deploy
+    gave up. The message says why."""
+
+
+class MissingCli(LiveError):
+    """No Pulumi CLI on this machine: live operations cannot run here."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpOutcome:
+    """What one `pulumi up` run reported: success, or the failure text and its events."""
+
+    succeeded: bool
+    summary: str = ""
+    error: str = ""
+    events: tuple[Any, ...] = ()
+
+
+EventSink = Callable[[Any], None]
+
+
+class DeployRunner(Protocol):
+    """The two things `gpufleet up` needs of a stack."""
+
+    def config(self) -> Mapping[str, str]: ...
+
+    def up(self) -> UpOutcome: ...
+
+
+class PreviewRunner(Protocol):
+    """The two previews `gpufleet drift` runs, each feeding engine events to ``on_event``."""
+
+    def preview_refresh(self, on_event: EventSink) -> None: ...
+
+    def preview(self, on_event: EventSink) -> None: ...

@@ -1,0 +1,57 @@
+"""Which fleet or gateway a resource belongs to: the one place that answers it, for the diff,
+drift, `up`'s capacity fallback and the policy report. Pure.
+
+A resource belongs to the top-level gpufleet component (``gpufleet:<backend>:Fleet`` or
+``:Gateway``) above it in the parent chain. Where the chain is not known (an engine error
+names only a URN), the resource's name decides: every name gpufleet gives starts with its
+fleet's or gateway's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+TOP_KINDS = (":Fleet", ":Gateway")
+
+
+def is_top(typ: str) -> bool:
+    """A fleet or gateway component (the owner of everything under it)."""
+    return typ.startswith("gpufleet:") and typ.endswith(TOP_KINDS)
+
+
+def _type_of(urn: str, types: Mapping[str, str]) -> str:
+    known = types.get(urn)
+    if known:
+        return known
+    parts = urn.split("::")
+    return parts[2].split("$")[-1] if len(parts) >= 4 else ""
+
+
+def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
+             names: Collection[str] = ()) -> str | None:
+    """The name of the top-level component above ``urn`` (itself included), else the longest
+    of ``names`` that the resource's name is or starts with (``<name>-...``)."""
+    cur, top, seen = urn, None, set()
+    while cur and cur not in seen:
+        seen.add(cur)
+        if is_top(_type_of(cur, types)):
+            top = cur.rsplit("::", 1)[-1]
+        cur = parents.get(cur, "")
+    if top is not None or not names:
+        return top
+    name = urn.rsplit("::", 1)[-1]
+    hits = [n for n in names if name == n or name.startswith(n + "-")]
+    return max(hits, key=len) if hits else None
+
+
+def owner_map(resources: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """(urn, type, parent) -> name of the owning fleet or gateway, for every owned URN."""
+    rows = list(resources)
+    parents = {urn: parent for urn, _, parent in rows}
+    types = {urn: typ for urn, typ, _ in rows}
+    out: dict[str, str] = {}
+    for urn in parents:
+        owner = owner_of(urn, parents, types)
+        if owner is not None:
+            out[urn] = owner
+    return out

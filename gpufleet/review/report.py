@@ -1,0 +1,59 @@
+"""The offline plan as data: what `gpufleet plan` found, ready for the views. Pure.
+
+Built from the compiled plans and what the stack program registered when it ran under the
+mock monitor (``gpufleet.components.run.plan``); rendered by ``gpufleet.views``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.compile import Compiled, FleetPlan, GatewayPlan
+from gpufleet.input import Lock, SshFleetSpec, Validated
+from gpufleet.offers import LockStatus
+from gpufleet.review.costs import Costs, fleet_costs
+from gpufleet.review.policy import Violation
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    stack: str
+    catalog: str
+    fleets: tuple[FleetPlan, ...]
+    resources: tuple[Mapping[str, Any], ...]
+    lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    exports: Mapping[str, Any] = field(default_factory=dict)
+    gateways: tuple[GatewayPlan, ...] = ()
+    fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    lock_file: str = ""  # the lock in use ("" when none was read)
+    ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
+    violations: tuple[Violation, ...] = ()
+    costs: Costs | None = None
+
+    @property
+    def per_hour(self) -> float:
+        return sum(f.total_per_hour for f in self.fleets)
+
+
+def lock_label(lock: Lock | None) -> str:
+    if lock is None:
+        return ""
+    return lock.file if lock.exists else f"{lock.file} (not written yet: `gpufleet lock`)"
+
+
+def plan_report(validated: Validated, compiled: Compiled, stack: str,
+                resources: Sequence[Mapping[str, Any]],
+                lookups: Sequence[tuple[str, Mapping[str, Any]]],
+                exports: Mapping[str, Any], lock: Lock | None,
+                violations: Sequence[Violation]) -> PlanReport:
+    """The report of one offline run, with the lookups in a stable order."""
+    ordered = tuple(sorted(((t, a) for t, a in lookups),
+                           key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
+    return PlanReport(stack, compiled.catalog, compiled.plans, tuple(resources), ordered,
+                      exports, compiled.gateways, compiled.fleet_locks, compiled.gateway_locks,
+                      lock_label(lock), validated.inputs.ssh_fleets, tuple(violations),
+                      fleet_costs(compiled.plans, lock))
