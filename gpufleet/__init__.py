@@ -1,6 +1,8 @@
 """gpufleet: dstack-format fleet and gateway YAML -> validated specs -> offers -> Pulumi.
 
-The core package never imports ``pulumi``; only ``gpufleet.components`` does.
+The core (every stage under gpufleet/ but the CLI) never imports pulumi, gpufleet.components
+or gpufleet.policy, not even inside a function; only the CLI and ``stacks/`` call the Pulumi
+layer (``gpufleet.components``). tests/test_layout.py enforces it.
 """
 
 __version__ = "0.1.0"

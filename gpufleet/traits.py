@@ -177,9 +177,3 @@ def node_types() -> tuple[str, ...]:
 def resource_kinds() -> dict[str, ResourceKind]:
     """Every resource type of every backend, with its replacing inputs and category."""
     return {t: k for b in SUPPORTED_BACKENDS for t, k in TRAITS_BY_NAME[b].resources.items()}
-
-
-def capability_table() -> list[tuple[str, dict[str, bool]]]:
-    """(feature, {backend: supported}) rows for documentation."""
-    return [(str(f), {b: TRAITS_BY_NAME[b].supports(f) for b in SUPPORTED_BACKENDS})
-            for f in Feature]

@@ -228,3 +228,26 @@ def test_every_package_is_in_the_wheel() -> None:
     found = {module_of(p) for p in sources() if p.name == "__init__.py"}
     found |= {"gpufleet.schemas", "gpufleet.data.catalog"}
     assert found == listed
+
+
+def test_every_diagnostic_code_is_registered_and_documented(update_golden: bool) -> None:
+    """The registry is complete (every code the sources emit) and has no stale entries, and
+    docs/diagnostics.md is generated from it."""
+    import re
+
+    from gpufleet.codes import CODES, render_markdown
+
+    from conftest import compare_or_update
+
+    used = set()
+    for path in sources():
+        if path != ROOT / "gpufleet" / "codes.py":
+            used |= set(re.findall(r'"([LSFGPBKOC]\d{3})"', path.read_text()))
+    assert used == set(CODES), (sorted(used - set(CODES)), sorted(set(CODES) - used))
+    compare_or_update(ROOT / "docs" / "diagnostics.md", render_markdown(), update_golden)
+
+
+def test_the_readme_shows_the_capability_table() -> None:
+    from gpufleet.views import capability_markdown
+
+    assert capability_markdown() in (ROOT / "README.md").read_text()

@@ -1,5 +1,6 @@
 """Views: offers, plan reports, change reports and rules -> text, JSON and Markdown."""
 
+from gpufleet.views.backends import capability_markdown
 from gpufleet.views.changes import (
     render_change_json,
     render_change_markdown,
@@ -20,8 +21,18 @@ from gpufleet.views.plan import (
 from gpufleet.views.policy import render_rules, rules_table
 
 __all__ = [
-    "catalog_summary", "render_catalog_text", "render_change_json", "render_change_markdown",
-    "render_change_text", "render_offers_json", "render_offers_text", "render_plan",
-    "render_plan_json", "render_plan_markdown", "render_plan_text", "render_rules",
+    "capability_markdown",
+    "catalog_summary",
+    "render_catalog_text",
+    "render_change_json",
+    "render_change_markdown",
+    "render_change_text",
+    "render_offers_json",
+    "render_offers_text",
+    "render_plan",
+    "render_plan_json",
+    "render_plan_markdown",
+    "render_plan_text",
+    "render_rules",
     "rules_table",
 ]

@@ -73,7 +73,7 @@ def _public_key(ctx: Ctx, path: KeyPath, value: str) -> tuple[str | None, str | 
 
 def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec]:
     """The backend entries, the diagnostics, and the file's top-level `access`."""
-    ctx = Ctx(c, "B000")
+    ctx = Ctx(c)
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):
         return out, ctx.diags, NO_ACCESS

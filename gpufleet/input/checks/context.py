@@ -20,9 +20,8 @@ _AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
 class Ctx:
     """Collects diagnostics for one document; ``parse`` turns SpecErrors into located ones."""
 
-    def __init__(self, c: Checked, code: str) -> None:
+    def __init__(self, c: Checked) -> None:
         self.c = c
-        self.code = code
         self.diags: list[Diagnostic] = []
 
     def data(self) -> dict[str, Any]:
@@ -32,10 +31,10 @@ class Ctx:
     def has(self, key: str) -> bool:
         return key in self.data() and self.c.ok((key,))
 
-    def error(self, path: KeyPath, message: str, code: str | None = None, *, key: bool = False,
+    def error(self, path: KeyPath, message: str, code: str, *, key: bool = False,
               hint: str | None = None, severity: Severity = Severity.ERROR) -> None:
         at = self.c.doc.at_key if key else self.c.doc.at_value
-        self.diags.append(at(path, code or self.code, message, hint=hint, severity=severity))
+        self.diags.append(at(path, code, message, hint=hint, severity=severity))
 
     def parse(self, key: str, fn: Callable[[Any], Any], code: str, default: Any = None) -> Any:
         if not self.has(key):

@@ -35,7 +35,7 @@ BACKEND_ONLY_KEYS = ("reservation", "resources", "backends", "regions", "availab
 
 
 def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagnostic]]:
-    ctx = Ctx(c, "F000")
+    ctx = Ctx(c)
     d = ctx.data()
     if "ssh_config" in d:
         if "nodes" in d:

@@ -14,7 +14,7 @@ from gpufleet.traits import TRAITS_BY_NAME, Feature, backends_with, supports
 
 
 def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
-    ctx = Ctx(c, "G000")
+    ctx = Ctx(c)
     d = ctx.data()
     backend = d.get("backend") if ctx.has("backend") else None
     if "name" not in d:

@@ -12,7 +12,7 @@ from gpufleet.input.spec import Lock, LockEntry, Origin
 
 def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
     """A ``gpufleet.lock`` document -> Lock. Entries the schema rejected are left out."""
-    ctx = Ctx(c, "K001")
+    ctx = Ctx(c)
     if not c.ok(()):
         return None, ctx.diags
     data = ctx.data()

@@ -14,7 +14,7 @@ from gpufleet.input.spec import Origin, ProfileSpec, frozen_map
 
 
 def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
-    ctx = Ctx(c, "P000")
+    ctx = Ctx(c)
     out: list[ProfileSpec] = []
     if not c.ok_above(("profiles",)):
         return out, ctx.diags

@@ -1,0 +1,161 @@
+"""Every diagnostic code gpufleet prints, in one registry: code -> title and a one-line fix.
+Pure data; ``docs/diagnostics.md`` is generated from it (a test keeps both in step, and
+checks that every code the sources emit is listed here and every listed code is emitted).
+
+Codes by pass: L loading, S schema, F fleet rules, G gateway rules, P profiles, B backends
+file, K lock file, O offers, C compile (per-cloud limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    title: str
+    fix: str
+
+
+PASSES = {"L": "loading", "S": "schema", "F": "fleet rules", "G": "gateway rules",
+          "P": "profiles", "B": "backends file", "K": "lock file", "O": "offers",
+          "C": "compile"}
+
+CODES: Mapping[str, Code] = MappingProxyType({
+    "L000": Code("not a readable regular file",
+                 "point gpufleet at the YAML file itself, not a device, pipe or socket"),
+    "L001": Code("file over the 10 MB limit", "split the file; fleet files are small"),
+    "L002": Code("not UTF-8 text", "save the file as UTF-8"),
+    "L003": Code("YAML syntax error", "fix the YAML at the position shown"),
+    "L004": Code("duplicate or non-scalar mapping key", "keep one of the two keys"),
+    "L005": Code("YAML nested too deeply, or expanded past the limit through aliases",
+                 "flatten the document; write values out instead of nesting aliases"),
+    "L006": Code("recursive alias (a node contains itself)", "remove the alias"),
+    "L007": Code("unknown or missing `type`",
+                 "set `type: fleet` or `type: gateway` (or use a known file kind)"),
+    "L008": Code("a dstack file gpufleet does not compile (task, service, ...)",
+                 "nothing to do: gpufleet skips it with this warning"),
+    "L009": Code("a value a YAML tag cannot produce, or an integer over 30 digits",
+                 "write the value plainly"),
+    "L010": Code("unsupported YAML tag (`!!binary`, `!!set`, `!!python/...`)",
+                 "remove the tag"),
+    "L011": Code("empty file", "add a document, or remove the file"),
+    "S001": Code("unknown key", "remove the key, or fix its spelling (see the hint)"),
+    "S002": Code("wrong type", "write a value of the type named in the message"),
+    "S003": Code("value not among the allowed ones", "use one of the values listed"),
+    "S004": Code("missing required key", "add the key named in the message"),
+    "S005": Code("name does not match dstack's name pattern",
+                 "use lower-case letters, digits and dashes, starting with a letter"),
+    "S006": Code("number or list out of bounds", "stay within the bounds in the message"),
+    "S007": Code("other schema violation", "fix the value as the message says"),
+    "F001": Code("invalid `nodes`", "write `nodes: N`, `min..max` or `{min, target, max}`"),
+    "F002": Code("invalid `resources`", "follow dstack's resources grammar (see the message)"),
+    "F003": Code("invalid `idle_duration`", "write seconds, `30m`, `3d`, or `off`"),
+    "F004": Code("invalid tag key or value", "use dstack's tag characters"),
+    "F005": Code("invalid `retry`", "write `true`, or `{on_events: [...], duration: 1h}`"),
+    "F006": Code("a backend gpufleet cannot build", "set `backends` to aws, gcp or azure"),
+    "F007": Code("keys of the other fleet kind (SSH vs backend fleet)",
+                 "remove the keys the message names"),
+    "F008": Code("neither `nodes` nor `ssh_config`", "add `nodes: N`"),
+    "F009": Code("fleet without `name` (gpufleet's own rule)", "add `name:`"),
+    "F010": Code("cluster zones in several regions", "list zones of a single region"),
+    "F011": Code("`reservation` without a backend that supports it",
+                 "add aws or gcp to `backends`, or remove `reservation`"),
+    "F012": Code("fleet name used twice", "give each fleet its own name"),
+    "F013": Code("duplicate `backend_options` entry", "keep one entry per backend"),
+    "F014": Code("invalid SSH fleet `network`", "give a private CIDR"),
+    "F015": Code("SSH host problem (no user, no key, host in two fleets)",
+                 "set the user and key on the host or in `ssh_config`"),
+    "F016": Code("invalid `internal_ip`", "give private addresses on all hosts or none"),
+    "F017": Code("SSH cluster without a shared network",
+                 "set `ssh_config.network` to the hosts' private subnet"),
+    "F018": Code("region of the wrong shape for the fleet's backends",
+                 "use the backend's region names (us-east-1, us-central1, eastus)"),
+    "F019": Code("`previous_names` lists a fleet that still exists",
+                 "rename the other fleet or drop the name"),
+    "G002": Code("`instance_type` on a backend whose gateways have a fixed size",
+                 "remove `instance_type`"),
+    "G003": Code("private gateway on a backend without private gateways", "use aws or gcp"),
+    "G004": Code("Let's Encrypt on a private gateway",
+                 "set `certificate: null`, or an ACM certificate on aws"),
+    "G005": Code("ACM certificate off AWS", "use aws, or another certificate type"),
+    "G006": Code("Let's Encrypt with several replicas",
+                 "set `certificate: null`, or an ACM certificate on aws"),
+    "G007": Code("gateway without `name` (gpufleet's own rule)", "add `name:`"),
+    "G008": Code("gateway name used twice", "give each gateway its own name"),
+    "G009": Code("invalid `domain`", "use a DNS name such as `gpu.example.com`"),
+    "G010": Code("Azure DNS without the zone's resource group",
+                 "set `dns_resource_group` for azure in the backends file"),
+    "G011": Code("templated domain: no DNS record is created",
+                 "create the `*.<domain>` records yourself"),
+    "G012": Code("domain outside its DNS zone", "set `dns_zone` to a parent of the domain"),
+    "G013": Code("two gateways create the same DNS zone",
+                 "let one create it; the other looks it up"),
+    "G014": Code("region of the wrong shape for the gateway's backend",
+                 "use the backend's region names"),
+    "P001": Code("profile name used twice", "give each profile its own name"),
+    "P002": Code("several default profiles", "keep `default: true` on one profile"),
+    "B001": Code("backend listed twice", "keep one entry per backend"),
+    "B002": Code("both `vpc_name` and `vpc_ids`", "keep one of the two"),
+    "B003": Code("`default_vpcs: false` without a VPC", "set `vpc_name` or `vpc_ids`"),
+    "B004": Code("private Azure nodes without a network",
+                 "set `vpc_ids` or `subnet_ids`, or `public_ips: true`"),
+    "B005": Code("invalid CIDR", "write a network address with a prefix, e.g. 10.0.0.0/16"),
+    "B006": Code("SSH open to the whole internet", "list your office or VPN ranges"),
+    "B007": Code("a location in both `vpc_ids` and `subnet_ids`", "keep one of the two"),
+    "B008": Code("`cidr` not a private IPv4 range of /24 or larger",
+                 "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"),
+    "B010": Code("an access option of another backend", "move it to that backend's entry"),
+    "B011": Code("unreadable or invalid SSH public key",
+                 "point `ssh_public_key` at the `.pub` file"),
+    "K002": Code("lock entry with a zone outside its region",
+                 "`gpufleet lock --upgrade --fleet NAME` instead of editing the lock"),
+    "K003": Code("not a gpufleet lock file", "point `--lock` at the file `gpufleet lock` writes"),
+    "O001": Code("no offer survives the fleet's filters",
+                 "relax the filter the message names (see the hint)"),
+    "O002": Code("no catalog offer matches the resources", "see `gpufleet catalog`"),
+    "O010": Code("the locked offer is no longer in the catalog",
+                 "nothing, or `gpufleet lock --upgrade --fleet NAME` to move on purpose"),
+    "O011": Code("missing or stale lock entry", "run `gpufleet lock` and commit the lock"),
+    "C001": Code("more nodes than the fleet's subnet holds", "split the fleet"),
+    "C002": Code("a reservation with a spot offer", "set `spot_policy: on-demand`"),
+    "C003": Code("fewer `extra_vpcs` than the machine type needs",
+                 "list enough VPCs, or let gpufleet create them"),
+    "C004": Code("the backend's address pool is full",
+                 "give the backend a larger `cidr` in the backends file"),
+    "C005": Code("a Capacity Block with a variable size", "set `nodes: N`"),
+    "C006": Code("Azure VNet overlaps the RDMA range 172.16.0.0/16",
+                 "give azure a `cidr` outside it"),
+    "C008": Code("InfiniBand cluster over the scale-set limit",
+                 "split the fleet, or raise `max_scale_set_nodes` after Azure raises it"),
+    "C010": Code("cheapest offer on a backend gpufleet cannot build",
+                 "set `backends:` to aws, gcp or azure"),
+    "C011": Code("no SSH public key: `pulumi up` needs the stack config",
+                 "set `access.ssh_public_key` in the backends file"),
+    "C012": Code("private nodes with no way in", "use a bastion, IAP or SSM"),
+    "C013": Code("`ssh_cidrs` is empty: SSH from nowhere", "add your range to `ssh_cidrs`"),
+    "C014": Code("too many plain Azure VMs in one fleet",
+                 "split the fleet, or use an InfiniBand scale set"),
+    "C015": Code("A3 High/Mega cluster nodes need GPUDirect-TCPX(O) software",
+                 "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
+})
+
+
+def render_markdown() -> str:
+    """docs/diagnostics.md: every code with its title and fix, grouped by pass."""
+    lines = ["# gpufleet diagnostic codes", "",
+             "Generated from `gpufleet/codes.py` (`python -m gpufleet.codes > "
+             "docs/diagnostics.md`); every diagnostic prints as "
+             "`file:line:col: severity[CODE]: message` with a hint.", ""]
+    for prefix, name in PASSES.items():
+        lines += [f"## {prefix}: {name}", "", "| code | what | fix |", "|---|---|---|"]
+        lines += [f"| `{code}` | {c.title} | {c.fix} |" for code, c in sorted(CODES.items())
+                  if code.startswith(prefix)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
