@@ -113,6 +113,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "K002": Code("lock entry with a zone outside its region",
                  "`gpufleet lock --upgrade --fleet NAME` instead of editing the lock"),
     "K003": Code("not a gpufleet lock file", "point `--lock` at the file `gpufleet lock` writes"),
+    "K004": Code("invalid address block in a lock entry",
+                 "run `gpufleet lock` to record the block instead of editing it"),
     "O001": Code("no offer survives the fleet's filters",
                  "relax the filter the message names (see the hint)"),
     "O002": Code("no catalog offer matches the resources", "see `gpufleet catalog`"),
@@ -140,6 +142,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "split the fleet, or use an InfiniBand scale set"),
     "C015": Code("A3 High/Mega cluster nodes need GPUDirect-TCPX(O) software",
                  "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
+    "C016": Code("the pool no longer holds the block the lock records: networks and nodes "
+                 "are replaced", "keep the old `cidr` in the backends file if not intended"),
 })
 
 

@@ -80,7 +80,8 @@ def test_split_roce_range_into_eight() -> None:
 
 
 def test_pool_too_small_is_an_error() -> None:
-    with pytest.raises(AllocationError, match="holds 1 fleet block"):
+    with pytest.raises(AllocationError, match=r"holds 1 block\(s\) of /16 and all are taken "
+                       r"\(a1 10.1.0.0/16\); 'b2' does not fit, 0 free"):
         allocate_blocks("10.1.0.0/16", ["a1", "b2"])
     with pytest.raises(AllocationError, match="smaller than one /16"):
         allocate_blocks("10.1.0.0/20", ["a1"])

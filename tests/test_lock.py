@@ -311,3 +311,63 @@ def test_a_renamed_fleet_keeps_its_locked_offer(tmp_path: Path) -> None:
     new = lock_files(tmp_path, paths=[*paths[:2], renamed, paths[3]])
     assert "trainer:" not in new.replace("trainer2:", "")
     assert entries(new)["trainer2"].split("\n", 1)[1] == entries(old)["trainer"].split("\n", 1)[1]
+
+
+# --- address blocks -----------------------------------------------------------------------
+
+def test_the_lock_records_each_address_block_and_plan_uses_it(tmp_path: Path) -> None:
+    text = lock_files(tmp_path)
+    lock, _ = load_lock(tmp_path / "gpufleet.lock")
+    assert lock is not None
+    blocks = {n: e.cidr for n, e in {**lock.fleets, **lock.gateways}.items()}
+    assert all(blocks.values()) and len(set(blocks.values())) == 3, blocks
+    assert "cidr: " in text
+    code, out = run_cli("plan", "--format", "json", *fleet_files(tmp_path))
+    assert code == 0, out
+    plan = json.loads(out[out.index("{"):])
+    a4 = next(f for f in plan["fleets"] if f["name"] == "a4")
+    assert a4["networks"][0]["cidr"].startswith(str(blocks["a4"]).rsplit(".", 2)[0])
+
+
+def test_a_changed_pool_moves_the_blocks_it_no_longer_holds_and_says_so(
+        tmp_path: Path) -> None:
+    files = fleet_files(tmp_path)
+    lock_files(tmp_path, paths=files)
+    before, _ = load_lock(tmp_path / "gpufleet.lock")
+    assert before is not None
+    write(tmp_path, "backends.yml", BACKENDS.replace(
+        "  - type: aws\n", "  - type: aws\n    cidr: 172.20.0.0/14\n"))
+    code, out = run_cli("lock", *files)
+    assert code == 0, out
+    assert "warning[C016]" not in out  # lock writes, the plan warns
+    assert f"trainer: address block {before.fleets['trainer'].cidr} -> 172.2" in out
+    assert "replaced, and with them 2 node(s)" in out
+    after, _ = load_lock(tmp_path / "gpufleet.lock")
+    assert after is not None and after.fleets["a4"].cidr == before.fleets["a4"].cidr
+    write(tmp_path, "backends.yml", BACKENDS.replace(
+        "  - type: aws\n", "  - type: aws\n    cidr: 172.24.0.0/14\n"))
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert r.exit_code == 0
+    assert "warning[C016]" in r.output and "no longer holds" in r.output
+
+
+def test_two_entries_recording_one_block_are_an_error_naming_both(tmp_path: Path) -> None:
+    text = lock_files(tmp_path)
+    lock, _ = load_lock(tmp_path / "gpufleet.lock")
+    assert lock is not None
+    a4 = lock.fleets["a4"].cidr
+    gw = lock.gateways["gw1"].cidr
+    (tmp_path / "gpufleet.lock").write_text(text.replace(f"cidr: {gw}", f"cidr: {a4}"))
+    r = CliRunner().invoke(cli, ["plan", *fleet_files(tmp_path)])
+    assert r.exit_code == 1
+    assert "error[C004]" in r.output and f"a4 and gateway:gw1 both record {a4}" in r.output
+
+
+def test_an_invalid_block_in_the_lock_is_a_located_error(tmp_path: Path) -> None:
+    text = lock_files(tmp_path)
+    lock, _ = load_lock(tmp_path / "gpufleet.lock")
+    assert lock is not None
+    bad = text.replace(f"cidr: {lock.fleets['a4'].cidr}", "cidr: 10.1.2.3/16")
+    (tmp_path / "gpufleet.lock").write_text(bad)
+    r = CliRunner().invoke(cli, ["validate", str(tmp_path / "gpufleet.lock")])
+    assert r.exit_code == 1 and "error[K004]" in r.output and "not a network address (10.1.0.0/16 is)" in r.output

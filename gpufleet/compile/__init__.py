@@ -1,6 +1,7 @@
 """Compile: specs + offers -> pure per-fleet and per-gateway plans (names, CIDRs, NICs)."""
 
 from gpufleet.compile import naming
+from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
@@ -43,8 +44,10 @@ __all__ = [
     "GcpOptions",
     "NetworkPlan",
     "ProviderPlan",
+    "address_key",
     "compile_files",
     "compile_inputs",
+    "gateway_key",
     "input_digest",
     "naming",
     "options_of",

@@ -1,18 +1,20 @@
 """Deterministic IPv4 address allocation for fleet networks. Pure.
 
-Each fleet gets one block of a backend's pool (``cidr`` in the backends file). A block's
-position comes from a hash of the fleet *name* only, probed in a fixed order, so that
-re-planning the same YAML always gives the same ranges and adding, removing or editing
-another fleet leaves a fleet's range alone (unless two names hash to the same block, in
-which case the name that sorts first keeps it). Inside a block, subnets are packed largest
-first, so the layout of one fleet depends only on that fleet's recipe.
+Each fleet gets one block of a backend's pool (``cidr`` in the backends file). The lock
+records every fleet's block next to its offer, and a recorded block is kept while it lies in
+the pool, so adding, removing, renaming or moving another fleet never moves a fleet's
+network. A fleet without a recorded block gets the block a hash of its *name* points at,
+probed in a fixed order past the blocks already taken; fleets locked before blocks were
+recorded are placed before new ones, so they land where they always did. Inside a block,
+subnets are packed largest first, so the layout of one fleet depends only on that fleet's
+recipe.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from ipaddress import IPv4Network
 
 DEFAULT_POOLS = {"aws": "10.0.0.0/8", "gcp": "10.0.0.0/8", "azure": "10.128.0.0/9"}
@@ -29,29 +31,75 @@ def _probe(name: str, attempt: int, slots: int) -> int:
     return int.from_bytes(digest[:8], "big") % slots
 
 
+def fits(block: IPv4Network, pool: IPv4Network, prefix: int) -> bool:
+    """A recorded block is usable while it is one whole block of the pool's division."""
+    return block.prefixlen == prefix and block.subnet_of(pool)
+
+
 def allocate_blocks(pool: str | IPv4Network, names: Iterable[str],
-                    prefix: int = FLEET_PREFIX) -> dict[str, IPv4Network]:
-    """One ``/prefix`` block of ``pool`` per name; the same names always get the same blocks."""
+                    prefix: int = FLEET_PREFIX,
+                    recorded: Mapping[str, IPv4Network] | None = None,
+                    reserved: Mapping[str, IPv4Network] | None = None,
+                    first: Collection[str] = ()) -> dict[str, IPv4Network]:
+    """One ``/prefix`` block of ``pool`` per name.
+
+    Args:
+        recorded: blocks the lock records for some of the names: kept where they fit the
+            pool (after the pool itself changed, such a name is placed anew).
+        reserved: blocks held by lock entries that are not among the names (fleets of other
+            files): never handed out.
+        first: names placed by hash before the others (fleets locked before blocks were
+            recorded: they get the block they always had).
+
+    Raises:
+        AllocationError: two names record one block, or the pool has no free block left;
+            the message names the holders and the free space.
+    """
     net = ipaddress.IPv4Network(pool)
     if net.prefixlen > prefix:
         raise AllocationError(f"pool {net} is smaller than one /{prefix} fleet block")
     blocks = list(net.subnets(new_prefix=prefix))
-    unique = sorted(set(names))
-    if len(unique) > len(blocks):
-        raise AllocationError(f"pool {net} holds {len(blocks)} fleet block(s) of /{prefix}, "
-                              f"but {len(unique)} fleets need one")
+    index = {b: i for i, b in enumerate(blocks)}
+    wanted = sorted(set(names))
     taken: dict[int, str] = {}
     out: dict[str, IPv4Network] = {}
-    for name in unique:
-        for attempt in range(MAX_PROBES):
-            slot = _probe(name, attempt, len(blocks))
-            if slot not in taken:
-                break
-        else:  # a nearly full pool: fall back to the first free block in address order
-            slot = next(i for i in range(len(blocks)) if i not in taken)
+    held = {**{f"{n} (another file)": b for n, b in (reserved or {}).items()},
+            **{n: b for n, b in (recorded or {}).items() if n in wanted}}
+    for name, block in sorted(held.items()):
+        if not fits(block, net, prefix):
+            continue
+        slot = index[block]
+        if slot in taken:
+            raise AllocationError(f"{taken[slot]} and {name} both record {block} in the lock")
         taken[slot] = name
-        out[name] = blocks[slot]
+        if name in wanted:
+            out[name] = block
+    later = [n for n in wanted if n not in out]
+    for name in [*[n for n in later if n in first], *[n for n in later if n not in first]]:
+        free = _free_slot(name, taken, len(blocks))
+        if free is None:
+            raise AllocationError(_full(net, prefix, name, taken, blocks))
+        taken[free] = name
+        out[name] = blocks[free]
     return out
+
+
+def _free_slot(name: str, taken: Mapping[int, str], slots: int) -> int | None:
+    for attempt in range(MAX_PROBES):
+        slot = _probe(name, attempt, slots)
+        if slot not in taken:
+            return slot
+    # a nearly full pool: the first free block in address order
+    return next((i for i in range(slots) if i not in taken), None)
+
+
+def _full(net: IPv4Network, prefix: int, name: str, taken: Mapping[int, str],
+          blocks: Sequence[IPv4Network]) -> str:
+    holders = sorted(taken.items())
+    shown = ", ".join(f"{n} {blocks[i]}" for i, n in holders[:5])
+    more = f" (+{len(holders) - 5})" if len(holders) > 5 else ""
+    return (f"pool {net} holds {len(blocks)} block(s) of /{prefix} and all are taken "
+            f"({shown}{more}); '{name}' does not fit, 0 free")
 
 
 def pack(block: IPv4Network, requests: Sequence[tuple[str, int]]) -> dict[str, IPv4Network]:

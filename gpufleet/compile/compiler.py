@@ -8,18 +8,16 @@ gateways (``plan_gateways``) and check who creates each DNS zone (``check_zone_o
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
+from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.gateway import plan_gateway
-from gpufleet.compile.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
-    FleetSpec,
     Inputs,
     Lock,
     ProfileSpec,
@@ -52,6 +50,10 @@ class Compiled:
     # How each fleet's / gateway's offer relates to the lock (empty without a lock).
     fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
+    # The address block of each fleet (by name) and gateway (by `gateway:<name>`), and the
+    # ones that moved off the block the lock records (name -> old block).
+    blocks: Mapping[str, str] = field(default_factory=dict)
+    block_moves: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -92,11 +94,6 @@ def compile_files(paths: Sequence[str], profile: str | None = None,
                                      lock, locked=True)
 
 
-def pool_for(inputs: Inputs, backend: str) -> str:
-    cfg = inputs.backend(backend)
-    return (cfg.cidr if cfg is not None and cfg.cidr else None) or DEFAULT_POOLS[backend]
-
-
 @dataclass(frozen=True, slots=True)
 class _Picked:
     """Step 1: each fleet's offer (from the lock where current) and each gateway's status."""
@@ -119,14 +116,17 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     fleet or gateway the lock does not cover (`plan --locked`, the stack program)."""
     picked = pick_offers(inputs, catalog, pick_profile(inputs.profiles, profile), lock,
                          upgrade, locked)
-    blocks, address_diags = allocate_addresses(inputs, picked.chosen)
-    plans, plan_diags = plan_fleets(inputs, picked.chosen, blocks)
-    gateways, gateway_diags = plan_gateways(inputs, blocks)
-    diags = [*picked.diagnostics, *address_diags, *plan_diags, *gateway_diags,
+    addresses = allocate_addresses(inputs, picked.chosen, lock, picked.fleet_locks,
+                                   picked.gateway_locks)
+    plans, plan_diags = plan_fleets(inputs, picked.chosen, addresses.blocks)
+    gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
+    diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),
                     catalog.describe(), tuple(gateways),
-                    picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {})
+                    picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {},
+                    {name: str(net) for name, net in addresses.blocks.items()},
+                    dict(addresses.moved))
 
 
 def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock: Lock | None,
@@ -153,38 +153,6 @@ def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock
         if locked and st.status != LOCKED:
             diags.append(stale_diagnostic("gateway", g.name, g.origin, st, lock))
     return _Picked(tuple(selections), fleet_locks, gateway_locks, tuple(diags))
-
-
-def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection]
-                       ) -> tuple[dict[str, IPv4Network], list[Diagnostic]]:
-    """Each backend's address pool divided among the fleets and gateways on it; fleets on a
-    backend gpufleet cannot build are reported instead."""
-    diags: list[Diagnostic] = []
-    by_backend: dict[str, list[Selection]] = defaultdict(list)
-    for s in chosen:
-        assert s.best is not None
-        by_backend[s.best.backend].append(s)
-    blocks: dict[str, IPv4Network] = {}
-    for backend in sorted(set(by_backend) | {g.backend for g in inputs.gateways}):
-        sels = by_backend.get(backend, [])
-        impl = BACKENDS_BY_NAME.get(backend)
-        if impl is None:
-            diags += [s.fleet.origin.at("backends", "C010", f"fleet '{s.fleet.name}': the "
-                              f"cheapest offer is on {backend}, which gpufleet cannot build yet",
-                              f"set `backends:` to {', '.join(sorted(BACKENDS_BY_NAME))}")
-                      for s in sels]
-            continue
-        keys = {address_key(s.fleet): s.fleet.name for s in sels}
-        keys.update({gateway_key(g.name): gateway_key(g.name)
-                     for g in inputs.gateways if g.backend == backend})
-        try:
-            allocated = allocate_blocks(pool_for(inputs, backend), keys, impl.fleet_prefix)
-            blocks.update({keys[k]: net for k, net in allocated.items()})
-        except AllocationError as e:
-            diags += [s.fleet.origin.at("backends", "C004", f"address pool for {backend}: {e}",
-                              "give the backend a larger `cidr` in the backends file")
-                      for s in sels]
-    return blocks, diags
 
 
 def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
@@ -234,14 +202,3 @@ def check_zone_owners(inputs: Inputs, gateways: Sequence[GatewayPlan]) -> list[D
                                     "let one gateway create it; the other looks it up"))
         owners.setdefault(key, g.name)
     return diags
-
-
-def address_key(fleet: FleetSpec) -> str:
-    """A fleet's address block follows its first name, so a rename with `previous_names`
-    (oldest first) keeps its ranges and nothing is replaced."""
-    return fleet.previous_names[0] if fleet.previous_names else fleet.name
-
-
-def gateway_key(name: str) -> str:
-    """Gateways share a backend's pool with fleets; the prefix keeps the names apart."""
-    return f"gateway:{name}"

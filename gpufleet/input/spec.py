@@ -291,6 +291,9 @@ class LockEntry:
     gpu_name: str | None = None
     gpu_count: int = 0
     gpu_memory_gib: float | None = None
+    # The address block allocated to the fleet's networks (None in locks written before
+    # blocks were recorded: `gpufleet lock` records them without moving anything).
+    cidr: str | None = None
     origin: Origin | None = field(default=None, compare=False)
 
     def short(self) -> str:

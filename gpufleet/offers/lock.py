@@ -34,6 +34,7 @@ from gpufleet.input import (
 )
 from gpufleet.offers.catalog import Catalog
 from gpufleet.offers.select import Offer, Selection, apply_profile, effective_backends, select
+from gpufleet.traits import TRAITS_BY_NAME
 
 # Statuses of a fleet's or gateway's offer against the lock.
 LOCKED = "locked"  # the lock entry is used (requirements unchanged)
@@ -107,7 +108,7 @@ def entry_for(name: str, lock: Lock | None, previous_names: Sequence[str] = (),
 
 
 def _catalog_row_offer(catalog: Catalog, e: LockEntry) -> Offer | None:
-    location = e.zone if e.backend == "gcp" and e.zone else e.region
+    location = e.zone if TRAITS_BY_NAME[e.backend].zonal_offers and e.zone else e.region
     for r in catalog.rows:
         if (r.backend, r.instance_type, r.location, r.spot) == \
                 (e.backend, e.instance_type, location, e.spot):
@@ -196,22 +197,23 @@ def catalog_label(catalog: Catalog) -> str:
     return f"{kind} {catalog.date or catalog.version or 'undated'}"
 
 
-def entry_from_offer(name: str, want: str, offer: Offer, catalog: Catalog) -> LockEntry:
+def entry_from_offer(name: str, want: str, offer: Offer, catalog: Catalog,
+                     cidr: str | None = None) -> LockEntry:
     price = None if math.isnan(offer.price) else round(offer.price, 6)
     return LockEntry(name, want, offer.backend, offer.region, offer.zone, offer.instance_type,
                      offer.spot, price, catalog_label(catalog), offer.vcpus, offer.memory_gib,
                      offer.gpu_name, offer.gpu_count if offer.gpu_name else 0,
-                     offer.gpu_memory_gib)
+                     offer.gpu_memory_gib, cidr)
 
 
 def gateway_entry(name: str, want: str, backend: str, region: str, zone: str | None,
-                  instance_type: str, catalog: Catalog) -> LockEntry:
+                  instance_type: str, catalog: Catalog, cidr: str | None = None) -> LockEntry:
     rows = [r for r in catalog.rows if (r.backend, r.instance_type, r.spot) ==
             (backend, instance_type, False) and r.location in (region, zone)]
     r = rows[0] if rows else None
     return LockEntry(name, want, backend, region, zone, instance_type, False,
                      round(r.price, 6) if r else None, catalog_label(catalog),
-                     r.vcpus if r else 0, r.memory_gib if r else 0.0)
+                     r.vcpus if r else 0, r.memory_gib if r else 0.0, cidr=cidr)
 
 
 def _entry_data(e: LockEntry) -> dict[str, Any]:
@@ -219,6 +221,8 @@ def _entry_data(e: LockEntry) -> dict[str, Any]:
         "requirements": e.requirements, "backend": e.backend, "region": e.region,
         "zone": e.zone, "instance_type": e.instance_type, "spot": e.spot, "price": e.price,
         "catalog": e.catalog}
+    if e.cidr:
+        data["cidr"] = e.cidr
     if e.cpus:
         data["cpus"] = e.cpus
     if e.memory_gib:

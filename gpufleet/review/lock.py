@@ -11,7 +11,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from gpufleet.compile import Compiled
+from gpufleet.compile import Compiled, gateway_key
 from gpufleet.input import Inputs, Lock, LockEntry
 from gpufleet.offers import (
     HOURS_PER_MONTH,
@@ -34,9 +34,17 @@ class Move:
     nodes: int = 0  # nodes of the fleet (what a new offer replaces)
 
     @property
+    def readdressed(self) -> bool:
+        """The address block moved (both recorded, and different)."""
+        return self.old is not None and self.new is not None and bool(
+            self.old.cidr and self.new.cidr and self.old.cidr != self.new.cidr)
+
+    @property
     def replaces(self) -> int:
-        """Nodes `pulumi up` replaces: all of them when the machine or place changes."""
-        if self.old is None or self.new is None or self.old.same_offer(self.new):
+        """Nodes `pulumi up` replaces: all of them when the machine, the place or the
+        address block changes."""
+        if self.old is None or self.new is None or (self.old.same_offer(self.new)
+                                                    and not self.readdressed):
             return 0
         return self.nodes
 
@@ -55,8 +63,14 @@ class Move:
         assert self.new is not None
         if self.old is None:
             return f"{self.kind} {self.name}: new entry {self.new.short()}"
+        if self.status == "readdressed":
+            return (f"{self.kind} {self.name}: address block {self.old.cidr} -> {self.new.cidr} "
+                    f"(the backends file's pool no longer holds the old one): its networks are "
+                    f"replaced, and with them {self.replaces} node(s)")
         out = f"{self.kind} {self.name}: {self.status} {self.old.short()} -> {self.new.short()}"
-        if self.old.same_offer(self.new):
+        if self.readdressed:
+            out += f", address block {self.old.cidr} -> {self.new.cidr}"
+        if self.old.same_offer(self.new) and not self.readdressed:
             return out + " (same machine and place, nothing replaced)"
         delta = self.delta_per_hour
         if delta is not None:
@@ -71,6 +85,19 @@ class Relocked:
     gateways: dict[str, LockEntry]
     moves: tuple[Move, ...]
     kept: tuple[str, ...]  # entries of fleets/gateways not in the inputs, kept as they were
+    recorded: tuple[str, ...] = ()  # entries whose address block was recorded for the first time
+
+
+def _with_block(kind: str, name: str, previous: LockEntry, block: str | None,
+                nodes: int, moves: list[Move], recorded: list[str]) -> LockEntry:
+    """A locked entry with the block the compile allocated: recorded the first time, a move
+    when the pool no longer holds the old one."""
+    entry = dataclasses.replace(previous, name=name, cidr=block or previous.cidr)
+    if block and not previous.cidr:
+        recorded.append(f"{kind} {name}")
+    elif block and previous.cidr != block:
+        moves.append(Move(kind, name, "readdressed", previous, entry, nodes))
+    return entry
 
 
 def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
@@ -78,33 +105,37 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
     fleets: dict[str, LockEntry] = {}
     gateways: dict[str, LockEntry] = {}
     moves: list[Move] = []
+    recorded: list[str] = []
     consumed: set[tuple[str, str]] = set()
     nodes = {p.name: p.nodes for p in compiled.plans}
     for sel in compiled.selections:
         name = sel.fleet.name
         st = compiled.fleet_locks[name]
+        block = compiled.blocks.get(name)
+        count = nodes.get(name, sel.fleet.nodes.target)
         if st.previous is not None:
             consumed.add(("fleet", st.previous.name))
         if st.status == LOCKED and st.previous is not None:
-            fleets[name] = dataclasses.replace(st.previous, name=name)
+            fleets[name] = _with_block("fleet", name, st.previous, block, count, moves,
+                                       recorded)
             continue
         assert sel.best is not None  # compile errors stop `lock` before this
-        entry = entry_from_offer(name, st.digest, sel.best, catalog)
-        if st.previous is not None and entry == dataclasses.replace(st.previous, name=name):
-            fleets[name] = entry  # upgraded to exactly what it had: nothing to report
-            continue
+        entry = entry_from_offer(name, st.digest, sel.best, catalog, block)
         fleets[name] = entry
-        moves.append(Move("fleet", name, st.status, st.previous, entry,
-                          nodes.get(name, sel.fleet.nodes.target)))
+        if st.previous is not None and entry == dataclasses.replace(st.previous, name=name):
+            continue  # upgraded to exactly what it had: nothing to report
+        moves.append(Move("fleet", name, st.status, st.previous, entry, count))
     for gp in compiled.gateways:
         st = compiled.gateway_locks[gp.name]
+        block = compiled.blocks.get(gateway_key(gp.name))
         if st.previous is not None:
             consumed.add(("gateway", st.previous.name))
         if st.status == LOCKED and st.previous is not None:
-            gateways[gp.name] = st.previous
+            gateways[gp.name] = _with_block("gateway", gp.name, st.previous, block,
+                                            gp.replicas, moves, recorded)
             continue
         entry = gateway_entry(gp.name, st.digest, gp.backend, gp.region, gp.zone,
-                              gp.instance_type, catalog)
+                              gp.instance_type, catalog, block)
         gateways[gp.name] = entry
         if entry == st.previous:
             continue
@@ -120,7 +151,7 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
             else:
                 new_table[name] = entry
                 kept.append(f"{kind} {name}")
-    return Relocked(fleets, gateways, tuple(moves), tuple(kept))
+    return Relocked(fleets, gateways, tuple(moves), tuple(kept), tuple(recorded))
 
 
 def unknown_names(names: Collection[str], inputs: Inputs) -> list[str]:
@@ -140,6 +171,11 @@ def lock_report(relocked: Relocked, upgrade: bool) -> list[str]:
         replaced = sum(m.replaces for m in relocked.moves)
         lines.append(f"upgrade: {'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h in total, "
                      f"replaces {replaced} node(s)")
+    if relocked.recorded:
+        n = len(relocked.recorded)
+        lines.append(f"recorded the address block of {n} entr{'y' if n == 1 else 'ies'} "
+                     f"({', '.join(relocked.recorded)}): the blocks they have now, so adding, "
+                     "removing or moving other fleets never moves them")
     if relocked.kept:
         kept = relocked.kept
         lines.append(f"kept {len(kept)} entr{'y' if len(kept) == 1 else 'ies'} not in these "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, KeyPath
@@ -34,9 +35,27 @@ def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
                 name, raw["requirements"], raw["backend"], region, zone, raw["instance_type"],
                 bool(raw["spot"]), _float(raw.get("price")), str(raw.get("catalog", "")),
                 int(raw.get("cpus", 0)), float(raw.get("memory_gib", 0)), gpu.get("name"),
-                int(gpu.get("count", 0)), _float(gpu.get("memory_gib")),
+                int(gpu.get("count", 0)), _float(gpu.get("memory_gib")), _cidr(ctx, base, raw),
                 Origin(c.doc.file, line, col, c.doc.index))
     return Lock(parts["fleets"], parts["gateways"], c.doc.file), ctx.diags
+
+
+def _cidr(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> str | None:
+    """The entry's address block; an invalid one is an error (the lock was edited by hand)."""
+    value = raw.get("cidr")
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError:
+        pass
+    try:
+        why = f"not a network address ({ipaddress.IPv4Network(value, strict=False)} is)"
+    except ValueError:
+        why = "not an IPv4 network such as 10.30.0.0/16"
+    ctx.error((*base, "cidr"), f"invalid address block '{value}': {why}", "K004",
+              hint="run `gpufleet lock` to record the block again instead of editing it")
+    return None
 
 
 def _float(v: Any) -> float | None:
