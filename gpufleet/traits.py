@@ -40,6 +40,12 @@ class ResourceKind:
     # providers' ForceNew / replace-on-change properties).
     replaces: frozenset[str] = frozenset()
     category: str | None = None  # what the guards protect: address, dns, network, instance
+    # Inputs that replace the resource when the resource feeding them is replaced (an Azure
+    # NIC, VM or scale set cannot move to a subnet that is deleted and created again).
+    replaced_with: frozenset[str] = frozenset()
+    # An update gives it a new version that its dependents read (an EC2 launch template's
+    # latest version), so they change with it.
+    versioned: bool = False
 
 
 def _kinds(**by_category: tuple[str, ...]) -> dict[str, ResourceKind]:
@@ -83,12 +89,30 @@ AWS = BackendTraits(
             frozenset({"cidrBlock", "availabilityZone", "vpcId"}), "network"),
         "aws:ec2/instance:Instance": ResourceKind(
             frozenset({"ami", "availabilityZone", "subnetId", "launchTemplate",
-                       "networkInterfaces"}), "instance"),
+                       "networkInterfaces", "keyName"}), "instance"),
         "aws:ec2/securityGroup:SecurityGroup": ResourceKind(
             frozenset({"vpcId", "name", "description"})),
         "aws:ec2/placementGroup:PlacementGroup": ResourceKind(frozenset({"strategy", "name"})),
+        # An instance's launch template (id or version) is replace-on-change: "Updating Launch
+        # Template specification will force new instance" (hashicorp/terraform-provider-aws
+        # #10807), so a new template version replaces the instances launched from it.
+        "aws:ec2/launchTemplate:LaunchTemplate": ResourceKind(versioned=True),
         "aws:ec2/eip:Eip": ResourceKind(frozenset({"domain"}), "address"),
         "aws:route53/record:Record": ResourceKind(frozenset({"name", "type", "zoneId"}), "dns"),
+        "aws:ec2/routeTable:RouteTable": ResourceKind(frozenset({"vpcId"})),
+        "aws:ec2/routeTableAssociation:RouteTableAssociation": ResourceKind(
+            frozenset({"subnetId", "gatewayId"})),
+        "aws:ec2/natGateway:NatGateway": ResourceKind(
+            frozenset({"subnetId", "allocationId", "connectivityType"})),
+        "aws:ec2/eipAssociation:EipAssociation": ResourceKind(
+            frozenset({"allocationId", "instanceId", "networkInterfaceId",
+                       "privateIpAddress"})),
+        "aws:ec2/networkInterface:NetworkInterface": ResourceKind(frozenset({"subnetId"})),
+        "aws:ec2/keyPair:KeyPair": ResourceKind(frozenset({"publicKey", "keyName"})),
+        "aws:lb/targetGroup:TargetGroup": ResourceKind(
+            frozenset({"vpcId", "port", "protocol", "targetType"})),
+        "aws:lb/targetGroupAttachment:TargetGroupAttachment": ResourceKind(
+            frozenset({"targetGroupArn", "targetId", "port"})),
         **_kinds(dns=("aws:route53/zone:Zone",)),
     }))
 GCP = BackendTraits(
@@ -118,6 +142,8 @@ GCP = BackendTraits(
             frozenset({"addressType", "region", "subnetwork", "name"}), "address"),
         "gcp:dns/recordSet:RecordSet": ResourceKind(
             frozenset({"name", "type", "managedZone", "project"}), "dns"),
+        "gcp:compute/router:Router": ResourceKind(frozenset({"network", "region", "name"})),
+        "gcp:compute/routerNat:RouterNat": ResourceKind(frozenset({"router", "region", "name"})),
         **_kinds(dns=("gcp:dns/managedZone:ManagedZone",)),
     }))
 AZURE = BackendTraits(
@@ -142,9 +168,13 @@ AZURE = BackendTraits(
             frozenset({"addressPrefix", "virtualNetworkName", "resourceGroupName"}), "network"),
         "azure-native:compute:VirtualMachineScaleSet": ResourceKind(
             frozenset({"location", "singlePlacementGroup", "orchestrationMode",
-                       "resourceGroupName"}), "instance"),
+                       "resourceGroupName"}), "instance",
+            replaced_with=frozenset({"virtualMachineProfile"})),
         "azure-native:compute:VirtualMachine": ResourceKind(
-            frozenset({"location", "resourceGroupName", "osProfile"}), "instance"),
+            frozenset({"location", "resourceGroupName", "osProfile"}), "instance",
+            replaced_with=frozenset({"networkProfile"})),
+        "azure-native:network:NetworkInterface": ResourceKind(
+            replaced_with=frozenset({"ipConfigurations"})),
         "azure-native:network:PublicIPAddress": ResourceKind(
             frozenset({"location", "sku", "resourceGroupName"}), "address"),
         "azure-native:dns:RecordSet": ResourceKind(

@@ -370,4 +370,5 @@ def test_an_invalid_block_in_the_lock_is_a_located_error(tmp_path: Path) -> None
     bad = text.replace(f"cidr: {lock.fleets['a4'].cidr}", "cidr: 10.1.2.3/16")
     (tmp_path / "gpufleet.lock").write_text(bad)
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "gpufleet.lock")])
-    assert r.exit_code == 1 and "error[K004]" in r.output and "not a network address (10.1.0.0/16 is)" in r.output
+    assert r.exit_code == 1 and "error[K004]" in r.output
+    assert "not a network address (10.1.0.0/16 is)" in r.output

@@ -157,6 +157,10 @@ class Fleet(pulumi.ComponentResource):
         profile_name: pulumi.Input[str] | None = \
             options.iam_instance_profile or self.instance_profile
         name = options.launch_template
+        # No tag specifications: a tag edit would make a new template version, and a new
+        # version replaces every node launched from it ("Updating Launch Template
+        # specification will force new instance", hashicorp/terraform-provider-aws#10807).
+        # The instances and their volumes are tagged on the instance resource, in place.
         return aws.ec2.LaunchTemplate(
             name, image_id=ami, instance_type=plan.instance_type, network_interfaces=nics,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
@@ -165,10 +169,6 @@ class Fleet(pulumi.ComponentResource):
                 device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=plan.disk_gib, volume_type=plan.disk_type, encrypted="true",
                     delete_on_termination="true"))],
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind,
-                                                           tags=dict(plan.labels))
-                for kind in ("instance", "network-interface")],
             instance_market_options=market_options,
             capacity_reservation_specification=reservation,
             placement=aws.ec2.LaunchTemplatePlacementArgs(

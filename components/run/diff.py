@@ -32,14 +32,16 @@ from .plan import offline_config
 
 
 def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
-               catalog_dir: str | None) -> list[dict[str, Any]]:
+               catalog_dir: str | None, ssh_public_key: str | None = None
+               ) -> list[dict[str, Any]]:
     if not compiled.plans and not compiled.gateways:
         return []  # nothing to run: every fleet was skipped
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
                                 seed=seed)
     run = harness.run_program(lambda: program.main(compiled=compiled),
-                              offline_config(paths, profile, catalog_dir, compiled), mocks,
+                              offline_config(paths, profile, catalog_dir, compiled,
+                                             ssh_public_key), mocks,
                               stack=state.stack or "dev", project=state.project or "gpufleet",
                               preview=True)
     return [r.to_json() for r in run.sorted()]
@@ -47,10 +49,11 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
 
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
                  profile: str | None, catalog_dir: str | None, guards: GuardOptions,
-                 lock: Lock | None = None, locked: bool = False, full: bool = False
-                 ) -> tuple[Report | None, list[Diagnostic]]:
+                 lock: Lock | None = None, locked: bool = False, full: bool = False,
+                 ssh_public_key: str | None = None) -> tuple[Report | None, list[Diagnostic]]:
     """The diff; fleets and gateways whose input digest equals the one the export recorded
-    are not run again (``full`` runs everything) and their resources count as unchanged."""
+    are not run again (``full`` runs everything) and their resources count as unchanged.
+    ``ssh_public_key``: the stack config's key, where the stack's config was found."""
     compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
@@ -58,7 +61,8 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     run = dataclasses.replace(
         compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
         gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
-    regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir)
+    regs = run_seeded([os.path.abspath(p) for p in paths], run, state, profile, catalog_dir,
+                      ssh_public_key)
     warnings = [d for d in compiled.diagnostics if not d.is_error]
     report = diff_report(regs, state, compiled, state.stack, guards, skips)
     costs = fleet_costs(compiled.plans, lock, running_nodes(state))

@@ -40,6 +40,8 @@ class Registration:
     id: str = ""
     protect: bool = False
     dependencies: list[str] = field(default_factory=list)
+    # input property -> the URNs its value comes from (what a replacement cascades along)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     ignore_changes: list[str] = field(default_factory=list)
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
@@ -53,6 +55,7 @@ class Registration:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
                 "custom": self.custom, "provider": self.provider, "inputs": self.inputs,
                 "id": self.id, "outputs": self.outputs, "dependencies": self.dependencies,
+                "property_dependencies": self.property_dependencies,
                 "retain_on_delete": self.retain_on_delete,
                 "protect": self.protect, "ignore_changes": self.ignore_changes,
                 "delete_before_replace": self.delete_before_replace,
@@ -185,6 +188,9 @@ class RecordingMonitor(pmocks.MockMonitor):
             provider=self._ref(request.provider), inputs=inputs, id=resp.id,
             protect=bool(request.protect),
             dependencies=sorted(self.mock_to_engine.get(d, d) for d in request.dependencies),
+            property_dependencies={
+                prop: sorted(self.mock_to_engine.get(u, u) for u in deps.urns)
+                for prop, deps in sorted(request.propertyDependencies.items()) if deps.urns},
             ignore_changes=list(request.ignoreChanges),
             replace_on_changes=list(request.replaceOnChanges),
             delete_before_replace=bool(request.deleteBeforeReplace),
@@ -307,7 +313,8 @@ def deployment_v3(run: RunResult, stack: str, project: str,
             "urn": r.urn, "custom": r.custom, "type": r.type,
             "inputs": {**r.inputs, "__defaults": []} if r.custom else {},
             "outputs": r.outputs, "parent": r.parent or root,
-            "protect": r.protect, "dependencies": r.dependencies, "created": time,
+            "protect": r.protect, "dependencies": r.dependencies,
+            "propertyDependencies": r.property_dependencies, "created": time,
             "modified": time}
         if r.custom:
             entry["id"] = r.id

@@ -16,14 +16,18 @@ from . import harness, offline
 from .policy import run_policies
 
 # What the offline run puts where `pulumi up` reads the stack config `gpufleet:sshPublicKey`
-# (only when the backends file gives no key; the plan warns about it, C011).
-KEY_PLACEHOLDER = "<the stack config gpufleet:sshPublicKey, read at `pulumi up`>"
+# (only when the backends file gives no key; the plan warns about it, C011). The diff never
+# counts it as a change (gpufleet.review.changes).
+KEY_PLACEHOLDER = stackconfig.placeholder(stackconfig.SSH_PUBLIC_KEY)
 
 
 def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
-                   compiled: Compiled | None) -> dict[str, str]:
-    """The stack config of an offline run over files named on the command line."""
-    key = KEY_PLACEHOLDER if compiled is not None and compiled.needs_stack_key else None
+                   compiled: Compiled | None, ssh_public_key: str | None = None
+                   ) -> dict[str, str]:
+    """The stack config of an offline run over files named on the command line; the key
+    set at `pulumi up` is ``ssh_public_key`` when the stack's config is known."""
+    key = ssh_public_key or KEY_PLACEHOLDER \
+        if compiled is not None and compiled.needs_stack_key else None
     return stackconfig.offline_settings(paths, profile, catalog_dir,
                                         ssh_public_key=key).to_config()
 

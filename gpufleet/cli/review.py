@@ -3,6 +3,7 @@ cost) and `diff` (the YAML against a `pulumi stack export`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -99,11 +100,17 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
 @click.option("--full", is_flag=True,
               help="Run every fleet and gateway, also those whose inputs the export shows "
                    "unchanged.")
+@click.option("--stack-config", type=click.Path(dir_okay=False, exists=True),
+              help="The stack's `Pulumi.<stack>.yaml` (default: the one in --cwd), for the "
+                   "values `pulumi up` reads from it (the SSH key).")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder, where `Pulumi.<stack>.yaml` is looked for.")
 @cost_options
 def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir: str | None,
          forbid: str, allow: Sequence[str], max_instances: int | None, fmt: str,
          out: str | None, lock_file: str | None, locked: bool, full: bool,
-         max_cost_per_hour: float | None, max_cost_increase: float | None) -> None:
+         stack_config: str | None, cwd: str, max_cost_per_hour: float | None,
+         max_cost_increase: float | None) -> None:
     """What the YAML would create, update, replace and delete, offline, against an export.
 
     Only fleets and gateways whose inputs changed since the export are run again (their
@@ -126,11 +133,25 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
+    key = _stack_key(stack_config or os.path.join(cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
     report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                 guards, lock, locked, full)
+                                 guards, lock, locked, full, key)
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
     if diags:  # warnings: on standard error, whatever the format of the report
         click.echo(render_text(diags, result.sources), err=True)
     finish_report(report, DIFF_NOTE, fmt, out)
+
+
+def _stack_key(path: str) -> str | None:
+    """The SSH key `pulumi up` reads from the stack config, when that file is there."""
+    from gpufleet.input import stackconfig
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        return stackconfig.read_stack_file(path).get(stackconfig.SSH_PUBLIC_KEY)
+    except stackconfig.StackConfigError as e:
+        raise click.UsageError(str(e)) from None
+

@@ -1,6 +1,7 @@
 """The stack's `gpufleet:*` configuration, read and written in one place: the stack program,
 `gpufleet up` and the offline runs of `plan` and `diff` all go through it. Pure except
-:func:`resolve_files`, which expands globs against the file system.
+:func:`resolve_files`, which expands globs against the file system, and
+:func:`read_stack_file`, which reads a `Pulumi.<stack>.yaml`.
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text, read_small_text
 from gpufleet.input.spec import LOCK_FILE
 
 NAMESPACE = "gpufleet"
@@ -22,6 +25,24 @@ CATALOG = "gpufleet:catalog"
 SSH_PUBLIC_KEY = "gpufleet:sshPublicKey"
 KEYS = (FILES, LOCK, PROFILE, CATALOG, SSH_PUBLIC_KEY)
 FILES_MISSING = f"set the stack config `{FILES}` to a list of files"
+
+
+_PLACEHOLDER = re.compile(r"<the stack config (gpufleet:[A-Za-z]+), read at `pulumi up`>")
+
+
+def placeholder(key: str) -> str:
+    """What an offline run holds where `pulumi up` reads the stack config ``key``."""
+    return f"<the stack config {key}, read at `pulumi up`>"
+
+
+def placeholder_key(value: object) -> str | None:
+    """The config key whose placeholder ``value`` holds (anywhere inside it), else None."""
+    if isinstance(value, str):
+        m = _PLACEHOLDER.search(value)
+        return m.group(1) if m else None
+    items = value.values() if isinstance(value, Mapping) else value \
+        if isinstance(value, list | tuple) else ()
+    return next((k for v in items if (k := placeholder_key(v)) is not None), None)
 
 
 class StackConfigError(ValueError):
@@ -97,3 +118,38 @@ def lock_path(settings: StackSettings, base: Path, files: Sequence[str]) -> str:
     """The lock a stack deploys from: `gpufleet:lock`, else gpufleet.lock beside the first
     file."""
     return resolve_path(settings.lock, base) if settings.lock else default_lock_path(files)
+
+
+def read_stack_file(path: str) -> dict[str, str | None]:
+    """The `gpufleet:*` keys of a `Pulumi.<stack>.yaml`, as Pulumi hands them to the program
+    (structured values as JSON). A `secure:` value cannot be read offline: None. The file is
+    read with the same bounds as every input file (size, nesting, aliases)."""
+    try:
+        text = read_small_text(path, MAX_FILE_BYTES)
+    except OSError as e:
+        raise StackConfigError(f"cannot read the stack config {path}: {e.strerror or e}") \
+            from None
+    loaded = LoadResult()
+    load_text(path, text, loaded)
+    errors = [d for d in loaded.diagnostics if d.is_error]
+    if errors:
+        raise StackConfigError(f"{path}:{errors[0].line}:{errors[0].column}: "
+                               f"{errors[0].message}")
+    data = loaded.documents[0].data if loaded.documents else None
+    config = data.get("config") if isinstance(data, dict) else None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise StackConfigError(f"{path}: `config` is not a mapping")
+    out: dict[str, str | None] = {}
+    for key in KEYS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, dict) and "secure" in value:
+            out[key] = None
+        elif isinstance(value, str):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value)
+    return out

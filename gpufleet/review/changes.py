@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.input import stackconfig
 from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
 from gpufleet.traits import node_types, resource_kinds
 
@@ -44,6 +45,9 @@ FIELD_KEYS: dict[str, str] = {
     "rrdatas": "domain / replicas", "records": "domain / replicas",
     "aRecords": "domain / replicas", "networkInterfaces": "resources (chosen offer)",
     "mtu": "resources (chosen offer)", "networkProfile": "availability_zones",
+    "publicKey": "the SSH key (access.ssh_public_key or the stack config "
+                 "gpufleet:sshPublicKey)",
+    "metadata": "access (SSH key, OS Login)", "osProfile": "access (SSH key, user)",
 }
 INSTANCE_TYPES = node_types()
 NODE_NAME = re.compile(r"-node-\d+$")
@@ -74,6 +78,9 @@ class Change:
     action: str = ""
     protect: bool = False
     reasons: tuple[str, ...] = ()
+    # Why a change the YAML does not touch directly happens, down to the YAML key:
+    # "its subnet a-subnet is replaced <- cidr (backends file)".
+    cause: str | None = None
 
     @property
     def name(self) -> str:
@@ -93,7 +100,7 @@ class Change:
         return {"urn": self.urn, "type": self.type, "name": self.name, "op": self.op,
                 "class": self.klass, "owner": self.owner, "file": self.file,
                 "yaml_key": self.yaml_key, "category": self.category,
-                "protect": self.protect, "reasons": list(self.reasons),
+                "protect": self.protect, "reasons": list(self.reasons), "cause": self.cause,
                 "action": self.action,
                 "properties": [{"path": p.path, "old": p.old, "new": p.new, "kind": p.kind}
                                for p in self.properties]}
@@ -170,7 +177,7 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]
     return [] if _equal(old, new) else [(path, old, new)]
 
 
-def _root(path: str) -> str:
+def root_of(path: str) -> str:
     return re.split(r"[.\[]", path, maxsplit=1)[0]
 
 
@@ -187,18 +194,23 @@ def compare(reg: Mapping[str, Any], old: StateResource) -> tuple[str, list[Prope
     skipped: list[str] = []
     unknown = False
     for path, a, b in diff_values(_strip_defaults(old.inputs), _strip_defaults(reg["inputs"])):
-        if _root(path) in ignored or path in ignored:
+        if root_of(path) in ignored or path in ignored:
+            continue
+        key = stackconfig.placeholder_key(b)
+        if key is not None:  # read at `pulumi up`: unknown offline, never a change
+            skipped.append(f"{path} (the stack config {key}, read at `pulumi up`; "
+                           "--stack-config FILE compares it)")
             continue
         if _contains(b, PLACEHOLDER):
             skipped.append(path)  # an offline placeholder (a cloud lookup): cannot compare
             continue
         if _contains(b, UNKNOWN):
             unknown = True
-        replace = _root(path) in force or path in force
+        replace = root_of(path) in force or path in force
         kind = ("add" if a is None else "update") + ("-replace" if replace else "")
         changes.append(PropertyChange(path, a, b, kind))
         if replace:
-            reasons.append(_root(path))
+            reasons.append(root_of(path))
     old_prov = old.provider.rsplit("::", 1)[0]
     new_prov = str(reg.get("provider") or "").rsplit("::", 1)[0]
     if reg.get("custom") and old_prov and new_prov and old_prov != new_prov:
@@ -222,7 +234,7 @@ def yaml_key(change_type: str, name: str, op: str, props: Sequence[PropertyChang
         return None
     keys = []
     for p in props:
-        k = FIELD_KEYS.get(_root(p.path))
+        k = FIELD_KEYS.get(root_of(p.path))
         if k and k not in keys:
             keys.append(k)
     return ", ".join(keys) or None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
+from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.review.owners import is_top, owner_map
 from gpufleet.review.state import STACK_TYPE, State
@@ -144,6 +145,16 @@ def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled
     if state.pending_operations:
         notes.append(f"the export lists {state.pending_operations} pending operation(s) from "
                      "an interrupted update: run `pulumi refresh` first")
+    nodes = [Node(r["urn"], r["type"], owners.get(r["urn"]), files.get(owners.get(r["urn"]) or ""),
+                  r.get("property_dependencies") or {}, frozenset(r.get("replace_on_changes")
+                                                                  or ()), bool(r.get("protect")))
+             for r in regs if r["type"] != STACK_TYPE]
+    nodes += [Node(old.urn, old.type, old_owners.get(old.urn),
+                   files.get(old_owners.get(old.urn) or ""), old.property_dependencies,
+                   protect=old.protect) for old in state.resources if old.urn in kept]
+    found = len(changes)
+    changes = cascade(changes, nodes)
+    same -= len(changes) - found
     violations = guard(changes, guards.forbid, guards.allow, guards.max_instances)
     return Report("offline-diff", stack, tuple(changes), same, tuple(notes),
                   tuple(sorted(set(skipped))), tuple(violations))

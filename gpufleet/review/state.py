@@ -34,6 +34,7 @@ class StateResource:
     pending_replacement: bool = False
     taint: bool = False
     dependencies: tuple[str, ...] = ()
+    property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -77,8 +78,11 @@ def parse_export(text: str, source: str = "export") -> State:
         if not isinstance(r, dict) or "urn" not in r or "type" not in r:
             raise StateError(f"{source}: resource #{i} has no urn or type")
         wrong = [k for k, kind in (("inputs", dict), ("outputs", dict), ("dependencies", list),
-                                   ("ignoreChanges", list)) if r.get(k) is not None
-                 and not isinstance(r[k], kind)]
+                                   ("ignoreChanges", list), ("propertyDependencies", dict))
+                 if r.get(k) is not None and not isinstance(r[k], kind)]
+        prop_deps = r.get("propertyDependencies") or {}
+        if any(not isinstance(v, list) for v in prop_deps.values()):
+            wrong.append("propertyDependencies")
         if wrong or str(r["urn"]).count("::") < 3:
             raise StateError(f"{source}: resource #{i} is malformed "
                              f"({', '.join(wrong) or 'urn'}); export the stack again with "
@@ -91,7 +95,9 @@ def parse_export(text: str, source: str = "export") -> State:
             retain_on_delete=bool(r.get("retainOnDelete")),
             ignore_changes=tuple(r.get("ignoreChanges") or ()),
             pending_replacement=bool(r.get("pendingReplacement")), taint=bool(r.get("taint")),
-            dependencies=tuple(str(d) for d in r.get("dependencies") or ())))
+            dependencies=tuple(str(d) for d in r.get("dependencies") or ()),
+            property_dependencies={str(k): tuple(str(u) for u in v)
+                                   for k, v in prop_deps.items()}))
     stack, project = "", ""
     root = next((r for r in resources if r.type == STACK_TYPE), None)
     if root is not None:

@@ -26,6 +26,8 @@ def render_change_text(report: Report, note: str) -> str:
         lines += [f"  {p.path}: {_v(p.old)} -> {_v(p.new)} ({p.kind})" for p in ch.properties[:12]]
         if len(ch.properties) > 12:
             lines.append(f"  ... {len(ch.properties) - 12} more propert(ies)")
+        if ch.cause:
+            lines.append(f"  {'replaced' if ch.op == 'replace' else ch.op}: {ch.cause}")
         if ch.reasons:
             lines.append(f"  replaced because of: {', '.join(ch.reasons)}")
         lines.append(f"  action: {ch.action}")
@@ -63,8 +65,9 @@ def render_change_markdown(report: Report, note: str) -> str:
         lines += ["| op | resource | type | fleet / gateway | YAML key | class | details |",
                   "|---|---|---|---|---|---|---|"]
         for ch in sorted(report.changes, key=lambda x: (x.owner or "", x.urn)):
-            details = "<br/>".join(f"`{p.path}`: {_v(p.old)} → {_v(p.new)}"
-                                   for p in ch.properties[:5]).replace("|", "\\|")
+            details = "<br/>".join([f"`{p.path}`: {_v(p.old)} → {_v(p.new)}"
+                                    for p in ch.properties[:5]]
+                                   + ([ch.cause] if ch.cause else [])).replace("|", "\\|")
             lines.append(f"| **{ch.op}** | `{ch.name}` | `{ch.type}` | {ch.owner or '-'} | "
                          f"{ch.yaml_key or '-'} | {ch.klass} | {details or '-'} |")
     else:
