@@ -73,6 +73,18 @@ class AutomationStack:
         with pulumi_errors(self.name, self.cwd):
             self.stack.preview_refresh(on_event=on_event)
 
-    def preview(self, on_event: EventSink) -> None:
+    def preview_refreshed(self, on_event: EventSink) -> None:
+        """`pulumi preview --refresh`: what `up` would change against the cloud as it is."""
         with pulumi_errors(self.name, self.cwd):
             self.stack.preview(refresh=True, on_event=on_event)
+
+    def preview(self, on_event: EventSink) -> None:
+        """`pulumi preview`: what `pulumi up` would change (no refresh, as `up` runs)."""
+        with pulumi_errors(self.name, self.cwd):
+            self.stack.preview(on_event=on_event)
+
+    def export(self) -> dict[str, Any]:
+        """`pulumi stack export`: the deployment as the engine stores it."""
+        with pulumi_errors(self.name, self.cwd):
+            d = self.stack.export_stack()
+        return {"version": d.version, "deployment": d.deployment}

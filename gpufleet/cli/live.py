@@ -52,33 +52,64 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
 @click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
               help="The Pulumi project folder.")
 @click.option("--fallback", type=click.IntRange(min=0), default=0, show_default=True,
-              help="On a capacity error, move the failed fleet to its next offer and retry, "
-                   "at most N times.")
-def up(stack_name: str, cwd: str, fallback: int) -> None:
-    """`pulumi up` through the Automation API, with capacity fallback (needs the Pulumi CLI).
+              help="On a capacity error, move a fleet that runs no nodes yet to its next "
+                   "offer and retry, at most N times.")
+@click.option("--allow-move", "allow_move", multiple=True, metavar="FLEET",
+              help="With --fallback: move this fleet even though it runs nodes (they are "
+                   "all replaced). Repeatable.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask before changing anything (required without a terminal).")
+@click.option("--max-instances", type=click.IntRange(min=0),
+              help="Stop before the update when it would replace or delete more than N "
+                   "instances.")
+@click.option("--max-cost-per-hour", type=click.FloatRange(min=0), metavar="USD",
+              help="Stop before the update when the fleets would cost more than USD per hour.")
+def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes: bool,
+       max_instances: int | None, max_cost_per_hour: float | None) -> None:
+    """`pulumi up` through the Automation API (needs the Pulumi CLI): a preview first, with
+    the changes, the nodes it replaces and the cost before -> after; then the question.
 
-    Only the clouds' capacity errors (the table in the README's "Locking offers" section)
-    move a fleet; the lock file is updated for each move, so the PR of record shows where
-    the fleet went. Exit codes: 0 deployed, 1 failed (every attempt listed), 2 usage or no
-    Pulumi CLI.
+    On a capacity error (the table in the README's "Locking offers" section) a fleet with
+    no nodes yet moves to its next offer and the deploy starts over (preview and question
+    included); a fleet that runs nodes is never moved without --allow-move. The lock file is
+    updated for each move, so the PR of record shows where the fleet went. Exit codes:
+    0 deployed (or nothing to change), 1 failed, refused by a guard or not confirmed,
+    2 usage, no terminal without --yes, or no Pulumi CLI.
     """
     from gpufleet.components.run.automation import AutomationStack
-    from gpufleet.live import LiveError, MissingCli, deploy
+    from gpufleet.live import LiveError, MissingCli, UpOptions, UpPreview, deploy
 
     def echo(line: str) -> None:
         click.echo(line.rstrip("\n"))
 
+    def confirm(_preview: UpPreview) -> bool:
+        return yes or click.confirm("gpufleet up: perform this update?", default=False)
+
+    options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour)
     try:
         runner = AutomationStack.open(stack_name, cwd, echo, why="`gpufleet plan` and "
                                       "`gpufleet lock` work without it")
-        result = deploy(runner, cwd, fallback, echo)
+        if not yes and not interactive():
+            raise click.UsageError("gpufleet up changes infrastructure and asks first: run "
+                                   "it on a terminal, or pass --yes (after reviewing "
+                                   "`gpufleet plan` / `gpufleet diff`)")
+        result = deploy(runner, cwd, options, echo, confirm)
     except MissingCli as e:
         click.echo(f"gpufleet up: {e}", err=True)
         sys.exit(EXIT_USAGE)
     except LiveError as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INVALID)
-    moved = sum(1 for a in result.attempts if a.moves)
+    if result.unchanged:
+        click.echo(f"gpufleet up: stack {stack_name} is up to date; nothing was changed")
+        return
+    moved = sum(1 for a in result.attempts if a.moves and a.outcome != "succeeded")
     click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
                f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
                                 else ""))
+
+
+def interactive() -> bool:
+    """Whether someone can answer the question (standard input is a terminal)."""
+    return sys.stdin.isatty()
+

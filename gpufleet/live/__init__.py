@@ -1,6 +1,7 @@
 """Live: a deployed stack through a runner (the Automation API) -> deploys and drift reports."""
 
 from gpufleet.live.drift import DRIFT_NOTE, changes_from_events, live_drift, merge
+from gpufleet.live.preview import UpPreview
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -12,6 +13,7 @@ from gpufleet.live.runner import (
 from gpufleet.live.up import (
     CAPACITY_ERRORS,
     UpError,
+    UpOptions,
     UpResult,
     capacity_code,
     capacity_failures,
@@ -28,7 +30,9 @@ __all__ = [
     "MissingCli",
     "PreviewRunner",
     "UpError",
+    "UpOptions",
     "UpOutcome",
+    "UpPreview",
     "UpResult",
     "capacity_code",
     "capacity_failures",

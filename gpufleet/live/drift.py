@@ -104,7 +104,7 @@ def live_drift(runner: PreviewRunner, stack: str, forbid: Sequence[str],
     refresh_events: list[Any] = []
     runner.preview_refresh(refresh_events.append)
     preview_events: list[Any] = []
-    runner.preview(preview_events.append)
+    runner.preview_refreshed(preview_events.append)
     changes = merge(changes_from_events(refresh_events, "refresh"),
                     changes_from_events(preview_events, "preview"))
     return Report("live-drift", stack, tuple(changes),

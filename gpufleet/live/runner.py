@@ -34,16 +34,22 @@ EventSink = Callable[[Any], None]
 
 
 class DeployRunner(Protocol):
-    """The two things `gpufleet up` needs of a stack."""
+    """What `gpufleet up` needs of a stack: its config, its state (`pulumi stack export`),
+    a preview of the update (engine events to ``on_event``) and the update itself."""
 
     def config(self) -> Mapping[str, str]: ...
+
+    def export(self) -> dict[str, Any]: ...
+
+    def preview(self, on_event: EventSink) -> None: ...
 
     def up(self) -> UpOutcome: ...
 
 
 class PreviewRunner(Protocol):
-    """The two previews `gpufleet drift` runs, each feeding engine events to ``on_event``."""
+    """The two previews `gpufleet drift` runs, each feeding engine events to ``on_event``:
+    cloud vs state, and program vs the refreshed cloud."""
 
     def preview_refresh(self, on_event: EventSink) -> None: ...
 
-    def preview(self, on_event: EventSink) -> None: ...
+    def preview_refreshed(self, on_event: EventSink) -> None: ...

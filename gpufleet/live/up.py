@@ -9,14 +9,18 @@ other error stops at once. A deploy is reported only when the engine says it suc
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from gpufleet.compile import compile_files
+from gpufleet.compile import Compiled, compile_files
 from gpufleet.diagnostics import render_text
 from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
+from gpufleet.live.drift import changes_from_events
+from gpufleet.live.preview import UpPreview
 from gpufleet.live.runner import DeployRunner, LiveError, UpOutcome
 from gpufleet.offers import (
     Offer,
@@ -26,7 +30,15 @@ from gpufleet.offers import (
     select_locked,
     write_lock,
 )
-from gpufleet.review import owner_of
+from gpufleet.review import (
+    Report,
+    State,
+    StateError,
+    fleet_costs,
+    owner_of,
+    parse_export,
+    running_nodes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +159,11 @@ class UpResult:
     def succeeded(self) -> bool:
         return bool(self.attempts) and self.attempts[-1].outcome == "succeeded"
 
+    @property
+    def unchanged(self) -> bool:
+        """The preview showed nothing to change, so `pulumi up` did not run."""
+        return self.succeeded and self.attempts[-1].moves == [NO_CHANGES]
+
 
 def stack_files(config: Mapping[str, str], cwd: str) -> tuple[list[str], str, str | None,
                                                                 str | None]:
@@ -162,49 +179,102 @@ def stack_files(config: Mapping[str, str], cwd: str) -> tuple[list[str], str, st
         settings.catalog
 
 
-def deploy(runner: DeployRunner, cwd: str, fallback: int,
-           echo: Callable[[str], None]) -> UpResult:
-    """Run `pulumi up`; on capacity errors move the failed fleets' lock entries to their
-    next offer and try again, at most ``fallback`` times."""
+@dataclass(frozen=True, slots=True)
+class UpOptions:
+    """What `gpufleet up` may do on its own: fallback attempts, fleets it may move although
+    they run nodes, and the guards of `plan`/`diff`."""
+
+    fallback: int = 0
+    allow_move: frozenset[str] = frozenset()
+    max_instances: int | None = None
+    max_cost_per_hour: float | None = None
+
+
+Confirm = Callable[[UpPreview], bool]
+NO_CHANGES = "the preview shows no changes"
+
+
+def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[str], None],
+           confirm: Confirm) -> UpResult:
+    """Preview, show the change summary, check the guards, ask, then `pulumi up`; on a
+    capacity error move a fleet that runs no nodes yet to its next offer and start over
+    (preview and question included), at most ``options.fallback`` times."""
     files, lock_path, profile, catalog_dir = stack_files(runner.config(), cwd)
-    validated, compiled = compile_files(files, profile, catalog_dir, lock_path)
-    if compiled is None or not compiled.ok:
-        diags = compiled.diagnostics if compiled is not None else validated.diagnostics
-        raise UpError("the stack's files cannot be deployed as they are:\n" + render_text(
-            [d for d in diags if d.is_error], validated.sources))
     tried: dict[str, set[tuple[str, str, str]]] = {}
     attempts: list[Attempt] = []
-    for number in range(1, fallback + 2):
+    for number in range(1, options.fallback + 2):
+        compiled, lock = _compile(files, profile, catalog_dir, lock_path)
+        shown = preview_update(runner, compiled, lock)
+        for line in shown.lines():
+            echo(line)
+        blocked = shown.violations(options.max_instances, options.max_cost_per_hour)
+        if blocked:
+            raise UpError(_history(attempts, "the preview breaks a guard; nothing was "
+                                             "changed:\n  " + "\n  ".join(blocked)))
+        if not shown.report.changes:
+            attempts.append(Attempt(number, "succeeded", [NO_CHANGES]))
+            return UpResult(attempts, lock_path)
+        if not confirm(shown):
+            raise UpError(_history(attempts, "not confirmed; nothing was changed"))
         outcome = runner.up()
         if outcome.succeeded:
             attempts.append(Attempt(number, "succeeded"))
             return UpResult(attempts, lock_path)
-        lock, _ = load_lock(lock_path)
-        if lock is None:
-            raise UpError(f"{lock_path} became unreadable during `gpufleet up`")
-        backends = {n: e.backend for n, e in lock.fleets.items()}
-        failures = capacity_failures(outcome, backends)
+        failures = capacity_failures(outcome, {n: e.backend for n, e in lock.fleets.items()})
         if not failures:
             attempts.append(Attempt(number, "failed", [outcome.error.strip()[-2000:]]))
             raise UpError(_history(attempts, "`pulumi up` failed with an error that is not "
                                              "a lack of capacity; nothing was moved"))
         attempt = Attempt(number, "capacity")
         attempts.append(attempt)
-        if number > fallback:
+        if number > options.fallback:
             attempt.moves = [f"{f.fleet}: {f.code} on {lock.fleets[f.fleet].short()}"
                              for f in failures]
             raise UpError(_history(attempts, f"no capacity after {number} attempt(s) "
-                                             f"(--fallback {fallback})"))
-        lock = _move(failures, lock, tried, files, profile, catalog_dir, attempt)
+                                             f"(--fallback {options.fallback})"))
+        running = running_nodes(_state(runner))
+        lock = _move(failures, lock, tried, files, profile, catalog_dir, attempt, running,
+                     options.allow_move)
         write_lock(lock_path, lock.fleets, lock.gateways)
         for line in attempt.moves:
             echo(f"gpufleet up: {line}")
     raise UpError(_history(attempts, "no attempts left"))  # pragma: no cover - loop returns
 
 
+def _compile(files: Sequence[str], profile: str | None, catalog_dir: str | None,
+             lock_path: str) -> tuple[Compiled, Lock]:
+    """The stack's files compiled as the stack program compiles them (from the lock)."""
+    validated, compiled = compile_files(files, profile, catalog_dir, lock_path)
+    lock, _ = load_lock(lock_path)
+    if compiled is None or not compiled.ok or lock is None:
+        diags = compiled.diagnostics if compiled is not None else validated.diagnostics
+        raise UpError("the stack's files cannot be deployed as they are:\n" + render_text(
+            [d for d in diags if d.is_error], validated.sources))
+    return compiled, lock
+
+
+def _state(runner: DeployRunner) -> State:
+    """The stack's state now (what runs), from `pulumi stack export`."""
+    try:
+        return parse_export(json.dumps(runner.export()), "the stack's state")
+    except StateError as e:
+        raise UpError(f"cannot read the stack's state: {e}") from None
+
+
+def preview_update(runner: DeployRunner, compiled: Compiled, lock: Lock) -> UpPreview:
+    """`pulumi preview` (what `pulumi up` would do now) with the cost before and after."""
+    events: list[Any] = []
+    runner.preview(events.append)
+    changes = changes_from_events(events, "preview")
+    costs = fleet_costs(compiled.plans, lock, running_nodes(_state(runner)))
+    return UpPreview(Report("up-preview", "", tuple(changes)), costs)
+
+
 def _move(failures: Sequence[Failure], lock: Lock, tried: dict[str, set[tuple[str, str, str]]],
           files: Sequence[str], profile: str | None, catalog_dir: str | None,
-          attempt: Attempt) -> Lock:
+          attempt: Attempt, running: Mapping[str, int], allow_move: frozenset[str]) -> Lock:
+    """Each failed fleet's entry moved to its next untried offer; a fleet with running nodes
+    stops the deploy instead (unless allowed), naming the offers that would work."""
     validated = validate_paths(files)
     catalog = load_catalog(catalog_dir)
     prof = pick_profile(validated.inputs.profiles, profile)
@@ -215,14 +285,26 @@ def _move(failures: Sequence[Failure], lock: Lock, tried: dict[str, set[tuple[st
         tried.setdefault(fail.fleet, set()).add(_place(old))
         sel, st, _ = select_locked(specs[fail.fleet], catalog, validated.inputs, prof, lock,
                                    upgrade=True)
-        nxt = next((o for o in sel.offers if _place(o) not in tried[fail.fleet]), None)
-        if nxt is None:
+        left = [o for o in sel.offers if _place(o) not in tried[fail.fleet]]
+        nodes = running.get(fail.fleet, 0)
+        if not left:
             attempt.moves.append(f"{fail.fleet}: {fail.code} on {old.short()}; no other offer "
                                  "satisfies the YAML")
             raise UpError(_history([attempt], f"fleet '{fail.fleet}' has no offer left"))
-        fleets[fail.fleet] = entry_from_offer(fail.fleet, st.digest, nxt, catalog)
+        if nodes and fail.fleet not in allow_move:
+            attempt.moves.append(f"{fail.fleet}: {fail.code} on {old.short()}")
+            attempt.moves += [f"  would work: {o.short()}: replaces its {nodes} running "
+                              "node(s)" for o in left[:3]]
+            raise UpError(_history([attempt], f"fleet '{fail.fleet}' runs {nodes} node(s), and "
+                                              "moving it would replace them all; nothing was "
+                                              f"moved (--allow-move {fail.fleet} accepts the "
+                                              "move)"))
+        nxt = left[0]
+        keep = old.cidr if nxt.backend == old.backend else None
+        fleets[fail.fleet] = entry_from_offer(fail.fleet, st.digest, nxt, catalog, keep)
         attempt.moves.append(f"{fail.fleet}: {fail.code} on {old.short()} -> moving to "
-                             f"{fleets[fail.fleet].short()}")
+                             f"{fleets[fail.fleet].short()}"
+                             + (f" (replaces its {nodes} running node(s))" if nodes else ""))
     return dataclasses.replace(lock, fleets=fleets)
 
 

@@ -65,7 +65,10 @@ def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
     names = {p.name for p in plans}
     for p in plans:
         entry = lock.fleets.get(p.name) if lock is not None else None
-        nodes_before = (running or {}).get(p.name, p.nodes if entry is not None else 0)
+        if running is not None:  # what the stack runs; a fleet it lacks runs nothing yet
+            nodes_before = running.get(p.name, 0)
+        else:
+            nodes_before = p.nodes if entry is not None else 0
         before = _price(entry.price) * nodes_before if entry is not None else 0.0
         out.append(FleetCost(p.name, before, _price(p.price_per_hour) * p.nodes))
     for name, count in sorted((running or {}).items()):  # fleets the YAML no longer has
