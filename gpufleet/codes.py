@@ -42,6 +42,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "L010": Code("unsupported YAML tag (`!!binary`, `!!set`, `!!python/...`)",
                  "remove the tag"),
     "L011": Code("empty file", "add a document, or remove the file"),
+    "L012": Code("a number YAML 1.1 reads differently than it looks (`017` is 15, `1:30` is "
+                 "90, `0x10` is 16)", "write the number plainly, or quote it if it is text"),
     "S001": Code("unknown key", "remove the key, or fix its spelling (see the hint)"),
     "S002": Code("wrong type", "write a value of the type named in the message"),
     "S003": Code("value not among the allowed ones", "use one of the values listed"),

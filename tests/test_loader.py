@@ -115,3 +115,27 @@ def test_nesting_is_refused_before_the_parser() -> None:
     assert [d.code for d in _load(deep_blocks).diagnostics] == ["L005"]
     quoted = 'a: "' + "[" * 5_000 + '"\n'  # brackets in a string are not nesting
     assert _load(quoted).diagnostics == []
+
+
+def test_a_quote_cannot_hide_nesting_from_the_prescan(tmp_path: Path) -> None:
+    """`x: a '` is a plain scalar to YAML, not an open quote; 30,000 `[` after it once
+    reached libyaml's recursive composer and killed the process. Run in a subprocess, so a
+    crash fails the test instead of the test run."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yml"
+    bad.write_text("x: a '\ny: " + "[" * 30_000 + "\n")
+    r = subprocess.run([sys.executable, "-m", "gpufleet", "validate", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "bad.yml:2:1: error[L005]: the YAML nests deeper than 200 levels" in r.stdout
+
+
+def test_alias_expansion_counts_the_scalars_inside() -> None:
+    """10,000 aliases of a 10,000-item list: 100 million values, refused after 100,000
+    (bench/fuzz.py --bombs times it)."""
+    text = "a: &a [" + ", ".join(["x"] * 10_000) + "]\nb: [" + ", ".join(["*a"] * 10_000) + "]\n"
+    r = _load(text)
+    assert [d.code for d in r.diagnostics] == ["L005"]
+    assert "expands to more than 100,000 values" in r.diagnostics[0].message

@@ -8,7 +8,6 @@ is refused after a fixed number of nodes instead of exhausting memory).
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +21,9 @@ from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, display_path
 from gpufleet.input.spec import LOCK_FILE
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
-MAX_NODES = 100_000  # values reached through aliases (what an alias bomb multiplies)
+# Values aliases may expand to in one document, scalars included, each time an alias repeats
+# them: an alias or merge bomb is refused after this many, in well under a second.
+MAX_VALUES = 100_000
 MAX_DEPTH = 64
 MAX_TEXT_DEPTH = 200  # refused before parsing: deeper nesting crashes PyYAML's C composer
 MAX_INT_DIGITS = 30
@@ -192,55 +193,27 @@ def load_bytes(name: str, raw: bytes, result: LoadResult) -> None:
     load_text(name, text, result)
 
 
-_SPECIAL = re.compile(r"[\[\]{}\"'#\n]")
+_OPEN_TOKENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
+                yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken)
+_CLOSE_TOKENS = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
 def nesting_depth(text: str, limit: int) -> tuple[int, int]:
-    """An upper estimate of how deep the YAML nests, and the line where it passes ``limit``:
-    flow brackets outside quotes and comments, plus block indentation levels and `- `
-    sequence markers. Linear, and run before the parser."""
-    indents: list[int] = []
-    block: dict[int, int] = {}  # line -> block depth at its start
-    for number, line in enumerate(text.split("\n"), 1):
-        stripped = line.lstrip(" ")
-        if not stripped or stripped.startswith("#"):
-            continue
-        indent = len(line) - len(stripped)
-        while indents and indents[-1] >= indent:
-            indents.pop()
-        indents.append(indent)
-        dashes = 0
-        while stripped.startswith("- "):
-            dashes += 1
-            stripped = stripped[2:].lstrip(" ")
-        depth = len(indents) + dashes
-        if depth > limit:
-            return depth, number
-        block[number] = depth
-    flow, quote, comment, number = 0, "", False, 1
-    for m in _SPECIAL.finditer(text):
-        ch, at = m.group(), m.start()
-        if ch == "\n":
-            number += 1
-            comment = False
-            continue
-        if comment:
-            continue
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        before = text[at - 1] if at else "\n"
-        if ch in "\"'" and before in " [{,:\n\t-":
-            quote = ch
-        elif ch == "#" and before in " \t\n":
-            comment = True
-        elif ch in "[{":
-            flow += 1
-            if flow + block.get(number, 0) > limit:
-                return flow + block.get(number, 0), number
-        elif ch in "]}":
-            flow = max(0, flow - 1)
+    """How deep the YAML nests, read from the scanner's tokens (libyaml's scanner is an
+    iterative state machine, so any nesting is safe to scan; its composer recurses and
+    crashes the process on deep input): the depth and the line where it passes ``limit``,
+    else (0, 0). A syntax error ends the scan; the parser reports it."""
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=_Loader):
+            if isinstance(token, _OPEN_TOKENS):
+                depth += 1
+                if depth > limit:
+                    return depth, token.start_mark.line + 1
+            elif isinstance(token, _CLOSE_TOKENS):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
     return 0, 0
 
 
@@ -261,7 +234,9 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
                 continue
             documents += 1
             try:
-                result.documents.append(_build_document(name, index, node))
+                doc, warnings = _build_document(name, index, node)
+                result.documents.append(doc)
+                result.diagnostics.extend(warnings)
             except _Abort as a:
                 result.diagnostics.append(a.diag)
             index += 1
@@ -301,20 +276,22 @@ class _Builder:
         self.name = name
         self.source = SourceMap()
         self.count = 0
+        self.seen: set[int] = set()
+        self.expanding = 0  # > 0 while building what an alias repeats
         self.active: set[int] = set()
-        self.built: set[int] = set()
+        self.warnings: list[Diagnostic] = []
 
     def fail(self, node: Node, code: str, message: str, hint: str | None = None) -> _Abort:
         line, col = _pos(node)
         return _Abort(Diagnostic(self.name, line, col, code, message, hint=hint))
 
     def build(self, node: Node, path: KeyPath) -> Any:
-        if id(node) in self.built:  # reached again through an alias
-            self.count += 1
-        elif not isinstance(node, ScalarNode):
-            self.built.add(id(node))
-        if self.count > MAX_NODES:
-            raise self.fail(node, "L005", f"document expands to more than {MAX_NODES:,} values "
+        again = id(node) in self.seen  # reached again through an alias
+        self.seen.add(id(node))
+        if again or self.expanding:
+            self.count += 1  # every value an alias expands to, scalars included
+        if self.count > MAX_VALUES:
+            raise self.fail(node, "L005", f"document expands to more than {MAX_VALUES:,} values "
                             "(anchors and aliases are expanded)",
                             hint="this looks like an alias bomb; remove the nested aliases")
         if len(path) > MAX_DEPTH:
@@ -329,6 +306,7 @@ class _Builder:
         if id(node) in self.active:
             raise self.fail(node, "L006", "recursive alias: a node contains itself")
         self.active.add(id(node))
+        self.expanding += again
         try:
             if isinstance(node, SequenceNode):
                 return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
@@ -336,6 +314,7 @@ class _Builder:
             return self.mapping(node, path)
         finally:
             self.active.discard(id(node))
+            self.expanding -= again
 
     def scalar(self, node: ScalarNode, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
@@ -351,12 +330,42 @@ class _Builder:
                                 f"gpufleet reads at most {MAX_INT_DIGITS} digits")
         ctor = self._scalars.yaml_constructors[node.tag]
         try:
-            return ctor(self._scalars, node)
+            value = ctor(self._scalars, node)
         except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as e:
             kind = node.tag.rsplit(":", 1)[-1]
-            value = node.value if len(node.value) <= 40 else node.value[:40] + "..."
-            raise self.fail(node, "L009", f"{_where(path)}: cannot read {value!r} as {kind}",
+            shown = node.value if len(node.value) <= 40 else node.value[:40] + "..."
+            raise self.fail(node, "L009", f"{_where(path)}: cannot read {shown!r} as {kind}",
                             hint=f"remove the `!!{kind}` tag or write a valid {kind}") from e
+        self.check_number(node, path, value)
+        return value
+
+    def check_number(self, node: ScalarNode, path: KeyPath, value: Any) -> None:
+        """YAML 1.1 reads `017` as 15, `0x10` as 16, `1:30` as 90 and `1_000` as 1000 (so
+        does dstack's loader): the value is kept, with a warning saying so."""
+        if node.tag not in (_YAML + "int", _YAML + "float") or node.style:
+            return
+        raw = node.value
+        digits = raw.lstrip("+-")
+        if ":" in raw:
+            why = "base 60"
+        elif "_" in raw:
+            why = "digit separators"
+        elif node.tag == _YAML + "float":
+            return
+        elif digits[:2].lower() == "0x":
+            why = "hexadecimal"
+        elif digits[:2].lower() == "0b":
+            why = "binary"
+        elif len(digits) > 1 and digits.startswith("0"):
+            why = "octal"
+        else:
+            return
+        line, col = _pos(node)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        self.warnings.append(Diagnostic(
+            self.name, line, col, "L012", f"{_where(path)}: `{raw}` is read as {shown} "
+            f"(YAML 1.1 {why}, as dstack's loader reads it)", severity=Severity.WARNING,
+            hint=f"write {shown}, or quote `{raw}` if it is text"))
 
     def key_of(self, node: Node) -> str:
         if not isinstance(node, ScalarNode):
@@ -403,8 +412,8 @@ def _where(path: KeyPath) -> str:
     return ".".join(str(p) for p in path) or "the document"
 
 
-def _build_document(name: str, index: int, node: Node) -> Document:
+def _build_document(name: str, index: int, node: Node) -> tuple[Document, list[Diagnostic]]:
     builder = _Builder(name)
     data = builder.build(node, ())
-    return Document(name, index, data, builder.source)
+    return Document(name, index, data, builder.source), builder.warnings
 

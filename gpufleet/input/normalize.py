@@ -51,7 +51,7 @@ def _to_int(v: Any) -> int:
     elif isinstance(v, str) and _INT.fullmatch(v.strip()):
         n = int(v.strip())
     else:
-        raise SpecError(f"invalid literal for int() with base 10: '{_short(v)}'")
+        raise SpecError(f"'{_short(v)}' is not a whole number")
     if abs(n) > MAX_COUNT:
         raise SpecError(f"{_short(n)} is too large (at most {MAX_COUNT:,})")
     return n

@@ -5,6 +5,7 @@ Never raises on bad input: every problem becomes a :class:`Diagnostic`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,9 +81,25 @@ def check_schema(doc: Document) -> Checked:
     if kind is None:
         checked.bad.add(())
         return checked
+    for path, value in _not_finite(doc.data, ()):
+        checked.bad.add(path)
+        checked.diagnostics.append(doc.at_value(
+            path, "S002", f"{_where(path, kind)} must be a finite number, not {value}",
+            hint="YAML reads .nan and .inf as numbers; write a number"))
     for err in validator(kind).iter_errors(doc.data):
-        _translate(checked, err, kind)
+        if tuple(err.absolute_path) not in checked.bad:
+            _translate(checked, err, kind)
     return checked
+
+
+def _not_finite(data: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
+    """Where the document holds .nan or .inf (no bound holds for NaN, so the schema's
+    bounds would let it through)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [(path, ".nan" if math.isnan(data) else ("-.inf" if data < 0 else ".inf"))]
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    return [hit for k, v in items for hit in _not_finite(v, (*path, k))]
 
 
 def _describe(v: Any) -> str:
@@ -144,7 +161,10 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
         if same_type:
             _translate(c, min(same_type, key=lambda e: len(e.path)), kind)
             return
+    reported = path in c.bad
     c.bad.add(path)
+    if reported and v in ("enum", "const"):
+        return  # a value of the wrong type (null, a number) is reported once, as such
     if v == "type":
         _type_error(c, path, _as_list(err.validator_value), err.instance)
     elif v == "enum":
