@@ -125,21 +125,71 @@ def test_wrong_results_fail_even_without_a_threshold(
     assert code == 0 and "no bandwidth threshold" in out
 
 
-def test_truncated_and_corrupted_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cut_off_log_is_unreadable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = log(700.0, last=31, avg=False)
     cut = text[: text.rindex("#")]  # cut off mid-run: no summary
-    cut = cut[: len(cut) - 40]  # and half of the last row
     code, out = check(tmp_path, cut, capsys=capsys)
-    assert code == 0, out
-    assert "no 'Avg bus bandwidth' line" in out and "broken row(s) ignored" in out
-    assert "the log stops below 1 GiB" not in out
-    garbage = log(700.0).replace("    100.00  ", "    1x0.0?  ", 1)
-    code, out = check(tmp_path, garbage, capsys=capsys)
-    assert code == 0 and "1 broken row(s) ignored, first:" in out and "1x0.0?" in out
-    nan = log(700.0).replace("700.00", "nan", 1)  # one side of the peak row is not a number
-    code, out = check(tmp_path, nan, capsys=capsys)
-    assert "1 broken row(s) ignored" in out
-    assert code == 0  # the neighbouring sizes still show the plateau above 612 GB/s
+    assert code == 2 and "no 'Avg bus bandwidth' line: the run was cut off" in out
+    code, out = check(tmp_path, cut[: len(cut) - 40], capsys=capsys)  # half of the last row
+    assert code == 2 and "is not a number nccl-tests writes" in out
+
+
+# Each hostile log: what the checker says and how it exits. None of them passes.
+HOSTILE = {
+    "out of bounds FAILED": (log(700.0).replace("# Out of bounds values : 0 OK",
+                                                "# Out of bounds values : 12 FAILED"), 1,
+                             "nccl-tests found 12 out-of-bounds value(s)"),
+    "#wrong 'lots'": (log(700.0).replace("      0      99.00", "   lots      99.00", 1), 2,
+                      "'lots' is not a number"),
+    "#wrong 5,000 digits": (log(700.0).replace("      0      99.00",
+                                               " " + "9" * 5000 + "      99.00", 1), 2,
+                            "is not a number nccl-tests writes"),
+    "#wrong -5": (log(700.0).replace("      0      99.00", "     -5      99.00", 1), 2,
+                  "'-5' is not a number"),
+    "busbw 1e308": (log(700.0).replace("700.00", "1e308", 1), 2, "'1e308' is not a number"),
+    "busbw above any interconnect": (log(9000.0), 2, "more than any GPU interconnect carries"),
+    "busbw nan": (log(700.0).replace("700.00", "nan", 1), 2, "'nan' is not a number"),
+    "non-ASCII digits": (log(700.0).replace("700.00", "\u0667\u0660\u0660.00", 1), 2,
+                         "is not a number"),
+    "digit separator": (log(700.0).replace("700.00", "7_00.00", 1), 2, "'7_00.00'"),
+    "time garbage": (log(700.0).replace("    100.00  ", "    1x0.0?  ", 1), 2, "1x0.0?"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_logs_never_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 case: str) -> None:
+    text, want, says = HOSTILE[case]
+    code, out = check(tmp_path, text, capsys=capsys)
+    assert code == want and says in out, out
+
+
+def test_two_runs_are_judged_one_by_one(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    failing_then_passing = log(4.2) + log(700.0)
+    code, out = check(tmp_path, failing_then_passing, capsys=capsys)
+    assert code == 1 and "2 runs in this log, judged one by one" in out
+    assert "run 1 (line 5): FAIL: peak 4.2 GB/s is below 612 GB/s" in out
+    no_header = log(700.0) + "\n".join(log(4.2).splitlines()[7:]) + "\n"  # table only
+    code, out = check(tmp_path, no_header, capsys=capsys)
+    assert code == 1 and "2 runs in this log" in out
+
+
+def test_interleaved_runs_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = log(700.0).splitlines(), log(4.2).splitlines()
+    mixed = [a[0], *a[1:7]] + [x for pair in zip(a[7:-2], b[7:-2], strict=True) for x in pair]
+    code, out = check(tmp_path, "\n".join([*mixed, *a[-2:]]) + "\n", capsys=capsys)
+    assert code == 2 and "repeats: two runs are mixed in this log" in out
+
+
+def test_a_log_over_the_read_bound_says_so(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from gpufleet.handoff import MAX_LOG_BYTES
+
+    noise = "[node-0] NCCL INFO " + "x" * 200 + "\n"
+    text = noise * (MAX_LOG_BYTES // len(noise) + 1) + log(4.2)  # a failing table past 50 MB
+    code, out = check(tmp_path, text, capsys=capsys)
+    assert code == 2 and "larger than 50 MB" in out
 
 
 @pytest.mark.parametrize("text", ["", "mpirun: command not found\n", HEADER,

@@ -207,7 +207,8 @@ def test_cli_bad_exports_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["diff", *paths]) == 2
     assert main(["diff", "--state", broken, "--forbid", "explode", *paths]) == 2
     err = capsys.readouterr().err
-    assert "not valid JSON" in err and "unsupported export version 1" in err
+    assert "not a stack export" in err and "not valid JSON" in err
+    assert "unsupported version 1" in err
     assert "Traceback" not in err
 
 

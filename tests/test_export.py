@@ -105,7 +105,7 @@ def test_files_it_did_not_write_are_never_replaced(stack: dict[str, Any], tmp_pa
     out.mkdir()
     (out / "a4.dstack.yml").write_text("type: fleet\nname: mine\n")
     code, _, texts = run_export(tmp_path, "--state", state)
-    assert code == 1 and "was not written by gpufleet; nothing was written" in \
+    assert code == 2 and "was not written by gpufleet; nothing was written" in \
         capsys.readouterr().err
     assert sorted(texts) == ["a4.dstack.yml"] and texts["a4.dstack.yml"].endswith("mine\n")
     assert run_export(tmp_path, "--state", state, "--force")[0] == 0
@@ -117,7 +117,7 @@ def test_bad_sources_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["export", "dstack", "--out", str(tmp_path)]) == 2
     bad = write(tmp_path, "bad.json", "{not json")
     assert main(["export", "dstack", "--state", bad, "--out", str(tmp_path / "o")]) == 1
-    assert "not JSON" in capsys.readouterr().err
+    assert "not a stack export" in capsys.readouterr().err
     empty = write(tmp_path, "empty.json", "{}")
     assert main(["export", "dstack", "--outputs", empty, "--out", str(tmp_path / "o")]) == 1
     assert "no gpufleet fleets" in capsys.readouterr().err

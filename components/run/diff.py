@@ -19,6 +19,7 @@ from gpufleet.review import (
     GuardOptions,
     Report,
     State,
+    StateError,
     choose_skips,
     cost_violations,
     diff_report,
@@ -39,11 +40,17 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
                                 seed=seed)
-    run = harness.run_program(lambda: program.main(compiled=compiled),
-                              offline_config(paths, profile, catalog_dir, compiled,
-                                             ssh_public_key), mocks,
-                              stack=state.stack or "dev", project=state.project or "gpufleet",
-                              preview=True)
+    try:
+        run = harness.run_program(lambda: program.main(compiled=compiled),
+                                  offline_config(paths, profile, catalog_dir, compiled,
+                                                 ssh_public_key), mocks,
+                                  stack=state.stack or "dev",
+                                  project=state.project or "gpufleet", preview=True)
+    except Exception as e:  # the SDK refused a value the export recorded
+        raise StateError(f"not a stack export gpufleet can compare with: the program could "
+                         f"not use the values it records ({type(e).__name__}: "
+                         f"{str(e).strip()[-300:]}); export the stack again with `pulumi "
+                         "stack export --file FILE`") from None
     return [r.to_json() for r in run.sorted()]
 
 

@@ -12,6 +12,7 @@ import click
 
 from gpufleet import __version__
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from gpufleet.fileio import WriteError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.exit_code)
     except click.UsageError as e:
         e.show()
+        return EXIT_USAGE
+    except WriteError as e:  # a target gpufleet will not write: nothing was written
+        click.echo(f"gpufleet: {e}", err=True)
         return EXIT_USAGE
     except click.ClickException as e:
         e.show()

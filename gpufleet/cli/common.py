@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gpufleet.diagnostics import Diagnostic, render_json, render_text
-from gpufleet.fileio import write_atomically
+from gpufleet.fileio import STDOUT, check_file, write_text
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CHANGES = 7  # mirrors `pulumi preview --expect-no-changes`
@@ -126,10 +126,22 @@ def compile_errors_exit(diags: Sequence[Diagnostic], sources: Any, fmt: str) -> 
     sys.exit(EXIT_INVALID)
 
 
+def out_option(what: str) -> Decorator:
+    return click.option("--out", metavar="FILE",
+                        help=f"Write the {what} to FILE (atomically; `-` for standard output) "
+                             "instead of standard output.")
+
+
+def check_out(out: str | None) -> None:
+    """Before any work: the --out target can be written (else exit 2, nothing done)."""
+    if out:
+        check_file(out)
+
+
 def write_or_print(text: str, out: str | None, what: str) -> None:
     """``text`` to ``out`` (atomically) or to standard output."""
-    if out:
-        write_atomically(out, text)
+    if out and out != STDOUT:
+        write_text(out, text)
         click.echo(f"{what} written to {out}", err=True)
     else:
         click.echo(text)

@@ -21,7 +21,7 @@ from gpufleet.cli.common import (
     profile_option,
     validated_or_exit,
 )
-from gpufleet.fileio import write_atomically
+from gpufleet.fileio import check_file_in, check_folder, write_many
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -29,10 +29,12 @@ from gpufleet.fileio import write_atomically
 @click.option("--out", "out_dir", default=".", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the task file.")
 @click.option("--fleet", "fleet_name", help="With `check`: the fleet the log belongs to.")
+@click.option("--force", is_flag=True,
+              help="Replace a task file in --out that gpufleet did not write.")
 @catalog_option
 @lock_option
 @profile_option
-def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None,
+def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force: bool,
                catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
     """Is my cluster healthy? An NCCL all-reduce test per fleet, and its check.
 
@@ -43,7 +45,14 @@ def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None,
     gpufleet acceptance check LOG --fleet NAME PATH...
         read the nccl-tests output: exit 0 pass, 1 fail, 2 unreadable log
     """
-    from gpufleet.handoff import parse_log, render_task, task_for, verdict
+    from gpufleet.handoff import (
+        MAX_LOG_BYTES,
+        TASK_MARKER,
+        parse_log,
+        render_task,
+        task_for,
+        verdict,
+    )
 
     checking = args[0] == "check"
     if checking:
@@ -56,22 +65,26 @@ def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None,
     missing = [p for p in (paths + ([log_file] if checking else [])) if not os.path.exists(p)]
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    task_file = f"{fleet_name}-nccl.dstack.yml"
+    if not checking:  # before any work: where the task goes
+        check_folder(out_dir)
+        check_file_in(os.path.join(out_dir, task_file), TASK_MARKER, force)
     plan = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
     task, exp = task_for(plan)
     if not checking:
-        out = os.path.join(out_dir, f"{plan.name}-nccl.dstack.yml")
-        os.makedirs(out_dir, exist_ok=True)
-        write_atomically(out, render_task(task, exp))
-        click.echo(f"wrote {out}")
+        for out in write_many(out_dir, [(task_file, render_task(task, exp))], TASK_MARKER,
+                              force):
+            click.echo(f"wrote {out}")
         click.echo(exp.text())
         return
     try:
         with open(log_file, "rb") as fh:
-            raw = fh.read(50 * 1024 * 1024 + 1)
+            raw = fh.read(MAX_LOG_BYTES + 1)
     except OSError as e:
         click.echo(f"gpufleet acceptance: cannot read {log_file}: {e.strerror}", err=True)
         sys.exit(EXIT_USAGE)
-    result = verdict(parse_log(raw.decode("utf-8", errors="replace")), exp)
+    text = raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace")
+    result = verdict(parse_log(text, too_big=len(raw) > MAX_LOG_BYTES), exp)
     for line in result.lines:
         click.echo(line)
     sys.exit(result.code)
@@ -133,6 +146,7 @@ def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | 
     given = [x for x in (stack_name, outputs_file, state_file) if x]
     if len(given) != 1:
         raise click.UsageError("give exactly one of --stack, --outputs and --state")
+    check_folder(out_dir)
     try:
         outputs = _outputs(stack_name, cwd, outputs_file, state_file)
         exported = export_dstack(outputs, identity_file)
@@ -152,13 +166,9 @@ def _outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
 
     if outputs_file or state_file:
         path = str(outputs_file or state_file)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as e:
-            raise click.UsageError(f"cannot read {path}: {e.strerror}") from None
-        return outputs_from_stack_output(text, path) if outputs_file else \
-            outputs_from_state(text, path)
+        raw = _read(path, "stack outputs" if outputs_file else "a stack export")
+        return outputs_from_stack_output(raw, path) if outputs_file else \
+            outputs_from_state(raw, path)
     from gpufleet.components.run.automation import AutomationStack
     from gpufleet.live import LiveError, MissingCli
 
@@ -172,3 +182,13 @@ def _outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
     except LiveError as e:
         raise ExportError(str(e)) from None
     return outputs
+
+
+def _read(path: str, what: str) -> bytes:
+    """A JSON input's bytes (a regular file, within the size bound), else a usage error."""
+    from gpufleet.input import JsonInputError, read_bounded
+
+    try:
+        return read_bounded(path, what)
+    except JsonInputError as e:
+        raise click.UsageError(str(e)) from None

@@ -10,9 +10,11 @@ import click
 from gpufleet.cli.common import (
     EXIT_INVALID,
     EXIT_USAGE,
+    check_out,
     finish_report,
     format_option,
     guard_options,
+    out_option,
     parse_forbid,
 )
 
@@ -23,7 +25,7 @@ from gpufleet.cli.common import (
               help="The Pulumi project folder.")
 @guard_options
 @format_option("text", "json", "markdown")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@out_option("report")
 def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
           max_instances: int | None, fmt: str, out: str | None) -> None:
     """Live drift through the Pulumi CLI: `refresh --preview-only`, then `preview --refresh`.
@@ -34,6 +36,7 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
     from gpufleet.components.run.automation import AutomationStack
     from gpufleet.live import DRIFT_NOTE, LiveError, MissingCli, live_drift
 
+    check_out(out)
     try:
         runner = AutomationStack.open(stack_name, cwd, why="`gpufleet diff --state "
                                       "EXPORT.json` works without it")

@@ -32,9 +32,11 @@ from gpufleet.cli.common import (
 @lock_option
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 when the lock would change (for CI).")
+@click.option("--force", is_flag=True,
+              help="Replace a lock file that `gpufleet lock` did not write.")
 def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prune: bool,
                  profile: str | None, catalog_dir: str | None, lock_file: str | None,
-                 check: bool) -> None:
+                 check: bool, force: bool) -> None:
     """Write or update gpufleet.lock: the offer of every fleet and gateway (PATHs default to
     the current folder).
 
@@ -42,17 +44,29 @@ def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prun
     requirements changed get the cheapest offer. The file is written atomically, and only
     when its content changes.
     """
-    from gpufleet.compile import compile_inputs
+    from gpufleet.fileio import check_file, folder_lock
     from gpufleet.input import stackconfig
-    from gpufleet.offers import render_lock, write_lock
-    from gpufleet.review import lock_report, relock, unknown_names
+    from gpufleet.offers import LOCK_MARKER
 
     if names and not upgrade:
         raise click.UsageError("--fleet goes with --upgrade (without it, `gpufleet lock` "
                                "re-picks only what changed)")
     paths = list(paths) or ["."]
-    result = validated_or_exit(paths, "text", profile)
     path = lock_file or stackconfig.default_lock_path(paths)
+    if not check:
+        check_file(path, LOCK_MARKER, force)  # before any work
+    with folder_lock(path):  # concurrent runs take turns: no entry is lost
+        _relock(paths, path, upgrade, names, prune, profile, catalog_dir, check, force)
+
+
+def _relock(paths: list[str], path: str, upgrade: bool, names: Sequence[str], prune: bool,
+            profile: str | None, catalog_dir: str | None, check: bool, force: bool) -> None:
+    """Read the lock, pick what changed, write the lock: one read-modify-write."""
+    from gpufleet.compile import compile_inputs
+    from gpufleet.offers import render_lock, write_lock
+    from gpufleet.review import lock_report, relock, unknown_names
+
+    result = validated_or_exit(paths, "text", profile)
     lock = lock_or_exit(paths, path, "text")
     unknown = unknown_names(names, result.inputs)
     if unknown:
@@ -75,7 +89,7 @@ def lock_command(paths: Sequence[str], upgrade: bool, names: Sequence[str], prun
             return
         click.echo(f"{path} is out of date: run `gpufleet lock` and commit it", err=True)
         sys.exit(EXIT_INVALID)
-    if write_lock(path, new.fleets, new.gateways):
+    if write_lock(path, new.fleets, new.gateways, force):
         click.echo(f"wrote {path}: {len(new.fleets)} fleet(s), {len(new.gateways)} "
                    "gateway(s)")
     else:

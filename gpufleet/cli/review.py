@@ -12,6 +12,7 @@ import click
 from gpufleet.cli.common import (
     EXIT_INVALID,
     catalog_option,
+    check_out,
     compile_errors_exit,
     cost_options,
     finish_report,
@@ -21,6 +22,7 @@ from gpufleet.cli.common import (
     lock_option,
     lock_or_exit,
     locked_option,
+    out_option,
     parse_forbid,
     profile_option,
     validated_or_exit,
@@ -35,8 +37,7 @@ from gpufleet.diagnostics import render_text
 @profile_option
 @catalog_option
 @format_option("text", "json", "markdown")
-@click.option("--out", type=click.Path(dir_okay=False, writable=True),
-              help="Write the plan to FILE (atomically) instead of standard output.")
+@out_option("plan")
 @lock_option
 @locked_option
 @click.option("--policy", "policy_mode", type=click.Choice(["mandatory", "advisory", "off"]),
@@ -60,6 +61,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     from gpufleet.review import cost_violations
     from gpufleet.views import render_plan
 
+    check_out(out)
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
@@ -94,7 +96,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
 @catalog_option
 @guard_options
 @format_option("text", "json", "markdown")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@out_option("report")
 @lock_option
 @locked_option
 @click.option("--full", is_flag=True,
@@ -119,23 +121,27 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
     from gpufleet.components.run.diff import offline_diff
+    from gpufleet.input import JsonInputError, read_bounded
     from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
 
+    check_out(out)
     guards = GuardOptions(parse_forbid(forbid), tuple(allow), max_instances,
                           max_cost_per_hour, max_cost_increase)
     try:
-        with open(state_file, encoding="utf-8") as fh:
-            state = parse_export(fh.read(), state_file)
-    except OSError as e:
-        raise click.UsageError(f"cannot read --state {state_file}: {e.strerror}") from None
+        state = parse_export(read_bounded(state_file, "a stack export"), state_file)
+    except JsonInputError as e:  # not a readable regular file
+        raise click.UsageError(f"--state: {e}") from None
     except StateError as e:
         raise click.ClickException(str(e)) from None
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
     key = _stack_key(stack_config or os.path.join(cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
-    report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                 guards, lock, locked, full, key)
+    try:
+        report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
+                                     guards, lock, locked, full, key)
+    except StateError as e:
+        raise click.ClickException(str(e)) from None
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return

@@ -2,8 +2,11 @@
 cluster acceptance tasks with the check of their logs."""
 
 from gpufleet.handoff.acceptance import (
+    MAX_LOG_BYTES,
+    TASK_MARKER,
     Expectation,
     NcclLog,
+    Run,
     Verdict,
     fabric_facts,
     parse_log,
@@ -21,10 +24,13 @@ from gpufleet.handoff.export import (
 )
 
 __all__ = [
+    "MAX_LOG_BYTES",
+    "TASK_MARKER",
     "Expectation",
     "ExportError",
     "Exported",
     "NcclLog",
+    "Run",
     "Verdict",
     "export_dstack",
     "fabric_facts",

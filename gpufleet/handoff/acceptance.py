@@ -9,7 +9,6 @@ catalog, each fact with its source); `parse_log` reads the standard nccl-tests t
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from gpufleet.compile import FleetPlan
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"  # CUDA, NCCL and Open MPI; nccl-tests is built
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
-MAX_LOG_BYTES = 50 * 1024 * 1024
+TASK_MARKER = "written by `gpufleet acceptance`"  # in the header of every task file it writes
 
 
 @cache
@@ -134,7 +133,32 @@ def render_task(task: Mapping[str, Any], exp: Expectation) -> str:
 
 # --- the log ------------------------------------------------------------------------------
 
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(.*)$")
+MAX_LOG_BYTES = 50 * 1024 * 1024
+# nccl-tests prints plain ASCII numbers; anything else (exponents, `_`, other scripts' digits,
+# nan, 5,000 digits) is not evidence it wrote. Python's float() would take them all.
+_NUMBER = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+_COUNT = re.compile(r"[0-9]{1,12}")
+_ROW = re.compile(r"^\s*([0-9]{1,15})\s+([0-9]{1,15})\s+(\S+)\s+(\S+)\s+(-?[0-9]{1,12})\s+(.*)$")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S*)")
+
+
+class Unreadable(ValueError):
+    """A value nccl-tests would not have written."""
+
+
+def _num(text: str) -> float:
+    if not _NUMBER.fullmatch(text):
+        raise Unreadable(text)
+    return float(text)
+
+
+def _wrong(text: str) -> int | None:
+    if text.upper() == "N/A":
+        return None
+    if not _COUNT.fullmatch(text):
+        raise Unreadable(text)
+    return int(text)
 
 
 @dataclass
@@ -151,11 +175,13 @@ class Row:
 
 
 @dataclass
-class NcclLog:
+class Run:
+    """One all_reduce_perf table: its rows, and the lines nccl-tests ends a run with."""
+
+    line: int  # where the table starts
     rows: list[Row] = field(default_factory=list)
     avg_busbw: float | None = None
-    skipped: list[str] = field(default_factory=list)  # lines that looked like rows but broke
-    header: bool = False
+    out_of_bounds: tuple[int, str] | None = None  # (count, "OK" or "FAILED")
 
     @property
     def peak(self) -> Row | None:
@@ -167,7 +193,7 @@ class NcclLog:
         if peak is None:
             return None
         start = None
-        for r in sorted(self.rows, key=lambda r: r.size):
+        for r in self.rows:
             if r.busbw >= fraction * peak.busbw:
                 start = r.size if start is None else start
             else:
@@ -178,46 +204,83 @@ class NcclLog:
         return [r for r in self.rows if (r.wrong_out or 0) > 0 or (r.wrong_in or 0) > 0]
 
 
-def _num(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(text)
-    return value
+@dataclass
+class NcclLog:
+    runs: list[Run] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # lines that cannot be read strictly
+    too_big: bool = False  # larger than the read bound: the rest was not read
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for run in self.runs for r in run.rows]
 
 
-def _wrong(text: str) -> int | None:
-    return None if text.upper() == "N/A" else int(text)
-
-
-def parse_log(text: str) -> NcclLog:
-    """nccl-tests output: rows of size, count, type, redop, root, then time/algbw/busbw/#wrong
-    for out-of-place and in-place; "# Avg bus bandwidth : X". Anything else is ignored (dstack
-    and mpirun print around it); rows that break off or hold garbage are listed as skipped."""
-    log = NcclLog()
-    for line in text.splitlines():
+def parse_log(text: str, too_big: bool = False) -> NcclLog:
+    """nccl-tests output: each table (size, count, type, redop, root, then time, algbw,
+    busbw and #wrong out-of-place and in-place), ended by "# Out of bounds values : N OK"
+    and "# Avg bus bandwidth : X". Lines of dstack and mpirun around it are ignored; a row or
+    summary line that cannot be read strictly is a problem, never skipped; a table whose
+    sizes go back down starts a new run, and a size that repeats means two runs are mixed."""
+    log = NcclLog(too_big=too_big)
+    run: Run | None = None
+    for number, line in enumerate(text.splitlines(), 1):
         if "#wrong" in line and "busbw" in line:
-            log.header = True
+            run = Run(number)
+            log.runs.append(run)
             continue
-        if line.lstrip().startswith("# Avg bus bandwidth"):
-            try:
-                log.avg_busbw = _num(line.split(":", 1)[1].split()[0])
-            except (IndexError, ValueError):
-                log.skipped.append(line.strip()[:120])
+        if run is None:
+            continue
+        if _read_summary(line, number, run, log):
             continue
         m = _ROW.match(line)
-        if not m or not log.header:
+        if m is None:
             continue
-        rest = m.group(6).split()
         try:
-            if len(rest) != 8:
-                raise ValueError("columns")
-            for i in (0, 1, 4, 5):  # time and algbw of both sides must be numbers too
-                _num(rest[i])
-            log.rows.append(Row(int(m.group(1)), _num(rest[2]), _num(rest[6]),
-                                _wrong(rest[3]), _wrong(rest[7])))
-        except ValueError:
-            log.skipped.append(line.strip()[:120])
+            row = _row(m)
+        except Unreadable as e:
+            log.problems.append(f"line {number}: {str(e)[:40]!r} is not a number nccl-tests "
+                                f"writes ({line.strip()[:100]})")
+            continue
+        if run.rows and row.size <= run.rows[-1].size:
+            if row.size == run.rows[-1].size:
+                log.problems.append(f"line {number}: size {row.size} repeats: two runs are "
+                                    "mixed in this log")
+                continue
+            run = Run(number)  # a second table without its header
+            log.runs.append(run)
+        run.rows.append(row)
     return log
+
+
+def _row(m: re.Match[str]) -> Row:
+    rest = m.group(6).split()
+    if len(rest) != 8:
+        raise Unreadable(f"{len(rest)} of 8 columns")
+    for i in (0, 1, 4, 5):  # time and algbw of both sides must be numbers too
+        _num(rest[i])
+    if int(m.group(5)) < -1:
+        raise Unreadable(m.group(5))
+    return Row(int(m.group(1)), _num(rest[2]), _num(rest[6]), _wrong(rest[3]),
+               _wrong(rest[7]))
+
+
+def _read_summary(line: str, number: int, run: Run, log: NcclLog) -> bool:
+    oob, avg = _OOB.match(line.strip()), _AVG.match(line.strip())
+    if oob is not None:
+        if _COUNT.fullmatch(oob.group(1)) and oob.group(2) in ("OK", "FAILED"):
+            run.out_of_bounds = (int(oob.group(1)), oob.group(2))
+        else:
+            log.problems.append(f"line {number}: the out-of-bounds line cannot be read "
+                                f"({line.strip()[:100]})")
+        return True
+    if avg is not None:
+        try:
+            run.avg_busbw = _num(avg.group(1))
+        except Unreadable:
+            log.problems.append(f"line {number}: the average bus bandwidth cannot be read "
+                                f"({line.strip()[:100]})")
+        return True
+    return False
 
 
 @dataclass
@@ -233,38 +296,72 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def verdict(log: NcclLog, exp: Expectation) -> Verdict:
-    if not log.rows:
-        why = "no nccl-tests result table" if not log.header else "the table has no rows"
-        return Verdict(2, [f"unreadable log: {why} (was the run cut off before the first "
-                           "size, or is this the wrong file?)"])
-    peak = log.peak
+def _judge_run(run: Run, exp: Expectation, label: str) -> tuple[list[str], bool, list[str]]:
+    """(lines, failed, why unreadable) for one run."""
+    peak = run.peak
     assert peak is not None
-    lines = [f"peak bus bandwidth: {peak.busbw:g} GB/s at {_size(peak.size)}"]
-    plateau = log.plateau()
+    lines = [f"{label}peak bus bandwidth: {peak.busbw:g} GB/s at {_size(peak.size)}"]
+    plateau = run.plateau()
     if plateau is not None:
-        lines.append(f"bandwidth plateaus from {_size(plateau)} (within 5% of the peak)")
-    if log.avg_busbw is not None:
-        lines.append(f"average bus bandwidth (nccl-tests): {log.avg_busbw:g} GB/s")
+        lines.append(f"{label}bandwidth plateaus from {_size(plateau)} (within 5% of the peak)")
+    unreadable: list[str] = []
+    ceiling = float(fabric_facts()["max_busbw_gbps"])
+    if peak.busbw > ceiling:
+        unreadable.append(f"{label}a bus bandwidth of {peak.busbw:g} GB/s is more than any GPU "
+                          f"interconnect carries ({ceiling:g} GB/s)")
+    if run.avg_busbw is None:
+        unreadable.append(f"{label}no 'Avg bus bandwidth' line: the run was cut off")
     else:
-        lines.append("no 'Avg bus bandwidth' line: the run may have been cut off")
-    if log.skipped:
-        lines.append(f"{len(log.skipped)} broken row(s) ignored, first: {log.skipped[0]}")
+        lines.append(f"{label}average bus bandwidth (nccl-tests): {run.avg_busbw:g} GB/s")
     failed = False
-    wrong = log.wrong()
+    if run.out_of_bounds is not None and run.out_of_bounds[1] == "FAILED":
+        failed = True
+        lines.append(f"{label}FAIL: nccl-tests found {run.out_of_bounds[0]} out-of-bounds "
+                     "value(s) (`# Out of bounds values : ... FAILED`)")
+    wrong = run.wrong()
     if wrong:
         failed = True
-        lines.append("FAIL: wrong results (#wrong > 0) at " +
+        lines.append(f"{label}FAIL: wrong results (#wrong > 0) at " +
                      ", ".join(_size(r.size) for r in wrong[:5]))
-    lines.append(exp.text())
     if exp.threshold_gbps is not None:
-        if max(r.size for r in log.rows) < (1 << 30):
-            lines.append("note: the log stops below 1 GiB, where bus bandwidth has not "
-                         "peaked yet")
+        if max(r.size for r in run.rows) < (1 << 30):
+            lines.append(f"{label}note: the run stops below 1 GiB, where bus bandwidth has "
+                         "not peaked yet")
         if peak.busbw < exp.threshold_gbps:
             failed = True
-            lines.append(f"FAIL: peak {peak.busbw:g} GB/s is below {exp.threshold_gbps:g} "
-                         "GB/s: check the RDMA NICs, their subnets, the MTU and the NCCL "
-                         "plugin")
-    lines.append("FAIL" if failed else "PASS")
-    return Verdict(1 if failed else 0, lines)
+            lines.append(f"{label}FAIL: peak {peak.busbw:g} GB/s is below "
+                         f"{exp.threshold_gbps:g} GB/s: check the RDMA NICs, their subnets, "
+                         "the MTU and the NCCL plugin")
+    return lines, failed, unreadable
+
+
+def verdict(log: NcclLog, exp: Expectation) -> Verdict:
+    """PASS only on complete, strictly readable evidence; certain failures (out-of-bounds,
+    wrong results, low bandwidth) FAIL; anything that cannot be read is exit 2."""
+    runs = [r for r in log.runs if r.rows]
+    if log.too_big:
+        return Verdict(2, [f"unreadable log: larger than {MAX_LOG_BYTES // (1 << 20)} MB, and "
+                           "gpufleet reads no more than that; keep the nccl-tests output only "
+                           "(`dstack logs RUN > run.log`, then cut it to the table)"])
+    if not runs:
+        why = "no nccl-tests result table" if not log.runs else "the table has no rows"
+        return Verdict(2, [f"unreadable log: {why} (was the run cut off before the first "
+                           "size, or is this the wrong file?)", *log.problems[:3]])
+    lines: list[str] = []
+    failed = False
+    unreadable: list[str] = list(log.problems)
+    if len(runs) > 1:
+        lines.append(f"{len(runs)} runs in this log, judged one by one")
+    for i, run in enumerate(runs, 1):
+        label = f"run {i} (line {run.line}): " if len(runs) > 1 else ""
+        more, bad, reasons = _judge_run(run, exp, label)
+        lines += more
+        failed = failed or bad
+        unreadable += reasons
+    lines.append(exp.text())
+    if failed:
+        return Verdict(1, [*lines, *unreadable[:3], "FAIL"])
+    if unreadable:
+        return Verdict(2, [*lines, *(f"unreadable: {u}" for u in unreadable[:5]),
+                           f"unreadable log: {len(unreadable)} problem(s); no verdict"])
+    return Verdict(0, [*lines, "PASS"])

@@ -10,19 +10,16 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpufleet.fileio import write_atomically
+from gpufleet.fileio import write_many
+from gpufleet.input import JsonInputError, parse_json, validate_texts
 from gpufleet.input import schema_validator as validator
-from gpufleet.input import validate_texts
-from gpufleet.review import is_secret
+from gpufleet.review import STACK_TYPE, StateError, is_secret, parse_export
 
 MARKER = "# Written by `gpufleet export dstack`"
 CONFIG_FILE = "dstack-server-config.yml"
@@ -38,31 +35,29 @@ class Exported:
     notes: list[str] = field(default_factory=list)
 
 
-def outputs_from_stack_output(text: str, source: str) -> dict[str, Any]:
+def outputs_from_stack_output(raw: bytes | str, source: str) -> dict[str, Any]:
     """`pulumi stack output --json` -> the stack's outputs."""
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
     try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ExportError(f"{source}: not JSON ({e}); write it with `pulumi stack output "
-                          "--json > FILE`") from None
-    if not isinstance(data, dict):
-        raise ExportError(f"{source}: expected a JSON object of stack outputs")
-    return data
+        outputs = parse_json(data, source, "stack outputs")
+    except JsonInputError as e:
+        raise ExportError(f"not stack outputs: {e}; write them with `pulumi stack output "
+                          "--json --show-secrets > FILE`") from None
+    if not isinstance(outputs, dict):
+        raise ExportError(f"{source}: not stack outputs: expected a JSON object")
+    return outputs
 
 
-def outputs_from_state(text: str, source: str) -> dict[str, Any]:
+def outputs_from_state(raw: bytes | str, source: str) -> dict[str, Any]:
     """A `pulumi stack export` -> the outputs of its root Stack resource."""
-    data = outputs_from_stack_output(text, source)
-    deployment = data.get("deployment") if isinstance(data.get("deployment"), dict) else \
-        (data.get("checkpoint") or {}).get("latest")
-    if not isinstance(deployment, dict):
-        raise ExportError(f"{source}: not a stack export (no `deployment`)")
-    for r in deployment.get("resources") or []:
-        if isinstance(r, dict) and r.get("type") == "pulumi:pulumi:Stack":
-            outputs = r.get("outputs") or {}
-            if isinstance(outputs, dict):
-                return outputs
-    raise ExportError(f"{source}: the export has no stack outputs; run `pulumi up` first")
+    try:
+        state = parse_export(raw, source)
+    except StateError as e:
+        raise ExportError(str(e)) from None
+    root = next((r for r in state.resources if r.type == STACK_TYPE), None)
+    if root is None or not root.outputs:
+        raise ExportError(f"{source}: the export has no stack outputs; run `pulumi up` first")
+    return dict(root.outputs)
 
 
 def fleets_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -223,26 +218,6 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
 
 def write_files(exported: Exported, out_dir: str, force: bool) -> list[str]:
     """Write every file atomically; refuse (writing nothing) when a file exists that this
-    command did not write, unless ``force``."""
-    folder = Path(out_dir)
-    if folder.exists() and not folder.is_dir():
-        raise ExportError(f"--out {out_dir} is not a folder")
-    foreign = []
-    for name in exported.files:
-        path = folder / name
-        if path.exists() and not force:
-            try:
-                head = path.read_text("utf-8", errors="replace")[:200]
-            except OSError:
-                head = ""
-            if MARKER not in head:
-                foreign.append(str(path))
-    if foreign:
-        raise ExportError(f"{', '.join(foreign)} exist(s) and was not written by gpufleet; "
-                          "nothing was written (use --force to replace, or another --out)")
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in exported.files.items():
-        write_atomically(os.fspath(folder / name), text)
-        written.append(os.fspath(folder / name))
-    return written
+    command did not write, unless ``force``, or when a target is not a regular file
+    (``WriteError``)."""
+    return write_many(out_dir, exported.files.items(), MARKER, force)

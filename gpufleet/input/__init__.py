@@ -2,6 +2,7 @@
 
 from gpufleet.input import stackconfig
 from gpufleet.input.checks import region_of_zone
+from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
 from gpufleet.input.spec import (
@@ -33,6 +34,7 @@ __all__ = [
     "FleetSpec",
     "GatewaySpec",
     "Inputs",
+    "JsonInputError",
     "Lock",
     "LockEntry",
     "Origin",
@@ -43,6 +45,9 @@ __all__ = [
     "access_for",
     "load_lock",
     "offer_place",
+    "parse_json",
+    "read_bounded",
+    "read_json_file",
     "region_of_zone",
     "schema_text",
     "schema_validator",

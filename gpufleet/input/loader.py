@@ -115,7 +115,10 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     seen: set[Path] = set()
     unique = []
     for p in out:
-        key = p.resolve()
+        try:
+            key = p.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: load_file reports it
+            key = p.absolute()
         if key not in seen:
             seen.add(key)
             unique.append(p)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpufleet.compile import Compiled, compile_files
 from gpufleet.diagnostics import render_text
+from gpufleet.fileio import folder_lock
 from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
 from gpufleet.live.drift import changes_from_events
 from gpufleet.live.preview import UpPreview
@@ -233,9 +234,13 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
             raise UpError(_history(attempts, f"no capacity after {number} attempt(s) "
                                              f"(--fallback {options.fallback})"))
         running = running_nodes(_state(runner))
-        lock = _move(failures, lock, tried, files, profile, catalog_dir, attempt, running,
-                     options.allow_move)
-        write_lock(lock_path, lock.fleets, lock.gateways)
+        with folder_lock(lock_path):  # read-modify-write, as `gpufleet lock` does
+            current, _ = load_lock(lock_path)
+            if current is None:
+                raise UpError(f"{lock_path} became unreadable during `gpufleet up`")
+            moved = _move(failures, current, tried, files, profile, catalog_dir, attempt,
+                          running, options.allow_move)
+            write_lock(lock_path, moved.fleets, moved.gateways)
         for line in attempt.moves:
             echo(f"gpufleet up: {line}")
     raise UpError(_history(attempts, "no attempts left"))  # pragma: no cover - loop returns

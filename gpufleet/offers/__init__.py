@@ -3,6 +3,7 @@
 from gpufleet.offers.catalog import Catalog, CatalogError, load_catalog
 from gpufleet.offers.lock import (
     CHANGED,
+    LOCK_MARKER,
     LOCKED,
     NEW,
     UPGRADED,
@@ -32,6 +33,7 @@ __all__ = [
     "CHANGED",
     "HOURS_PER_MONTH",
     "LOCKED",
+    "LOCK_MARKER",
     "NEW",
     "UPGRADED",
     "Catalog",

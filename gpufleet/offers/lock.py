@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.fileio import write_atomically
+from gpufleet.fileio import check_file, write_text
 from gpufleet.input import (
     LOCK_FILE,
     FleetSpec,
@@ -249,12 +249,17 @@ def render_lock(fleets: Mapping[str, LockEntry], gateways: Mapping[str, LockEntr
     return LOCK_HEADER + body
 
 
+LOCK_MARKER = LOCK_HEADER.splitlines()[0]
+
+
 def write_lock(path: str | os.PathLike[str], fleets: Mapping[str, LockEntry],
-               gateways: Mapping[str, LockEntry]) -> bool:
-    """Write the lock atomically; False (nothing written) when the bytes would not change."""
+               gateways: Mapping[str, LockEntry], force: bool = False) -> bool:
+    """Write the lock atomically; False (nothing written) when the bytes would not change.
+    A file there that `gpufleet lock` did not write is replaced only with ``force``."""
     text = render_lock(fleets, gateways)
     p = Path(path)
+    check_file(str(p), LOCK_MARKER, force)
     if p.is_file() and p.read_text("utf-8") == text:
         return False
-    write_atomically(str(p), text)
+    write_text(str(p), text, LOCK_MARKER, force)
     return True

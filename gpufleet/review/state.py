@@ -5,10 +5,11 @@ Only the fields the offline diff needs are kept; secrets stay opaque.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpufleet.input import JsonInputError, parse_json
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -53,61 +54,104 @@ class State:
         return {r.urn: r for r in self.resources}
 
 
-def parse_export(text: str, source: str = "export") -> State:
+NOT_EXPORT = "not a stack export"
+_SHAPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("urn", str), ("type", str), ("inputs", dict), ("outputs", dict), ("dependencies", list),
+    ("ignoreChanges", list), ("propertyDependencies", dict), ("id", str), ("parent", str),
+    ("provider", str), ("custom", bool), ("protect", bool), ("retainOnDelete", bool))
+
+
+def parse_export(text: str | bytes, source: str = "export") -> State:
+    """A `pulumi stack export` (JSON text, read within bounds) -> State; anything else is a
+    StateError saying "not a stack export" and why."""
+    raw = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise StateError(f"{source}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); "
-                         "write it with `pulumi stack export --file FILE`") from None
+        data = parse_json(raw, source, "a stack export")
+    except JsonInputError as e:
+        raise StateError(f"{NOT_EXPORT}: {e}; write it with `pulumi stack export --file "
+                         "FILE`") from None
+    return export_from_data(data, source)
+
+
+def export_from_data(data: Any, source: str) -> State:
+    def bad(why: str) -> StateError:
+        return StateError(f"{source}: {NOT_EXPORT}: {why}; export the stack again with "
+                          "`pulumi stack export --file FILE`")
+
     if not isinstance(data, dict):
-        raise StateError(f"{source}: not a stack export (expected a JSON object)")
-    if "checkpoint" in data and isinstance(data["checkpoint"], dict):
-        data = {"version": data.get("version", 3), "deployment": data["checkpoint"].get("latest")}
+        raise bad("expected a JSON object")
+    if "checkpoint" in data:
+        checkpoint = data["checkpoint"]
+        if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("latest"), dict):
+            raise bad("`checkpoint.latest` is not an object")
+        data = {"version": data.get("version", 3), "deployment": checkpoint["latest"]}
     version = data.get("version")
-    if version not in (3, 4):
-        raise StateError(f"{source}: unsupported export version {version!r}; gpufleet reads "
-                         "deployment versions 3 and 4")
+    if isinstance(version, bool) or version not in (3, 4):
+        shown = repr(version) if len(repr(version)) <= 20 else repr(version)[:20] + "..."
+        raise bad(f"unsupported version {shown} (gpufleet reads deployment versions 3 and 4)")
     deployment = data.get("deployment")
     if not isinstance(deployment, dict):
-        raise StateError(f"{source}: the export has no `deployment` object")
-    raw = deployment.get("resources") or []
-    if not isinstance(raw, list):
-        raise StateError(f"{source}: `deployment.resources` is not a list")
-    resources = []
-    for i, r in enumerate(raw):
-        if not isinstance(r, dict) or "urn" not in r or "type" not in r:
-            raise StateError(f"{source}: resource #{i} has no urn or type")
-        wrong = [k for k, kind in (("inputs", dict), ("outputs", dict), ("dependencies", list),
-                                   ("ignoreChanges", list), ("propertyDependencies", dict))
-                 if r.get(k) is not None and not isinstance(r[k], kind)]
-        prop_deps = r.get("propertyDependencies") or {}
-        if any(not isinstance(v, list) for v in prop_deps.values()):
-            wrong.append("propertyDependencies")
-        if wrong or str(r["urn"]).count("::") < 3:
-            raise StateError(f"{source}: resource #{i} is malformed "
-                             f"({', '.join(wrong) or 'urn'}); export the stack again with "
-                             "`pulumi stack export`")
-        resources.append(StateResource(
-            urn=str(r["urn"]), type=str(r["type"]), custom=bool(r.get("custom")),
-            id=str(r.get("id") or ""), parent=str(r.get("parent") or ""),
-            provider=str(r.get("provider") or ""), inputs=dict(r.get("inputs") or {}),
-            outputs=dict(r.get("outputs") or {}), protect=bool(r.get("protect")),
-            retain_on_delete=bool(r.get("retainOnDelete")),
-            ignore_changes=tuple(r.get("ignoreChanges") or ()),
-            pending_replacement=bool(r.get("pendingReplacement")), taint=bool(r.get("taint")),
-            dependencies=tuple(str(d) for d in r.get("dependencies") or ()),
-            property_dependencies={str(k): tuple(str(u) for u in v)
-                                   for k, v in prop_deps.items()}))
+        raise bad("no `deployment` object")
+    entries = deployment.get("resources") or []
+    pending = deployment.get("pending_operations") or []
+    if not isinstance(entries, list):
+        raise bad("`deployment.resources` is not a list")
+    if not isinstance(pending, list):
+        raise bad("`deployment.pending_operations` is not a list")
+    resources = tuple(_resource(i, r, bad) for i, r in enumerate(entries))
     stack, project = "", ""
-    root = next((r for r in resources if r.type == STACK_TYPE), None)
+    root = next((r for r in resources if r.type == STACK_TYPE), None) or \
+        (resources[0] if resources else None)
     if root is not None:
         parts = root.urn.split("::")
         stack, project = parts[0].removeprefix("urn:pulumi:"), parts[1]
-    elif resources:
-        parts = resources[0].urn.split("::")
-        stack, project = parts[0].removeprefix("urn:pulumi:"), parts[1]
-    return State(tuple(resources), int(version), stack, project,
-                 len(deployment.get("pending_operations") or []))
+    return State(resources, int(version), stack, project, len(pending))
+
+
+def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource:
+    if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
+            or not isinstance(r.get("type"), str):
+        raise bad(f"resource #{i} has no urn or type")
+    wrong = [k for k, kind in _SHAPES if r.get(k) is not None and not isinstance(r[k], kind)]
+    prop_deps = r.get("propertyDependencies") or {}
+    if isinstance(prop_deps, dict) and any(
+            not isinstance(v, list) or not all(isinstance(u, str) for u in v)
+            for v in prop_deps.values()):
+        wrong.append("propertyDependencies")
+    for key in ("dependencies", "ignoreChanges"):
+        if isinstance(r.get(key), list) and not all(isinstance(u, str) for u in r[key]):
+            wrong.append(key)
+    for key in ("inputs", "outputs"):
+        if isinstance(r.get(key), dict) and not _secrets_ok(r[key]):
+            wrong.append(f"a secret in {key}")
+    if wrong or str(r["urn"]).count("::") < 3:
+        raise bad(f"resource #{i} is malformed ({', '.join(wrong) or 'urn'})")
+    return StateResource(
+        urn=r["urn"], type=r["type"], custom=bool(r.get("custom")),
+        id=r.get("id") or "", parent=r.get("parent") or "",
+        provider=r.get("provider") or "", inputs=dict(r.get("inputs") or {}),
+        outputs=dict(r.get("outputs") or {}), protect=bool(r.get("protect")),
+        retain_on_delete=bool(r.get("retainOnDelete")),
+        ignore_changes=tuple(r.get("ignoreChanges") or ()),
+        pending_replacement=bool(r.get("pendingReplacement")), taint=bool(r.get("taint")),
+        dependencies=tuple(r.get("dependencies") or ()),
+        property_dependencies={str(k): tuple(v) for k, v in prop_deps.items()})
+
+
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def _secrets_ok(value: Any) -> bool:
+    """Every secret as Pulumi writes it: the signature, and a string ciphertext or plaintext
+    (plaintext is JSON-encoded text with --show-secrets)."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return value[SECRET_SIG] == SECRET_VALUE and any(
+                isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
+        return all(_secrets_ok(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_secrets_ok(v) for v in value)
+    return True
 
 
 def is_secret(value: Any) -> bool:
