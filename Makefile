@@ -4,9 +4,19 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# dstack 0.22.5, the oracle of its own format for tests/test_conformance.py, in a virtualenv of
+# its own (its gpuhunt and protobuf pins clash with gpufleet's).
+ORACLE := .venv-dstack
 
-.PHONY: plan test venv
+.PHONY: plan test venv oracle
 venv: $(VENV)/.installed
+oracle: $(ORACLE)/.installed
+
+$(ORACLE)/.installed: tests/oracle-requirements.txt tests/oracle-constraints.txt
+	$(PY) -m venv $(ORACLE)
+	$(ORACLE)/bin/pip install -q --upgrade pip
+	$(ORACLE)/bin/pip install -q -r tests/oracle-requirements.txt -c tests/oracle-constraints.txt
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 plan: venv
 	$(BIN)/gpufleet plan examples/
 
-test: venv
+test: venv oracle
 	$(BIN)/ruff check gpufleet components policy tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

@@ -75,7 +75,8 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
                    "user": access.user}
     networks = {n.role: {"name": fleet.network_names.get(n.role),
                          "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
-                         "subnets": [s.cidr for s in n.subnets]}
+                         "subnets": [s.cidr for s in n.subnets],
+                         **({"project": n.project} if n.project else {})}
                 for n in plan.networks}
     return {
         "backend": plan.backend, "region": plan.region, "zone": plan.zone,

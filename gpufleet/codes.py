@@ -42,6 +42,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "L010": Code("unsupported YAML tag (`!!binary`, `!!set`, `!!python/...`)",
                  "remove the tag"),
     "L011": Code("empty file", "add a document, or remove the file"),
+    "L014": Code("a fleet or gateway file with more than one YAML document (dstack reads one)",
+                 "put each fleet and gateway in a file of its own"),
+    "L013": Code("a value of another type that dstack's models convert (`'1.25'` for a number, "
+                 "`12345` for a string)", "write the value in the type the key takes"),
     "L012": Code("a number YAML 1.1 reads differently than it looks (`017` is 15, `1:30` is "
                  "90, `0x10` is 16)", "write the number plainly, or quote it if it is text"),
     "S001": Code("unknown key", "remove the key, or fix its spelling (see the hint)"),
@@ -52,6 +56,11 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "use lower-case letters, digits and dashes, starting with a letter"),
     "S006": Code("number or list out of bounds", "stay within the bounds in the message"),
     "S007": Code("other schema violation", "fix the value as the message says"),
+    "S010": Code("a name that ends in a line break (gpufleet's own rule: dstack's pattern lets "
+                 "it through)", "remove the line break"),
+    "S009": Code("a gpufleet setting in a dstack file (`previous_names`, `dns_zone`, "
+                 "`protect_address`, `create_dns_zone`)",
+                 "move it to the backends file: `fleets:` / `gateways:` by name"),
     "F001": Code("invalid `nodes`", "write `nodes: N`, `min..max` or `{min, target, max}`"),
     "F002": Code("invalid `resources`", "follow dstack's resources grammar (see the message)"),
     "F003": Code("invalid `idle_duration`", "write seconds, `30m`, `3d`, or `off`"),
@@ -68,7 +77,7 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "F012": Code("fleet name used twice", "give each fleet its own name"),
     "F013": Code("duplicate `backend_options` entry", "keep one entry per backend"),
     "F014": Code("invalid SSH fleet `network`", "give a private CIDR"),
-    "F015": Code("SSH host problem (no user, no key, host in two fleets)",
+    "F015": Code("SSH host without a user or key",
                  "set the user and key on the host or in `ssh_config`"),
     "F016": Code("invalid `internal_ip`", "give private addresses on all hosts or none"),
     "F017": Code("SSH cluster without a shared network",
@@ -77,14 +86,22 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "use the backend's region names (us-east-1, us-central1, eastus)"),
     "F019": Code("`previous_names` lists a fleet that still exists",
                  "rename the other fleet or drop the name"),
+    "F020": Code("a count or size dstack reads but gpufleet refuses (its own rule): negative, "
+                 "not finite, over 10^9, a GPU memory without a unit, an empty GPU name",
+                 "write a whole, finite, non-negative number (sizes with GB, MB or TB)"),
+    "F021": Code("the same SSH host (hostname and port) twice, in one fleet or two "
+                 "(gpufleet's own rule)", "list each host once; other ports are other hosts"),
+    "F022": Code("a backend gpufleet does not build, left out of a `backends` list that "
+                 "names one it builds (warning)", "remove it, or keep it for dstack's own use"),
     "G002": Code("`instance_type` on a backend whose gateways have a fixed size",
                  "remove `instance_type`"),
     "G003": Code("private gateway on a backend without private gateways", "use aws or gcp"),
     "G004": Code("Let's Encrypt on a private gateway",
                  "set `certificate: null`, or an ACM certificate on aws"),
-    "G005": Code("ACM certificate off AWS", "use aws, or another certificate type"),
+    "G005": Code("a certificate type the backend lacks (acm: aws only; gcp-cm: gcp only)",
+                 "use the backend's certificate type, or `certificate: null`"),
     "G006": Code("Let's Encrypt with several replicas",
-                 "set `certificate: null`, or an ACM certificate on aws"),
+                 "set `certificate: null`, or acm (aws) / gcp-cm (gcp)"),
     "G007": Code("gateway without `name` (gpufleet's own rule)", "add `name:`"),
     "G008": Code("gateway name used twice", "give each gateway its own name"),
     "G009": Code("invalid `domain`", "use a DNS name such as `gpu.example.com`"),
@@ -92,11 +109,18 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "set `dns_resource_group` for azure in the backends file"),
     "G011": Code("templated domain: no DNS record is created",
                  "create the `*.<domain>` records yourself"),
-    "G012": Code("domain outside its DNS zone", "set `dns_zone` to a parent of the domain"),
+    "G012": Code("domain outside its DNS zone",
+                 "set the gateway's `dns_zone` in the backends file to a parent of the domain"),
     "G013": Code("two gateways create the same DNS zone",
                  "let one create it; the other looks it up"),
     "G014": Code("region of the wrong shape for the gateway's backend",
                  "use the backend's region names"),
+    "G015": Code("an ACM ARN or Certificate Manager name of the wrong shape (gpufleet's own "
+                 "rule: dstack takes any text, and its load balancer fails at creation)",
+                 "give the certificate's full ARN or resource name"),
+    "G016": Code("a load balancer and certificate dstack refuses together (an ALB on aws with "
+                 "acm or none, on gcp with gcp-cm or none; gcp-cm needs the ALB)",
+                 "follow the combination in the message"),
     "P001": Code("profile name used twice", "give each profile its own name"),
     "P002": Code("several default profiles", "keep `default: true` on one profile"),
     "B001": Code("backend listed twice", "keep one entry per backend"),
@@ -109,6 +133,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "B007": Code("a location in both `vpc_ids` and `subnet_ids`", "keep one of the two"),
     "B008": Code("`cidr` not a private IPv4 range of /24 or larger",
                  "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"),
+    "B009": Code("`vpc_project_id` without `vpc_name`",
+                 "name the host project's shared network in `vpc_name`"),
     "B010": Code("an access option of another backend", "move it to that backend's entry"),
     "B011": Code("unreadable or invalid SSH public key",
                  "point `ssh_public_key` at the `.pub` file"),
@@ -144,6 +170,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "split the fleet, or use an InfiniBand scale set"),
     "C015": Code("A3 High/Mega cluster nodes need GPUDirect-TCPX(O) software",
                  "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
+    "C017": Code("a Shared VPC: the host project's firewall rules and NAT are not gpufleet's "
+                 "(warning)", "have the host project allow what the message lists"),
     "C016": Code("the pool no longer holds the block the lock records: networks and nodes "
                  "are replaced", "keep the old `cidr` in the backends file if not intended"),
 })

@@ -27,6 +27,8 @@ class Feature(StrEnum):
     PRIVATE_GATEWAYS = "private gateways"
     GATEWAY_INSTANCE_TYPE = "a gateway instance_type"
     ACM_CERTIFICATES = "ACM certificates"
+    GCP_CM_CERTIFICATES = "Certificate Manager certificates (gcp-cm)"
+    GATEWAY_LOAD_BALANCER = "a gateway load balancer (`load_balancer: {type: alb}`)"
     IAP = "Identity-Aware Proxy access"
     SSM = "Session Manager access"
     KEY_PAIRS = "existing key pairs (key_name)"
@@ -79,8 +81,10 @@ class BackendTraits:
 _ALL = frozenset(Feature)
 
 AWS = BackendTraits(
-    "aws", _ALL - {Feature.IAP},
-    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service"}),
+    "aws", _ALL - {Feature.IAP, Feature.GCP_CM_CERTIFICATES},
+    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+                      Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for "
+                                                   "gcp backend only"}),
     re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
     node_types=("aws:ec2/instance:Instance",),
     resources=MappingProxyType({
@@ -149,13 +153,17 @@ GCP = BackendTraits(
 AZURE = BackendTraits(
     "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
                      Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
-                     Feature.SSM, Feature.KEY_PAIRS},
+                     Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
+                     Feature.GATEWAY_LOAD_BALANCER},
     MappingProxyType({
         Feature.RESERVATIONS: "dstack's azure backend takes no reservation",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
         Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
         Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",
         Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
+        Feature.GATEWAY_LOAD_BALANCER: "dstack fronts gateways with a load balancer on aws and "
+                                       "gcp only",
         Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
         Feature.SSM: "Session Manager is an AWS service",
         Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),

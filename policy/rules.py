@@ -237,9 +237,18 @@ ZONE_TYPES = ("aws:route53/zone:Zone", "gcp:dns/managedZone:ManagedZone",
               "azure-native:network:Zone", "azure-native:dns:Zone")
 
 
+def _is_gateway_address(args: Any) -> bool:
+    """The address a gateway's DNS record points at: an address resource whose parent is
+    the gateway component itself. A NAT's address sits in the gateway's network component
+    (a private or load-balanced gateway's egress) and no record points at it."""
+    chain = str(args.urn).split("::")[2].split("$") if str(args.urn).count("::") >= 3 else []
+    return (args.resource_type in ADDRESS_TYPES and len(chain) >= 2
+            and chain[-2].startswith("gpufleet:") and chain[-2].endswith(":Gateway"))
+
+
 def gateway_addresses_protected(args: Any, report: Report) -> None:
     protected = bool(getattr(args.opts, "protect", False))
-    if args.resource_type in ADDRESS_TYPES and _is_gateway(args) and not protected:
+    if _is_gateway_address(args) and not protected:
         report(f"{args.name}: a gateway address without `protect`: deleting it breaks the "
                "DNS record", args.urn)
     if args.resource_type in ZONE_TYPES and not protected:
@@ -313,9 +322,12 @@ RULES: tuple[Rule, ...] = (
     Rule("azure-nsg-no-allow-any", "Azure NSGs have no allow-any inbound rule", "mandatory",
          "name the ports and sources of every inbound rule", "set the rule to advisory",
          azure_nsg_no_allow_any),
-    Rule("gateway-addresses-protected", "Gateway addresses and created DNS zones are "
-         "protected", "mandatory", "keep `protect_address: true` (the default)",
-         "`protect_address: false` on the gateway, and this rule advisory",
+    Rule("gateway-addresses-protected", "The address each gateway's DNS record points at, "
+         "and created DNS zones, are protected", "mandatory",
+         "remove `protect_address: false` from the gateway's entry in the backends file "
+         "(`gateways: {<name>: {protect_address: ...}}`); protected is the default",
+         "`protect_address: false` for the gateway in the backends file, and this rule "
+         "advisory",
          gateway_addresses_protected),
     Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",
          "lower the record's TTL", "set the rule to advisory (it is by default)", dns_ttl),

@@ -211,3 +211,24 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert main(["acceptance", "check", str(tmp_path / "none.log"), "--fleet", "a4", *A4]) == 2
     assert main(["acceptance", "check", "x.log", *A4]) == 2  # no --fleet
     assert main(["acceptance", "nosuch", *A4]) == 2
+
+
+def test_a_cluster_fleet_that_may_grow_to_two_nodes_is_tested_across_two(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`nodes: 0..2`: the fleet holds no node yet, but the task must test the link between
+    nodes, so it asks for two (dstack provisions them in the fleet for the task)."""
+    f = write(tmp_path, "f.yml", "type: fleet\nname: a4\nnodes: 0..2\nplacement: cluster\n"
+              "backends: [gcp]\nspot_policy: auto\nresources:\n  gpu: B200:8\n")
+    b = write(tmp_path, "b.yml", f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n"
+              "  - type: gcp\n    project_id: p1\n")
+    assert main(["acceptance", "a4", f, b, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "the task runs on 2 nodes: the fleet holds 0 now" in out
+    assert "passes at >=" in out  # a multi-node expectation, not "a single-node run"
+    task = yaml.safe_load((tmp_path / "a4-nccl.dstack.yml").read_text())
+    assert task["nodes"] == 2 and task["startup_order"] == "workers-first"
+    # A fleet capped at one node stays a single-node run.
+    f = write(tmp_path, "f.yml", "type: fleet\nname: a4\nnodes: 0..1\nplacement: cluster\n"
+              "backends: [gcp]\nspot_policy: auto\nresources:\n  gpu: B200:8\n")
+    assert main(["acceptance", "a4", f, b, "--out", str(tmp_path), "--force"]) == 0
+    assert yaml.safe_load((tmp_path / "a4-nccl.dstack.yml").read_text())["nodes"] == 1

@@ -149,7 +149,9 @@ def test_fleets_in_one_region_share_one_resource_group(tmp_path: Path) -> None:
     two = ("type: fleet\nname: az1\nbackends: [azure]\nregions: [eastus]\nnodes: 1\n"
            "resources:\n  gpu: T4\n---\ntype: fleet\nname: az2\nbackends: [azure]\n"
            "regions: [eastus]\nnodes: 1\nresources:\n  gpu: T4\n")
-    report = plan_files([write(tmp_path, "f.yml", two), write(tmp_path, "b.yml", BACKENDS)])
+    first, second = two.split("---\n")
+    report = plan_files([write(tmp_path, "f1.yml", first), write(tmp_path, "f2.yml", second),
+                         write(tmp_path, "b.yml", BACKENDS)])
     groups = by_type(report, "azure-native:resources:ResourceGroup")
     assert [g["name"] for g in groups] == ["rg-eastus"]
     assert groups[0]["inputs"]["resourceGroupName"] == "gpufleet-dev-eastus"

@@ -34,12 +34,14 @@ BACKENDS = ("backends:\n  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0
 
 
 def files(tmp: Path, nodes: int = 3, a4_team: str = "ml", p5_team: str = "ml",
-          one_file: bool = False, gateway: bool = True) -> list[str]:
+          moved: bool = False, gateway: bool = True, backends: str = BACKENDS) -> list[str]:
     a4 = A4.format(nodes=nodes, team=a4_team)
     p5 = P5.format(team=p5_team)
-    out = [write(tmp, "backends.yml", BACKENDS)]
-    if one_file:
-        out.append(write(tmp, "all.yml", p5 + "---\n" + a4))
+    out = [write(tmp, "backends.yml", backends)]
+    if moved:  # other files, in another order (one configuration per file, as dstack reads)
+        (tmp / "moved").mkdir(exist_ok=True)
+        out += [write(tmp / "moved", "z-trainer.dstack.yml", p5),
+                write(tmp / "moved", "b200s.yaml", a4)]
     else:
         out += [write(tmp, "a4.yml", a4), write(tmp, "p5.yml", p5)]
     if gateway:
@@ -98,21 +100,19 @@ def test_editing_one_fleets_tags_touches_no_other_fleet(tmp_path: Path,
 
 def test_moving_and_reordering_fleets_changes_nothing(tmp_path: Path,
                                                       baseline: dict[str, Any]) -> None:
-    report = run(tmp_path, files(tmp_path, one_file=True), baseline)
+    report = run(tmp_path, files(tmp_path, moved=True), baseline)
     assert report.changes == ()
 
 
 def test_rename_with_previous_names_is_aliased_not_replaced(tmp_path: Path,
                                                             baseline: dict[str, Any]) -> None:
-    paths = files(tmp_path)
-    renamed = A4.format(nodes=3, team="ml").replace("name: a4", "name: b200s\n"
-                                                    "previous_names: [a4]")
-    Path(paths[1]).write_text(renamed)
+    paths = files(tmp_path, backends=BACKENDS + "fleets:\n  b200s: {previous_names: [a4]}\n")
+    Path(paths[1]).write_text(A4.format(nodes=3, team="ml").replace("name: a4", "name: b200s"))
     report = run(tmp_path, paths, baseline)
     assert not [c for c in report.changes if c.op in ("create", "delete", "replace")], ops(report)
     assert any("a4-node-0 -> b200s-node-0" in n for n in report.notes)
     # Without previous_names the same rename deletes and recreates everything.
-    Path(paths[1]).write_text(A4.format(nodes=3, team="ml").replace("name: a4", "name: b200s"))
+    Path(paths[0]).write_text(BACKENDS)
     report = run(tmp_path, paths, baseline)
     kinds = {c.op for c in report.changes}
     assert kinds == {"create", "delete"}

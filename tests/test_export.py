@@ -38,7 +38,8 @@ FLEETS = (
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("export")
-    files = [write(tmp, "b.yml", BACKENDS), write(tmp, "f.yml", FLEETS)]
+    files = [write(tmp, "b.yml", BACKENDS), *(write(tmp, f"f{i}.yml", doc)
+                                             for i, doc in enumerate(FLEETS.split("---\n")))]
     compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
     state = export(files)
     return {"tmp": tmp, "state": state, "plans": {p.name: p for p in compiled.plans},
@@ -152,3 +153,17 @@ def test_malformed_outputs_are_refused_and_nothing_is_written(
             import shutil
             shutil.rmtree(out)
     run()
+
+
+def test_a_shared_vpc_fleet_hands_dstack_its_host_project(tmp_path: Path) -> None:
+    backends = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n"
+                "    project_id: svc\n    vpc_project_id: host\n    vpc_name: shared\n")
+    files = [write(tmp_path, "b.yml", backends),
+             write(tmp_path, "f.yml", "type: fleet\nname: sv\nnodes: 1\nbackends: [gcp]\n"
+                   "resources:\n  gpu: L4:1\n")]
+    state = write(tmp_path, "state.json", json.dumps(export(files)))
+    code, config, _ = run_export(tmp_path, "--state", state)
+    assert code == 0
+    gcp = config["projects"][0]["backends"][0]
+    assert (gcp["project_id"], gcp["vpc_project_id"]) == ("svc", "host")
+    assert gcp["vpc_name"] == "shared"  # the host network, looked up by its name

@@ -16,6 +16,8 @@ from gpufleet.views.plan import render_plan_text
 
 from planutil import EXAMPLES, SHARED, TEST_KEY, by_type, named, plan_files, write
 
+ARN = "arn:aws:acm:us-east-1:123456789012:certificate/x"
+
 
 @pytest.fixture(scope="module")
 def gws() -> PlanReport:
@@ -100,7 +102,7 @@ def test_replicas_get_one_address_each_and_one_multi_value_record(tmp_path: Path
 
 def test_acm_uses_an_alb_across_two_azs_and_an_alias_record(tmp_path: Path) -> None:
     report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
-                 "certificate: {type: acm, arn: 'arn:aws:acm:us-east-1:1:certificate/x'}\n")
+                 f"certificate: {{type: acm, arn: '{ARN}'}}\n")
     alb = named(report, "gw1-alb", "aws:lb/loadBalancer:LoadBalancer")["inputs"]
     assert alb["subnets"] == ["gw1-subnet-0-id", "gw1-subnet-1-id"]
     subnets = {r["name"]: r["inputs"]["availabilityZone"]
@@ -121,7 +123,7 @@ def test_acm_uses_an_alb_across_two_azs_and_an_alias_record(tmp_path: Path) -> N
         (80, ("0.0.0.0/0",)), (443, ("0.0.0.0/0",))]
     assert alb["securityGroups"] == ["gw1-alb-web-id"]
     https = named(report, "gw1-https", "aws:lb/listener:Listener")["inputs"]
-    assert https["certificateArn"] == "arn:aws:acm:us-east-1:1:certificate/x"
+    assert https["certificateArn"] == ARN
     rec = named(report, "gw1-dns", "aws:route53/record:Record")["inputs"]
     assert rec["type"] == "A" and rec["aliases"] == [{
         "name": "gw1-alb.mock.elb.amazonaws.com", "zoneId": "Z-MOCK-ELB",
@@ -148,8 +150,9 @@ def test_private_gateway_uses_internal_address_and_private_zone(tmp_path: Path) 
 
 
 def test_protect_can_be_turned_off_and_zone_created_on_request(tmp_path: Path) -> None:
-    report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
-                 "protect_address: false\ncreate_dns_zone: true\ndns_zone: example.com\n")
+    report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n",
+                 "backends:\n  - type: aws\ngateways:\n  gw1: {protect_address: false, "
+                 "create_dns_zone: true, dns_zone: example.com}\n")
     assert named(report, "gw1-ip", "aws:ec2/eip:Eip")["protect"] is False
     zone = named(report, "gw1-zone", "aws:route53/zone:Zone")
     assert zone["protect"] is True and zone["inputs"]["name"] == "example.com"
@@ -170,7 +173,7 @@ def test_zone_is_the_domains_parent_unless_dns_zone_is_set(tmp_path: Path) -> No
 
 
 def _codes(tmp: Path, body: str, backends: str = "") -> list[str]:
-    files = [write(tmp, "g.yml", body)]
+    files = [write(tmp, f"g{i}.yml", doc) for i, doc in enumerate(body.split("---\n"))]
     if backends:
         files.append(write(tmp, "b.yml", backends))
     return [d.code for d in compile_inputs(validate_paths(files).inputs,
@@ -184,12 +187,13 @@ def test_gateway_rules(tmp_path: Path) -> None:
                  "domain: '${{ run.project_name }}.example.com'\n")
     assert _codes(tmp_path, templated) == ["G011"]
     outside = ("type: gateway\nname: gw1\nbackend: gcp\nregion: us-east1\n"
-               "domain: gpu.example.com\ndns_zone: other.org\n")
-    assert _codes(tmp_path, outside) == ["G012"]
+               "domain: gpu.example.com\n")
+    assert _codes(tmp_path, outside, "gateways:\n  gw1: {dns_zone: other.org}\n") == ["G012"]
     two = ("type: gateway\nname: gw1\nbackend: gcp\nregion: us-east1\ndomain: a.example.com\n"
-           "create_dns_zone: true\n---\ntype: gateway\nname: gw2\nbackend: gcp\n"
-           "region: us-east1\ndomain: b.example.com\ncreate_dns_zone: true\n")
-    assert _codes(tmp_path, two) == ["G013"]
+           "---\ntype: gateway\nname: gw2\nbackend: gcp\n"
+           "region: us-east1\ndomain: b.example.com\n")
+    assert _codes(tmp_path, two, "gateways:\n  gw1: {create_dns_zone: true}\n"
+                  "  gw2: {create_dns_zone: true}\n") == ["G013"]
 
 
 @pytest.mark.parametrize("backend,region", [("gcp", "us-east1"), ("aws", "us-east-1"),
@@ -214,7 +218,7 @@ def test_a_gateway_with_any_domain_plans(tmp_path: Path, backend: str, region: s
 def test_gcp_finds_the_closest_zone_that_contains_the_domain() -> None:
     from types import SimpleNamespace as Zone
 
-    from gpufleet.components.gcp import _zone_named
+    from gpufleet.components.gcp.gateway import _zone_named
 
     zones = [Zone(name="top", dns_name="example.com.", visibility="public"),
              Zone(name="mid", dns_name="b.example.com.", visibility="public"),
@@ -234,4 +238,5 @@ def test_the_plan_says_which_zone_is_looked_for(gws: PlanReport) -> None:
     text = render_plan_text(gws)
     assert "zone:     the closest Cloud DNS zone that contains the domain, found at `pulumi " \
         "up` (offline: gpu.example.com)" in text
-    assert "set `dns_zone` if your zone sits higher" in text
+    assert "if your zone sits higher, set `gateways: {gw-aws: {dns_zone: ...}}` in the " \
+        "backends file" in text

@@ -181,5 +181,43 @@ def test_gpudirect_tcpx_clusters_are_refused_until_their_software_is_set_up(
     diags = compile_inputs(validate_paths([f]).inputs, load_catalog()).diagnostics
     assert [(d.code, d.line) for d in diags] == [("C015", 4)]
     assert "NCCL falls back to TCP" in diags[0].message and "nodes: 0" in str(diags[0].hint)
+    # Each type is told its own figure: A3 Mega's measured NCCL bandwidth is not A3 High's.
+    figure = {"a3-megagpu-8g": "340 GB/s", "a3-highgpu-8g": "1 Tbps its 4 GPU NICs"}[itype]
+    assert figure in diags[0].message
+    assert ("340" in diags[0].message) == (itype == "a3-megagpu-8g")
     f = write(tmp_path, "f.yml", fleet.format(n='"0..2"'))  # networks only: dstack provisions
     assert compile_inputs(validate_paths([f]).inputs, load_catalog()).ok
+
+
+def test_a_shared_vpc_joins_the_host_projects_network_and_creates_none_of_its_rules(
+        tmp_path: Path) -> None:
+    """`vpc_project_id` (dstack's Shared VPC setting): the nodes join the host project's
+    network and a subnet looked up there; firewall rules and NAT are the host project's, so
+    none is created, and a warning lists what the host project must allow."""
+    backends = ("access:\n  ssh_public_key: file:key.pub\nbackends:\n  - type: gcp\n"
+                "    project_id: svc\n    vpc_project_id: host\n    vpc_name: shared\n"
+                "    ssh_cidrs: [203.0.113.0/24]\n")
+    (tmp_path / "key.pub").write_text((EXAMPLES / "keys" / "gpufleet-example.pub").read_text())
+    fleet = ("type: fleet\nname: sv\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
+             "resources:\n  gpu: L4:1\n")
+    files = [write(tmp_path, "b.yml", backends), write(tmp_path, "f.yml", fleet)]
+    compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
+    assert [d.code for d in compiled.diagnostics] == ["C017"]
+    assert "host project must allow all traffic between the fleet's nodes" in \
+        compiled.diagnostics[0].message
+    report = plan_files(files)
+    assert not by_type(report, NET) and not by_type(report, SUBNET)
+    assert not by_type(report, FIREWALL)
+    assert not by_type(report, "gcp:compute/routerNat:RouterNat")
+    lookups = [(t, dict(a)) for t, a in report.lookups]
+    assert ("gcp:compute/getNetwork:getNetwork", {"name": "shared", "project": "host"}) \
+        in lookups
+    node = named(report, "sv-node-0", INSTANCE)["inputs"]
+    region = node["zone"].rsplit("-", 1)[0]
+    assert ("gcp:compute/getSubnetworks:getSubnetworks",
+            {"filter": "network eq .*/shared$", "project": "host", "region": region}) \
+        in lookups
+    assert "/projects/host/regions/" in node["networkInterfaces"][0]["subnetwork"]
+    # A Shared VPC without the network's name is refused.
+    bad = write(tmp_path, "b.yml", backends.replace("    vpc_name: shared\n", ""))
+    assert [d.code for d in validate_paths([bad]).diagnostics] == ["B009"]

@@ -139,3 +139,22 @@ def test_alias_expansion_counts_the_scalars_inside() -> None:
     r = _load(text)
     assert [d.code for d in r.diagnostics] == ["L005"]
     assert "expands to more than 100,000 values" in r.diagnostics[0].message
+
+
+def test_a_folder_brings_in_dstacks_profiles_file_but_no_other_hidden_file(
+        tmp_path: Path) -> None:
+    """dstack keeps `profiles.yml` in `.dstack/`; other hidden folders stay skipped."""
+    from gpufleet.input.validate import validate_paths
+
+    (tmp_path / ".dstack").mkdir()
+    (tmp_path / ".dstack" / "profiles.yml").write_text(
+        "profiles:\n  - name: cheap\n    backends: [azure, lambda]\n    spot_policy: auto\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.yml").write_text("type: fleet\nname: hidden\nnodes: 1\n")
+    (tmp_path / "f.yml").write_text("type: fleet\nname: shown\nnodes: 1\n")
+    v = validate_paths([str(tmp_path)])
+    assert [p.name for p in v.inputs.profiles] == ["cheap"]
+    assert [f.name for f in v.inputs.fleets] == ["shown"]
+    # The seed's profile: lambda is left out with a warning, azure stays.
+    assert [(d.code, d.severity.value) for d in v.diagnostics] == [("F022", "warning")]
+    assert v.inputs.profiles[0].values["backends"] == ("azure",)

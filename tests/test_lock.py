@@ -305,8 +305,8 @@ def test_diff_reruns_only_the_fleet_whose_inputs_changed(tmp_path: Path) -> None
 def test_a_renamed_fleet_keeps_its_locked_offer(tmp_path: Path) -> None:
     paths = fleet_files(tmp_path)
     old = lock_files(tmp_path)
-    renamed = write(tmp_path, "p5.yml", P5.replace("name: trainer",
-                                                   "name: trainer2\nprevious_names: [trainer]"))
+    renamed = write(tmp_path, "p5.yml", P5.replace("name: trainer", "name: trainer2"))
+    write(tmp_path, "backends.yml", BACKENDS + "fleets:\n  trainer2: {previous_names: [trainer]}\n")
     assert main(["plan", "--locked", *paths[:2], renamed, paths[3]]) == 0
     new = lock_files(tmp_path, paths=[*paths[:2], renamed, paths[3]])
     assert "trainer:" not in new.replace("trainer2:", "")

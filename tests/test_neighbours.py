@@ -41,8 +41,7 @@ class Fleet:
     previous: tuple[str, ...] = ()
 
     def yaml(self) -> str:
-        prev = f"previous_names: [{', '.join(self.previous)}]\n" if self.previous else ""
-        return (f"type: fleet\nname: {self.name}\n{prev}nodes: {self.nodes}\n"
+        return (f"type: fleet\nname: {self.name}\nnodes: {self.nodes}\n"
                 f"backends: [{self.backend}]\nspot_policy: auto\n"
                 f"resources:\n  gpu: {self.gpu}\n")
 
@@ -53,8 +52,18 @@ fleets = st.builds(Fleet, names, st.sampled_from(CLOUDS), st.sampled_from(GPUS),
 fleet_sets = st.lists(fleets, min_size=2, max_size=7, unique_by=lambda f: f.name)
 
 
+def with_renames(backends: str, fs: list[Fleet]) -> str:
+    """The backends file with the fleets' `previous_names` (gpufleet's own setting)."""
+    renamed = [f for f in fs if f.previous]
+    if not renamed:
+        return backends
+    return backends + "fleets:\n" + "".join(
+        f"  {f.name}: {{previous_names: [{', '.join(f.previous)}]}}\n" for f in renamed)
+
+
 def inputs_of(fs: list[Fleet], backends: str = BACKENDS) -> Inputs:
-    texts = {"backends.yml": backends, **{f"{f.name}.yml": f.yaml() for f in fs}}
+    texts = {"backends.yml": with_renames(backends, fs),
+             **{f"{f.name}.yml": f.yaml() for f in fs}}
     v = validate_texts(texts)
     assert v.ok, v.diagnostics
     return v.inputs

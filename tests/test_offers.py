@@ -4,6 +4,7 @@ every filter, each spot policy, zones, max_price, profiles, ordering and the exp
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -58,8 +59,11 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 
 
 def inputs(text: str) -> Inputs:
+    """Each YAML document in a file of its own (dstack reads one configuration per file)."""
     result = LoadResult()
-    load_text("fleets.yml", textwrap.dedent(text), result)
+    for i, doc in enumerate(re.split(r"(?m)^---\n", textwrap.dedent(text))):
+        if doc.strip():
+            load_text(f"doc-{i}.yml", doc, result)
     validated = validate_loaded(result)
     assert validated.ok, validated.diagnostics
     return validated.inputs
@@ -185,11 +189,16 @@ def _error(catalog: Catalog, body: str) -> tuple[str, str | None, int]:
      "no offer for fleet 'fl': 2 offer(s) match B200:8 but none is on-demand "
      "(spot_policy: on-demand) (cheapest: gcp us-central1-b a4-highgpu-8g spot $32.61)", 2),
     ("resources: {gpu: B200:8}\nbackends: [aws, azure]",
-     "no offer for fleet 'fl': 2 offer(s) match B200:8 but none is on backends aws, azure "
-     "(cheapest: gcp us-central1-b a4-highgpu-8g spot $32.61)", 5),
+     # B200 is offered as spot only: no on-demand offer misses only the backends
+     "no offer for fleet 'fl': 2 offer(s) match B200:8 but none is on backends aws, azure", 5),
+    ("resources: {gpu: H100:8}\nbackends: []",
+     "no offer for fleet 'fl': 6 offer(s) match H100:8 but none is on a backend: `backends: "
+     "[]` lists none, so dstack finds no offer either (cheapest: aws us-east-1 p5.48xlarge "
+     "on-demand $55.04)", 5),
     ("resources: {gpu: H100:8}\nregions: [eu-west-1]",
+     # an on-demand fleet is shown the cheapest on-demand offer elsewhere, never a spot one
      "no offer for fleet 'fl': 6 offer(s) match H100:8 but none is in regions eu-west-1 "
-     "(cheapest: aws us-east-1 p5.48xlarge spot $30.00)", 5),
+     "(cheapest: aws us-east-1 p5.48xlarge on-demand $55.04)", 5),
     ("resources: {gpu: B200:8}\nspot_policy: spot\navailability_zones: [us-east1-b]",
      "no offer for fleet 'fl': 2 offer(s) match B200:8 but none is in availability_zones "
      "us-east1-b (cheapest: gcp us-central1-b a4-highgpu-8g spot $32.61)", 6),
@@ -200,7 +209,7 @@ def _error(catalog: Catalog, body: str) -> tuple[str, str | None, int]:
      "$98.32)", 5),
     ("resources: {gpu: H100:8}\ninstance_types: [p5e.48xlarge]",
      "no offer for fleet 'fl': 6 offer(s) match H100:8 but none is one of instance_types "
-     "p5e.48xlarge (cheapest: aws us-east-1 p5.48xlarge spot $30.00)", 5),
+     "p5e.48xlarge (cheapest: aws us-east-1 p5.48xlarge on-demand $55.04)", 5),
     ("resources: {cpu: 8, memory: 32GB}\nplacement: cluster\ninstance_types: [t3.2xlarge]",
      "no offer for fleet 'fl': 1 offer(s) match cpu 8, memory 32GB but none can join a cluster "
      "placement group (not t2/t3/t3a or GCP e2) (cheapest: aws us-east-1 t3.2xlarge on-demand "

@@ -38,6 +38,18 @@ def args(typ: str, props: dict[str, Any], name: str = "f-x", urn: str = URN,
     return ResourceValidationArgs(typ, props, urn, name, opts, None, config or {})
 
 
+GW_URN = "urn:pulumi:dev::gpufleet::gpufleet:aws:Gateway${}::{}"
+
+
+def test_a_nat_address_in_a_gateway_network_is_not_the_gateway_address() -> None:
+    """A private or load-balanced gateway's NAT has an unprotected EIP in the gateway's
+    network component; no DNS record points at it, so the rule leaves it alone."""
+    nat = args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}},
+               urn="urn:pulumi:dev::gpufleet::gpufleet:aws:Gateway$gpufleet:aws:Network$"
+                   "aws:ec2/eip:Eip::gw-nat-ip")
+    assert fires("gateway-addresses-protected", nat) == []
+
+
 def fires(rule: str, a: ResourceValidationArgs) -> list[str]:
     found: list[str] = []
     validate = next(r for r in RULES if r.name == rule).validate
@@ -102,8 +114,9 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
             "sourceAddressPrefix": "*"}]})),
     "gateway-addresses-protected": (
         args("gcp:compute/address:Address", {"labels": {"gpufleet-gateway": "gw"}},
-             protect=True),
-        args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}})),
+             protect=True, urn=GW_URN.format("gcp:compute/address:Address", "gw-ip")),
+        args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}},
+             urn=GW_URN.format("aws:ec2/eip:Eip", "gw-ip"))),
     "dns-ttl": (
         args("gcp:dns/recordSet:RecordSet", {"ttl": 300}),
         args("aws:route53/record:Record", {"ttl": 86400})),

@@ -1,5 +1,6 @@
 """AWS gateways: a GatewayPlan -> network, one Elastic IP (or fixed private ENI) per replica
-as its own protected resource, the instances, an ALB for ACM and the `*.<domain>` record."""
+as its own protected resource, the instances, an ALB (`load_balancer: {type: alb}` or ACM)
+and the `*.<domain>` record."""
 
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ class Gateway(pulumi.ComponentResource):
 
     def _behind_load_balancer(self, plan: GatewayPlan, ami: pulumi.Output[str],
                               sg: pulumi.Output[str], child: pulumi.ResourceOptions) -> None:
-        """ACM: TLS ends at the ALB; the instances get no address of their own and sit in
-        private subnets (egress through the NAT), reachable on port 80 from the ALB only."""
+        """Behind an ALB (TLS, if any, ends there): the instances get no address of their own
+        and sit in private subnets (egress through the NAT), reachable on port 80 from the
+        ALB only."""
         private = [self.network.subnet_ids[s.name] for s in plan.network.subnets
                    if not s.public][:2]
         for i, vm in enumerate(plan.instance_names):
@@ -87,12 +89,15 @@ class Gateway(pulumi.ComponentResource):
         for vm, inst in zip(plan.instance_names, self.instances, strict=True):
             aws.lb.TargetGroupAttachment(naming.child(vm, "tg"), target_group_arn=tg.arn,
                                          target_id=inst.id, port=80, opts=child)
+        forward = aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=tg.arn)
+        if plan.certificate_arn is None:  # `certificate: null`: plain HTTP on the ALB
+            aws.lb.Listener(naming.child(plan.name, "http"), load_balancer_arn=alb.arn, port=80,
+                            protocol="HTTP", default_actions=[forward], opts=child)
+            return alb
         aws.lb.Listener(naming.child(plan.name, "https"), load_balancer_arn=alb.arn, port=443,
                         protocol="HTTPS", certificate_arn=plan.certificate_arn,
                         ssl_policy="ELBSecurityPolicy-TLS13-1-2-2021-06",
-                        default_actions=[aws.lb.ListenerDefaultActionArgs(
-                            type="forward", target_group_arn=tg.arn)],
-                        opts=child)
+                        default_actions=[forward], opts=child)
         aws.lb.Listener(naming.child(plan.name, "http"), load_balancer_arn=alb.arn, port=80,
                         protocol="HTTP", default_actions=[aws.lb.ListenerDefaultActionArgs(
                             type="redirect", redirect=aws.lb.ListenerDefaultActionRedirectArgs(

@@ -75,6 +75,10 @@ def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force:
         for out in write_many(out_dir, [(task_file, render_task(task, exp))], TASK_MARKER,
                               force):
             click.echo(f"wrote {out}")
+        if task["nodes"] > plan.nodes:
+            click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
+                       "now, and dstack provisions the others for the task (the fleet allows "
+                       f"{plan.nodes_max or 'more'})")
         click.echo(exp.text())
         return
     try:

@@ -6,6 +6,7 @@ from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.plan import (
+    ANY_SUBNET,
     DIGEST_OUTPUT,
     AccessPlan,
     AwsOptions,
@@ -26,6 +27,7 @@ from gpufleet.compile.plan import (
 )
 
 __all__ = [
+    "ANY_SUBNET",
     "BACKENDS_BY_NAME",
     "DIGEST_OUTPUT",
     "IAP_RANGE",

@@ -27,6 +27,16 @@ class ProviderPlan:
     scope: str | None = None  # GCP project, Azure subscription; AWS uses ambient credentials
 
 
+# Metadata of an optional field that a plan's JSON leaves out while it is None (so that
+# plans, and the input digests made from them, stay the same when such a field is added).
+OMIT_NONE: Mapping[str, bool] = MappingProxyType({"omit_none": True})
+
+
+# SubnetPlan.existing of a Shared VPC subnet the backends file does not name: the network's
+# subnet in the region (the first by name), looked up in the host project at `pulumi up`.
+ANY_SUBNET = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class SubnetPlan:
     name: str
@@ -36,6 +46,8 @@ class SubnetPlan:
     existing: str | None = None  # id/name of a subnet looked up instead of created
     public: bool = False
     zone_index: int | None = None  # no zone pinned: the N-th available zone (by name)
+    # GCP: REGIONAL_MANAGED_PROXY for the proxy-only subnet of a regional load balancer.
+    purpose: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +74,9 @@ class NetworkPlan:
     existing: str | None = None  # name/id of an existing network, looked up not created
     firewall: tuple[FirewallRule, ...] = ()
     nat: bool = False  # egress through a NAT (private nodes)
+    # GCP Shared VPC: the host project the (existing) network lives in; its firewall rules,
+    # routes and NAT belong to that project, so the plan creates none.
+    project: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +87,6 @@ class NicPlan:
     card: int = 0
     device: int = 0
     public_ip: bool = False
-
-
-# Metadata of an optional field that a plan's JSON leaves out while it is None (so that
-# plans, and the input digests made from them, stay the same when such a field is added).
-OMIT_NONE: Mapping[str, bool] = MappingProxyType({"omit_none": True})
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +255,22 @@ class GatewayPlan:
     address_names: tuple[str, ...]  # one stable address per replica, its own resource
     instance_names: tuple[str, ...]
     image: str
-    certificate: str | None  # "lets-encrypt", "acm" or None
+    certificate: str | None  # "lets-encrypt", "acm", "gcp-cm" or None
     certificate_arn: str | None = None
-    load_balancer: str | None = None  # ALB name when TLS ends at an ALB (acm)
+    # The load balancer in front of the instances (`load_balancer: {type: alb}`, or acm):
+    # an ALB on aws, a regional Application Load Balancer on gcp. Its name.
+    load_balancer: str | None = None
     record: DnsRecordPlan | None = None
     protect_address: bool = True
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     options: GatewayOptions | None = None
+    certificate_name: str | None = field(default=None, metadata=OMIT_NONE)  # gcp-cm
+
+    @property
+    def address_of_load_balancer(self) -> bool:
+        """The address (address_names[0]) belongs to the load balancer, not to an instance:
+        GCP's regional load balancer takes a static address; an AWS ALB has a DNS name."""
+        return self.load_balancer is not None and bool(self.address_names)
 
 
 def options_of(plan: FleetPlan | GatewayPlan, kind: type[OptionsT]) -> OptionsT:

@@ -50,9 +50,18 @@ class Expectation:
                 f"passes at >= {self.threshold_gbps:g} GB/s (source: {self.source})")
 
 
+def test_nodes(plan: FleetPlan) -> int:
+    """How many nodes the acceptance run spans: the fleet's target, and at least two where
+    the fleet may grow to two (a `nodes: 0..2` cluster fleet is tested across its nodes,
+    which dstack provisions for the task)."""
+    if plan.nodes_max is None or plan.nodes_max >= 2:
+        return max(plan.nodes, 2)
+    return max(plan.nodes, 1)
+
+
 def expectation(plan: FleetPlan) -> Expectation:
     facts = fabric_facts()
-    multi = plan.nodes >= 2 and plan.rdma not in ("none", "")
+    multi = test_nodes(plan) >= 2 and plan.rdma not in ("none", "")
     fabric = facts["fabrics"].get(plan.rdma) if multi else None
     expected = facts["expected"].get(f"{plan.backend}/{plan.instance_type}") if multi else None
     if fabric is None or expected is None:
@@ -98,7 +107,7 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
         run = f"/opt/nccl-tests/build/all_reduce_perf {sizes} -g {max(gpus, 1)} -c 1 -n 50"
     task: dict[str, Any] = {
         "type": "task", "name": f"{plan.name[:30]}-nccl", "fleets": [plan.name],
-        "nodes": max(plan.nodes, 1) if exp.multi_node else 1,
+        "nodes": test_nodes(plan) if exp.multi_node else 1,
         "image": facts.get("image", IMAGE),
         "privileged": True, "env": env, "commands": [*setup, build, run],
     }

@@ -127,6 +127,8 @@ def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
                               "`pulumi up`")
         entry["project_id"] = out["scope"]
         entry["vpc_name"] = _secret(main.get("name"))
+        if main.get("project"):  # a Shared VPC of this host project
+            entry["vpc_project_id"] = main["project"]
         if out.get("extra_vpcs"):
             entry["extra_vpcs"] = [_secret(v) for v in out["extra_vpcs"]]
         if out.get("roce_vpcs"):

@@ -99,14 +99,20 @@ class _Abort(Exception):
         self.diag = diag
 
 
+DSTACK_DIR = ".dstack"
+DSTACK_PROFILES = ("profiles.yml", "profiles.yaml")
+
+
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files as given, directories recursed for ``*.yml``/``*.yaml`` and ``gpufleet.lock``
-    (hidden folders skipped)."""
+    (hidden folders skipped, but for the profiles file dstack keeps in ``.dstack/``)."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for root, dirs, files in os.walk(p):
+                out.extend(Path(root) / DSTACK_DIR / name for name in DSTACK_PROFILES
+                           if DSTACK_DIR in dirs and (Path(root) / DSTACK_DIR / name).is_file())
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 out.extend(Path(root) / f for f in sorted(files)
                            if f.endswith(YAML_SUFFIXES) or f == LOCK_FILE)

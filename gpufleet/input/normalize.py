@@ -17,10 +17,25 @@ from gpufleet.input.spec import CPUSpec, GPUSpec, Nodes, Range, ResourcesSpec, R
 class SpecError(ValueError):
     """A grammar error; ``subpath`` locates it below the value being parsed."""
 
-    def __init__(self, message: str, subpath: tuple[str | int, ...] = ()) -> None:
+    def __init__(self, message: str, subpath: tuple[str | int, ...] = (),
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.subpath = subpath
+        self.code = code  # None: the caller's code for the field
+
+    def below(self, key: str | int) -> SpecError:
+        return SpecError(self.message, (key, *self.subpath), self.code)
+
+
+# Values dstack's models read but gpufleet refuses (README, "dstack conformance"): no offer
+# matches them, and the arithmetic of a plan cannot carry them.
+OWN_BOUND = "F020"
+
+
+def _own(message: str, subpath: tuple[str | int, ...] = ()) -> SpecError:
+    return SpecError(f"{message}; gpufleet's rule (dstack reads it): counts and sizes are "
+                     f"whole, finite and between 0 and {MAX_COUNT:,}", subpath, OWN_BOUND)
 
 
 GPU_VENDORS = {"nvidia": "nvidia", "amd": "amd", "google": "google", "intel": "intel",
@@ -37,8 +52,7 @@ TAG_VALUE_RE = re.compile(r"^[a-zA-Z0-9 .:/=_\-+@]{0,256}$")
 # --- numbers and ranges ------------------------------------------------------------------
 
 MAX_COUNT = 10**9  # no count or size in a fleet comes near this
-_INT = re.compile(r"-?[0-9]{1,18}")
-_NUMBER = re.compile(r"[0-9]{1,15}(\.[0-9]{1,15})?|\.[0-9]{1,15}")
+_INT = re.compile(r"[-+]?[0-9]{1,4300}")  # Python's int() reads at most 4,300 digits
 
 
 def _to_int(v: Any) -> int:
@@ -49,11 +63,14 @@ def _to_int(v: Any) -> int:
     elif isinstance(v, float):
         raise SpecError(f"expected a whole number, not {v:g}")
     elif isinstance(v, str) and _INT.fullmatch(v.strip()):
+        digits = v.strip().lstrip("+-")
+        if len(digits) > 18:
+            raise _own(f"{_short(v.strip())} is too large")
         n = int(v.strip())
     else:
         raise SpecError(f"'{_short(v)}' is not a whole number")
     if abs(n) > MAX_COUNT:
-        raise SpecError(f"{_short(n)} is too large (at most {MAX_COUNT:,})")
+        raise _own(f"{_short(n)} is too large")
     return n
 
 
@@ -73,18 +90,19 @@ def parse_memory(v: Any) -> float:
         s = v.replace(" ", "").lower()
         scale = {"tb": 1024.0, "gb": 1.0, "mb": 1 / 1024}.get(s[-2:])
         number = s[:-2] if scale is not None else s
-        if not _NUMBER.fullmatch(number.lstrip("-")):
-            raise SpecError(f"could not convert string to float: '{_short(s)}'")
-        value = float(number) * (scale or 1.0)
+        try:  # what dstack does: Python's float() on the number, so 1e3, nan and 1_0 parse
+            value = float(number) * (scale or 1.0)
+        except ValueError:
+            raise SpecError(f"could not convert string to float: '{_short(s)}'") from None
+        s = _short(s)
     else:
         raise SpecError(f"Invalid memory size: {_short(v)}")
     if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
-        raise SpecError(f"Invalid memory size: {s} (sizes are non-negative and below "
-                        f"{MAX_COUNT:,} GB)")
+        raise _own(f"Invalid memory size: {s}")
     return value
 
 
-def _range(v: Any, conv: Any) -> Range:
+def _range(v: Any, conv: Any, unit: str = "") -> Range:
     lo: Any
     hi: Any
     if isinstance(v, Mapping):
@@ -102,9 +120,9 @@ def _range(v: Any, conv: Any) -> Range:
     if lo is None and hi is None:
         raise SpecError("Invalid empty range: ..")
     if (lo is not None and lo < 0) or (hi is not None and hi < 0):
-        raise SpecError(f"Invalid range: {_short(v)} (counts and sizes cannot be negative)")
+        raise _own(f"Invalid range: {_short(v)} (a negative bound)")
     if lo is not None and hi is not None and lo > hi:
-        raise SpecError(f"Invalid range order: {_fmt(lo)}..{_fmt(hi)}")
+        raise SpecError(f"Invalid range order: {_fmt(lo)}{unit}..{_fmt(hi)}{unit}")
     return Range(lo, hi)
 
 
@@ -117,7 +135,7 @@ def parse_int_range(v: Any) -> Range:
 
 
 def parse_memory_range(v: Any) -> Range:
-    return _range(v, parse_memory)
+    return _range(v, parse_memory, "GB")
 
 
 # --- nodes -------------------------------------------------------------------------------
@@ -155,7 +173,12 @@ def parse_nodes(v: Any) -> Nodes:
 # --- resources ---------------------------------------------------------------------------
 
 def parse_cpu(v: Any) -> CPUSpec:
+    if isinstance(v, Mapping) and v and v.keys() <= {"min", "max"}:
+        return CPUSpec(parse_int_range(v))  # dstack reads `{min: 4, max: 8}` as the count
     if isinstance(v, Mapping):
+        if v.keys() & {"min", "max"}:
+            raise SpecError("a CPU mapping is either `{min, max}` (a count range) or `{arch, "
+                            "count}`; write `{arch: ..., count: {min: ..., max: ...}}`")
         arch = v.get("arch")
         if arch is not None and arch not in CPU_ARCHS:
             raise SpecError(f"Invalid CPU architecture: {arch}", ("arch",))
@@ -214,8 +237,10 @@ def _tokenize_gpu(v: str) -> dict[str, Any]:
                 raise SpecError(f"GPU name can not be empty: {v}")
         elif any(c.isalpha() for c in token):
             if not re.search(r"[0-9.](tb|gb|mb)(\.\.|$)", token.lower()):
+                parse_memory_range(token)  # dstack's error, if dstack refuses it too
                 raise SpecError(f"GPU spec token '{_short(token)}' is neither a count (8, 1..4) "
-                                f"nor a memory size (80GB, 24GB..): {_short(v)}")
+                                f"nor a memory size with a unit (80GB, 24GB..): {_short(v)}; "
+                                "gpufleet's rule (dstack reads it as GB)", code=OWN_BOUND)
             if "memory" in spec:
                 raise SpecError(f"GPU spec memory conflict: {v}")
             spec["memory"] = token
@@ -245,7 +270,8 @@ def parse_gpu(v: Any) -> GPUSpec:
         for n in raw_names if isinstance(raw_names, list) else [raw_names]:
             n = str(n).strip()
             if not n:
-                raise SpecError(f"GPU name can not be empty: {raw_names}", ("name",))
+                raise SpecError(f"GPU name can not be empty: {raw_names}; gpufleet's rule (dstack "
+                                "reads it, and no offer has an empty name)", ("name",), OWN_BOUND)
             names.append(n[4:] if n.startswith("tpu-") else n)
     count = (_sub(parse_int_range, spec["count"], "count") if spec.get("count") is not None
              else Range(1, None))
@@ -261,7 +287,7 @@ def _sub(fn: Any, value: Any, key: str) -> Any:
     try:
         return fn(value)
     except SpecError as e:
-        raise SpecError(e.message, (key, *e.subpath)) from None
+        raise e.below(key) from None
 
 
 def parse_disk(v: Any) -> Range:
@@ -283,7 +309,7 @@ def parse_resources(v: Mapping[str, Any]) -> tuple[ResourcesSpec, list[SpecError
         try:
             out[key] = fn(v[key])
         except SpecError as e:
-            errors.append(SpecError(e.message, (key, *e.subpath)))
+            errors.append(e.below(key))
     return ResourcesSpec(**out), errors
 
 

@@ -159,6 +159,15 @@ class SshHost:
     identity_file: str | None = None
     internal_ip: str | None = None
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """What tells two hosts apart: one jump host on two ports is two hosts."""
+        return self.hostname, self.port if isinstance(self.port, int) else 22
+
+    @property
+    def address_text(self) -> str:
+        return self.hostname if self.address[1] == 22 else f"{self.hostname}:{self.address[1]}"
+
 
 @dataclass(frozen=True, slots=True)
 class SshFleetSpec:
@@ -173,8 +182,9 @@ class SshFleetSpec:
 
 @dataclass(frozen=True, slots=True)
 class CertificateSpec:
-    type: str
-    arn: str | None = None
+    type: str  # "lets-encrypt", "acm" or "gcp-cm"
+    arn: str | None = None  # acm
+    name: str | None = None  # gcp-cm: projects/<p>/locations/<region>/certificates/<name>
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,14 +200,17 @@ class GatewaySpec:
     replicas: int = 1
     default: bool = False
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    load_balancer: str | None = None  # "alb" (`load_balancer: {type: alb}`)
     dns_zone: str | None = None
     protect_address: bool = True
     create_dns_zone: bool = False
 
     @property
-    def acm(self) -> bool:
-        """An ACM certificate: TLS ends at an AWS load balancer in front of the instances."""
-        return self.certificate is not None and self.certificate.type == "acm"
+    def behind_load_balancer(self) -> bool:
+        """The instances sit behind a load balancer: `load_balancer: {type: alb}`, or an ACM
+        certificate (which implies one, dstack's docs say)."""
+        return self.load_balancer == "alb" or (self.certificate is not None
+                                               and self.certificate.type == "acm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +254,15 @@ class BackendConfig:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class NameSettings:
+    """gpufleet's own settings of fleets and gateways, by name, from the backends file: what
+    dstack's fleet and gateway files cannot carry (dstack refuses unknown keys)."""
+
+    fleets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    gateways: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ is pure.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
-from gpufleet.input.loader import LoadResult, load_paths, load_text
+from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
     NO_ACCESS,
@@ -27,6 +28,7 @@ from gpufleet.input.spec import (
     GatewaySpec,
     Inputs,
     Lock,
+    NameSettings,
     ProfileSpec,
     SshFleetSpec,
 )
@@ -68,8 +70,11 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     locks: list[Lock] = []
     ssh_fleets: list[SshFleetSpec] = []
     access = NO_ACCESS
+    names = NameSettings()
+    kinds: dict[str, list[tuple[Document, str | None]]] = {}
     for doc in loaded.documents:
         c = check_schema(doc)
+        kinds.setdefault(doc.file, []).append((doc, c.kind))
         diags.extend(c.diagnostics)
         if c.kind == "fleet":
             spec, more = check_fleet(c)
@@ -84,19 +89,58 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             ps, more = check_profiles(c)
             profiles.extend(ps)
         elif c.kind == "backends":
-            bs, more, top = check_backends(c)
+            bs, more, top, by_name = check_backends(c)
             backends.extend(bs)
             access = top if top != NO_ACCESS else access
+            names = NameSettings({**names.fleets, **by_name.fleets},
+                                 {**names.gateways, **by_name.gateways})
         elif c.kind == "lock":
             lock, more = check_lock(c)
             locks.extend([lock] if lock else [])
         else:
             more = []
         diags.extend(more)
+    diags.extend(_one_configuration_per_file(kinds))
+    fleets = [with_settings(f, names) for f in fleets]
+    gateways = [with_gateway_settings(g, names) for g in gateways]
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
                     tuple(ssh_fleets), access)
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
+
+
+DSTACK_KINDS = ("fleet", "gateway")
+
+
+def _one_configuration_per_file(kinds: Mapping[str, list[tuple[Document, str | None]]]
+                                ) -> list[Diagnostic]:
+    """dstack reads one configuration per file (`yaml.safe_load`): a fleet or gateway file
+    with a second document is refused there, so it is here."""
+    out = []
+    for docs in kinds.values():
+        if len(docs) > 1 and any(kind in DSTACK_KINDS for _, kind in docs):
+            second = docs[1][0]
+            out.append(second.at_key((), "L014", f"this file holds {len(docs)} YAML documents; "
+                                     "dstack reads one configuration per file and refuses it",
+                                     hint="put each fleet and gateway in a file of its own"))
+    return out
+
+
+def with_settings(fleet: FleetSpec, names: NameSettings) -> FleetSpec:
+    """A fleet with its settings from the backends file (`fleets: {name: ...}`)."""
+    own = names.fleets.get(fleet.name) or {}
+    previous = tuple(str(n) for n in own.get("previous_names") or ())
+    return dataclasses.replace(fleet, previous_names=previous) if previous else fleet
+
+
+def with_gateway_settings(gw: GatewaySpec, names: NameSettings) -> GatewaySpec:
+    """A gateway with its settings from the backends file (`gateways: {name: ...}`)."""
+    own = names.gateways.get(gw.name) or {}
+    if not own:
+        return gw
+    return dataclasses.replace(gw, dns_zone=own.get("dns_zone"),
+                               protect_address=bool(own.get("protect_address", True)),
+                               create_dns_zone=bool(own.get("create_dns_zone", False)))
 
 
 def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
@@ -127,14 +171,14 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
                     f"is still defined ({other.origin.file}:{other.origin.line})",
                     hint="a fleet keeps the resources of a name it no longer has; rename the "
                          "other fleet or drop the name from previous_names"))
-    hosts: dict[str, str] = {}
+    hosts: dict[tuple[str, int], str] = {}
     for f in ssh_fleets:
         for h in f.hosts:
-            owner = hosts.setdefault(h.hostname, f.name or f"{f.origin.file}:{f.origin.line}")
+            owner = hosts.setdefault(h.address, f.name or f"{f.origin.file}:{f.origin.line}")
             if owner != (f.name or f"{f.origin.file}:{f.origin.line}"):
-                out.append(Diagnostic(f.origin.file, f.origin.line, f.origin.column, "F015",
-                                      f"Instances [{h.hostname}] are already assigned to a "
-                                      f"fleet ('{owner}')",
+                out.append(Diagnostic(f.origin.file, f.origin.line, f.origin.column, "F021",
+                                      f"Instances [{h.address_text}] are already "
+                                      f"assigned to a fleet ('{owner}')",
                                       hint="a host belongs to one SSH fleet only"))
     return out
 

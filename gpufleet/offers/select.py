@@ -224,8 +224,9 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
 def stages(fleet: FleetSpec, backends: Sequence[str],
            allowed_regions: dict[str, set[str] | None]) -> list[Stage]:
     """(yaml key, phrase for 'but none ...', filter) in dstack's order."""
-    out: list[Stage] = [("backends", f"is on backends {', '.join(backends)}",
-                         lambda os: [o for o in os if o.backend in backends])]
+    on = (f"is on backends {', '.join(backends)}" if backends else
+          "is on a backend: `backends: []` lists none, so dstack finds no offer either")
+    out: list[Stage] = [("backends", on, lambda os: [o for o in os if o.backend in backends])]
     if any(v is not None for v in allowed_regions.values()):
         out.append(("backends", "is in the regions the backends file allows",
                     lambda os: [o for o in os if (allowed_regions.get(o.backend) is None
@@ -294,11 +295,17 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
     extra = tuple(sorted(unpriced, key=lambda o: (o.backend, o.region, o.instance_type)))
     if not candidates:
         return Selection(fleet, (), _no_match(fleet, catalog, what), pname, extra)
-    for key, phrase, run in steps:
+    for i, (key, phrase, run) in enumerate(steps):
         survivors = run(candidates)
         if not survivors:
-            cheapest = sorted(candidates, key=Offer.sort_key)[:1]
-            near = f" (cheapest: {cheapest[0].short()})" if cheapest else ""
+            # The near miss: the cheapest offer that fails this step only (an on-demand
+            # fleet is never shown a spot price).
+            near_misses = candidates
+            for _, _, later in steps[i + 1:]:
+                near_misses = later(near_misses)
+            cheapest = sorted(near_misses, key=Offer.sort_key)[:1]
+            near = f" (cheapest: {cheapest[0].short()})" if cheapest \
+                else ""
             msg = (f"no offer for fleet '{fleet.name}': {len(candidates)} offer(s) match "
                    f"{what} but none {phrase}{near}")
             hint = _hint(key)
@@ -315,7 +322,8 @@ def _hint(key: str) -> str:
         "spot_policy": "set `spot_policy: auto` to accept both spot and on-demand",
         "availability_zones": "list zones where the GPU is offered (see `gpufleet offers`)",
         "regions": "add a region where the GPU is offered (see `gpufleet catalog`)",
-        "backends": "add a backend that offers this GPU (see `gpufleet catalog`)",
+        "backends": "add a backend that offers this GPU (see `gpufleet catalog`), or "
+                    "remove `backends` to allow every backend",
     }.get(key, f"relax `{key}`")
 
 

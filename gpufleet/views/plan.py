@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpufleet.compile import FleetPlan, GatewayPlan, plan_to_json
+from gpufleet.compile import ANY_SUBNET, FirewallRule, FleetPlan, GatewayPlan, plan_to_json
 from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 from gpufleet.review import PlanReport
@@ -86,17 +86,38 @@ ADDRESS_KINDS = {("aws", True): "Elastic IP", ("aws", False): "fixed private ENI
                  ("azure", True): "Standard static public IP"}
 
 
+def _address_kind(g: GatewayPlan) -> str:
+    if g.load_balancer and not g.address_names:
+        return "none of its own: the load balancer's DNS name"
+    kind = ADDRESS_KINDS.get((g.backend, g.public), "address")
+    return f"{kind} of the load balancer" if g.address_of_load_balancer else kind
+
+
+def _sources(r: FirewallRule) -> str:
+    """Who a rule lets in, in words where it names no CIDR."""
+    named = [*r.sources, *(["the load balancer"] if r.from_load_balancer else []),
+             *(["its own members"] if r.from_self else []),
+             *(["the bastion"] if r.from_bastion else [])]
+    return ", ".join(named) or "nowhere"
+
+
+def _rule(r: FirewallRule) -> dict[str, Any]:
+    return {"name": r.name, "protocol": r.protocol, "ports": list(r.ports),
+            "sources": list(r.sources), "from": _sources(r)}
+
+
 def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
     rec = g.record
+    alb_rule = g.options.alb_firewall if g.options is not None else None
     return {
         "name": g.name, "file": g.file, "backend": g.backend, "region": g.region,
         "instance_type": g.instance_type, "replicas": g.replicas, "public": g.public,
         "domain": g.domain, "certificate": g.certificate, "load_balancer": g.load_balancer,
         "addresses": list(g.address_names),
-        "address_kind": ADDRESS_KINDS.get((g.backend, g.public), "address"),
-        "protected": g.protect_address,
-        "firewall": [{"name": r.name, "protocol": r.protocol, "ports": list(r.ports),
-                      "sources": list(r.sources)} for r in g.network.firewall],
+        "address_kind": _address_kind(g),
+        "protected": g.protect_address and bool(g.address_names),
+        "firewall": [_rule(r) for r in g.network.firewall],
+        "load_balancer_firewall": None if alb_rule is None else _rule(alb_rule),
         "record": None if rec is None else {
             "fqdn": rec.fqdn, "type": rec.record_type, "zone": rec.zone, "ttl": rec.ttl,
             "private": rec.private,
@@ -104,23 +125,36 @@ def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
     }
 
 
+def _tls(g: GatewayPlan) -> str:
+    if not g.load_balancer:
+        return g.certificate or "none at the gateway"
+    where = (f"ALB {g.load_balancer} (two AZs)" if g.backend == "aws" else
+             f"regional {'external' if g.public else 'internal'} Application Load Balancer "
+             f"{g.load_balancer}")
+    if g.certificate == "gcp-cm":
+        return f"gcp-cm {g.certificate_name} on {where}"
+    return f"{g.certificate} on {where}" if g.certificate else f"none: plain HTTP on {where}"
+
+
 def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
     s = gateway_summary(g)
-    fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {', '.join(r['sources'])}"
+    fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {r['from']}"
                    for r in s["firewall"])
+    address = ", ".join(g.address_names)
     lines = [f"gateway {g.name} ({g.file})",
              f"  instance: {g.backend} {g.region}  {g.instance_type} x{g.replicas}, "
              f"{'public' if g.public else 'private'}",
-             f"  address:  {', '.join(g.address_names)} ({s['address_kind']}"
-             f"{', protected' if g.protect_address else ''})",
-             f"  firewall: {fw}"]
+             f"  address:  {address + ' (' if address else ''}{s['address_kind']}"
+             f"{', protected' if s['protected'] else ''}{')' if address else ''}",
+             f"  firewall: {fw}" + (" (the instances)" if g.load_balancer else "")]
+    lb_rule = s["load_balancer_firewall"]
+    if lb_rule:
+        lines.append(f"            {lb_rule['protocol']} {','.join(lb_rule['ports'])} from "
+                     f"{lb_rule['from']} (the load balancer)")
     lock = lock_text(st, g)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
-    if g.load_balancer:
-        lines.append(f"  tls:      {g.certificate} on ALB {g.load_balancer} (two AZs)")
-    else:
-        lines.append(f"  tls:      {g.certificate or 'none at the gateway'}")
+    lines.append(f"  tls:      {_tls(g)}")
     rec = s["record"]
     if rec:
         target = rec["target"] if isinstance(rec["target"], str) else ", ".join(rec["target"])
@@ -130,7 +164,8 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
             lines.append("  zone:     " + (
                 "the closest Cloud DNS zone that contains the domain, found at `pulumi up` "
                 f"(offline: {rec['zone']})" if g.backend == "gcp" else
-                f"{rec['zone']}, the domain's parent; set `dns_zone` if your zone sits higher"))
+                f"{rec['zone']}, the domain's parent; if your zone sits higher, set "
+                f"`gateways: {{{g.name}: {{dns_zone: ...}}}}` in the backends file"))
     return lines
 
 
@@ -229,6 +264,10 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
         bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
                 f"profile {n.profile}" if n.profile else "",
                 f"existing {n.existing}" if n.existing else "",
+                f"Shared VPC of host project {n.project} (its firewall rules and NAT)"
+                if n.project else "",
+                "subnet: the network's first in the region, found at `pulumi up`"
+                if any(s.existing == ANY_SUBNET for s in n.subnets) else "",
                 f"{len(n.subnets)} subnet(s)" if len(n.subnets) > 1 else ""]
         lines.append(f"  network:  {n.name} [{n.role}] " + ", ".join(b for b in bits if b))
     return lines

@@ -7,7 +7,6 @@ the address the `*.<domain>` record points at (dstackai/dstack#3924).
 
 from __future__ import annotations
 
-import dataclasses
 from ipaddress import IPv4Network
 
 from gpufleet.compile import naming
@@ -31,6 +30,10 @@ DEFAULTS = {
     "azure": ("Standard_B1ms", "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"),
 }
 RECORD_TTL = 300
+GCP_PROXY_PURPOSE = "REGIONAL_MANAGED_PROXY"
+# Where Google's load balancer health checks come from (cloud.google.com/load-balancing/docs/
+# health-check-concepts, "Probe IP ranges and firewall rules").
+GCP_HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 
 
 def zone_of(gw: GatewaySpec) -> str | None:
@@ -55,11 +58,14 @@ def _record(gw: GatewaySpec, diags: list[Diagnostic]) -> DnsRecordPlan | None:
     assert zone is not None
     domain = gw.domain.rstrip(".").lower()
     if not (domain == zone or domain.endswith("." + zone)):
-        diags.append(gw.origin.at("dns_zone", "G012", f"the domain {domain} is not inside the zone "
-                         f"{zone}", "set `dns_zone` to a parent of the domain"))
+        diags.append(gw.origin.at("domain", "G012", f"the domain {domain} is not inside the zone "
+                         f"{zone} (`dns_zone` of gateway '{gw.name}' in the backends file)",
+                         f"set `gateways: {{{gw.name}: {{dns_zone: ...}}}}` in the backends "
+                         "file to a parent of the domain"))
         return None
+    alias = gw.behind_load_balancer and gw.backend == "aws"  # to the ALB's DNS name
     return DnsRecordPlan(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
-                         "ALIAS" if gw.acm else "A", RECORD_TTL, private=not gw.public_ip,
+                         "ALIAS" if alias else "A", RECORD_TTL, private=not gw.public_ip,
                          create_zone=gw.create_dns_zone,
                          zone_walk=not gw.dns_zone and not gw.create_dns_zone)
 
@@ -68,6 +74,12 @@ def _subnets(gw: GatewaySpec, block: IPv4Network, public: bool,
              alb: bool) -> tuple[SubnetPlan, ...]:
     name, region = gw.name, gw.region
     r = pack(block, [("a", 24), ("b", 24), ("nat", 24), ("c", 24), ("d", 24)])
+    if gw.backend == "gcp" and alb:
+        # A regional load balancer's proxies take their addresses from a proxy-only subnet of
+        # the region (GCP asks for one per network and region; /24 is within its /26../23).
+        return (SubnetPlan(naming.child(name, "subnet"), str(r["a"]), region),
+                SubnetPlan(naming.child(name, "proxy"), str(r["c"]), region,
+                           purpose=GCP_PROXY_PURPOSE))
     if gw.backend != "aws":
         return (SubnetPlan(naming.child(name, "subnet"), str(r["a"]), region),)
     # AWS: two subnets in two AZs (an ALB needs them; replicas spread over both).
@@ -103,22 +115,20 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
         return None, diags
     public = gw.public_ip
     itype, image = DEFAULTS[gw.backend]
-    alb = gw.acm
-    web_sources = ("0.0.0.0/0",) if public else (str(block),)
-    web = FirewallRule(naming.child(gw.name, "web"), "HTTP and HTTPS for services", "tcp",
-                       ("80", "443"), web_sources)
-    alb_rule = None
-    if alb:
-        # The world (or the VPC) reaches the ALB; the instances take HTTP from the ALB only.
-        alb_rule = dataclasses.replace(web, name=naming.child(gw.name, "alb-web"),
-                                       description="HTTP and HTTPS to the load balancer")
-        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer only",
-                           "tcp", ("80",), from_load_balancer=True)
+    alb = gw.behind_load_balancer
+    subnets = _subnets(gw, block, public, alb)
+    web, alb_rule = _web_rules(gw, block, subnets)
     rules = (web, *ssh_rule(gw.name, config))
-    network = NetworkPlan("main", naming.child(gw.name, "net"),
-                          _subnets(gw, block, public, alb), cidr=str(block), firewall=rules,
-                          nat=not public or alb)
+    network = NetworkPlan("main", naming.child(gw.name, "net"), subnets, cidr=str(block),
+                          firewall=rules, nat=not public or alb)
     many = gw.replicas > 1
+    if alb and gw.backend == "gcp":  # one static address, the load balancer's
+        addresses: tuple[str, ...] = (naming.child(gw.name, "ip"),)
+    elif alb:  # an ALB has a DNS name, no address of its own
+        addresses = ()
+    else:  # one per instance
+        addresses = tuple(naming.child(gw.name, "ip", i) if many else naming.child(gw.name, "ip")
+                          for i in range(gw.replicas))
     scope = cfg.get("project_id") or cfg.get("subscription_id")
     tags = {**dict(gw.tags), **(cfg.get("tags") or {}), "managed-by": "gpufleet",
             "gpufleet-gateway": gw.name}
@@ -129,13 +139,12 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
                               gw.region, scope if gw.backend != "aws" else None),
         region=gw.region, zone=None, instance_type=gw.instance_type or itype,
         replicas=gw.replicas, public=public, domain=gw.domain, network=network,
-        address_names=() if alb else tuple(naming.child(gw.name, "ip", i) if many else
-                                           naming.child(gw.name, "ip")
-                                           for i in range(gw.replicas)),
+        address_names=addresses,
         instance_names=tuple(naming.child(gw.name, "vm", i) if many else
                              naming.child(gw.name, "vm") for i in range(gw.replicas)),
         image=image, certificate=gw.certificate.type if gw.certificate else None,
         certificate_arn=gw.certificate.arn if gw.certificate else None,
+        certificate_name=gw.certificate.name if gw.certificate else None,
         load_balancer=naming.child(gw.name, "alb") if alb else None, record=record,
         protect_address=gw.protect_address,
         labels=gcp_labels(tags) if gw.backend == "gcp" else tags,
@@ -147,3 +156,26 @@ def plan_gateway(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | No
             resource_group=cfg.get("resource_group"), ssh_public_key=access.ssh_public_key),
     )
     return plan, diags
+
+
+def _web_rules(gw: GatewaySpec, block: IPv4Network, subnets: tuple[SubnetPlan, ...]
+               ) -> tuple[FirewallRule, FirewallRule | None]:
+    """Who reaches the instances on the service ports, and who reaches the load balancer
+    (AWS: the ALB's own security group rule; GCP's managed load balancer has none)."""
+    name = naming.child(gw.name, "web")
+    clients = ("0.0.0.0/0",) if gw.public_ip else (str(block),)
+    if not gw.behind_load_balancer:
+        return FirewallRule(name, "HTTP and HTTPS for services", "tcp", ("80", "443"),
+                            clients), None
+    if gw.backend == "gcp":
+        # The load balancer's proxies (from the proxy-only subnet) and Google's health checks
+        # reach the instances on HTTP; TLS, if any, ends at the load balancer.
+        proxy = next(s.cidr for s in subnets if s.purpose == GCP_PROXY_PURPOSE)
+        return FirewallRule(name, "HTTP from the load balancer's proxies and health checks",
+                            "tcp", ("80",), (proxy, *GCP_HEALTH_CHECK_RANGES)), None
+    ports = ("80",) if gw.certificate is None else ("80", "443")
+    return (FirewallRule(name, "HTTP from the load balancer only", "tcp", ("80",),
+                         from_load_balancer=True),
+            FirewallRule(naming.child(gw.name, "alb-web"),
+                         "HTTP and HTTPS to the load balancer" if len(ports) == 2 else
+                         "HTTP to the load balancer", "tcp", ports, clients))

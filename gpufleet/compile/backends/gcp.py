@@ -25,6 +25,7 @@ from gpufleet.compile.backends.base import (
 )
 from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.plan import (
+    ANY_SUBNET,
     FirewallRule,
     FleetPlan,
     GcpOptions,
@@ -34,7 +35,7 @@ from gpufleet.compile.plan import (
     PlacementPlan,
     SubnetPlan,
 )
-from gpufleet.diagnostics import Diagnostic
+from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
 from gpufleet.offers import Offer
 from gpufleet.traits import GCP
@@ -51,6 +52,14 @@ MTU_TCPX = 8244  # dstack's and Cluster Toolkit's A3 High/Mega recipe
 MAIN_PREFIX, EXTRA_PREFIX, ROCE_PREFIX = 19, 20, 18
 # Fabrics whose instances need software gpufleet does not install (cloud-recipes.md 2.3-2.4).
 GPUDIRECT = {"gpudirect-tcpx": "TCPX", "gpudirect-tcpxo": "TCPXO"}
+# What a cluster loses without the GPUDirect software, per machine type (cloud-recipes.md
+# 2.2-2.4: the GPU network bandwidth of each type; the A3 Mega NCCL figures are NVIDIA
+# AICR's "GKE TCPXO networking"; no such measurement is published for A3 High or Edge).
+GPUDIRECT_LOSS = {
+    "a3-megagpu-8g": "about 4 GB/s instead of about 340 GB/s bus bandwidth",
+    "a3-highgpu-8g": "a fraction of the 1 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
+    "a3-edgegpu-8g": "a fraction of the 0.8 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
+}
 
 
 def extra_vpc_count(offer: Offer) -> int:
@@ -125,9 +134,24 @@ class GcpBackend:
                 "placement", "C015", f"{offer.instance_type} clusters need GPUDirect-{stack}: "
                 "the Container-Optimized OS image, the receive-data-path daemon and the "
                 f"{stack} NCCL plugin, which gpufleet does not set up; without them NCCL falls "
-                "back to TCP (about 4 GB/s instead of about 340 GB/s on A3 Mega)",
+                "back to TCP ("
+                + GPUDIRECT_LOSS.get(offer.instance_type, "far below the GPU NICs' bandwidth")
+                + ")",
                 "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
                 "instances (`gpufleet export dstack`), or pick A3 Ultra / A4 (RoCE)"))
+        host = config.get("vpc_project_id") if config is not None else None
+        if host:
+            ssh = ", ".join(config.ssh_cidrs) if config is not None and config.ssh_cidrs \
+                else "nowhere"
+            diags.append(fleet.origin.at(
+                "backends", "C017", f"fleet '{fleet.name}' joins the Shared VPC "
+                f"{config.get('vpc_name') if config else ''} of host project {host}: its "
+                "firewall rules, routes and Cloud NAT belong to the host project, and gpufleet "
+                "creates none there. The host project must allow all traffic between the "
+                f"fleet's nodes (network tag {naming.network_tag(fleet.name)}), SSH from {ssh} "
+                "(or from the bastion), and, for nodes without public IPs, egress through a "
+                "Cloud NAT", "ask the host project's admins for these rules; `gpufleet plan` "
+                "lists them again", Severity.WARNING))
         extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
         if extras and len(extras) < extra_vpc_count(offer):
             diags.append(fleet.origin.at("resources", "C003", f"{offer.instance_type} needs "
@@ -150,17 +174,18 @@ class GcpBackend:
         cfg = config.settings if config is not None else {}
         mtu = MTU_ROCE if offer.rdma == "roce" else MTU_TCPX if n_extra else None
         subnet_existing = (cfg.get("subnetworks") or {}).get(offer.region)
+        host = cfg.get("vpc_project_id")  # a Shared VPC: network, rules and NAT are the host's
         main_net = ranges["main"]
+        rules = (FirewallRule(naming.child(name, "internal"),
+                              "all traffic between the fleet's own nodes", "all",
+                              sources=(str(main_net),), from_self=True),
+                 *node_ssh_rules(name, config, method))
         nets = [NetworkPlan(
             "main", naming.child(name, "net"),
-            (SubnetPlan(naming.child(name, "subnet"), str(main_net), offer.region,
-                        existing=subnet_existing),),
-            cidr=str(main_net), mtu=mtu, existing=cfg.get("vpc_name"),
-            firewall=(FirewallRule(naming.child(name, "internal"),
-                                   "all traffic between the fleet's own nodes", "all",
-                                   sources=(str(main_net),), from_self=True),
-                      *node_ssh_rules(name, config, method)),
-            nat=not public)]
+            (SubnetPlan(naming.child(name, "subnet"), str(main_net) if not host else "",
+                        offer.region, existing=subnet_existing or (ANY_SUBNET if host else None)),),
+            cidr=str(main_net) if not host else None, mtu=mtu, existing=cfg.get("vpc_name"),
+            firewall=() if host else rules, nat=not public and not host, project=host)]
         extra_names = list(cfg.get("extra_vpcs") or [])
         for i in range(1, n_extra + 1):
             r = ranges[f"gpu-{i}"]

@@ -13,7 +13,14 @@ from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
 from gpufleet.input.loader import read_small_text
 from gpufleet.input.schema import Checked
-from gpufleet.input.spec import NO_ACCESS, AccessSpec, BackendConfig, Origin, frozen_map
+from gpufleet.input.spec import (
+    NO_ACCESS,
+    AccessSpec,
+    BackendConfig,
+    NameSettings,
+    Origin,
+    frozen_map,
+)
 from gpufleet.traits import Feature, backends_with, supports
 
 _SSH_KEY = re.compile(r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|"
@@ -71,16 +78,23 @@ def _public_key(ctx: Ctx, path: KeyPath, value: str) -> tuple[str | None, str | 
     return text, source
 
 
-def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec]:
-    """The backend entries, the diagnostics, and the file's top-level `access`."""
+def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec,
+                                        NameSettings]:
+    """The backend entries, the diagnostics, the file's top-level `access`, and the
+    settings of fleets and gateways by name."""
     ctx = Ctx(c)
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):
-        return out, ctx.diags, NO_ACCESS
+        return out, ctx.diags, NO_ACCESS, NameSettings()
+    names = NameSettings(
+        {str(k): dict(v) for k, v in (ctx.data().get("fleets") or {}).items()
+         if c.ok(("fleets", k))},
+        {str(k): dict(v) for k, v in (ctx.data().get("gateways") or {}).items()
+         if c.ok(("gateways", k))})
     top = NO_ACCESS
     if "access" in ctx.data() and c.ok(("access",)):
         top = _access(ctx, ("access",), ctx.data()["access"], NO_ACCESS, None)
-    for i, raw in enumerate(ctx.data()["backends"]):
+    for i, raw in enumerate(ctx.data().get("backends") or ()):
         base: KeyPath = ("backends", i)
         if not c.ok(base):
             continue
@@ -98,7 +112,7 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
             t, Origin(c.doc.file, line, col, c.doc.index), strs(raw.get("regions")),
             raw.get("cidr"), strs(raw.get("ssh_cidrs")) or (), raw.get("public_ips"),
             frozen_map(settings), access))
-    return out, ctx.diags, top
+    return out, ctx.diags, top, names
 
 
 def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
@@ -110,6 +124,10 @@ def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
         if raw.get("default_vpcs") is False and not ("vpc_name" in raw or "vpc_ids" in raw):
             ctx.error((*base, "default_vpcs"), "`default_vpcs: false` needs `vpc_name` or "
                       "`vpc_ids`", "B003", key=True)
+    if t == "gcp" and raw.get("vpc_project_id") and not raw.get("vpc_name"):
+        ctx.error((*base, "vpc_project_id"), "`vpc_project_id` (a Shared VPC's host project) "
+                  "needs `vpc_name`, the host project's network the nodes join", "B009",
+                  key=True, hint="set `vpc_name` to the shared network's name")
     if t == "azure":
         vpcs, subnets = raw.get("vpc_ids") or {}, raw.get("subnet_ids") or {}
         if raw.get("public_ips") is False and not (vpcs or subnets):

@@ -42,7 +42,7 @@ class Ctx:
         try:
             return fn(self.data()[key])
         except SpecError as e:
-            self.error((key, *e.subpath), e.message, code)
+            self.error((key, *e.subpath), e.message, e.code or code)
             return default
 
     def origin(self) -> Origin:

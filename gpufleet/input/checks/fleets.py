@@ -56,7 +56,7 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
     if ctx.has("resources"):
         resources, errors = parse_resources(d["resources"])
         for e in errors:
-            ctx.error(("resources", *e.subpath), e.message, "F002")
+            ctx.error(("resources", *e.subpath), e.message, e.code or "F002")
     retry = ctx.parse("retry", parse_retry, "F005")
     idle = ctx.parse("idle_duration", parse_idle_duration, "F003")
     tags = tags_of(ctx, (), d)
@@ -70,7 +70,6 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
         availability_zones=strs(d.get("availability_zones")),
         instance_types=strs(d.get("instance_types")), spot_policy=d.get("spot_policy"),
         retry=retry, max_price=d.get("max_price"), idle_duration=idle, tags=frozen_map(tags),
-        previous_names=strs(d.get("previous_names")) or (),
         explicit=frozenset(k for k in PROFILE_FIELDS if k in d),
     )
     return spec, ctx.diags
@@ -134,16 +133,12 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
                 ctx.error((*base, "network"), "Public network is specified when private "
                           "network is required", "F014")
     hosts: list[SshHost] = []
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, int], int] = {}
     for i, raw in enumerate(cfg["hosts"]):
         h = {"hostname": raw} if isinstance(raw, str) else raw
         name = str(h["hostname"])
         at: KeyPath = (*base, "hosts", i) if isinstance(raw, str) else (*base, "hosts", i,
                                                                           "hostname")
-        if name in seen:
-            ctx.error(at, f"host {name} is listed twice (first as hosts[{seen[name]}])",
-                      "F015", hint="list each host once")
-        seen.setdefault(name, i)
         if cfg.get("user") is None and h.get("user") is None:
             ctx.error(at, f"No ssh user specified for host {name}", "F015",
                       hint="set `ssh_config.user`, or `user` on the host")
@@ -161,8 +156,14 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
                 if not addr.is_private:
                     ctx.error((*base, "hosts", i, "internal_ip"), "IP address is not private",
                               "F016")
-        hosts.append(SshHost(name, h.get("port", cfg.get("port")), h.get("user", cfg.get("user")),
-                             h.get("identity_file", cfg.get("identity_file")), ip))
+        host = SshHost(name, h.get("port", cfg.get("port")), h.get("user", cfg.get("user")),
+                       h.get("identity_file", cfg.get("identity_file")), ip)
+        if host.address in seen:  # one jump host on several ports is several hosts
+            ctx.error(at, f"host {host.address_text} is listed twice (first as "
+                      f"hosts[{seen[host.address]}]); gpufleet's rule: dstack would add the "
+                      "same machine twice", "F021", hint="list each host once")
+        seen.setdefault(host.address, i)
+        hosts.append(host)
     with_ip = sum(1 for h in hosts if h.internal_ip is not None)
     if with_ip and with_ip != len(hosts):
         ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", "F016",

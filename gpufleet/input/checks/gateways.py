@@ -36,15 +36,31 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
         ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
                   "lets-encrypt certificate type is not supported for private gateways", "G004",
                   key=True, hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
-    if cert is not None and cert.type == "acm" and backend is not None \
-            and _lacks(backend, Feature.ACM_CERTIFICATES):
-        ctx.error(("certificate", "type"), "acm certificate type is supported for aws backend "
-                  "only", "G005")
+    for ctype, feature, home in (("acm", Feature.ACM_CERTIFICATES, "aws"),
+                                 ("gcp-cm", Feature.GCP_CM_CERTIFICATES, "gcp")):
+        if cert is not None and cert.type == ctype and backend is not None \
+                and _lacks(backend, feature):
+            ctx.error(("certificate", "type"), f"{ctype} certificate type is supported for "
+                      f"{home} backend only", "G005")
+    if cert is not None and cert.type == "acm" and not _ACM_ARN.fullmatch(cert.arn or ""):
+        ctx.error(("certificate", "arn"), f"'{cert.arn}' is not an ACM certificate ARN; "
+                  "gpufleet's rule (dstack takes any text here, and its load balancer then "
+                  "fails at creation)", "G015",
+                  hint="give `arn:aws:acm:<region>:<account>:certificate/<id>`")
+    if cert is not None and cert.type == "gcp-cm" and not _GCP_CM_NAME.fullmatch(cert.name or ""):
+        ctx.error(("certificate", "name"), f"'{cert.name}' is not a Certificate Manager "
+                  "certificate's resource name; gpufleet's rule (dstack takes any text here, "
+                  "and its load balancer then fails at creation)", "G015",
+                  hint="give `projects/<project>/locations/<region>/certificates/<name>`")
+    _check_load_balancer(ctx, backend, cert)
     replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
     if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
+        other = {"aws": ", or `{type: acm, arn: <arn>}` (AWS ACM)",
+                 "gcp": ", or `{type: gcp-cm, name: <name>}` with `load_balancer: {type: alb}` "
+                        "(GCP Certificate Manager)"}.get(str(backend), "")
         ctx.error(("replicas",), "lets-encrypt certificate type is not supported for gateways "
                   "with several replicas", "G006", key=True,
-                  hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
+                  hint=f"set `certificate: null` (no HTTPS){other}")
     if ctx.has("domain"):
         _check_domain(ctx, d["domain"])
     if backend is not None and ctx.has("region"):
@@ -56,9 +72,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
         name=d["name"], backend=d["backend"], region=d["region"], origin=ctx.origin(),
         instance_type=d.get("instance_type"), domain=d.get("domain"), public_ip=public,
         certificate=cert, replicas=replicas, default=d.get("default", False),
-        tags=frozen_map(tags), dns_zone=d.get("dns_zone"),
-        protect_address=d.get("protect_address", True),
-        create_dns_zone=d.get("create_dns_zone", False),
+        tags=frozen_map(tags), load_balancer=_load_balancer(d),
     )
     return spec, ctx.diags
 
@@ -97,7 +111,42 @@ def _certificate(ctx: Ctx) -> CertificateSpec | None:
     raw = d["certificate"]
     if raw is None or not ctx.c.ok(("certificate",)):
         return None
-    return CertificateSpec(raw["type"], raw.get("arn"))
+    return CertificateSpec(raw["type"], raw.get("arn"), raw.get("name"))
+
+
+_ACM_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+")
+_GCP_CM_NAME = re.compile(r"projects/[a-z0-9-]+/locations/[a-z0-9-]+/certificates/[A-Za-z0-9_-]+")
+
+
+def _load_balancer(d: dict[str, object]) -> str | None:
+    lb = d.get("load_balancer")
+    return str(lb.get("type", "alb")) if isinstance(lb, dict) else None
+
+
+def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | None) -> None:
+    """dstack's load balancer rules: an ALB on aws (no certificate, or acm) or on gcp (no
+    certificate, or gcp-cm); a gcp-cm certificate needs the load balancer."""
+    d = ctx.data()
+    alb = ctx.c.ok(("load_balancer",)) and _load_balancer(d) == "alb"
+    if cert is not None and cert.type == "gcp-cm" and not alb:
+        ctx.error(("certificate", "type"), "`certificate: { type: gcp-cm }` requires "
+                  "`load_balancer: { type: alb }`", "G016",
+                  hint="add `load_balancer: {type: alb}`: the certificate sits on the load "
+                       "balancer")
+    if not alb or backend is None:
+        return
+    if _lacks(backend, Feature.GATEWAY_LOAD_BALANCER):
+        ctx.error(("load_balancer",), "`load_balancer: { type: alb }` is supported for "
+                  f"{' and '.join(f'`{b}`' for b in backends_with(Feature.GATEWAY_LOAD_BALANCER))}"
+                  " backends only", "G016", key=True)
+        return
+    allowed = {"aws": "acm", "gcp": "gcp-cm"}.get(backend)
+    if cert is not None and cert.type != allowed:
+        ctx.error(("certificate",), f"`load_balancer: {{ type: alb }}` on the `{backend}` backend "
+                  f"can only be used with `certificate: null` or `certificate: {{ type: "
+                  f"{allowed} }}`", "G016", key=True,
+                  hint=f"the load balancer holds the certificate: use `{{type: {allowed}, ...}}`"
+                       ", or `null` for plain HTTP")
 
 
 

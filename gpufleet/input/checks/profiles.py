@@ -55,11 +55,12 @@ def _profile_values(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, A
             try:
                 values[key] = fn(raw[key])
             except SpecError as e:
-                ctx.error((*base, key, *e.subpath), e.message, "F005")
+                ctx.error((*base, key, *e.subpath), e.message, e.code or "F005")
     if "resources" in raw:
         res, errors = parse_resources(raw["resources"])
         for err in errors:
-            ctx.error((*base, "resources", *err.subpath), err.message, "F002")
+            ctx.error((*base, "resources", *err.subpath), err.message,
+                      err.code or "F002")
         values["resources"] = res
     if "tags" in raw:
         values["tags"] = frozen_map(tags_of(ctx, base, raw))

@@ -1,0 +1,28 @@
+"""GCP ComponentResources: fleets (``fleet``), gateways (``gateway``) and the networks both
+sit in (``network``). Makes no decisions: every number and name comes from the plan. The
+provider is passed in explicitly and inherited by every child through ``parent=self``."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan
+
+from .fleet import Fleet
+from .gateway import Gateway
+from .network import Network
+
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "provider"]
+
+
+def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+    return gcp.Provider(p.name, region=p.region, project=p.scope or None)
+
+
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))
+
+
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
+    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}))

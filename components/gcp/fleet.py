@@ -1,0 +1,139 @@
+"""GCP fleets: a FleetPlan -> its networks, compact placement policy, VMs (gVNIC/RoCE NICs,
+reservations, spot) and bastion. Makes no decisions: every number and name comes from the
+plan (gpufleet.compile.backends.gcp)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, GcpOptions, input_digest, options_of
+
+from ..access import public_key
+from ..renames import rename_options
+from .network import Network, bastion_tag
+
+
+def _first_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str | None:
+    return nics[0].network_ip if nics else None
+
+
+def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str | None:
+    configs = nics[0].access_configs if nics else None
+    return configs[0].nat_ip if configs else None
+
+
+def node_metadata(plan: FleetPlan) -> dict[str, str]:
+    """OS Login (IAP) or the ssh-keys entry of the access user."""
+    access = plan.access
+    if access is None or access.os_login:
+        return {"enable-oslogin": "TRUE"}
+    key = public_key(access.public_key, f"fleet '{plan.name}'")
+    return {"enable-oslogin": "FALSE", "ssh-keys": f"{access.user}:{key}"}
+
+
+class Fleet(pulumi.ComponentResource):
+    """A fleet: its networks, its placement policy, one VM per node and its way in."""
+
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
+        super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.networks = {n.role: Network(n, plan, child) for n in plan.networks}
+        policies = []
+        if plan.placement is not None:
+            policy = gcp.compute.ResourcePolicy(
+                plan.placement.name, region=plan.region,
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    availability_domain_count=plan.placement.options
+                    .availability_domain_count or 1,
+                    collocation=plan.placement.kind),
+                opts=child)
+            policies.append(policy.self_link)
+        self.metadata = node_metadata(plan)
+        self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
+        self.bastion_address: pulumi.Output[str] | None = None
+        if plan.access is not None and plan.access.bastion is not None:
+            self.bastion_address = self._bastion(plan)
+        self.internal_ips = [n.network_interfaces.apply(_first_ip) for n in self.nodes]
+        self.network_ids = {role: n.network_id for role, n in self.networks.items()}
+        self.network_names = {role: n.network_name for role, n in self.networks.items()}
+        self.subnet_ids = {name: link for n in self.networks.values()
+                           for name, link in n.subnet_links.items()}
+        self.public_ips: list[pulumi.Output[str | None] | None] = [
+            n.network_interfaces.apply(_nat_ip) if plan.public_ip else None
+            for n in self.nodes]
+        self.register_outputs({"nodes": [n.name for n in self.nodes],
+                               "internal_ips": self.internal_ips, "networks": self.network_ids,
+                               DIGEST_OUTPUT: input_digest(plan)})
+
+    def _node(self, plan: FleetPlan, name: str, policies: list[pulumi.Output[str]]
+              ) -> gcp.compute.Instance:
+        options = options_of(plan, GcpOptions)
+        nics = []
+        for nic in plan.nics:
+            net = self.networks[nic.network]
+            nics.append(gcp.compute.InstanceNetworkInterfaceArgs(
+                network=net.network_id, subnetwork=net.subnet_links[nic.subnet],
+                nic_type=nic.nic_type,
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+                if nic.public_ip else None))
+        if plan.spot:
+            scheduling = gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance="TERMINATE", provisioning_model="SPOT", preemptible=True,
+                automatic_restart=False, instance_termination_action="STOP")
+        else:
+            scheduling = gcp.compute.InstanceSchedulingArgs(
+                on_host_maintenance=options.on_host_maintenance or "TERMINATE",
+                provisioning_model="STANDARD", automatic_restart=True)
+        reservation = gcp.compute.InstanceReservationAffinityArgs(
+            type="SPECIFIC_RESERVATION",
+            specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+                key="compute.googleapis.com/reservation-name", values=[plan.reservation]),
+        ) if plan.reservation else None
+        account = options.service_account
+        service_account = gcp.compute.InstanceServiceAccountArgs(
+            email=account, scopes=["cloud-platform"]) if account else None
+        return gcp.compute.Instance(
+            name, machine_type=plan.instance_type, zone=plan.zone,
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=plan.image, size=plan.disk_gib, type=plan.disk_type)),
+            network_interfaces=nics, scheduling=scheduling,
+            resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
+            tags=[options.network_tag], metadata=self.metadata,
+            reservation_affinity=reservation, service_account=service_account,
+            allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self))
+
+    def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
+        """A small VM with a static external address in the main subnet; SSH reaches it
+        from ssh_cidrs only, and the nodes accept SSH only from its tag."""
+        assert plan.access is not None and plan.access.bastion is not None
+        b = plan.access.bastion
+        child = pulumi.ResourceOptions(parent=self)
+        main = self.networks["main"]
+        if b.firewall.sources and not plan.network("main").project:  # host's rules otherwise
+            main._firewall(b.firewall, plan, target=bastion_tag(plan))
+        address = gcp.compute.Address(b.address_name, region=plan.region,
+                                      address_type="EXTERNAL", network_tier="PREMIUM",
+                                      description=f"gpufleet bastion of fleet {plan.name}",
+                                      opts=child)
+        key = public_key(plan.access.public_key, f"the bastion of fleet '{plan.name}'")
+        gcp.compute.Instance(
+            b.name, machine_type=b.instance_type, zone=plan.zone,
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=b.image, size=10, type="pd-balanced")),
+            network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                network=main.network_id, subnetwork=main.subnet_links[b.subnet],
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(
+                    nat_ip=address.address)])],
+            tags=[bastion_tag(plan)], labels=dict(plan.labels),
+            metadata={"enable-oslogin": "FALSE", "ssh-keys": f"{plan.access.user}:{key}",
+                      "serial-port-enable": "FALSE"},
+            shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
+            allow_stopping_for_update=True, opts=child)
+        return address.address
