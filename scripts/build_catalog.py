@@ -73,6 +73,13 @@ class CpuFamily:
     template: str
     sizes: dict[str, tuple[int, float]]
     spot_linear: bool = False
+    # what the price is linear in: "vcpus", or "memory" for burstable shapes whose vCPUs stay
+    # the same while the price doubles with the memory (t3.nano .. t3.medium)
+    derive_by: str = "vcpus"
+
+    def scale(self, size: str) -> float:
+        vcpus, gib = self.sizes[size]
+        return gib if self.derive_by == "memory" else float(vcpus)
 
 
 CPU_SIZES = {"large": 1, "xlarge": 2, "2xlarge": 4, "4xlarge": 8, "8xlarge": 16,
@@ -117,6 +124,18 @@ CPU_FAMILIES = {
     "Dsv5": _by_vcpus("Standard_D{}s_v5", 4, (2, 4, 8, 16, 32, 48, 64, 96)),
     "Esv5": _by_vcpus("Standard_E{}s_v5", 8, (2, 4, 8, 16, 20, 32, 48, 64, 96), {96: 672.0}),
     "Fsv2": _by_vcpus("Standard_F{}s_v2", 2, (2, 4, 8, 16, 32, 48, 64, 72)),
+    # The small types gpufleet itself runs (bastions, gateway VMs) and their neighbours, from
+    # scripts/cpu/<backend>-small.txt (scripts/cpu/libcloud_small.py). AWS t3 below large keeps
+    # 2 vCPUs while the price halves with the memory (us-east-1: nano 0.0052, micro 0.0104).
+    "t3-burst": CpuFamily("t3.{}", {"nano": (2, 0.5), "micro": (2, 1.0), "small": (2, 2.0),
+                                    "medium": (2, 4.0)}, derive_by="memory"),
+    # GCP shared-core E2: 2 vCPUs sharing 0.25 / 0.5 / 1 of a core (cloud.google.com/compute/
+    # docs/general-purpose-machines#sharedcore); every size is read, none derived.
+    "e2-shared": CpuFamily("e2-{}", {"micro": (2, 1.0), "small": (2, 2.0), "medium": (2, 4.0)},
+                           derive_by="memory"),
+    # Azure B-series v1 (learn.microsoft.com, B-series sizes): every size is read.
+    "B1": CpuFamily("Standard_B1{}", {"ls": (1, 0.5), "s": (1, 1.0), "ms": (1, 2.0)},
+                    derive_by="memory"),
 }
 CPU_TYPES = {fam.template.format(size): (name, size)
              for name, fam in CPU_FAMILIES.items() for size in fam.sizes}
@@ -128,9 +147,9 @@ def _per_size(fam: CpuFamily, known: dict[str, float], derive: bool) -> dict[str
     smallest listed size."""
     if not known or not derive:
         return dict(known)
-    smallest = min(known, key=lambda s: fam.sizes[s][0])
-    per_vcpu = known[smallest] / fam.sizes[smallest][0]
-    return {size: known.get(size, per_vcpu * vcpus) for size, (vcpus, _) in fam.sizes.items()}
+    smallest = min(known, key=fam.scale)
+    per_unit = known[smallest] / fam.scale(smallest)
+    return {size: known.get(size, per_unit * fam.scale(size)) for size in fam.sizes}
 
 
 def cpu_rows(paths: list[Path]) -> list[dict[str, str]]:

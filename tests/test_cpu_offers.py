@@ -92,23 +92,36 @@ def test_catalog_lists_cpu_families_apart_from_gpus(catalog: Catalog) -> None:
 
 def test_bundled_cpu_rows_are_linear_in_size_and_spot_below_on_demand(
         catalog: Catalog) -> None:
+    build = _build_script()
+    # The small shapes (t3.nano, e2-micro, Standard_B1ls, ...) keep their vCPUs while the
+    # price follows the memory: linear in memory, not in vCPUs.
+    by_memory = {fam.template.format(size): name for name, fam in build.CPU_FAMILIES.items()
+                 if fam.derive_by == "memory" for size in fam.sizes}
     by_family: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
     for r in catalog.rows:
         if not r.gpu_count:
-            by_family[(r.backend, r.family, r.location)].append(r)
+            family = by_memory.get(r.instance_type, r.family)
+            by_family[(r.backend, family, r.location)].append(r)
     assert {b for b, _, _ in by_family} == {"aws", "gcp", "azure"}
-    for rows in by_family.values():
+    small = 0
+    for (_, family, _), rows in by_family.items():
         od = [r for r in rows if not r.spot]
-        assert len({r.instance_type for r in od}) > 1, rows  # a family, not one type
-        per_cpu = [r.price / r.vcpus for r in od]
-        # Every family is priced per vCPU within a location; the sources round to 4-5
-        # decimals, so a listed size may sit a hair off the line (t3a ap-south-1: large
-        # 0.0493, 2xlarge 0.1971; Standard_E2s_v5 0.142 vs E64s_v5 4.556 in centralus)
-        assert max(per_cpu) <= min(per_cpu) * 1.006, od
+        assert len({r.instance_type for r in od}) > 1 or family in build.CPU_FAMILIES, rows
+        if family in by_memory.values():
+            small += 1
+            per_unit = [r.price / r.memory_gib for r in od]
+        else:
+            per_unit = [r.price / r.vcpus for r in od]
+        # Every family is priced per vCPU (the small shapes per GiB) within a location; the
+        # sources round to 4-5 decimals, so a listed size may sit a hair off the line (t3a
+        # ap-south-1: large 0.0493, 2xlarge 0.1971; Standard_B1ms 0.0207 vs B1s 0.0104)
+        assert max(per_unit) <= min(per_unit) * 1.006 + 1e-9 or (
+            family in by_memory.values() and max(per_unit) <= min(per_unit) * 1.02), od
         for r in rows:
             if r.spot:
                 match = next(o for o in od if o.instance_type == r.instance_type)
                 assert r.price <= match.price
+    assert small > 100  # t3 nano..medium, e2-micro..medium, B1ls..B1ms in many locations
 
 
 def _build_script() -> ModuleType:
