@@ -14,7 +14,9 @@ from pulumi_azure_native import authorization, compute, dns, network, resources
 from pulumi_azure_native.provider import Provider
 
 from gpufleet.compile import (
+    BASTION_DISK,
     DIGEST_OUTPUT,
+    GATEWAY_DISK,
     AzureOptions,
     FleetPlan,
     GatewayOptions,
@@ -271,7 +273,7 @@ class Fleet(pulumi.ComponentResource):
             b.name, resource_group_name=self.rg, location=plan.region,
             hardware_profile={"vm_size": b.instance_type},
             os_profile=os_profile(plan, b.name),
-            storage_profile=storage(b.image, 30, "StandardSSD_LRS"),
+            storage_profile=storage(b.image, *BASTION_DISK["azure"]),
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
             tags=dict(plan.labels), opts=child)
         return pip.ip_address.apply(lambda ip: ip or "")
@@ -359,7 +361,7 @@ class Gateway(pulumi.ComponentResource):
                 addr, resource_group_name=rg, location=plan.region, sku={"name": "Standard"},
                 public_ip_allocation_method="Static", tags=dict(plan.labels), opts=keep)
             vm_with_nic(self, plan, vm, self.network.subnet_id, self.network.nsg.id, rg,
-                        plan.instance_type, storage(plan.image, 30, "StandardSSD_LRS"), pip.id,
+                        plan.instance_type, storage(plan.image, *GATEWAY_DISK["azure"]), pip.id,
                         False, {})
             self.addresses.append(pip.ip_address.apply(lambda a: a or ""))
         if plan.record is not None:

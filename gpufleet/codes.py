@@ -172,6 +172,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
     "C017": Code("a Shared VPC: the host project's firewall rules and NAT are not gpufleet's "
                  "(warning)", "have the host project allow what the message lists"),
+    "C018": Code("the plan's whole bill is over the monthly warning threshold",
+                 "check the fleets' sizes; raise `cost: {warn_per_month}` in the backends file "
+                 "or `--warn-cost-per-month` when the spend is intended"),
     "C016": Code("the pool no longer holds the block the lock records: networks and nodes "
                  "are replaced", "keep the old `cidr` in the backends file if not intended"),
 })

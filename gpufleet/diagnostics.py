@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -136,3 +137,82 @@ def display_path(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+_SUBJECT = re.compile(r"\b(fleet|gateway) '([^'\n]{1,200})'")
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """Diagnostics that say the same of several fleets or gateways, as one."""
+
+    first: Diagnostic  # where the first of them is, its message as written
+    kind: str  # "fleet", "gateway" or "" when the message names neither
+    subjects: tuple[str, ...]  # the fleets or gateways, in order
+    message: str  # the message without the subject
+    locations: tuple[tuple[str, int, int], ...]
+
+    def to_json(self) -> dict[str, object]:
+        d = self.first
+        return {"code": d.code, "severity": d.severity.value, "file": d.file, "line": d.line,
+                "column": d.column, "message": self.message if len(self) > 1 else d.message,
+                "hint": d.hint, "fleets" if self.kind != "gateway" else "gateways":
+                    list(self.subjects),
+                "locations": [{"file": f, "line": ln, "column": c}
+                              for f, ln, c in self.locations]}
+
+    def __len__(self) -> int:
+        return len(self.locations)
+
+
+def fold(diags: Sequence[Diagnostic]) -> list[Folded]:
+    """Identical diagnostics about different fleets or gateways folded into one, in the
+    order of their first appearance; exact repeats are dropped."""
+    groups: dict[tuple[str, str, str, str], list[tuple[Diagnostic, str, str]]] = {}
+    for d in diags:
+        m = _SUBJECT.search(d.message)
+        kind, subject = (m.group(1), m.group(2)) if m else ("", "")
+        template = _SUBJECT.sub(lambda x: f"{x.group(1)} \x00", d.message, count=1)
+        if subject:
+            template = template.replace(subject, "\x00")
+        hint = (d.hint or "").replace(subject, "\x00") if subject else (d.hint or "")
+        key = (d.severity.value, d.code, template, hint)
+        members = groups.setdefault(key, [])
+        if all((d.file, d.line, d.column, subject) != (o.file, o.line, o.column, s)
+               for o, s, _ in members):
+            members.append((d, subject, kind))
+    out = []
+    for (_, _, template, _), members in groups.items():
+        first, _, kind = members[0]
+        subjects = tuple(dict.fromkeys(s for _, s, _ in members if s))
+        rest = template.replace(f"{kind} \x00: ", "", 1) if kind else template
+        rest = rest.replace(f"{kind} \x00", f"the {kind}").replace("\x00", f"<{kind}>") \
+            if kind else rest
+        out.append(Folded(first, kind, subjects, rest,
+                          tuple((d.file, d.line, d.column) for d, _, _ in members)))
+    return out
+
+
+def _names(names: Sequence[str], shown: int = 3) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" (+{more})" if more > 0 else "")
+
+
+def render_folded(diags: Sequence[Diagnostic],
+                  sources: Mapping[str, Sequence[str]] | None = None) -> str:
+    """Warnings said once: diagnostics about several fleets become one line naming them, with
+    where each is; a diagnostic about one place renders as ``render_text`` does."""
+    blocks = []
+    for f in fold(diags):
+        if len(f) == 1:
+            blocks.append(render_text([f.first], sources))
+            continue
+        d = f.first
+        who = f"{f.kind}s {_names(list(f.subjects))}: " if f.subjects else ""
+        lines = [f"{d.severity.value}[{d.code}]: {who}{printable(f.message)}"]
+        if d.hint:
+            lines.append(f"  hint: {printable(d.hint)}")
+        where = [f"{printable(fl)}:{ln}:{c}" for fl, ln, c in f.locations]
+        lines.append(f"  at: {_names(where, 3)}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)

@@ -26,8 +26,19 @@ class Rule:
     description: str
     level: str  # "mandatory" or "advisory"
     remediation: str
-    off: str  # what a user sets to turn it off
+    off: str  # what a user sets to turn it off ("" : the policy config alone)
     validate: Validate
+
+    @property
+    def how_off(self) -> str:
+        """How to turn the rule down, naming the flag that does it."""
+        config = (f"`--policy-config FILE` with {{\"{self.name}\": \"disabled\"}}" if
+                  self.level == "advisory" else
+                  f"`--policy-config FILE` with {{\"{self.name}\": \"advisory\"}} (or "
+                  "\"disabled\")")
+        if self.level == "advisory":
+            config = f"it only reports (advisory); to silence it, {config}"
+        return f"{self.off}, or {config}" if self.off else config
 
 
 def _is_gateway(args: Any) -> bool:
@@ -290,7 +301,7 @@ def ownership_tags(args: Any, report: Report) -> None:
 RULES: tuple[Rule, ...] = (
     Rule("no-world-ingress", "No inbound traffic from 0.0.0.0/0 or ::/0, except TCP 80/443 "
          "on gateways", "mandatory", "remove the rule, or narrow its sources to known ranges",
-         "set the rule to advisory in the pack config", no_world_ingress),
+         "", no_world_ingress),
     Rule("ssh-only-from-allowed", "Port 22 only from ssh_cidrs (and Google's IAP range)",
          "mandatory", "list the source in `ssh_cidrs` of the backends file, or remove it",
          "add the range to `ssh_cidrs`", ssh_only_from_allowed),
@@ -299,41 +310,41 @@ RULES: tuple[Rule, ...] = (
          "IAP or SSM", "`public_ips: true` for the backend", no_public_ip_on_nodes),
     Rule("aws-imdsv2", "AWS instances require IMDSv2 tokens, hop limit at most 2",
          "mandatory", "set metadata_options http_tokens=required, hop limit <= 2",
-         "set the rule to advisory in the pack config", aws_imdsv2),
+         "", aws_imdsv2),
     Rule("aws-ebs-encrypted", "AWS volumes are encrypted", "mandatory",
-         "set `encrypted: true` on every EBS volume", "set the rule to advisory",
+         "set `encrypted: true` on every EBS volume", "",
          aws_ebs_encrypted),
     Rule("aws-cluster-sg-self-only", "A fleet's security group admits all traffic only from "
          "itself", "mandatory", "keep the all-traffic rule `self: true`; open single ports "
-         "to other groups", "set the rule to advisory", aws_cluster_sg_self_only),
+         "to other groups", "", aws_cluster_sg_self_only),
     Rule("gcp-os-login-or-keys", "GCP instances use OS Login or set their SSH keys "
          "explicitly", "mandatory", "set `enable-oslogin: TRUE` or `ssh-keys` metadata",
-         "set the rule to advisory", gcp_os_login_or_keys),
+         "", gcp_os_login_or_keys),
     Rule("gcp-no-default-sa-full-scope", "No default compute service account with the "
          "cloud-platform scope", "advisory", "set `vm_service_account` to a dedicated "
          "account", "`vm_service_account` in the backends file, or config allow: true",
          gcp_no_default_sa_full_scope),
     Rule("gcp-serial-port-off", "The interactive serial console stays off", "mandatory",
-         "remove `serial-port-enable` from the metadata", "set the rule to advisory",
+         "remove `serial-port-enable` from the metadata", "",
          gcp_serial_port_off),
     Rule("azure-password-auth-off", "Azure VMs and scale sets disable password logins",
          "mandatory", "set disable_password_authentication: true and an SSH key",
-         "set the rule to advisory", azure_password_auth_off),
+         "", azure_password_auth_off),
     Rule("azure-nsg-no-allow-any", "Azure NSGs have no allow-any inbound rule", "mandatory",
-         "name the ports and sources of every inbound rule", "set the rule to advisory",
+         "name the ports and sources of every inbound rule", "",
          azure_nsg_no_allow_any),
     Rule("gateway-addresses-protected", "The address each gateway's DNS record points at, "
          "and created DNS zones, are protected", "mandatory",
          "remove `protect_address: false` from the gateway's entry in the backends file "
          "(`gateways: {<name>: {protect_address: ...}}`); protected is the default",
          "`protect_address: false` for the gateway in the backends file, and this rule "
-         "advisory",
+         "turned down",
          gateway_addresses_protected),
     Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",
-         "lower the record's TTL", "set the rule to advisory (it is by default)", dns_ttl),
+         "lower the record's TTL", "", dns_ttl),
     Rule("ownership-tags", "Every taggable resource carries managed-by, the fleet or gateway "
          "tag and the user's tags", "advisory", "keep the tags gpufleet sets; add missing "
-         "ones in `tags:`", "set the rule to advisory (it is by default)", ownership_tags),
+         "ones in `tags:`", "", ownership_tags),
 )
 
 

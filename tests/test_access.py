@@ -190,7 +190,12 @@ def test_every_example_plans_with_and_without_a_key(tmp_path: Path, with_key: bo
     warnings = r.stderr
     assert ("warning[C011]" in warnings) is not with_key
     if not with_key:
-        assert "fleet 'nd-h100': no SSH public key" in warnings  # azure plans, with a warning
+        # azure plans, with a warning: said once for every fleet without a key
+        c011 = [ln for ln in warnings.splitlines() if "warning[C011]: fleets" in ln]
+        assert len(c011) == 1 and "no SSH public key" in c011[0], warnings
+        assert "fleet 'nd-h100'" not in warnings  # not one block per fleet
+        assert any("nd-h100" in d.get("fleets", []) for d in data["diagnostics"]
+                   if d["code"] == "C011")
         keys = [r for r in data["resources"] if r["type"] == "aws:ec2/keyPair:KeyPair"]
         assert keys and all("gpufleet:sshPublicKey" in k["inputs"]["publicKey"] for k in keys)
 

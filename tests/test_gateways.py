@@ -238,5 +238,5 @@ def test_the_plan_says_which_zone_is_looked_for(gws: PlanReport) -> None:
     text = render_plan_text(gws)
     assert "zone:     the closest Cloud DNS zone that contains the domain, found at `pulumi " \
         "up` (offline: gpu.example.com)" in text
-    assert "if your zone sits higher, set `gateways: {gw-aws: {dns_zone: ...}}` in the " \
+    assert "if your zone sits elsewhere, set `gateways: {gw-aws: {dns_zone: ...}}` in the " \
         "backends file" in text

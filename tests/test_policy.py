@@ -144,7 +144,8 @@ def test_the_pack_wraps_every_rule_as_a_resource_validation_policy() -> None:
     levels = {p.name: p.enforcement_level for p in policies}
     assert levels["dns-ttl"] == EnforcementLevel.MANDATORY
     assert levels["ownership-tags"] == EnforcementLevel.ADVISORY
-    assert all(r.remediation and r.off and r.description for r in RULES)
+    assert all(r.remediation and r.how_off and r.description for r in RULES)
+    assert all("--policy-config" in r.how_off for r in RULES)
 
 
 def test_every_example_plans_with_no_violation(tmp_path: Path) -> None:
@@ -183,8 +184,9 @@ def test_the_offline_runner_fires_every_rule_on_insecure_resources(tmp_path: Pat
 def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", "100"]) == 1
     err = capsys.readouterr().err
-    assert "cost: the fleets cost $685.86/h, over --max-cost-per-hour 100" in err
-    assert "nd-h100 $393.28/h" in err
+    # the whole bill: nodes, and the bastions, NAT gateways, addresses, disks and gateways
+    assert "cost: the fleets cost $686.63/h, over --max-cost-per-hour 100" in err
+    assert "nd-h100 $393.45/h" in err
     assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 0  # all locked
     capsys.readouterr()
     fleet = write(tmp_path, "f.yml", "type: fleet\nname: f1\nnodes: 2\nbackends: [aws]\n"

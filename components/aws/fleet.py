@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.compile import (
+    BASTION_DISK,
     DIGEST_OUTPUT,
     AwsOptions,
     FleetPlan,
@@ -120,7 +121,8 @@ class Fleet(pulumi.ComponentResource):
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                encrypted=True, volume_type="gp3", volume_size=8),
+                encrypted=True, volume_type=BASTION_DISK["aws"][1],
+                volume_size=BASTION_DISK["aws"][0]),
             availability_zone=self.network.zone, tags=tags(plan, b.name),
             volume_tags=tags(plan, b.name), opts=child)
         eip = aws.ec2.Eip(b.address_name, domain="vpc", instance=host.id,

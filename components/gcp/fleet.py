@@ -9,7 +9,14 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, GcpOptions, input_digest, options_of
+from gpufleet.compile import (
+    BASTION_DISK,
+    DIGEST_OUTPUT,
+    FleetPlan,
+    GcpOptions,
+    input_digest,
+    options_of,
+)
 
 from ..access import public_key
 from ..renames import rename_options
@@ -125,7 +132,8 @@ class Fleet(pulumi.ComponentResource):
             b.name, machine_type=b.instance_type, zone=plan.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=b.image, size=10, type="pd-balanced")),
+                    image=b.image, size=BASTION_DISK["gcp"][0],
+                    type=BASTION_DISK["gcp"][1])),
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                 network=main.network_id, subnetwork=main.subnet_links[b.subnet],
                 access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import DIGEST_OUTPUT, GatewayPlan, input_digest, naming
+from gpufleet.compile import DIGEST_OUTPUT, GATEWAY_DISK, GatewayPlan, input_digest, naming
 
 from .network import Network, owner_options
 
@@ -58,7 +58,8 @@ class Gateway(pulumi.ComponentResource):
                 zone=zones.names.apply(functools.partial(_nth_zone, i=i)),
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=plan.image, size=20, type="pd-balanced")),
+                        image=plan.image, size=GATEWAY_DISK["gcp"][0],
+                        type=GATEWAY_DISK["gcp"][1])),
                 network_interfaces=[nic], tags=[owner_options(plan).network_tag],
                 labels=dict(plan.labels), metadata={"enable-oslogin": "TRUE"},
                 shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(

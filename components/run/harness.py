@@ -97,10 +97,15 @@ class StrictMocks(pulumi.runtime.Mocks):
         self.seed = seed
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.local = threading.local()
+        self.progress: Callable[[str], None] | None = None  # told of each resource
+        self.registered = 0
 
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         urn = getattr(self.local, "urn", "")
         state = dict(args.inputs)
+        self.registered += 1
+        if self.progress is not None:
+            self.progress(f"running the stack program: {self.registered} resources")
         if self.seed is not None:
             if urn not in self.seed:
                 return "", state  # a create in a preview: computed outputs stay unknown

@@ -3,7 +3,7 @@ policy pack over what it registered, and build the report (``gpufleet.review``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
@@ -34,10 +34,12 @@ def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str |
 
 def run_offline(paths: Sequence[str], stack: str, profile: str | None,
                 catalog_dir: str | None, compiled: Compiled | None = None,
-                record_outputs: bool = False) -> harness.RunResult:
+                record_outputs: bool = False,
+                progress: Callable[[str], None] | None = None) -> harness.RunResult:
     """The stack program once under mocks (``compiled``: the plans it would compute)."""
     mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones if compiled else ()),
                                 offline.outputs)
+    mocks.progress = progress
     return harness.run_program(lambda: program.main(compiled=compiled),
                                offline_config(paths, profile, catalog_dir, compiled), mocks,
                                stack=stack, record_outputs=record_outputs)
@@ -45,15 +47,22 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
                  profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
-                 locked: bool = False, policy_levels: Mapping[str, str] | None = None
+                 locked: bool = False, policy_levels: Mapping[str, str] | None = None,
+                 progress: Callable[[str], None] | None = None
                  ) -> tuple[PlanReport | None, list[Diagnostic]]:
-    """The plan report, or None and the compile errors; warnings come back in the list."""
+    """The plan report, or None and the compile errors; warnings come back in the list.
+    ``progress`` is told what runs (for a line on a terminal)."""
+    if progress is not None:
+        progress(f"compiling {len(validated.inputs.fleets)} fleet(s), "
+                 f"{len(validated.inputs.gateways)} gateway(s)")
     compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
-    run = run_offline(paths, stack, profile, catalog_dir, compiled)
+    run = run_offline(paths, stack, profile, catalog_dir, compiled, progress=progress)
+    if progress is not None:
+        progress("checking the policy rules")
     resources = tuple(r.to_json() for r in run.sorted())
     violations = run_policies(resources, validated.inputs, policy_levels)
     report = plan_report(validated, compiled, stack, resources, run.invokes, run.exports,
-                         lock, violations)
+                         lock, violations, catalog)
     return report, [d for d in compiled.diagnostics if not d.is_error]

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from gpufleet.diagnostics import Diagnostic, render_json, render_text
+from gpufleet.diagnostics import Diagnostic, render_folded, render_json, render_text
 from gpufleet.fileio import STDOUT, check_file, write_text
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -78,8 +78,12 @@ def emit_diagnostics(validated: Any, fmt: str, *, err: bool) -> None:
     """Print diagnostics in the chosen format (text to stderr/stdout, JSON as a list)."""
     if fmt == "json":
         click.echo(render_json(validated.diagnostics), err=err)
-    elif validated.diagnostics:
-        click.echo(render_text(validated.diagnostics, validated.sources), err=err)
+    elif validated.diagnostics:  # errors one by one; warnings about many fleets said once
+        errors = [d for d in validated.diagnostics if d.is_error]
+        warnings = [d for d in validated.diagnostics if not d.is_error]
+        text = "\n".join(t for t in (render_text(errors, validated.sources),
+                                      render_folded(warnings, validated.sources)) if t)
+        click.echo(text, err=err)
 
 
 def validated_or_exit(paths: Sequence[str], fmt: str, profile: str | None = None) -> Any:

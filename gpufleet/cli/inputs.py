@@ -27,12 +27,17 @@ from gpufleet.traits import SUPPORTED_BACKENDS
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @format_option("text", "json")
 def validate(paths: Sequence[str], fmt: str) -> None:
-    """Check fleet, gateway, profiles and backends files (default: the current folder)."""
+    """Check fleet, gateway, profiles and backends files (default: the current folder, where
+    only files that look like dstack's or gpufleet's are read; a PATH is read whole)."""
     from gpufleet.input import validate_paths
 
-    result = validate_paths(paths or ["."])
+    result = validate_paths(paths or ["."], only_ours=not paths)
+    skipped = (f"; skipped {len(result.skipped)} YAML file(s) that are not fleet, gateway, "
+               "profiles or backends files (name them to check them anyway)"
+               if result.skipped else "")
     if not result.files:
-        raise click.UsageError(f"no YAML files found in {', '.join(paths or ['.'])}")
+        raise click.UsageError(f"no fleet, gateway, profiles or backends files found in "
+                               f"{', '.join(paths or ['.'])}{skipped}")
     emit_diagnostics(result, fmt, err=False)
     errors = sum(d.is_error for d in result.diagnostics)
     warnings = len(result.diagnostics) - errors
@@ -43,10 +48,11 @@ def validate(paths: Sequence[str], fmt: str) -> None:
                   f"{len(i.profiles)} profile(s), {len(i.backends)} backend config(s)"
                   + (f", {len(result.locks)} lock file(s)" if result.locks else ""))
         if errors:
-            click.echo(f"{errors} error(s), {warnings} warning(s) in {len(result.files)} file(s)")
+            click.echo(f"{errors} error(s), {warnings} warning(s) in {len(result.files)} file(s)"
+                       + skipped)
         else:
             click.echo(f"ok: {len(result.files)} file(s), {counts}"
-                       + (f", {warnings} warning(s)" if warnings else ""))
+                       + (f", {warnings} warning(s)" if warnings else "") + skipped)
     sys.exit(EXIT_INVALID if errors else EXIT_OK)
 
 

@@ -72,10 +72,19 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     """`pulumi up` through the Automation API (needs the Pulumi CLI): a preview first, with
     the changes, the nodes it replaces and the cost before -> after; then the question.
 
-    On a capacity error (the table in the README's "Locking offers" section) a fleet with
-    no nodes yet moves to its next offer and the deploy starts over (preview and question
-    included); a fleet that runs nodes is never moved without --allow-move. The lock file is
-    updated for each move, so the PR of record shows where the fleet went. Exit codes:
+    \b
+    Capacity errors (--fallback):
+      aws    InsufficientInstanceCapacity, InsufficientCapacityOnHost,
+             InsufficientReservedInstanceCapacity, Unsupported
+      gcp    ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), insufficientCapacity
+      azure  SkuNotAvailable, AllocationFailed, ZonalAllocationFailed,
+             OverconstrainedAllocationRequest, OverconstrainedZonalAllocationRequest
+      and the providers' messages for them
+
+    On one of them a fleet with no nodes yet moves to its next offer and the deploy
+    starts over (preview and question included); a fleet that runs nodes is never moved
+    without --allow-move. The lock file is updated for each move, so the PR of record
+    shows where the fleet went. Exit codes:
     0 deployed (or nothing to change), 1 failed, refused by a guard or not confirmed,
     2 usage, no terminal without --yes, or no Pulumi CLI.
     """

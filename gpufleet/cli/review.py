@@ -3,6 +3,7 @@ cost) and `diff` (the YAML against a `pulumi stack export`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -28,7 +29,8 @@ from gpufleet.cli.common import (
     validated_or_exit,
     write_or_print,
 )
-from gpufleet.diagnostics import render_text
+from gpufleet.cli.progress import cost_warning, progress_line
+from gpufleet.diagnostics import render_folded
 
 
 @click.command()
@@ -47,10 +49,17 @@ from gpufleet.diagnostics import render_text
 @click.option("--policy-config", type=click.Path(dir_okay=False, exists=True),
               help="JSON {rule: mandatory|advisory|disabled} overriding rule levels.")
 @cost_options
+@click.option("--warn-cost-per-month", type=click.FloatRange(min=0, min_open=True),
+              metavar="USD", help="Warn (C018) when the whole bill goes over USD per month "
+                                  "(default: `cost: {warn_per_month}` in the backends file).")
+@click.option("--expand", is_flag=True,
+              help="List every node in the resource tree (default: numbered siblings fold "
+                   "into one line).")
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
          fmt: str, out: str | None, lock_file: str | None, locked: bool, policy_mode: str,
          policy_config: str | None, max_cost_per_hour: float | None,
-         max_cost_increase: float | None) -> None:
+         max_cost_increase: float | None, warn_cost_per_month: float | None,
+         expand: bool) -> None:
     """Preview, offline, every resource `pulumi up` would create for these files.
 
     Offers come from the lock where the requirements are unchanged; new or changed fleets
@@ -69,14 +78,18 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
         levels = load_levels(policy_config, policy_mode)
     except PolicyConfigError as e:
         raise click.UsageError(str(e)) from None
-    report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock,
-                                 locked, levels)
+    with progress_line() as progress:
+        report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock,
+                                     locked, levels, progress)
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
-    if diags:  # warnings: on standard error, whatever the format of the report
-        click.echo(render_text(diags, result.sources), err=True)
-    write_or_print(render_plan(report, fmt), out, "plan")
+    diags += cost_warning(report, result.inputs, paths,
+                          warn_cost_per_month or result.inputs.warn_cost_per_month)
+    if diags:  # warnings: said once on standard error, and in the report in every format
+        click.echo(render_folded(diags, result.sources), err=True)
+        report = dataclasses.replace(report, diagnostics=tuple(diags))
+    write_or_print(render_plan(report, fmt, expand), out, "plan")
     failures = [f"policy: {v.where}: {v.rule}: {v.message}" for v in report.violations
                 if v.level == "mandatory" and policy_mode == "mandatory"]
     if report.costs is not None:
@@ -145,8 +158,8 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
-    if diags:  # warnings: on standard error, whatever the format of the report
-        click.echo(render_text(diags, result.sources), err=True)
+    if diags:  # warnings: said once, on standard error, whatever the format of the report
+        click.echo(render_folded(diags, result.sources), err=True)
     finish_report(report, DIFF_NOTE, fmt, out)
 
 

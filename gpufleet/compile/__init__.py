@@ -7,7 +7,9 @@ from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.plan import (
     ANY_SUBNET,
+    BASTION_DISK,
     DIGEST_OUTPUT,
+    GATEWAY_DISK,
     AccessPlan,
     AwsOptions,
     AzureOptions,
@@ -29,7 +31,9 @@ from gpufleet.compile.plan import (
 __all__ = [
     "ANY_SUBNET",
     "BACKENDS_BY_NAME",
+    "BASTION_DISK",
     "DIGEST_OUTPUT",
+    "GATEWAY_DISK",
     "IAP_RANGE",
     "KEY_CONFIG",
     "AccessPlan",

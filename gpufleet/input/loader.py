@@ -8,6 +8,7 @@ is refused after a fixed number of nodes instead of exhausting memory).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # YAML files that are not ours
 
 
 class _Abort(Exception):
@@ -131,11 +133,41 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return unique
 
 
-def load_paths(paths: Iterable[str | os.PathLike[str]]) -> LoadResult:
+def load_paths(paths: Iterable[str | os.PathLike[str]], only_ours: bool = False
+               ) -> LoadResult:
+    """Load the files; with ``only_ours`` the YAML files that look like neither dstack's nor
+    gpufleet's (CI configs, `Pulumi.yaml`, pre-commit hooks) are skipped and counted."""
     result = LoadResult()
     for p in expand_paths(paths):
+        if only_ours and not looks_like_ours(p):
+            result.skipped.append(display_path(str(p)))
+            continue
         load_file(p, result)
     return result
+
+
+OUR_NAMES = ("backends.yml", "backends.yaml", *DSTACK_PROFILES, ".dstack.yml", ".dstack.yaml",
+             LOCK_FILE)
+# A top-level `type:` of a dstack configuration, or a backends or profiles file's key.
+_OURS = re.compile(rb"^(type:[ \t]*[\"']?(fleet|gateway|volume|task|service|dev-environment)"
+                   rb"\b|(backends|profiles|access|fleets|gateways|cost):)", re.MULTILINE)
+PEEK = 65536
+
+
+def looks_like_ours(path: Path) -> bool:
+    """A dstack or gpufleet file by its name (`*.dstack.yml`, `backends.yml`, ...) or its
+    first 64 KB (a top-level `type: fleet`, `backends:`, ...). Unreadable files count as
+    ours, so that loading them reports why."""
+    name = path.name
+    if name in OUR_NAMES or name.endswith((".dstack.yml", ".dstack.yaml")) \
+            or path.parent.name == DSTACK_DIR:
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(PEEK)
+    except OSError:
+        return True
+    return _OURS.search(head) is not None
 
 
 def read_small_text(path: str, limit: int) -> str:

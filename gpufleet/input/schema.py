@@ -59,7 +59,7 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
         items = data.get("backends")
         if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
             return "backends", []
-        if {"fleets", "gateways", "access"} & set(data) and "backends" not in data:
+        if {"fleets", "gateways", "access", "cost"} & set(data) and "backends" not in data:
             return "backends", []  # gpufleet's settings only (`gateways: {gw: {dns_zone}}`)
         return None, [doc.at_key((), "L007", "missing `type`: cannot tell what this document is",
                                  hint="add `type: fleet` or `type: gateway`")]

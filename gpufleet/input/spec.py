@@ -275,6 +275,7 @@ class Inputs:
     backends: tuple[BackendConfig, ...] = ()
     ssh_fleets: tuple[SshFleetSpec, ...] = ()
     access: AccessSpec = NO_ACCESS  # the backends file's top-level `access`
+    warn_cost_per_month: float | None = None  # the backends file's `cost.warn_per_month`
 
     def backend(self, name: str) -> BackendConfig | None:
         for b in self.backends:
@@ -317,6 +318,9 @@ class LockEntry:
     # blocks were recorded: `gpufleet lock` records them without moving anything).
     cidr: str | None = None
     origin: Origin | None = field(default=None, compare=False)
+    # USD/h beside the instances when locked: (fixed, per node, price table); None in locks
+    # written before overheads were recorded (`gpufleet lock` records them, moving nothing).
+    overhead: tuple[float, float, str] | None = None
 
     def short(self) -> str:
         price = "price unknown" if self.price is None else f"${self.price:.2f}"

@@ -41,14 +41,17 @@ class Validated:
     sources: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     locks: list[Lock] = field(default_factory=list)  # gpufleet.lock files among the paths
+    skipped: list[str] = field(default_factory=list)  # YAML files left out as not ours
 
     @property
     def ok(self) -> bool:
         return not any(d.is_error for d in self.diagnostics)
 
 
-def validate_paths(paths: Iterable[str | os.PathLike[str]]) -> Validated:
-    return validate_loaded(load_paths(paths))
+def validate_paths(paths: Iterable[str | os.PathLike[str]], only_ours: bool = False
+                   ) -> Validated:
+    loaded = load_paths(paths, only_ours)
+    return dataclasses.replace(validate_loaded(loaded), skipped=list(loaded.skipped))
 
 
 def validate_texts(texts: Mapping[str, str]) -> Validated:
@@ -71,6 +74,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     ssh_fleets: list[SshFleetSpec] = []
     access = NO_ACCESS
     names = NameSettings()
+    warn_cost: float | None = None
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     for doc in loaded.documents:
         c = check_schema(doc)
@@ -94,6 +98,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             access = top if top != NO_ACCESS else access
             names = NameSettings({**names.fleets, **by_name.fleets},
                                  {**names.gateways, **by_name.gateways})
+            cost = doc.data.get("cost") if isinstance(doc.data, dict) else None
+            if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
+                warn_cost = float(cost["warn_per_month"])
         elif c.kind == "lock":
             lock, more = check_lock(c)
             locks.extend([lock] if lock else [])
@@ -105,7 +112,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     gateways = [with_gateway_settings(g, names) for g in gateways]
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets), access)
+                    tuple(ssh_fleets), access, warn_cost)
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 

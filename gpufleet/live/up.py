@@ -271,7 +271,8 @@ def preview_update(runner: DeployRunner, compiled: Compiled, lock: Lock) -> UpPr
     events: list[Any] = []
     runner.preview(events.append)
     changes = changes_from_events(events, "preview")
-    costs = fleet_costs(compiled.plans, lock, running_nodes(_state(runner)))
+    costs = fleet_costs(compiled.plans, lock, running_nodes(_state(runner)),
+                        gateways=compiled.gateways)
     return UpPreview(Report("up-preview", "", tuple(changes)), costs)
 
 

@@ -1,6 +1,6 @@
 """Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order."""
 
-from gpufleet.offers.catalog import Catalog, CatalogError, load_catalog
+from gpufleet.offers.catalog import Catalog, CatalogError, load_bundled, load_catalog
 from gpufleet.offers.lock import (
     CHANGED,
     LOCK_MARKER,
@@ -17,6 +17,7 @@ from gpufleet.offers.lock import (
     stale_diagnostic,
     write_lock,
 )
+from gpufleet.offers.prices import Price, PriceTable, load_prices
 from gpufleet.offers.select import (
     HOURS_PER_MONTH,
     Offer,
@@ -40,6 +41,8 @@ __all__ = [
     "CatalogError",
     "LockStatus",
     "Offer",
+    "Price",
+    "PriceTable",
     "Selection",
     "UnknownProfile",
     "UpdateError",
@@ -48,7 +51,9 @@ __all__ = [
     "entry_from_offer",
     "gateway_entry",
     "gateway_status",
+    "load_bundled",
     "load_catalog",
+    "load_prices",
     "pick_profile",
     "render_lock",
     "select",

@@ -111,6 +111,15 @@ def bundled_dir() -> Path:
     return Path(str(resources.files("gpufleet") / "data" / "catalog"))
 
 
+def load_bundled() -> Catalog | None:
+    """The bundled catalog, or None when it cannot be read: the small types gpufleet runs
+    (bastions, gateway VMs) are priced from it when the catalog in use lacks them."""
+    try:
+        return _load_dir(str(bundled_dir()), "bundled")
+    except CatalogError:
+        return None
+
+
 def choose_dir(explicit: str | None = None) -> tuple[Path, str]:
     """The catalog folder to use and why it was chosen."""
     if explicit:

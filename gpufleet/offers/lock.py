@@ -223,6 +223,10 @@ def _entry_data(e: LockEntry) -> dict[str, Any]:
         "catalog": e.catalog}
     if e.cidr:
         data["cidr"] = e.cidr
+    if e.overhead is not None:
+        fixed, per_node, prices = e.overhead
+        data["overhead"] = {"fixed": round(fixed, 6), "per_node": round(per_node, 6),
+                            "prices": prices}
     if e.cpus:
         data["cpus"] = e.cpus
     if e.memory_gib:

@@ -308,7 +308,7 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
                 else ""
             msg = (f"no offer for fleet '{fleet.name}': {len(candidates)} offer(s) match "
                    f"{what} but none {phrase}{near}")
-            hint = _hint(key)
+            hint = _hint(key, fleet.spot_policy)
             if profile is not None and key in profile.values and key not in fleet.explicit:
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
             return Selection(fleet, (), fleet.origin.at(key, "O001", msg, hint), pname, extra)
@@ -316,9 +316,11 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
     return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
 
 
-def _hint(key: str) -> str:
+def _hint(key: str, spot_policy: str | None = None) -> str:
+    spot_allowed = spot_policy in ("auto", "spot")
     return {
-        "max_price": "raise `max_price` or allow spot (`spot_policy: auto`)",
+        "max_price": f"raise `max_price` (spot is already allowed: `spot_policy: {spot_policy}`)"
+        if spot_allowed else "raise `max_price` or allow spot (`spot_policy: auto`)",
         "spot_policy": "set `spot_policy: auto` to accept both spot and on-demand",
         "availability_zones": "list zones where the GPU is offered (see `gpufleet offers`)",
         "regions": "add a region where the GPU is offered (see `gpufleet catalog`)",
@@ -340,8 +342,22 @@ def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
                          for r in catalog.rows
                          if r.gpu_name and r.gpu_name.lower() in _lower(gpu.names)})
         hint = "the catalog offers " + ", ".join(f"{c}x{n} ({m:g}GB)" for n, c, m in shapes)
+    exact = _exact_values(fleet.resources)
+    if exact:
+        hint = (f"{exact} in dstack's grammar; write a range such as `"
+                f"{exact.split('`')[1]}..` for at least that much; " + hint)
     return fleet.origin.at("resources", "O002",
                f"no offer for fleet '{fleet.name}': no catalog offer matches {what}", hint)
+
+
+def _exact_values(res: ResourcesSpec) -> str:
+    """What a fleet asks for exactly (`memory: 24GB` is 24GB, not at least 24GB)."""
+    for key, r, unit in (("memory", res.memory, "GB"), ("cpu", res.cpu.count, ""),
+                         ("disk", res.disk, "GB")):
+        if r is not None and r.min is not None and r.min == r.max and r.min > 0:
+            value = f"{r.min:g}{unit}"
+            return f"`{key}: {value}` means exactly `{value}`"
+    return ""
 
 
 def describe_resources(res: ResourcesSpec) -> str:

@@ -1,6 +1,7 @@
 """Review: plans, offline runs and stack exports -> plan reports, diffs, costs and locks."""
 
 from gpufleet.review import changes
+from gpufleet.review.bill import BILLED_AS, PARTS, Bill, Item, bills, fleet_bill, gateway_bill
 from gpufleet.review.changes import CHANGE_OPS, Change, PropertyChange, Report, guard
 from gpufleet.review.costs import Costs, FleetCost, cost_violations, fleet_costs
 from gpufleet.review.diff import (
@@ -39,14 +40,18 @@ from gpufleet.review.state import (
 )
 
 __all__ = [
+    "BILLED_AS",
     "CHANGE_OPS",
     "DIFF_NOTE",
+    "PARTS",
     "POLICY_LEVELS",
     "STACK_TYPE",
+    "Bill",
     "Change",
     "Costs",
     "FleetCost",
     "GuardOptions",
+    "Item",
     "Move",
     "PlanReport",
     "PropertyChange",
@@ -57,12 +62,15 @@ __all__ = [
     "StateError",
     "StateResource",
     "Violation",
+    "bills",
     "changes",
     "check_levels",
     "choose_skips",
     "cost_violations",
     "diff_report",
+    "fleet_bill",
     "fleet_costs",
+    "gateway_bill",
     "guard",
     "is_secret",
     "is_top",

@@ -1,8 +1,9 @@
-"""The cost guard: each fleet's hourly cost before and after a change.
+"""The cost guard: each fleet's and gateway's hourly cost before and after a change.
 
-Before is what the lock recorded (its price per node-hour) times the nodes running today:
-the export's instances for `diff`, the plan's own node count for `plan`. After is the plan's
-offer price times its nodes. Pure.
+Before is what the lock recorded (its price per node-hour, and the overhead prices beside the
+instances) for the nodes running today: the export's instances for `diff` and `up`, the plan's
+own node count for `plan`. After is the plan's whole bill (``gpufleet.review.bill``). An entry
+locked before overheads were recorded is taken to have today's overhead. Pure.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetPlan, GatewayPlan
 from gpufleet.input import Lock
-from gpufleet.offers import HOURS_PER_MONTH
+from gpufleet.offers import HOURS_PER_MONTH, Catalog, load_prices
+from gpufleet.review.bill import fleet_bill, gateway_bill, overhead_rates
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,11 @@ class Costs:
 
     @property
     def increase_pct(self) -> float | None:
-        return None if self.before <= 0 else 100.0 * (self.after - self.before) / self.before
+        if self.before <= 0:
+            return None
+        if abs(self.after - self.before) < 1e-4:  # the lock's rounding, not a change
+            return 0.0
+        return 100.0 * (self.after - self.before) / self.before
 
     def lines(self) -> list[str]:
         pct = self.increase_pct
@@ -51,7 +57,7 @@ class Costs:
                 f"/month" + (f", {pct:+.1f}%" if pct is not None else "") + f"; before = "
                 f"{self.basis})")
         return [head] + [f"  {f.name}: ${f.before:,.2f}/h -> ${f.after:,.2f}/h "
-                         f"({'+' if f.delta >= 0 else '-'}${abs(f.delta):,.2f}/h)"
+                         f"({'+' if f.delta > -0.005 else '-'}${abs(f.delta):,.2f}/h)"
                          for f in self.fleets if f.before or f.after]
 
 
@@ -60,23 +66,42 @@ def _price(value: float | None) -> float:
 
 
 def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
-                running: Mapping[str, int] | None = None) -> Costs:
+                running: Mapping[str, int] | None = None,
+                gateways: Sequence[GatewayPlan] = (),
+                catalog: Catalog | None = None) -> Costs:
+    """Each fleet's and gateway's whole bill per hour, before and after (nodes and what runs
+    beside them: bastion, NAT, addresses, disks, load balancer, DNS zone)."""
+    prices = load_prices()
     out = []
     names = {p.name for p in plans}
     for p in plans:
         entry = lock.fleets.get(p.name) if lock is not None else None
         if running is not None:  # what the stack runs; a fleet it lacks runs nothing yet
             nodes_before = running.get(p.name, 0)
+            exists = p.name in running
         else:
             nodes_before = p.nodes if entry is not None else 0
-        before = _price(entry.price) * nodes_before if entry is not None else 0.0
-        out.append(FleetCost(p.name, before, _price(p.price_per_hour) * p.nodes))
+            exists = entry is not None
+        fixed, per_node = overhead_rates(p, prices, catalog)
+        before = 0.0
+        if entry is not None and exists:
+            fixed, per_node = entry.overhead[:2] if entry.overhead else (fixed, per_node)
+            before = (_price(entry.price) + per_node) * nodes_before + fixed
+        out.append(FleetCost(p.name, before, fleet_bill(p, prices, catalog).total))
     for name, count in sorted((running or {}).items()):  # fleets the YAML no longer has
         entry = lock.fleets.get(name) if lock is not None else None
         if name not in names and entry is not None:
-            out.append(FleetCost(name, _price(entry.price) * count, 0.0))
-    basis = "lock prices x the export's nodes" if running is not None else \
-        "lock prices x the planned nodes (new fleets: $0)"
+            fixed, per_node = entry.overhead[:2] if entry.overhead else (0.0, 0.0)
+            out.append(FleetCost(name, (_price(entry.price) + per_node) * count + fixed, 0.0))
+    for g in gateways:
+        entry = lock.gateways.get(g.name) if lock is not None else None
+        now = gateway_bill(g, prices, catalog).total
+        was = entry.overhead[0] if entry is not None and entry.overhead else now
+        exists = entry is not None if running is None else g.name in running
+        out.append(FleetCost(g.name, was if exists else 0.0, now))
+    basis = ("lock prices x the export's nodes, with what runs beside them"
+             if running is not None else
+             "lock prices x the planned nodes, with what runs beside them (new: $0)")
     return Costs(tuple(out), basis)
 
 

@@ -168,13 +168,16 @@ def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence
 
 
 def running_nodes(state: State) -> dict[str, int]:
-    """Nodes per fleet in the export: its instances (bastions aside), or a scale set's
-    capacity."""
+    """Nodes per fleet (and gateway) in the export: its instances (bastions aside), or a
+    scale set's capacity; 0 for one the export holds without nodes."""
     owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
     out: dict[str, int] = {}
     for r in state.resources:
         owner = owners.get(r.urn)
-        if owner is None or r.name.endswith("-bastion"):
+        if owner is None:
+            continue
+        out.setdefault(owner, 0)
+        if r.name.endswith("-bastion"):
             continue
         if r.type in node_types():
             out[owner] = out.get(owner, 0) + 1

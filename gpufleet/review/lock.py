@@ -19,7 +19,9 @@ from gpufleet.offers import (
     Catalog,
     entry_from_offer,
     gateway_entry,
+    load_prices,
 )
+from gpufleet.review.bill import overhead_rates
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class Relocked:
     moves: tuple[Move, ...]
     kept: tuple[str, ...]  # entries of fleets/gateways not in the inputs, kept as they were
     recorded: tuple[str, ...] = ()  # entries whose address block was recorded for the first time
+    priced: tuple[str, ...] = ()  # locked entries whose overhead prices were recorded now
 
 
 def _with_block(kind: str, name: str, previous: LockEntry, block: str | None,
@@ -151,7 +154,31 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
             else:
                 new_table[name] = entry
                 kept.append(f"{kind} {name}")
-    return Relocked(fleets, gateways, tuple(moves), tuple(kept), tuple(recorded))
+    priced = _record_overheads(compiled, fleets, gateways, catalog)
+    return Relocked(fleets, gateways, tuple(moves), tuple(kept), tuple(recorded),
+                    tuple(priced))
+
+
+def _record_overheads(compiled: Compiled, fleets: dict[str, LockEntry],
+                      gateways: dict[str, LockEntry], catalog: Catalog) -> list[str]:
+    """Give every planned entry without one its overhead prices (what it runs beside the
+    instances, from the price table): recorded once, kept like the offer's price."""
+    prices = load_prices()
+    recorded = []
+    for table, plans, kind, status in (
+            (fleets, compiled.plans, "fleet", compiled.fleet_locks),
+            (gateways, compiled.gateways, "gateway", compiled.gateway_locks)):
+        for plan in plans:
+            entry = table.get(plan.name)
+            if entry is None or entry.overhead is not None:
+                continue
+            fixed, per_node = overhead_rates(plan, prices, catalog)
+            table[plan.name] = dataclasses.replace(
+                entry, overhead=(fixed, per_node, prices.describe()))
+            st = status.get(plan.name)
+            if st is not None and st.status == LOCKED:
+                recorded.append(f"{kind} {plan.name}")
+    return recorded
 
 
 def unknown_names(names: Collection[str], inputs: Inputs) -> list[str]:
@@ -176,6 +203,11 @@ def lock_report(relocked: Relocked, upgrade: bool) -> list[str]:
         lines.append(f"recorded the address block of {n} entr{'y' if n == 1 else 'ies'} "
                      f"({', '.join(relocked.recorded)}): the blocks they have now, so adding, "
                      "removing or moving other fleets never moves them")
+    if relocked.priced:
+        n = len(relocked.priced)
+        lines.append(f"recorded the overhead prices of {n} entr{'y' if n == 1 else 'ies'} "
+                     f"({', '.join(relocked.priced)}): what they run beside the instances; "
+                     "no offer moves")
     if relocked.kept:
         kept = relocked.kept
         lines.append(f"kept {len(kept)} entr{'y' if len(kept) == 1 else 'ies'} not in these "

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import Compiled, FleetPlan, GatewayPlan
+from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, SshFleetSpec, Validated
-from gpufleet.offers import LockStatus
+from gpufleet.offers import Catalog, LockStatus, PriceTable, load_prices
+from gpufleet.review.bill import Bill, bills
 from gpufleet.review.costs import Costs, fleet_costs
 from gpufleet.review.policy import Violation
 
@@ -33,10 +35,18 @@ class PlanReport:
     ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
     violations: tuple[Violation, ...] = ()
     costs: Costs | None = None
+    bills: Mapping[str, Bill] = field(default_factory=dict)  # fleet or gateway -> its bill
+    prices: PriceTable | None = None
+    diagnostics: tuple[Diagnostic, ...] = ()  # the warnings of the run, for every format
+
+    @property
+    def nodes_per_hour(self) -> float:
+        return sum(f.total_per_hour for f in self.fleets)
 
     @property
     def per_hour(self) -> float:
-        return sum(f.total_per_hour for f in self.fleets)
+        """The whole bill: nodes and everything beside them, gateways included."""
+        return sum(b.total for b in self.bills.values()) if self.bills else self.nodes_per_hour
 
 
 def lock_label(lock: Lock | None) -> str:
@@ -49,11 +59,14 @@ def plan_report(validated: Validated, compiled: Compiled, stack: str,
                 resources: Sequence[Mapping[str, Any]],
                 lookups: Sequence[tuple[str, Mapping[str, Any]]],
                 exports: Mapping[str, Any], lock: Lock | None,
-                violations: Sequence[Violation]) -> PlanReport:
+                violations: Sequence[Violation], catalog: Catalog | None = None) -> PlanReport:
     """The report of one offline run, with the lookups in a stable order."""
+    prices = load_prices()
     ordered = tuple(sorted(((t, a) for t, a in lookups),
                            key=lambda x: (x[0], json.dumps(x[1], sort_keys=True))))
     return PlanReport(stack, compiled.catalog, compiled.plans, tuple(resources), ordered,
                       exports, compiled.gateways, compiled.fleet_locks, compiled.gateway_locks,
                       lock_label(lock), validated.inputs.ssh_fleets, tuple(violations),
-                      fleet_costs(compiled.plans, lock))
+                      fleet_costs(compiled.plans, lock, gateways=compiled.gateways,
+                                  catalog=catalog),
+                      bills(compiled.plans, compiled.gateways, prices, catalog), prices)

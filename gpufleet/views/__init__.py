@@ -12,13 +12,10 @@ from gpufleet.views.offers import (
     render_offers_json,
     render_offers_text,
 )
-from gpufleet.views.plan import (
-    render_plan,
-    render_plan_json,
-    render_plan_markdown,
-    render_plan_text,
-)
+from gpufleet.views.plan import render_plan_json, render_plan_text
+from gpufleet.views.plan_markdown import render_plan_markdown
 from gpufleet.views.policy import render_rules, rules_table
+from gpufleet.views.render import render_plan
 
 __all__ = [
     "capability_markdown",

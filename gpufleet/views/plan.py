@@ -8,14 +8,17 @@ the offline lookups it made.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.compile import ANY_SUBNET, FirewallRule, FleetPlan, GatewayPlan, plan_to_json
+from gpufleet.diagnostics import fold
 from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
-from gpufleet.review import PlanReport
+from gpufleet.review import Bill, PlanReport
+from gpufleet.views.bill import bill_json, bill_lines, cost_line
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -136,7 +139,8 @@ def _tls(g: GatewayPlan) -> str:
     return f"{g.certificate} on {where}" if g.certificate else f"none: plain HTTP on {where}"
 
 
-def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
+def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None, bill: Bill | None = None
+                   ) -> list[str]:
     s = gateway_summary(g)
     fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {r['from']}"
                    for r in s["firewall"])
@@ -155,6 +159,8 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
     if lock:
         lines.insert(2, f"  lock:     {lock}")
     lines.append(f"  tls:      {_tls(g)}")
+    if bill is not None:
+        lines.append(f"  cost:     {cost_line(bill)}")
     rec = s["record"]
     if rec:
         target = rec["target"] if isinstance(rec["target"], str) else ", ".join(rec["target"])
@@ -164,7 +170,9 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None) -> list[str]:
             lines.append("  zone:     " + (
                 "the closest Cloud DNS zone that contains the domain, found at `pulumi up` "
                 f"(offline: {rec['zone']})" if g.backend == "gcp" else
-                f"{rec['zone']}, the domain's parent; if your zone sits higher, set "
+                (f"{rec['zone']}, the domain itself (it has no parent below the top-level "
+                 "domain)" if rec["zone"] == (g.domain or "").rstrip(".").lower() else
+                 f"{rec['zone']}, the domain's parent") + "; if your zone sits elsewhere, set "
                 f"`gateways: {{{g.name}: {{dns_zone: ...}}}}` in the backends file"))
     return lines
 
@@ -189,8 +197,11 @@ def render_plan_json(report: PlanReport) -> str:
                                          "inputs")} for r in report.resources],
         "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
                     "total_per_hour": round(report.per_hour, 4),
-                    "total_per_month": round(report.per_hour * HOURS_PER_MONTH, 2)},
-        "lookups": [{"token": t, "args": dict(a)} for t, a in report.lookups],
+                    "total_per_month": round(report.per_hour * HOURS_PER_MONTH, 2),
+                    "nodes_per_hour": round(report.nodes_per_hour, 4)},
+        "bill": bill_json(report.bills, report.catalog, report.prices),
+        "lookups": [{"token": t, "args": dict(a), "count": n} for t, a, n in _lookups(report)],
+        "diagnostics": [f.to_json() for f in fold(report.diagnostics)],
         "policy": [v.to_json() for v in report.violations],
         "costs": None if report.costs is None else {
             "basis": report.costs.basis, "before_per_hour": round(report.costs.before, 4),
@@ -231,7 +242,8 @@ def access_text(f: FleetPlan) -> str | None:
     return f"{way}; user {a.user}, {key}"
 
 
-def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
+def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None = None
+                 ) -> list[str]:
     s = fleet_summary(f)
     where = f"{f.region}" + (f" / {f.zone}" if f.zone else "")
     top = "unlimited" if f.nodes_max is None else str(f.nodes_max)
@@ -243,8 +255,10 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
         f"fleet {f.name} ({f.file})",
         f"  offer:    {f.backend} {where}  {f.instance_type}  {f.gpu}  "
         f"{'spot' if f.spot else 'on-demand'}  ${f.price_per_hour:,.4f}/h per node",
-        f"  nodes:    {nodes}   cost: {_money(f.total_per_hour)}/h, "
-        f"{_money(f.total_per_hour * HOURS_PER_MONTH)}/month",
+        f"  nodes:    {nodes}   cost: " + (cost_line(bill) if bill is not None else
+                                            f"{_money(f.total_per_hour)}/h, "
+                                            f"{_money(f.total_per_hour * HOURS_PER_MONTH)}"
+                                            "/month"),
         f"  fabric:   {f.rdma}" + (f" x{f.rdma_interfaces}" if f.rdma_interfaces else "")
         + f"; {len(f.nics)} NIC(s) per node ({nic_desc})",
     ]
@@ -273,7 +287,13 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None) -> list[str]:
     return lines
 
 
-def tree(resources: Sequence[Mapping[str, Any]]) -> list[str]:
+_NUMBERED = re.compile(r"(.*?)(\d+)(\D*)")
+COLLAPSE_AT = 3  # siblings numbered alike shown as one line from this many on
+
+
+def tree(resources: Sequence[Mapping[str, Any]], expand: bool = False) -> list[str]:
+    """The resources as a tree; siblings of one type numbered alike (node-0 .. node-999)
+    without children of their own fold into one line unless ``expand``."""
     children: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     urns = {r["urn"] for r in resources}
     for r in resources:
@@ -281,22 +301,73 @@ def tree(resources: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
 
     def walk(parent: str, depth: int) -> None:
-        for r in sorted(children.get(parent, []), key=lambda x: (x["type"], x["name"])):
+        kids = sorted(children.get(parent, []), key=lambda x: (x["type"], x["name"]))
+        runs: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
+        if not expand:
+            for r in kids:
+                m = _NUMBERED.fullmatch(r["name"])
+                if m and not children.get(r["urn"]):
+                    runs[(r["type"], m.group(1), m.group(3))].append((int(m.group(2)),
+                                                                      r["name"]))
+        shown: set[tuple[str, str, str]] = set()
+        for r in kids:
+            m = _NUMBERED.fullmatch(r["name"])
+            key = (r["type"], m.group(1), m.group(3)) if m else None
+            if key is not None and len(runs.get(key, ())) >= COLLAPSE_AT:
+                if key not in shown:
+                    shown.add(key)
+                    run = sorted(runs[key])
+                    out.append(f"{'  ' * depth}+ {r['type']}  {run[0][1]} .. {run[-1][1]}: "
+                               f"{len(run):,} x (`--expand` lists them)")
+                continue
             out.append(f"{'  ' * depth}+ {r['type']}  {r['name']}")
             walk(r["urn"], depth + 1)
     walk("", 1)
     return out
 
 
-def render_plan_text(report: PlanReport) -> str:
+def _lookups(report: PlanReport) -> list[tuple[str, Mapping[str, Any], int]]:
+    """The offline lookups, each once, with how many times the program made it."""
+    seen: dict[str, tuple[str, Mapping[str, Any], int]] = {}
+    for t, a in report.lookups:
+        key = t + json.dumps(dict(a), sort_keys=True)
+        seen[key] = (t, a, seen[key][2] + 1 if key in seen else 1)
+    return list(seen.values())
+
+
+def next_step(report: PlanReport) -> str:
+    """What to do after reading the plan."""
+    if any(v.level == "mandatory" for v in report.violations):
+        return "next: fix the mandatory policy violations above; `pulumi up` refuses them"
+    if any(d.code == "C011" for d in report.diagnostics):
+        return ("next: set the SSH public key (warning C011), then `gpufleet lock` and "
+                "`gpufleet up`")
+    news = [n for n, st in {**report.fleet_locks, **report.gateway_locks}.items()
+            if st.is_new_offer or st.status == "unlocked"]
+    if news or not report.lock_file or "not written yet" in report.lock_file:
+        return ("next: `gpufleet lock` records the offers (commit gpufleet.lock), then "
+                "`gpufleet up` previews, prices and asks before `pulumi up`")
+    return "next: `gpufleet up` previews, prices and asks (or `pulumi up` in stacks/)"
+
+
+def summary_line(report: PlanReport) -> str:
+    n = len(report.resources)
+    return (f"plan: + {n:,} to create, ~ 0 to update, +- 0 to replace, - 0 to delete "
+            f"(from an empty stack; `gpufleet diff --state` compares with a deployed one); "
+            f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month")
+
+
+def render_plan_text(report: PlanReport, expand: bool = False) -> str:
     lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})"]
     if report.lock_file:
         lines.append(f"lock: {report.lock_file}")
     lines.append("")
     for f in report.fleets:
-        lines += [*_fleet_lines(f, report.fleet_locks.get(f.name)), ""]
+        lines += [*_fleet_lines(f, report.fleet_locks.get(f.name), report.bills.get(f.name)),
+                  ""]
     for g in report.gateways:
-        lines += [*_gateway_lines(g, report.gateway_locks.get(g.name)), ""]
+        lines += [*_gateway_lines(g, report.gateway_locks.get(g.name),
+                                  report.bills.get(g.name)), ""]
     for s in report.ssh_fleets:
         lines += [f"fleet {s.name or '(unnamed)'} ({s.origin.file})", f"  {SSH_NOTE}; "
                   f"{len(s.hosts)} host(s): {', '.join(h.hostname for h in s.hosts)}", ""]
@@ -304,16 +375,25 @@ def render_plan_text(report: PlanReport) -> str:
     lines.append(f"resources: {len(report.resources)} to create")
     width = max((len(t) for t in by_type), default=0)
     lines += [f"  {t.ljust(width)}  {c}" for t, c in by_type.items()]
-    lines += ["", "resource tree:", *tree(report.resources)]
+    lines += ["", "resource tree:", *tree(report.resources, expand)]
     if report.lookups:
         lines += ["", "looked up offline (answered with placeholders; `pulumi preview` reads "
                   "the real values):"]
-        lines += [f"  {t} {json.dumps(dict(a), sort_keys=True)}" for t, a in report.lookups]
-    lines += ["", f"total: {len(report.fleets)} fleet(s), {_money(report.per_hour)}/h, "
-              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month"]
+        lines += [f"  {t} {json.dumps(dict(a), sort_keys=True)}" + (f" ({n} times)" if n > 1
+                                                                    else "")
+                  for t, a, n in _lookups(report)]
+    lines += ["", f"total: {len(report.fleets)} fleet(s), {len(report.gateways)} gateway(s), "
+              f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month"
+              f" (the nodes {_money(report.nodes_per_hour)}/h)",
+              *bill_lines(report.bills, report.catalog, report.prices)]
     if report.costs is not None:
         lines += report.costs.lines()
     lines += ["", *_policy_lines(report)]
+    folded = fold(report.diagnostics)
+    if folded:
+        lines.append(f"warnings: {len(folded)} (on standard error; codes "
+                     f"{', '.join(sorted({f.first.code for f in folded}))})")
+    lines += ["", summary_line(report), next_step(report)]
     return "\n".join(lines)
 
 
@@ -326,112 +406,3 @@ def _policy_lines(report: PlanReport) -> list[str]:
         out += [f"  {v.where}: {v.level}[{v.rule}] {v.message}",
                 f"    remediation: {v.remediation}"]
     return out
-
-
-def _mermaid_id(text: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in text)
-
-
-def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
-    out = ["```mermaid", "flowchart LR"]
-    for f in fleets:
-        fid = _mermaid_id(f.name)
-        out.append(f'  subgraph {fid}["{f.name}: {f.nodes} x {f.instance_type} '
-                   f'({f.backend} {f.zone or f.region})"]')
-        for n in f.networks:
-            nid = _mermaid_id(n.name)
-            label = f"{n.name}<br/>{n.cidr or n.existing or ''}"
-            if len(n.subnets) > 1:
-                label += f"<br/>{len(n.subnets)} subnets"
-            out.append(f'    {nid}[("{label}")]')
-        shown = f.node_names[:max_nodes]
-        for node in shown:
-            out.append(f'    {_mermaid_id(node)}["{node}"]')
-            for n in f.networks:
-                k = sum(1 for nic in f.nics if nic.network == n.role)
-                out.append(f"    {_mermaid_id(node)} -- {k} NIC --- {_mermaid_id(n.name)}")
-        if len(f.node_names) > max_nodes:
-            out.append(f'    {fid}_more["... {len(f.node_names) - max_nodes} more node(s)"]')
-        if f.access is not None and f.access.bastion is not None:
-            b = f.access.bastion
-            main = _mermaid_id(f.networks[0].name)
-            out.append(f'    {_mermaid_id(b.name)}{{{{"bastion {b.name}<br/>{b.instance_type}"}}}}')
-            out.append(f"    {_mermaid_id(b.name)} -- SSH --- {main}")
-        out.append("  end")
-    out.append("```")
-    return out
-
-
-def render_plan_markdown(report: PlanReport) -> str:
-    lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
-             ""]
-    if report.costs is not None:
-        c = report.costs
-        pct = c.increase_pct
-        lines += [f"**Cost:** {_money(c.before)}/h -> {_money(c.after)}/h "
-                  f"({_money(c.before * HOURS_PER_MONTH)} -> {_money(c.after * HOURS_PER_MONTH)}"
-                  f"/month{'' if pct is None else f', {pct:+.1f}%'}; before = {c.basis})", ""]
-        changed = [f for f in c.fleets if abs(f.delta) > 1e-9]
-        if changed:
-            lines += ["| fleet | before $/h | after $/h | delta $/h |", "|---|---:|---:|---:|"]
-            lines += [f"| `{f.name}` | {_money(f.before)} | {_money(f.after)} | "
-                      f"{'+' if f.delta >= 0 else '-'}{_money(abs(f.delta))} |" for f in changed]
-            lines.append("")
-    if report.violations:
-        mandatory = sum(v.level == "mandatory" for v in report.violations)
-        lines += [f"**Policy:** {len(report.violations)} violation(s), {mandatory} mandatory",
-                  "", "| level | rule | resource | where | message |", "|---|---|---|---|---|"]
-        lines += [f"| {v.level} | `{v.rule}` | `{v.resource}` | {v.where} | {v.message} |"
-                  for v in report.violations]
-        lines.append("")
-    else:
-        lines += ["**Policy:** no violations", ""]
-    planned: dict[str, FleetPlan | GatewayPlan] = {p.name: p for p in report.fleets}
-    planned.update({g.name: g for g in report.gateways})
-    moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())
-             if st.is_new_offer]
-    if moved:
-        lines += ["**New offers** (not taken from the lock; `gpufleet lock` records them):", ""]
-        lines += [f"- `{n}`: {lock_text(st, planned.get(n))}" for n, st in moved]
-        lines.append("")
-    lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
-              "$/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
-    for f in report.fleets:
-        st = report.fleet_locks.get(f.name)
-        offer = "-" if st is None or st.status == "unlocked" else (
-            "**new**" if st.is_new_offer else "locked")
-        lines.append(f"| `{f.name}` | {f.backend} | {f.region} / {f.zone or '-'} | "
-                     f"`{f.instance_type}` | {f.gpu} | {f.nodes} | {'yes' if f.spot else 'no'} "
-                     f"| {_money(f.total_per_hour)} | "
-                     f"{_money(f.total_per_hour * HOURS_PER_MONTH)} | {offer} |")
-    lines += [f"| `{s.name or '(unnamed)'}` | ssh | - | - | - | {len(s.hosts)} | - | - | - "
-              f"| not provisioned |" for s in report.ssh_fleets]
-    lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
-              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month", ""]
-    if report.gateways:
-        lines += ["| gateway | backend | region | address | DNS record | TLS |",
-                  "|---|---|---|---|---|---|"]
-        for g in report.gateways:
-            s = gateway_summary(g)
-            rec = s["record"]
-            record = f"{rec['type']} `{rec['fqdn']}`" if rec else "-"
-            protected = " (protected)" if g.protect_address else ""
-            lines.append(f"| `{g.name}` | {g.backend} | {g.region} | {s['address_kind']}"
-                         f"{protected} | {record} | {g.certificate or '-'} |")
-        lines.append("")
-    lines += ["### Topology", "", *mermaid(report.fleets), "",
-              f"### Resources ({len(report.resources)} to create)", "",
-              "| type | count |", "|---|---:|"]
-    lines += [f"| `{t}` | {c} |" for t, c in counts(report.resources).items()]
-    lines += ["", "<details><summary>Resource tree</summary>", "", "```",
-              *tree(report.resources), "```", "", "</details>"]
-    return "\n".join(lines)
-
-
-def render_plan(report: PlanReport, fmt: str) -> str:
-    """The plan in ``fmt``: text, json or markdown."""
-    if fmt == "json":
-        return render_plan_json(report)
-    if fmt == "markdown":
-        return render_plan_markdown(report)
-    return render_plan_text(report)

@@ -20,18 +20,18 @@ class RuleInfo(Protocol):
     @property
     def remediation(self) -> str: ...
     @property
-    def off(self) -> str: ...
+    def how_off(self) -> str: ...
 
 
 def _record(r: RuleInfo) -> dict[str, Any]:
     return {"name": r.name, "level": r.level, "description": r.description,
-            "remediation": r.remediation, "off": r.off}
+            "remediation": r.remediation, "off": r.how_off}
 
 
 def rules_table(rules: Sequence[RuleInfo]) -> str:
     rows = ["| rule | level | checks | remediation | to turn it off |",
             "|---|---|---|---|---|"]
-    rows += [f"| `{r.name}` | {r.level} | {r.description} | {r.remediation} | {r.off} |"
+    rows += [f"| `{r.name}` | {r.level} | {r.description} | {r.remediation} | {r.how_off} |"
              for r in rules]
     return "\n".join(rows)
 
@@ -44,5 +44,5 @@ def render_rules(rules: Sequence[RuleInfo], fmt: str) -> str:
     lines: list[str] = []
     for r in rules:
         lines.append(f"{r.name:<30} {r.level:<10} {r.description}")
-        lines.append(f"{'':<41} fix: {r.remediation}; off: {r.off}")
+        lines.append(f"{'':<41} fix: {r.remediation}; off: {r.how_off}")
     return "\n".join(lines)

@@ -36,7 +36,7 @@ def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
                 bool(raw["spot"]), _float(raw.get("price")), str(raw.get("catalog", "")),
                 int(raw.get("cpus", 0)), float(raw.get("memory_gib", 0)), gpu.get("name"),
                 int(gpu.get("count", 0)), _float(gpu.get("memory_gib")), _cidr(ctx, base, raw),
-                Origin(c.doc.file, line, col, c.doc.index))
+                Origin(c.doc.file, line, col, c.doc.index), _overhead(raw))
     return Lock(parts["fleets"], parts["gateways"], c.doc.file), ctx.diags
 
 
@@ -56,6 +56,11 @@ def _cidr(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> str | None:
     ctx.error((*base, "cidr"), f"invalid address block '{value}': {why}", "K004",
               hint="run `gpufleet lock` to record the block again instead of editing it")
     return None
+
+
+def _overhead(raw: dict[str, Any]) -> tuple[float, float, str] | None:
+    o = raw.get("overhead")
+    return None if o is None else (float(o["fixed"]), float(o["per_node"]), str(o["prices"]))
 
 
 def _float(v: Any) -> float | None:

@@ -1,0 +1,208 @@
+"""The whole bill of a plan: every resource that bills by the hour or the month, priced.
+
+Per fleet the nodes (the offer), the network (bastion VM and its address, NAT gateways and
+their addresses, node addresses) and the storage (node and bastion disks); per gateway its VMs,
+disks, addresses, NAT, load balancer and DNS zone. Instances of every role are priced from the
+catalog (the bundled one when the catalog in use lacks a small type); the rest from the
+price table (``gpufleet.offers.prices``). What has no price is named, never counted as $0.
+Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan
+from gpufleet.offers import Catalog, PriceTable, load_bundled
+
+PARTS = ("nodes", "network", "storage")
+# What each line is, for the cross-check against the resources the program creates.
+# "implicit_address": a billed public address that is no resource of its own (auto-assigned
+# to a node, allocated by Cloud NAT)
+KINDS = ("instance", "address", "implicit_address", "nat", "load_balancer", "dns_zone", "disk")
+# The resource types gpufleet's components create, by what they bill as: a test runs the
+# programs and checks that every billable resource has its line in its owner's bill.
+BILLED_AS: dict[str, str] = {
+    "aws:ec2/instance:Instance": "instance", "gcp:compute/instance:Instance": "instance",
+    "azure-native:compute:VirtualMachine": "instance",
+    "azure-native:compute:VirtualMachineScaleSet": "instance",
+    "aws:ec2/eip:Eip": "address", "azure-native:network:PublicIPAddress": "address",
+    "gcp:compute/address:Address": "address",  # EXTERNAL ones; internal ones are free
+    "aws:ec2/natGateway:NatGateway": "nat", "azure-native:network:NatGateway": "nat",
+    "gcp:compute/routerNat:RouterNat": "nat",
+    "aws:lb/loadBalancer:LoadBalancer": "load_balancer",
+    "gcp:compute/forwardingRule:ForwardingRule": "load_balancer",
+    "aws:route53/zone:Zone": "dns_zone", "gcp:dns/managedZone:ManagedZone": "dns_zone",
+    "azure-native:dns:Zone": "dns_zone",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    part: str  # "nodes", "network" or "storage"
+    kind: str  # one of KINDS
+    what: str  # "4 x p5.48xlarge on-demand", "NAT gateway h100-train-vpc"
+    count: int
+    per_hour: float  # the line's total
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bill:
+    owner: str
+    kind: str  # "fleet" or "gateway"
+    items: tuple[Item, ...]
+    unpriced: tuple[str, ...] = ()  # what exists but has no price here
+
+    def part(self, part: str) -> float:
+        return sum(i.per_hour for i in self.items if i.part == part)
+
+    @property
+    def total(self) -> float:
+        return sum(i.per_hour for i in self.items)
+
+    @property
+    def overhead(self) -> float:
+        """Everything beside the node instances, per hour."""
+        return self.total - self.part("nodes")
+
+
+class _Biller:
+    def __init__(self, prices: PriceTable, catalog: Catalog | None) -> None:
+        self.prices = prices
+        self.catalogs = [c for c in (catalog, load_bundled()) if c is not None]
+        self.items: list[Item] = []
+        self.unpriced: list[str] = []
+
+    def add(self, part: str, kind: str, what: str, count: int, unit: float | None,
+            source: str) -> None:
+        if count <= 0:
+            return
+        if unit is None:
+            self.unpriced.append(f"{what} (no price: {source})")
+            return
+        self.items.append(Item(part, kind, what, count, unit * count, source))
+
+    def instance(self, part: str, backend: str, region: str, itype: str, count: int,
+                 role: str) -> None:
+        price, source = None, f"{itype} in {region} is not in the catalog"
+        for cat in self.catalogs:
+            rows = [r.price for r in cat.rows
+                    if r.backend == backend and r.instance_type == itype and not r.spot
+                    and (r.location == region or r.location.startswith(region + "-"))]
+            if rows:
+                price, source = min(rows), cat.describe()
+                break
+        self.add(part, "instance", f"{count} x {itype} ({role}, on-demand)", count, price,
+                 source)
+
+    def fixed(self, part: str, kind: str, backend: str, key: str, what: str,
+              count: int = 1) -> None:
+        p = self.prices.item(backend, key)
+        self.add(part, kind, what, count, None if p is None else p.per_hour,
+                 f"{self.prices.describe()}: no {key} price for {backend}" if p is None
+                 else p.source)
+
+    def disk(self, part: str, backend: str, dtype: str, gib: int, count: int,
+             role: str) -> None:
+        p = self.prices.disk(backend, dtype, gib)
+        self.add(part, "disk", f"{count} x {gib} GiB {dtype} ({role})", count,
+                 None if p is None else p.per_hour,
+                 f"{self.prices.describe()}: no {dtype} price" if p is None else p.source)
+
+    def nat(self, part: str, backend: str, name: str, vms: int) -> None:
+        """One NAT gateway and the public address it sends from."""
+        if backend == "gcp":
+            raw = self.prices.raw("gcp", "nat_gateway")
+            if raw:
+                cap = int(raw["max_vms"])
+                hour = float(raw["above_max_per_hour"]) if vms > cap else \
+                    float(raw["per_vm_hour"]) * vms
+                self.add(part, "nat", f"Cloud NAT {name} ({vms} VM(s))", 1, hour,
+                         str(raw["source"]))
+            else:
+                self.add(part, "nat", f"Cloud NAT {name}", 1, None, "no price")
+            self.fixed(part, "implicit_address", "gcp", "nat_address",
+                       f"NAT address of {name} (allocated by Cloud NAT)")
+            return
+        self.fixed(part, "nat", backend, "nat_gateway", f"NAT gateway {name}")
+        self.fixed(part, "address", backend, "public_ipv4", f"NAT address of {name}")
+
+    def bill(self, owner: str, kind: str) -> Bill:
+        return Bill(owner, kind, tuple(self.items), tuple(self.unpriced))
+
+
+def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
+    b = _Biller(prices, catalog)
+    spot = "spot" if f.spot else "on-demand"
+    if f.nodes:
+        b.items.append(Item("nodes", "instance", f"{f.nodes} x {f.instance_type} ({spot})",
+                            f.nodes, f.nodes * f.price_per_hour, "the fleet's offer"))
+    b.disk("storage", f.backend, f.disk_type, f.disk_gib, f.nodes, "node boot disk")
+    per_node_ips = sum(1 for n in f.nics if n.public_ip) or (1 if f.public_ip else 0)
+    # AWS multi-NIC nodes get an Elastic IP each, Azure VMs (no scale set) a public IP
+    # resource; the others' addresses are assigned with the instance
+    explicit = (f.backend == "aws" and getattr(f.options, "eip_per_node", False)) or (
+        f.backend == "azure" and (f.placement is None or f.placement.kind != "scale-set"))
+    kind = "address" if explicit else "implicit_address"
+    if f.backend == "gcp" and f.spot:
+        raw = prices.raw("gcp", "public_ipv4")
+        b.add("network", kind, f"{f.nodes * per_node_ips} node address(es)",
+              f.nodes * per_node_ips, raw.get("spot_per_hour"), str(raw.get("source", "")))
+    else:
+        b.fixed("network", kind, f.backend, "public_ipv4",
+                f"{f.nodes * per_node_ips} node address(es)", f.nodes * per_node_ips)
+    if f.access is not None and f.access.bastion is not None:
+        bastion = f.access.bastion
+        b.instance("network", f.backend, f.region, bastion.instance_type, 1, "bastion")
+        gib, dtype = BASTION_DISK[f.backend]
+        b.disk("storage", f.backend, dtype, gib, 1, "bastion boot disk")
+        b.fixed("network", "address", f.backend, "public_ipv4",
+                f"bastion address {bastion.address_name}")
+    for net in f.networks:
+        if net.nat:
+            b.nat("network", f.backend, net.name, f.nodes)
+    return b.bill(f.name, "fleet")
+
+
+def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
+    b = _Biller(prices, catalog)
+    b.instance("nodes", g.backend, g.region, g.instance_type, g.replicas, "gateway")
+    gib, dtype = GATEWAY_DISK[g.backend]
+    b.disk("storage", g.backend, dtype, gib, g.replicas, "gateway boot disk")
+    if g.public:
+        b.fixed("network", "address", g.backend, "public_ipv4",
+                f"address(es) {', '.join(g.address_names)}", len(g.address_names))
+    if g.network.nat and not g.network.existing:
+        b.nat("network", g.backend, g.network.name, g.replicas)
+    if g.load_balancer:
+        b.fixed("network", "load_balancer", g.backend, "load_balancer",
+                f"load balancer {g.load_balancer}")
+    if g.record is not None and g.record.create_zone:
+        b.fixed("network", "dns_zone", g.backend, "dns_zone", f"DNS zone {g.record.zone}")
+    return b.bill(g.name, "gateway")
+
+
+def overhead_rates(plan: FleetPlan | GatewayPlan, prices: PriceTable,
+                   catalog: Catalog | None = None) -> tuple[float, float]:
+    """(fixed, per node) USD/h beside the instances: what a fleet runs whatever its node count
+    (bastion, NAT, addresses), and what each node adds (its disk, its address, its NAT
+    share). A gateway's whole bill is fixed."""
+    if isinstance(plan, GatewayPlan):
+        return gateway_bill(plan, prices, catalog).total, 0.0
+    none = fleet_bill(dataclasses.replace(plan, nodes=0), prices, catalog).overhead
+    one = fleet_bill(dataclasses.replace(plan, nodes=1), prices, catalog).overhead
+    return none, max(0.0, one - none)
+
+
+def bills(fleets: Sequence[FleetPlan], gateways: Sequence[GatewayPlan], prices: PriceTable,
+          catalog: Catalog | None = None) -> dict[str, Bill]:
+    out = {f.name: fleet_bill(f, prices, catalog) for f in fleets}
+    out.update({g.name: gateway_bill(g, prices, catalog) for g in gateways})
+    return out
+
+
+def total(all_bills: Mapping[str, Bill]) -> float:
+    return sum(b.total for b in all_bills.values())
