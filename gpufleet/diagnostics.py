@@ -156,8 +156,9 @@ class Folded:
         d = self.first
         return {"code": d.code, "severity": d.severity.value, "file": d.file, "line": d.line,
                 "column": d.column, "message": self.message if len(self) > 1 else d.message,
-                "hint": d.hint, "fleets" if self.kind != "gateway" else "gateways":
-                    list(self.subjects),
+                "hint": d.hint,
+                "fleets": list(self.subjects) if self.kind == "fleet" else [],
+                "gateways": list(self.subjects) if self.kind == "gateway" else [],
                 "locations": [{"file": f, "line": ln, "column": c}
                               for f, ln, c in self.locations]}
 
