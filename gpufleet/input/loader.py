@@ -253,6 +253,11 @@ def nesting_depth(text: str, limit: int) -> tuple[int, int]:
                     return depth, token.start_mark.line + 1
             elif isinstance(token, _CLOSE_TOKENS):
                 depth -= 1
+    except yaml.MarkedYAMLError as e:
+        # libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops its scanner itself past 1,000 levels,
+        # reading ahead of the tokens it has handed out: that is nesting too, not syntax.
+        if "nesting depth" in str(e.problem or "") and e.problem_mark is not None:
+            return max(depth, limit + 1), e.problem_mark.line + 1
     except yaml.YAMLError:
         pass
     return 0, 0
