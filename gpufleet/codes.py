@@ -175,6 +175,15 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C018": Code("the plan's whole bill is over the monthly warning threshold",
                  "check the fleets' sizes; raise `cost: {warn_per_month}` in the backends file "
                  "or `--warn-cost-per-month` when the spend is intended"),
+    "B012": Code("a declared reservation's kind is not one of its backend's, or a name twice",
+                 "gcp: specific or calendar; aws: capacity-reservation or capacity-block; "
+                 "azure: capacity-reservation-group"),
+    "B013": Code("a declared reservation's `ends` is not an ISO 8601 time",
+                 "write it like 2026-12-01T12:00:00Z"),
+    "O003": Code("a fleet wants more nodes than its declared reservation holds",
+                 "lower `nodes`, or declare the reservation you have"),
+    "O004": Code("a Capacity Block or calendar reservation ends within 7 days, or has ended",
+                 "plan for the end, or declare the block you have now"),
     "C016": Code("the pool no longer holds the block the lock records: networks and nodes "
                  "are replaced", "keep the old `cidr` in the backends file if not intended"),
 })

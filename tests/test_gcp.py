@@ -134,9 +134,13 @@ def test_public_ips_reservation_and_existing_networks(tmp_path: Path) -> None:
               "spot_policy: auto\nresources:\n  gpu: H200:8\ntags: {Team: LLM}\n")
     b = write(tmp_path, "b.yml", "backends:\n  - type: gcp\n    project_id: p1\n"
               "    public_ips: true\n    vpc_name: corp\n    roce_vpcs: [corp-roce]\n")
-    # A3 Ultra is sold as spot only in the catalog: a reservation cannot use it (C002).
+    # A3 Ultra is sold as spot only in the catalog: under a reservation the reservation is
+    # the offer, on-demand, at a price the catalog does not know (issue 28: dstack's order).
     compiled = compile_inputs(validate_paths([f, b]).inputs, load_catalog())
-    assert [d.code for d in compiled.diagnostics] == ["C002"]
+    assert [d.code for d in compiled.diagnostics if d.is_error] == []
+    [plan] = compiled.plans
+    assert (plan.instance_type, plan.spot, plan.price_known) == ("a3-ultragpu-8g", False, False)
+    assert plan.placement is None and plan.reservation == "my-res"
     # Same fleet on an on-demand type: reservation affinity, no placement policy.
     f = write(tmp_path, "f.yml", "type: fleet\nname: res\nnodes: 2\nplacement: cluster\n"
               "backends: [gcp]\nreservation: my-res\ninstance_types: [a2-ultragpu-8g]\n"

@@ -8,9 +8,11 @@ gateways (``plan_gateways``) and check who creates each DNS zone (``check_zone_o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
+from types import MappingProxyType
 
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
@@ -18,6 +20,8 @@ from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
+    BackendConfig,
+    FleetSpec,
     Inputs,
     Lock,
     ProfileSpec,
@@ -32,6 +36,7 @@ from gpufleet.offers import (
     Catalog,
     LockStatus,
     Selection,
+    check_reserved,
     gateway_status,
     load_catalog,
     pick_profile,
@@ -142,6 +147,7 @@ def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock
         selections.append(sel)
         fleet_locks[f.name] = st
         diags += more
+        diags += check_reserved(f, inputs.reservation(f.reservation))
         if locked and st.status != LOCKED:
             diags.append(stale_diagnostic("fleet", f.name, f.origin, st, lock))
         elif sel.error:
@@ -155,6 +161,21 @@ def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock
     return _Picked(tuple(selections), fleet_locks, gateway_locks, tuple(diags))
 
 
+def reserved_fleet(fleet: FleetSpec, inputs: Inputs, config: BackendConfig | None
+                   ) -> tuple[FleetSpec, BackendConfig | None]:
+    """A fleet on a declared reservation names what the cloud wants (the cr-... id on AWS);
+    a Capacity Block is bought with the capacity-block market type."""
+    res = inputs.reservation(fleet.reservation)
+    if res is None:
+        return fleet, config
+    fleet = dataclasses.replace(fleet, reservation=res.target)
+    if res.kind == "capacity-block" and config is not None:
+        blocks = (*(config.get("capacity_blocks") or ()), res.target)
+        config = dataclasses.replace(config, settings=MappingProxyType(
+            {**config.settings, "capacity_blocks": blocks}))
+    return fleet, config
+
+
 def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
                 blocks: Mapping[str, IPv4Network]) -> tuple[list[FleetPlan], list[Diagnostic]]:
     """Each fleet with an offer and an address block -> its backend's finished plan."""
@@ -165,11 +186,18 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
         impl = BACKENDS_BY_NAME.get(s.best.backend)
         if impl is None or s.fleet.name not in blocks:
             continue
-        planned = impl.plan(s.fleet, s.best, blocks[s.fleet.name],
-                            inputs.backend(s.best.backend), access_for(inputs, s.best.backend))
+        fleet, config = reserved_fleet(s.fleet, inputs, inputs.backend(s.best.backend))
+        planned = impl.plan(fleet, s.best, blocks[s.fleet.name], config,
+                            access_for(inputs, s.best.backend))
         diags += planned.diagnostics
         if planned.plan is not None:
-            plans.append(planned.plan)
+            res = inputs.reservation(s.fleet.reservation)
+            plans.append(planned.plan if res is None else dataclasses.replace(
+                planned.plan, reservation_declared=(
+                    f"{res.kind} {res.target}, {s.fleet.nodes.target} of {res.count} "
+                    f"{res.instance_type} in {res.zone}"
+                    + (f", ends {res.ends}" if res.ends else "")
+                    + (f", ${res.price:g}/h per node declared" if res.price else ""))))
     return plans, diags
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -201,10 +202,19 @@ class FleetPlan:
     rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
     options: FleetOptions | None = None
     access: AccessPlan | None = None
+    # The declared reservation the nodes consume ("capacity-block cr-0ab.., 4 instances in
+    # us-east-1a, ends ..."); None when the fleet names none or an undeclared one.
+    reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def price_known(self) -> bool:
+        """False for nodes on a reservation whose price the catalog does not know."""
+        return not math.isnan(self.price_per_hour)
 
     @property
     def total_per_hour(self) -> float:
-        return self.nodes * self.price_per_hour
+        """The nodes' cost per hour; 0 when the price is not known (the bill says so)."""
+        return self.nodes * self.price_per_hour if self.price_known else 0.0
 
     def network(self, role: str) -> NetworkPlan:
         return next(n for n in self.networks if n.role == role)
@@ -302,7 +312,7 @@ def plan_to_json(obj: Any) -> Any:
 # The component output that carries input_digest() into the stack's state.
 DIGEST_OUTPUT = "gpufleet_digest"
 # Plan fields that do not reach any resource: where the YAML lives, and what it costs.
-_NOT_BUILT = ("file", "price_per_hour")
+_NOT_BUILT = ("file", "price_per_hour", "reservation_declared")
 
 
 def input_digest(plan: FleetPlan | GatewayPlan) -> str:

@@ -2,6 +2,7 @@
 
 from gpufleet.input import stackconfig
 from gpufleet.input.checks import region_of_zone
+from gpufleet.input.checks.reservations import parse_time
 from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
@@ -18,6 +19,7 @@ from gpufleet.input.spec import (
     LockEntry,
     Origin,
     ProfileSpec,
+    ReservationSpec,
     ResourcesSpec,
     SshFleetSpec,
     access_for,
@@ -39,6 +41,7 @@ __all__ = [
     "LockEntry",
     "Origin",
     "ProfileSpec",
+    "ReservationSpec",
     "ResourcesSpec",
     "SshFleetSpec",
     "Validated",
@@ -46,6 +49,7 @@ __all__ = [
     "load_lock",
     "offer_place",
     "parse_json",
+    "parse_time",
     "read_bounded",
     "read_json_file",
     "region_of_zone",

@@ -24,6 +24,10 @@ _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a numbe
 _NAME_PATTERN = "^[a-z][a-z0-9-]{1,40}$"
 
 
+# Top-level keys of a backends file that holds gpufleet's settings only.
+SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations"})
+
+
 @dataclass(slots=True)
 class Checked:
     """A document with its kind, schema diagnostics and the key paths they cover."""
@@ -59,7 +63,7 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
         items = data.get("backends")
         if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
             return "backends", []
-        if {"fleets", "gateways", "access", "cost"} & set(data) and "backends" not in data:
+        if SETTINGS_KEYS & set(data) and "backends" not in data:
             return "backends", []  # gpufleet's settings only (`gateways: {gw: {dns_zone}}`)
         return None, [doc.at_key((), "L007", "missing `type`: cannot tell what this document is",
                                  hint="add `type: fleet` or `type: gateway`")]

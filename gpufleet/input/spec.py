@@ -239,6 +239,33 @@ class AccessSpec:
 NO_ACCESS = AccessSpec()
 
 
+RESERVATION_KINDS = {"gcp": ("specific", "calendar"),
+                     "aws": ("capacity-reservation", "capacity-block"),
+                     "azure": ("capacity-reservation-group",)}
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationSpec:
+    """Reserved capacity declared in the backends file (`reservations:`)."""
+
+    name: str
+    backend: str
+    zone: str
+    instance_type: str
+    count: int
+    kind: str
+    origin: Origin = field(compare=False)
+    id: str | None = None  # aws cr-..., azure group id; default the name
+    ends: str | None = None  # ISO 8601, Capacity Blocks and calendar reservations
+    price: float | None = None  # USD per node-hour paid
+    placement_group: str | None = None
+
+    @property
+    def target(self) -> str:
+        """What the instances name: the id where the cloud wants one, else the name."""
+        return self.id or self.name
+
+
 @dataclass(frozen=True, slots=True)
 class BackendConfig:
     """One backend entry of a gpufleet backends file (dstack server config fields + our own)."""
@@ -276,6 +303,12 @@ class Inputs:
     ssh_fleets: tuple[SshFleetSpec, ...] = ()
     access: AccessSpec = NO_ACCESS  # the backends file's top-level `access`
     warn_cost_per_month: float | None = None  # the backends file's `cost.warn_per_month`
+    reservations: tuple[ReservationSpec, ...] = ()
+
+    def reservation(self, name: str | None) -> ReservationSpec | None:
+        """The declared reservation a fleet's `reservation` names (by name or id)."""
+        return next((r for r in self.reservations if name in (r.name, r.id)), None) \
+            if name else None
 
     def backend(self, name: str) -> BackendConfig | None:
         for b in self.backends:
@@ -321,6 +354,7 @@ class LockEntry:
     # USD/h beside the instances when locked: (fixed, per node, price table); None in locks
     # written before overheads were recorded (`gpufleet lock` records them, moving nothing).
     overhead: tuple[float, float, str] | None = None
+    reservation: str | None = None  # what the nodes consume (the cr-... id on AWS)
 
     def short(self) -> str:
         price = "price unknown" if self.price is None else f"${self.price:.2f}"

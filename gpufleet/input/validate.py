@@ -19,6 +19,7 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
+from gpufleet.input.checks.reservations import check_reservations
 from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
@@ -30,6 +31,7 @@ from gpufleet.input.spec import (
     Lock,
     NameSettings,
     ProfileSpec,
+    ReservationSpec,
     SshFleetSpec,
 )
 
@@ -75,6 +77,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     access = NO_ACCESS
     names = NameSettings()
     warn_cost: float | None = None
+    reservations: list[ReservationSpec] = []
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     for doc in loaded.documents:
         c = check_schema(doc)
@@ -98,6 +101,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             access = top if top != NO_ACCESS else access
             names = NameSettings({**names.fleets, **by_name.fleets},
                                  {**names.gateways, **by_name.gateways})
+            rs, more_rs = check_reservations(c)
+            reservations.extend(rs)
+            more = [*more, *more_rs]
             cost = doc.data.get("cost") if isinstance(doc.data, dict) else None
             if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
                 warn_cost = float(cost["warn_per_month"])
@@ -112,7 +118,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     gateways = [with_gateway_settings(g, names) for g in gateways]
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets), access, warn_cost)
+                    tuple(ssh_fleets), access, warn_cost, tuple(reservations))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 

@@ -18,6 +18,7 @@ from gpufleet.offers.lock import (
     write_lock,
 )
 from gpufleet.offers.prices import Price, PriceTable, load_prices
+from gpufleet.offers.reserved import HORIZON, check_reserved
 from gpufleet.offers.select import (
     HOURS_PER_MONTH,
     Offer,
@@ -32,6 +33,7 @@ from gpufleet.offers.update import UpdateError, update_catalog
 
 __all__ = [
     "CHANGED",
+    "HORIZON",
     "HOURS_PER_MONTH",
     "LOCKED",
     "LOCK_MARKER",
@@ -47,6 +49,7 @@ __all__ = [
     "UnknownProfile",
     "UpdateError",
     "catalog_label",
+    "check_reserved",
     "describe_resources",
     "entry_from_offer",
     "gateway_entry",

@@ -223,6 +223,8 @@ def _entry_data(e: LockEntry) -> dict[str, Any]:
         "catalog": e.catalog}
     if e.cidr:
         data["cidr"] = e.cidr
+    if e.reservation:
+        data["reservation"] = e.reservation
     if e.overhead is not None:
         fixed, per_node, prices = e.overhead
         data["overhead"] = {"fixed": round(fixed, 6), "per_node": round(per_node, 6),

@@ -20,6 +20,7 @@ from gpufleet.input import (
     FleetSpec,
     Inputs,
     ProfileSpec,
+    ReservationSpec,
     ResourcesSpec,
     region_of_zone,
 )
@@ -49,14 +50,24 @@ class Offer:
     rdma: str = "none"
     rdma_interfaces: int = 0
     nics: int = 1
+    # Offered through the fleet's reservation only: the catalog sells this type here as spot
+    # alone (A4, A3 Ultra), so the price is the reservation's (NaN: not declared).
+    reserved: bool = False
 
     @property
     def location(self) -> str:
         return self.zone or self.region
 
+    @property
+    def price_known(self) -> bool:
+        return not math.isnan(self.price)
+
+    def price_text(self) -> str:
+        return f"${self.price:.2f}" if self.price_known else "reserved, price not declared"
+
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.price, self.backend, self.region, self.zone or "", self.instance_type,
-                self.spot)
+        return (self.price if self.price_known else math.inf, self.backend, self.region,
+                self.zone or "", self.instance_type, self.spot)
 
     def resources_text(self) -> str:
         text = f"{self.vcpus}xCPU, {self.memory_gib:g}GB"
@@ -67,7 +78,7 @@ class Offer:
 
     def short(self) -> str:
         return (f"{self.backend} {self.location} {self.instance_type} "
-                f"{'spot' if self.spot else 'on-demand'} ${self.price:.2f}")
+                f"{'spot' if self.spot else 'on-demand'} {self.price_text()}")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -222,7 +233,8 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
 
 
 def stages(fleet: FleetSpec, backends: Sequence[str],
-           allowed_regions: dict[str, set[str] | None]) -> list[Stage]:
+           allowed_regions: dict[str, set[str] | None],
+           declared: Stage | None = None) -> list[Stage]:
     """(yaml key, phrase for 'but none ...', filter) in dstack's order."""
     on = (f"is on backends {', '.join(backends)}" if backends else
           "is on a backend: `backends: []` lists none, so dstack finds no offer either")
@@ -246,7 +258,11 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
                     f"{', '.join(fleet.instance_types)}",
                     lambda os: [o for o in os if o.instance_type.lower() in types]))
     policy = fleet.spot_policy or "on-demand"
-    if policy != "auto":
+    if fleet.reservation is not None and policy == "auto":
+        # dstack drops spot offers under a reservation: the reservation is on-demand capacity
+        out.append(("spot_policy", "is on-demand (a reservation is consumed on-demand)",
+                    lambda os: [o for o in os if not o.spot]))
+    elif policy != "auto":
         want_spot = policy == "spot"
         out.append(("spot_policy", f"is {policy} (spot_policy: {policy})",
                     lambda os: [o for o in os if o.spot == want_spot]))
@@ -258,6 +274,8 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
         able = ", ".join(backends_with(Feature.RESERVATIONS))
         out.append(("reservation", f"is on a backend with reservations ({able})",
                     lambda os: [o for o in os if supports(o.backend, Feature.RESERVATIONS)]))
+    if declared is not None:
+        out.append(declared)
     if fleet.is_cluster:
         out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
                     lambda os: [o for o in os
@@ -282,12 +300,18 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
 
     side = _gpu_side(q)
     candidates = [offer for item, offer in _items(catalog, False, side) if matches(item, q)]
+    if fleet.reservation is not None and (fleet.spot_policy or "on-demand") != "spot":
+        candidates += reserved_offers(candidates)
     what = describe_resources(fleet.resources)
     pname = profile.name if profile else None
     backends = effective_backends(fleet, inputs)
     allowed = {b.type: (_lower(b.regions) if b.regions is not None else None)
                for b in inputs.backends}
-    steps = stages(fleet, backends, allowed)
+    declared = inputs.reservation(fleet.reservation)
+    steps = stages(fleet, backends, allowed, None if declared is None else (
+        "reservation", f"is {declared.instance_type} in {declared.zone} (reservation "
+        f"{declared.name}, declared at {declared.origin.file}:{declared.origin.line})",
+        in_reservation(declared)))
     unpriced = [offer for item, offer in _items(catalog, True, side) if matches(item, q)]
     for key, _, run in steps:
         if key in ("backends", "regions", "instance_types", "availability_zones"):
@@ -314,6 +338,41 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
             return Selection(fleet, (), fleet.origin.at(key, "O001", msg, hint), pname, extra)
         candidates = survivors
     return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
+
+
+def in_reservation(res: ReservationSpec) -> Callable[[list[Offer]], list[Offer]]:
+    """The offers a declared reservation can hold: its backend and type in its zone (AWS rows
+    are per region: the zone is pinned), on-demand, at its declared price when it has one."""
+    def run(offers: list[Offer]) -> list[Offer]:
+        out = []
+        for o in offers:
+            if o.backend != res.backend or o.spot \
+                    or o.instance_type.lower() != res.instance_type.lower():
+                continue
+            if o.zone is not None and o.zone.lower() != res.zone.lower():
+                continue
+            if o.zone is None and o.backend == "aws" and \
+                    (region_of_zone(res.zone) or "").lower() != o.region.lower():
+                continue
+            price = res.price if res.price is not None else o.price
+            out.append(dataclasses.replace(o, zone=res.zone if o.backend != "azure" else None,
+                                           price=price))
+        return out
+    return run
+
+
+def reserved_offers(candidates: Sequence[Offer]) -> list[Offer]:
+    """Under a reservation, the types the catalog sells only as spot in a place (A4, A3
+    Ultra) are offered on-demand through the reservation, at a price the catalog does not
+    know (NaN) - never $0."""
+    on_demand = {(o.backend, o.location, o.instance_type) for o in candidates if not o.spot}
+    out: dict[tuple[str, str, str], Offer] = {}
+    for o in candidates:
+        key = (o.backend, o.location, o.instance_type)
+        if o.spot and key not in on_demand and supports(o.backend, Feature.RESERVATIONS):
+            out.setdefault(key, dataclasses.replace(o, spot=False, price=math.nan,
+                                                    reserved=True))
+    return list(out.values())
 
 
 def _hint(key: str, spot_policy: str | None = None) -> str:

@@ -137,7 +137,10 @@ class _Biller:
 def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
     b = _Biller(prices, catalog)
     spot = "spot" if f.spot else "on-demand"
-    if f.nodes:
+    if f.nodes and not f.price_known:
+        b.add("nodes", "instance", f"{f.nodes} x {f.instance_type} (reservation "
+              f"{f.reservation})", f.nodes, None, "reserved, price not declared")
+    elif f.nodes:
         b.items.append(Item("nodes", "instance", f"{f.nodes} x {f.instance_type} ({spot})",
                             f.nodes, f.nodes * f.price_per_hour, "the fleet's offer"))
     b.disk("storage", f.backend, f.disk_type, f.disk_gib, f.nodes, "node boot disk")

@@ -111,6 +111,7 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
     recorded: list[str] = []
     consumed: set[tuple[str, str]] = set()
     nodes = {p.name: p.nodes for p in compiled.plans}
+    plans = {p.name: p for p in compiled.plans}
     for sel in compiled.selections:
         name = sel.fleet.name
         st = compiled.fleet_locks[name]
@@ -124,6 +125,9 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
             continue
         assert sel.best is not None  # compile errors stop `lock` before this
         entry = entry_from_offer(name, st.digest, sel.best, catalog, block)
+        planned = plans.get(name)
+        if planned is not None and planned.reservation:
+            entry = dataclasses.replace(entry, reservation=planned.reservation)
         fleets[name] = entry
         if st.previous is not None and entry == dataclasses.replace(st.previous, name=name):
             continue  # upgraded to exactly what it had: nothing to report

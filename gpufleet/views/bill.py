@@ -24,7 +24,8 @@ def parts_text(b: Bill) -> str:
 def cost_line(b: Bill) -> str:
     text = f"{money(b.total)}/h, {money(b.total * HOURS_PER_MONTH)}/month"
     parts = parts_text(b)
-    return text + (f" ({parts})" if parts else "")
+    text += f" ({parts})" if parts else ""
+    return text + (f"; NOT PRICED: {'; '.join(b.unpriced)}" if b.unpriced else "")
 
 
 def _label(b: Bill) -> str:

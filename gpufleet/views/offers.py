@@ -41,7 +41,8 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
             out.append("  no offers (see the error below)")
             continue
         rows = [[str(i), o.backend, o.region, o.zone or "-", o.instance_type, o.resources_text(),
-                 "yes" if o.spot else "no", f"${o.price:,.4f}"]
+                 "yes" if o.spot else "no",
+                 f"${o.price:,.4f}" if o.price_known else "reserved: not declared"]
                 for i, o in enumerate(sel.offers[:limit], 1)]
         out += ["  " + ln for ln in table(
             ["#", "BACKEND", "REGION", "ZONE", "INSTANCE", "RESOURCES", "SPOT", "PRICE"], rows,
@@ -50,9 +51,13 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
             out.append(f"  ... {len(sel.offers) - limit} more offer(s) (use --max)")
         best = sel.offers[0]
         n, hourly = _nodes_total(sel, best)
-        out.append(f"  total at target: {n} node(s) x ${best.price:,.4f} = ${hourly:,.2f}/h, "
-                   f"${hourly * HOURS_PER_MONTH:,.0f}/month")
-        if f.nodes.max is not None and f.nodes.max != n:
+        if not best.price_known:
+            out.append(f"  total at target: {n} node(s) through reservation "
+                       f"{f.reservation}: the price you pay for it is not declared")
+        else:
+            out.append(f"  total at target: {n} node(s) x ${best.price:,.4f} = "
+                       f"${hourly:,.2f}/h, ${hourly * HOURS_PER_MONTH:,.0f}/month")
+        if f.nodes.max is not None and f.nodes.max != n and best.price_known:
             top = f.nodes.max * best.price
             out.append(f"  at max {f.nodes.max} node(s): ${top:,.2f}/h, "
                        f"${top * HOURS_PER_MONTH:,.0f}/month")
@@ -62,7 +67,8 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
 def selection_json(sel: Selection, limit: int) -> dict[str, Any]:
     f = sel.fleet
     best = sel.best
-    hourly = _nodes_total(sel, best)[1] if best else 0.0
+    hourly = _nodes_total(sel, best)[1] if best and best.price_known else 0.0
+    known = best is not None and best.price_known
     return {
         "fleet": f.name, "file": f.origin.file, "profile": sel.profile,
         "resources": describe_resources(f.resources),
@@ -70,8 +76,8 @@ def selection_json(sel: Selection, limit: int) -> dict[str, Any]:
         "offers": [o.to_json() for o in sel.offers[:limit]],
         "offer_count": len(sel.offers),
         "unpriced": [o.to_json() for o in sel.unpriced],
-        "total_per_hour": round(hourly, 4) if best else None,
-        "total_per_month": round(hourly * HOURS_PER_MONTH, 2) if best else None,
+        "total_per_hour": round(hourly, 4) if known else None,
+        "total_per_month": round(hourly * HOURS_PER_MONTH, 2) if known else None,
         "error": to_record(sel.error) if sel.error else None,
     }
 

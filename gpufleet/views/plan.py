@@ -30,7 +30,9 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
         "name": f.name, "file": f.file, "backend": f.backend, "region": f.region,
         "zone": f.zone, "instance_type": f.instance_type, "gpu": f.gpu, "nodes": f.nodes,
         "nodes_min": f.nodes_min, "nodes_max": f.nodes_max, "spot": f.spot,
-        "price_per_hour": f.price_per_hour, "total_per_hour": round(f.total_per_hour, 4),
+        "price_per_hour": f.price_per_hour if f.price_known else None,
+        "reservation": f.reservation, "reservation_declared": f.reservation_declared,
+        "total_per_hour": round(f.total_per_hour, 4),
         "total_per_month": round(f.total_per_hour * HOURS_PER_MONTH, 2), "rdma": f.rdma,
         "rdma_interfaces": f.rdma_interfaces, "nics_per_node": len(f.nics),
         "nic_types": dict(sorted(nic_types.items())),
@@ -242,6 +244,20 @@ def access_text(f: FleetPlan) -> str | None:
     return f"{way}; user {a.user}, {key}"
 
 
+def reservation_text(f: FleetPlan) -> str:
+    """What the nodes of a fleet with `reservation` are built to consume."""
+    market = getattr(f.options, "market", None)
+    how = {"gcp": "SPECIFIC reservation affinity, STANDARD provisioning; no placement policy "
+                  "of gpufleet's (the reservation's placement holds)",
+           "aws": "the Capacity Block (market type capacity-block)" if market ==
+                  "capacity-block" else "a Capacity Reservation targeted by the launch "
+                                        "template"}.get(f.backend, "")
+    price = "" if f.price_known else "; the price paid for it is not declared"
+    what = f"declared: {f.reservation_declared}" if f.reservation_declared else \
+        "not declared in the backends file: zone and type are the offer's"
+    return f"{f.reservation} ({how}){price}; {what}"
+
+
 def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None = None
                  ) -> list[str]:
     s = fleet_summary(f)
@@ -254,7 +270,9 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
     lines = [
         f"fleet {f.name} ({f.file})",
         f"  offer:    {f.backend} {where}  {f.instance_type}  {f.gpu}  "
-        f"{'spot' if f.spot else 'on-demand'}  ${f.price_per_hour:,.4f}/h per node",
+        f"{'spot' if f.spot else 'on-demand'}  " + (f"${f.price_per_hour:,.4f}/h per node"
+                                                   if f.price_known else
+                                                   "reserved, price not declared"),
         f"  nodes:    {nodes}   cost: " + (cost_line(bill) if bill is not None else
                                             f"{_money(f.total_per_hour)}/h, "
                                             f"{_money(f.total_per_hour * HOURS_PER_MONTH)}"
@@ -274,6 +292,8 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
         lines.append(f"  access:   {access}")
     if f.placement:
         lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")
+    if f.reservation:
+        lines.append(f"  reservation: {reservation_text(f)}")
     for n in f.networks:
         bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
                 f"profile {n.profile}" if n.profile else "",

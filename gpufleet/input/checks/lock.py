@@ -36,7 +36,8 @@ def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
                 bool(raw["spot"]), _float(raw.get("price")), str(raw.get("catalog", "")),
                 int(raw.get("cpus", 0)), float(raw.get("memory_gib", 0)), gpu.get("name"),
                 int(gpu.get("count", 0)), _float(gpu.get("memory_gib")), _cidr(ctx, base, raw),
-                Origin(c.doc.file, line, col, c.doc.index), _overhead(raw))
+                Origin(c.doc.file, line, col, c.doc.index), _overhead(raw),
+                raw.get("reservation"))
     return Lock(parts["fleets"], parts["gateways"], c.doc.file), ctx.diags
 
 
