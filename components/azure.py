@@ -102,8 +102,9 @@ def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulum
                 nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
                 storage_profile: compute.StorageProfileArgsDict,
                 public_ip_id: pulumi.Input[str] | None, accelerated: bool,
-                priority: Priority) -> network.NetworkInterface:
-    """One VM with its own NIC (and a public IP when given)."""
+                priority: Priority, reservation: str | None = None) -> network.NetworkInterface:
+    """One VM with its own NIC (and a public IP when given), in a capacity reservation
+    group when ``reservation`` (its resource id) is given."""
     child = pulumi.ResourceOptions(parent=owner)
     ip_config: network.NetworkInterfaceIPConfigurationArgsDict = {
         "name": "ipconfig", "primary": True, "private_ip_allocation_method": "Dynamic",
@@ -119,7 +120,9 @@ def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulum
         os_profile=os_profile(plan, name), storage_profile=storage_profile,
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
         priority=priority.get("priority"), eviction_policy=priority.get("eviction_policy"),
-        billing_profile=priority.get("billing_profile"), tags=dict(plan.labels), opts=child)
+        billing_profile=priority.get("billing_profile"),
+        capacity_reservation={"capacity_reservation_group": {"id": reservation}}
+        if reservation else None, tags=dict(plan.labels), opts=child)
     return nic
 
 
@@ -315,6 +318,9 @@ class Fleet(pulumi.ComponentResource):
         if "billing_profile" in priority:
             profile["billing_profile"] = priority["billing_profile"]
         profile["priority"] = priority["priority"]
+        if plan.reservation:  # a capacity reservation group declared in the backends file
+            profile["capacity_reservation"] = {
+                "capacity_reservation_group": {"id": plan.reservation}}
         return compute.VirtualMachineScaleSet(
             plan.placement.name, resource_group_name=self.rg, location=plan.region,
             sku={"name": plan.instance_type, "tier": "Standard", "capacity": plan.nodes},
@@ -338,7 +344,7 @@ class Fleet(pulumi.ComponentResource):
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
                            options_of(plan, AzureOptions).accelerated_networking,
-                           self._priority(plan))
+                           self._priority(plan), plan.reservation)
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

@@ -156,7 +156,8 @@ AZURE = BackendTraits(
                      Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
                      Feature.GATEWAY_LOAD_BALANCER},
     MappingProxyType({
-        Feature.RESERVATIONS: "dstack's azure backend takes no reservation",
+        Feature.RESERVATIONS: "dstack's azure backend takes no reservation; gpufleet joins "
+                              "a capacity reservation group declared in the backends file",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
         Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
         Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",

@@ -205,8 +205,8 @@ def _error(catalog: Catalog, body: str) -> tuple[str, str | None, int]:
     ("resources: {gpu: H100:8}\nreservation: r1\n---\nbackends:\n  - type: azure\n"
      "    subscription_id: s",
      "no offer for fleet 'fl': 1 offer(s) match H100:8 but none is on a backend with "
-     "reservations (aws, gcp) (cheapest: azure eastus Standard_ND96isr_H100_v5 on-demand "
-     "$98.32)", 5),
+     "reservations (aws, gcp, or one declared in the backends file) (cheapest: azure eastus "
+     "Standard_ND96isr_H100_v5 on-demand $98.32)", 5),
     ("resources: {gpu: H100:8}\ninstance_types: [p5e.48xlarge]",
      "no offer for fleet 'fl': 6 offer(s) match H100:8 but none is one of instance_types "
      "p5e.48xlarge (cheapest: aws us-east-1 p5.48xlarge on-demand $55.04)", 5),

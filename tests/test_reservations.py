@@ -153,3 +153,39 @@ def test_the_lock_price_of_a_reserved_offer_is_null_never_zero(tmp_path: Path) -
     assert "$nan" not in r.stdout and "reserved, price not declared" in r.stdout
     assert not math.isnan(float(r.stdout.split("total: ")[1].split("$")[1].split("/h")[0]
                                 .replace(",", "")))
+
+
+AZURE = ("backends:\n  - type: azure\n    subscription_id: 00000000-0000-0000-0000-000000000000\n"
+         "    tenant_id: 00000000-0000-0000-0000-000000000000\n    regions: [eastus]\n"
+         f"    ssh_cidrs: [203.0.113.0/24]\naccess:\n  ssh_public_key: {TEST_KEY}\n")
+GROUP = ("/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/"
+         "capacityReservationGroups/nd-group")
+ND = ("type: fleet\nname: nd-res\nnodes: 2\nplacement: cluster\nreservation: nd-group\n"
+      "resources:\n  gpu: H100:8\nbackends: [azure]\n")
+
+
+def test_an_azure_fleet_joins_a_declared_capacity_reservation_group(tmp_path: Path) -> None:
+    declared = AZURE + ("reservations:\n  - name: nd-group\n    backend: azure\n"
+                        "    zone: eastus\n    instance_type: Standard_ND96isr_H100_v5\n"
+                        f"    count: 2\n    kind: capacity-reservation-group\n    id: {GROUP}\n")
+    report = plan_files([write(tmp_path, "f.yml", ND), write(tmp_path, "b.yml", declared)])
+    [plan] = report.fleets
+    assert (plan.instance_type, plan.region, plan.reservation) == (
+        "Standard_ND96isr_H100_v5", "eastus", GROUP)
+    [vmss] = by_type(report, "azure-native:compute:VirtualMachineScaleSet")
+    assert vmss["inputs"]["virtualMachineProfile"]["capacityReservation"] == {
+        "capacityReservationGroup": {"id": GROUP}}
+    assert "capacity reservation group the VMs or scale set join" in render_plan_text(report)
+    # the bastion joins no group
+    bastion = named(report, "nd-res-bastion", "azure-native:compute:VirtualMachine")
+    assert "capacityReservation" not in bastion["inputs"]
+    # undeclared, dstack's azure backend takes no reservation: F011 (gpufleet's own rule)
+    diags = validate_paths([write(tmp_path, "f.yml", ND), write(tmp_path, "b.yml",
+                                                                AZURE)]).diagnostics
+    assert [d.code for d in diags if d.is_error] == ["F011"]
+    # a group in another region offers nothing
+    other = declared.replace("zone: eastus", "zone: westus3")
+    inputs = validate_paths([write(tmp_path, "f.yml", ND),
+                             write(tmp_path, "b.yml", other)]).inputs
+    sel = select(inputs.fleets[0], load_catalog(), inputs)
+    assert sel.error is not None and "in westus3 (reservation nd-group" in sel.error.message

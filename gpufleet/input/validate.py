@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
@@ -79,12 +79,13 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     warn_cost: float | None = None
     reservations: list[ReservationSpec] = []
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
+    azure_groups = _azure_reservations(loaded.documents)
     for doc in loaded.documents:
         c = check_schema(doc)
         kinds.setdefault(doc.file, []).append((doc, c.kind))
         diags.extend(c.diagnostics)
         if c.kind == "fleet":
-            spec, more = check_fleet(c)
+            spec, more = check_fleet(c, azure_groups)
             if isinstance(spec, SshFleetSpec):
                 ssh_fleets.append(spec)
             elif spec is not None:
@@ -120,6 +121,20 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
                     tuple(ssh_fleets), access, warn_cost, tuple(reservations))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
+
+
+def _azure_reservations(documents: Sequence[Document]) -> frozenset[str]:
+    """The names and ids of the capacity reservation groups the backends files declare: the
+    fleet checks need them before the backends file's turn comes."""
+    out: set[str] = set()
+    for doc in documents:
+        data = doc.data
+        if not isinstance(data, dict) or not isinstance(data.get("reservations"), list):
+            continue
+        for r in data["reservations"]:
+            if isinstance(r, dict) and r.get("backend") == "azure":
+                out.update(str(r[k]) for k in ("name", "id") if r.get(k))
+    return frozenset(out)
 
 
 DSTACK_KINDS = ("fleet", "gateway")

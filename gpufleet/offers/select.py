@@ -234,7 +234,8 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
 
 def stages(fleet: FleetSpec, backends: Sequence[str],
            allowed_regions: dict[str, set[str] | None],
-           declared: Stage | None = None) -> list[Stage]:
+           declared: Stage | None = None, declared_backend: str | None = None
+           ) -> list[Stage]:
     """(yaml key, phrase for 'but none ...', filter) in dstack's order."""
     on = (f"is on backends {', '.join(backends)}" if backends else
           "is on a backend: `backends: []` lists none, so dstack finds no offer either")
@@ -272,8 +273,10 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
                     lambda os: [o for o in os if o.price <= cap]))
     if fleet.reservation is not None:
         able = ", ".join(backends_with(Feature.RESERVATIONS))
-        out.append(("reservation", f"is on a backend with reservations ({able})",
-                    lambda os: [o for o in os if supports(o.backend, Feature.RESERVATIONS)]))
+        out.append(("reservation", f"is on a backend with reservations ({able}, or one "
+                    "declared in the backends file)",
+                    lambda os: [o for o in os if supports(o.backend, Feature.RESERVATIONS)
+                                or o.backend == declared_backend]))
     if declared is not None:
         out.append(declared)
     if fleet.is_cluster:
@@ -311,7 +314,7 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
     steps = stages(fleet, backends, allowed, None if declared is None else (
         "reservation", f"is {declared.instance_type} in {declared.zone} (reservation "
         f"{declared.name}, declared at {declared.origin.file}:{declared.origin.line})",
-        in_reservation(declared)))
+        in_reservation(declared)), None if declared is None else declared.backend)
     unpriced = [offer for item, offer in _items(catalog, True, side) if matches(item, q)]
     for key, _, run in steps:
         if key in ("backends", "regions", "instance_types", "availability_zones"):
@@ -354,6 +357,8 @@ def in_reservation(res: ReservationSpec) -> Callable[[list[Offer]], list[Offer]]
             if o.zone is None and o.backend == "aws" and \
                     (region_of_zone(res.zone) or "").lower() != o.region.lower():
                 continue
+            if o.backend == "azure" and o.region.lower() != res.zone.lower():
+                continue  # an Azure capacity reservation group's `zone` is its region
             price = res.price if res.price is not None else o.price
             out.append(dataclasses.replace(o, zone=res.zone if o.backend != "azure" else None,
                                            price=price))

@@ -251,7 +251,9 @@ def reservation_text(f: FleetPlan) -> str:
                   "of gpufleet's (the reservation's placement holds)",
            "aws": "the Capacity Block (market type capacity-block)" if market ==
                   "capacity-block" else "a Capacity Reservation targeted by the launch "
-                                        "template"}.get(f.backend, "")
+                                        "template",
+           "azure": "the capacity reservation group the VMs or scale set join"
+           }.get(f.backend, "")
     price = "" if f.price_known else "; the price paid for it is not declared"
     what = f"declared: {f.reservation_declared}" if f.reservation_declared else \
         "not declared in the backends file: zone and type are the offer's"

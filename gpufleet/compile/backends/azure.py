@@ -73,7 +73,9 @@ class AzureBackend:
             placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
                                     PlacementOptions(single_placement_group=True))
             if scale_set else None,
-            reservation=None, labels=merged_tags(fleet, config),
+            # a capacity reservation group's id, declared in the backends file (F011 refuses
+            # an undeclared one: dstack's azure backend takes none)
+            reservation=fleet.reservation, labels=merged_tags(fleet, config),
             options=AzureOptions(
                 resource_group=cfg.get("resource_group"), tenant_id=cfg.get("tenant_id"),
                 ssh_public_key=way_in.public_key, admin_user=way_in.user,

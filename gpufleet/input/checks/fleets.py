@@ -34,7 +34,10 @@ BACKEND_ONLY_KEYS = ("reservation", "resources", "backends", "regions", "availab
                      "tags", "backend_options")
 
 
-def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagnostic]]:
+def check_fleet(c: Checked, azure_reservations: frozenset[str] = frozenset()
+                ) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagnostic]]:
+    """``azure_reservations``: the capacity reservation groups the backends files declare
+    (names and ids); a fleet on azure alone may name one of those."""
     ctx = Ctx(c)
     d = ctx.data()
     if "ssh_config" in d:
@@ -60,7 +63,7 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
     retry = ctx.parse("retry", parse_retry, "F005")
     idle = ctx.parse("idle_duration", parse_idle_duration, "F003")
     tags = tags_of(ctx, (), d)
-    _fleet_rules(ctx)
+    _fleet_rules(ctx, azure_reservations)
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
     spec = FleetSpec(
@@ -75,7 +78,7 @@ def check_fleet(c: Checked) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagn
     return spec, ctx.diags
 
 
-def _fleet_rules(ctx: Ctx) -> None:
+def _fleet_rules(ctx: Ctx, azure_reservations: frozenset[str] = frozenset()) -> None:
     d = ctx.data()
     backends = d.get("backends") if ctx.has("backends") else None
     if ctx.has("regions") and backends:
@@ -85,7 +88,8 @@ def _fleet_rules(ctx: Ctx) -> None:
                                  for t in known):
                 check_region(ctx, ("regions", i), known[0].name, str(region), "F018")
     if ctx.has("reservation") and backends is not None and not any(
-            supports(b, Feature.RESERVATIONS) for b in backends):
+            supports(b, Feature.RESERVATIONS) for b in backends) and not (
+            "azure" in backends and str(d["reservation"]) in azure_reservations):
         able = backends_with(Feature.RESERVATIONS)
         ctx.error(("reservation",), "`reservation` needs a backend with reservation support "
                   f"({', '.join(able)}), but backends are {', '.join(backends)}", "F011",
