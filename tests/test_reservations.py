@@ -189,3 +189,20 @@ def test_an_azure_fleet_joins_a_declared_capacity_reservation_group(tmp_path: Pa
                              write(tmp_path, "b.yml", other)]).inputs
     sel = select(inputs.fleets[0], load_catalog(), inputs)
     assert sel.error is not None and "in westus3 (reservation nd-group" in sel.error.message
+
+
+def test_the_json_plan_of_an_undeclared_price_is_strict_json(tmp_path: Path) -> None:
+    import json
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    files = [write(tmp_path, "a4.yml", A4), write(tmp_path, "b.yml", GCP)]
+    for command in (["plan", "--format", "json"], ["offers", "--format", "json"]):
+        r = CliRunner().invoke(cli, [*command, *files])
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.stdout, parse_constant=refuse)
+    plan = json.loads(CliRunner().invoke(cli, ["plan", "--format", "json", *files]).stdout)
+    assert plan["fleets"][0]["price_per_hour"] is None
+    assert plan["plans"][0]["price_per_hour"] is None
+    assert data["fleets"][0]["offers"][0]["price"] is None

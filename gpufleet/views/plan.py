@@ -8,6 +8,7 @@ the offline lookups it made.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -212,7 +213,18 @@ def render_plan_json(report: PlanReport) -> str:
                         "after_per_hour": round(f.after, 4)} for f in report.costs.fleets]},
         "exports": dict(report.exports),
     }
-    return json.dumps(data, indent=2, sort_keys=False)
+    return json.dumps(finite(data), indent=2, sort_keys=False, allow_nan=False)
+
+
+def finite(obj: Any) -> Any:
+    """JSON has no NaN: an unknown number (a reserved node's undeclared price) is null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def _money(v: float) -> str:

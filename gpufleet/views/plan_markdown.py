@@ -104,8 +104,8 @@ def render_plan_markdown(report: PlanReport, expand: bool = False) -> str:
         lines += ["**New offers** (not taken from the lock; `gpufleet lock` records them):", ""]
         lines += [f"- `{n}`: {lock_text(st, planned.get(n))}" for n, st in moved]
         lines.append("")
-    lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | $/h | "
-              "$/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
+    lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | nodes $/h | "
+              "nodes $/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
     for f in report.fleets:
         st = report.fleet_locks.get(f.name)
         offer = "-" if st is None or st.status == "unlocked" else (
