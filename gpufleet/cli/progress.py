@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.offers import HOURS_PER_MONTH
 
 INTERVAL = 0.1  # seconds between redraws
 
@@ -59,6 +58,8 @@ def progress_line(stream: TextIO | None = None) -> Iterator[Callable[[str], None
 def cost_warning(report: Any, inputs: Any, paths: Sequence[str],
                  threshold: float | None) -> list[Diagnostic]:
     """C018 when the plan's whole bill goes over ``threshold`` USD per month."""
+    from gpufleet.offers import HOURS_PER_MONTH  # not at import: `validate` starts fast
+
     if threshold is None:
         return []
     month = report.per_hour * HOURS_PER_MONTH
