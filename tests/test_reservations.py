@@ -119,6 +119,16 @@ def test_a_capacity_block_is_bought_as_one_and_checked(tmp_path: Path) -> None:
     over = check_reserved(inputs.fleets[0], res, datetime(2026, 12, 1, tzinfo=UTC))
     assert "ended at" in over[0].message
     assert check_reserved(inputs.fleets[0], res, datetime(2026, 11, 1, tzinfo=UTC)) == []
+    # a Capacity Block has its own cluster placement group: the nodes join it by name
+    assert [p["inputs"]["strategy"] for p in by_type(
+        report, "aws:ec2/placementGroup:PlacementGroup")] == ["cluster"]
+    grouped = plan_files([f, write(tmp_path, "b.yml", backends
+                                   + "    placement_group: block-pg-1\n")])
+    assert by_type(grouped, "aws:ec2/placementGroup:PlacementGroup") == []
+    [lt] = by_type(grouped, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert lt["inputs"]["placement"]["groupName"] == "block-pg-1"
+    assert "placement: cluster (block-pg-1, the Capacity Block's own group)" in \
+        render_plan_text(grouped)
     # the lock records what the nodes consume
     r = CliRunner().invoke(cli, ["lock", f, b, "--lock", str(tmp_path / "gpufleet.lock")])
     assert r.exit_code == 0, r.output

@@ -34,11 +34,13 @@ class Fleet(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         net_plan = plan.networks[0]
         self.network = Network(net_plan, plan, child)
-        placement = None
-        if plan.placement is not None:
+        placement: pulumi.Input[str] | None = None
+        if plan.placement is not None and plan.placement.existing:
+            placement = plan.placement.existing  # a Capacity Block's own group
+        elif plan.placement is not None:
             placement = aws.ec2.PlacementGroup(plan.placement.name, strategy="cluster",
                                                tags=tags(plan, plan.placement.name),
-                                               opts=child)
+                                               opts=child).name
         options = options_of(plan, AwsOptions)
         ami = aws.ec2.get_ami_output(
             most_recent=True, owners=[options.ami_owner],
@@ -130,7 +132,7 @@ class Fleet(pulumi.ComponentResource):
         return eip.public_ip
 
     def _template(self, plan: FleetPlan, ami: pulumi.Output[str],
-                  placement: aws.ec2.PlacementGroup | None,
+                  placement: pulumi.Input[str] | None,
                   child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
         sg = self.network.sg.id
         nics = [aws.ec2.LaunchTemplateNetworkInterfaceArgs(
@@ -174,7 +176,7 @@ class Fleet(pulumi.ComponentResource):
             instance_market_options=market_options,
             capacity_reservation_specification=reservation,
             placement=aws.ec2.LaunchTemplatePlacementArgs(
-                group_name=placement.name if placement is not None else None,
+                group_name=placement,
                 availability_zone=self.network.zone),
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
                 name=profile_name) if profile_name is not None else None,

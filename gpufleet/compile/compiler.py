@@ -171,8 +171,11 @@ def reserved_fleet(fleet: FleetSpec, inputs: Inputs, config: BackendConfig | Non
     fleet = dataclasses.replace(fleet, reservation=res.target)
     if res.kind == "capacity-block" and config is not None:
         blocks = (*(config.get("capacity_blocks") or ()), res.target)
+        groups = {**(config.get("capacity_block_groups") or {})}
+        if res.placement_group:
+            groups[res.target] = res.placement_group
         config = dataclasses.replace(config, settings=MappingProxyType(
-            {**config.settings, "capacity_blocks": blocks}))
+            {**config.settings, "capacity_blocks": blocks, "capacity_block_groups": groups}))
     return fleet, config
 
 

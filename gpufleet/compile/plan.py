@@ -103,6 +103,9 @@ class PlacementPlan:
     name: str
     kind: str  # "COLLOCATED" (gcp), "cluster" (aws), "scale-set" (azure)
     options: PlacementOptions = PlacementOptions()
+    # aws: the cluster placement group a declared Capacity Block sits in, joined by name
+    # instead of creating one of our own
+    existing: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,7 +305,9 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
     if access:
         lines.append(f"  access:   {access}")
     if f.placement:
-        lines.append(f"  placement: {f.placement.kind} ({f.placement.name})")
+        lines.append(f"  placement: {f.placement.kind} (" + (
+            f"{f.placement.existing}, the Capacity Block's own group)"
+            if f.placement.existing else f"{f.placement.name})"))
     if f.reservation:
         lines.append(f"  reservation: {reservation_text(f)}")
     for n in f.networks:

@@ -120,7 +120,9 @@ class AwsBackend:
             zone=offer.zone, networks=(network,),
             nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
-            placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster")
+            placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster",
+                                    existing=(cfg.get("capacity_block_groups") or {}).get(
+                                        reservation))
             if fleet.is_cluster else None,
             reservation=reservation, labels=tags,
             options=AwsOptions(
