@@ -115,7 +115,7 @@ def load_bundled() -> Catalog | None:
     """The bundled catalog, or None when it cannot be read: the small types gpufleet runs
     (bastions, gateway VMs) are priced from it when the catalog in use lacks them."""
     try:
-        return _load_dir(str(bundled_dir()), "bundled")
+        return _load_path(bundled_dir(), "bundled")
     except CatalogError:
         return None
 
@@ -134,7 +134,12 @@ def choose_dir(explicit: str | None = None) -> tuple[Path, str]:
 
 
 def load_catalog(explicit: str | None = None) -> Catalog:
-    path, why = choose_dir(explicit)
+    return _load_path(*choose_dir(explicit))
+
+
+def _load_path(path: Path, why: str) -> Catalog:
+    """One folder's catalog, read once per content (the cache key is the resolved folder,
+    why it was chosen and catalog.json's mtime)."""
     meta = path / "catalog.json"
     stamp = meta.stat().st_mtime_ns if meta.is_file() else 0
     return _load_dir(str(path.resolve()) if path.exists() else str(path), why, stamp)

@@ -69,10 +69,20 @@ class Bill:
         return self.total - self.part("nodes")
 
 
+def _on_demand(cat: Catalog | None, backend: str, region: str, itype: str) -> float | None:
+    """The lowest on-demand price of a type in a region (or any of its zones)."""
+    if cat is None:
+        return None
+    prices = [r.price for r in cat.rows
+              if r.backend == backend and r.instance_type == itype and not r.spot
+              and (r.location == region or r.location.startswith(region + "-"))]
+    return min(prices) if prices else None
+
+
 class _Biller:
     def __init__(self, prices: PriceTable, catalog: Catalog | None) -> None:
         self.prices = prices
-        self.catalogs = [c for c in (catalog, load_bundled()) if c is not None]
+        self.catalog = catalog
         self.items: list[Item] = []
         self.unpriced: list[str] = []
 
@@ -87,14 +97,15 @@ class _Biller:
 
     def instance(self, part: str, backend: str, region: str, itype: str, count: int,
                  role: str) -> None:
-        price, source = None, f"{itype} in {region} is not in the catalog"
-        for cat in self.catalogs:
-            rows = [r.price for r in cat.rows
-                    if r.backend == backend and r.instance_type == itype and not r.spot
-                    and (r.location == region or r.location.startswith(region + "-"))]
-            if rows:
-                price, source = min(rows), cat.describe()
-                break
+        # the catalog in use first; the bundled one (read only when needed) has the small
+        # types a downloaded catalog may lack
+        cat = self.catalog
+        price = _on_demand(cat, backend, region, itype)
+        if price is None:
+            cat = load_bundled()
+            price = _on_demand(cat, backend, region, itype)
+        source = cat.describe() if price is not None and cat is not None else \
+            f"{itype} in {region} is not in the catalog"
         self.add(part, "instance", f"{count} x {itype} ({role}, on-demand)", count, price,
                  source)
 
