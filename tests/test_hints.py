@@ -100,3 +100,17 @@ def test_examples_still_validate_from_their_folder(monkeypatch: pytest.MonkeyPat
     r = CliRunner().invoke(cli, ["validate"])
     assert r.exit_code == 0 and "skipped" not in r.stdout, r.output
     assert os.getcwd() == str(EXAMPLES)
+
+
+def test_validate_without_a_path_reads_a_settings_only_backends_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufleet.input.spec import SETTINGS_KEYS
+
+    for key in sorted(SETTINGS_KEYS):  # every key the schema takes as a backends file
+        folder = tmp_path / key
+        folder.mkdir()
+        write(folder, "settings.yml", f"{key}: {{}}\n" if key != "reservations"
+              else "reservations: []\n")
+        monkeypatch.chdir(folder)
+        r = CliRunner().invoke(cli, ["validate"])
+        assert "skipped" not in r.output and "ok: 1 file(s)" in r.stdout, (key, r.output)

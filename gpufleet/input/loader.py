@@ -19,7 +19,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, display_path
-from gpufleet.input.spec import LOCK_FILE
+from gpufleet.input.spec import LOCK_FILE, SETTINGS_KEYS
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 # Values aliases may expand to in one document, scalars included, each time an alias repeats
@@ -150,7 +150,8 @@ OUR_NAMES = ("backends.yml", "backends.yaml", *DSTACK_PROFILES, ".dstack.yml", "
              LOCK_FILE)
 # A top-level `type:` of a dstack configuration, or a backends or profiles file's key.
 _OURS = re.compile(rb"^(type:[ \t]*[\"']?(fleet|gateway|volume|task|service|dev-environment)"
-                   rb"\b|(backends|profiles|access|fleets|gateways|cost):)", re.MULTILINE)
+                   rb"\b|(" + "|".join(sorted({"backends", "profiles", *SETTINGS_KEYS})).encode()
+                   + rb"):)", re.MULTILINE)
 PEEK = 65536
 
 

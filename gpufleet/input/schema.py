@@ -15,17 +15,13 @@ from typing import Any
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean, format_path
 from gpufleet.input.loader import Document
 from gpufleet.input.schema_files import validator
-from gpufleet.input.spec import DSTACK_BACKENDS
+from gpufleet.input.spec import DSTACK_BACKENDS, SETTINGS_KEYS
 from gpufleet.traits import SUPPORTED_BACKENDS
 
 DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "volume", "preset")
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
                "boolean": "a boolean", "object": "a mapping", "array": "a list", "null": "null"}
 _NAME_PATTERN = "^[a-z][a-z0-9-]{1,40}$"
-
-
-# Top-level keys of a backends file that holds gpufleet's settings only.
-SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations"})
 
 
 @dataclass(slots=True)

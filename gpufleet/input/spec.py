@@ -239,6 +239,9 @@ class AccessSpec:
 NO_ACCESS = AccessSpec()
 
 
+# Top-level keys of a backends file that holds gpufleet's settings only (no `backends:`).
+SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations"})
+
 RESERVATION_KINDS = {"gcp": ("specific", "calendar"),
                      "aws": ("capacity-reservation", "capacity-block"),
                      "azure": ("capacity-reservation-group",)}
