@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
-from types import MappingProxyType
 
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
@@ -20,11 +19,11 @@ from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
-    BackendConfig,
     FleetSpec,
     Inputs,
     Lock,
     ProfileSpec,
+    ReservationSpec,
     Validated,
     access_for,
     load_lock,
@@ -161,22 +160,14 @@ def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock
     return _Picked(tuple(selections), fleet_locks, gateway_locks, tuple(diags))
 
 
-def reserved_fleet(fleet: FleetSpec, inputs: Inputs, config: BackendConfig | None
-                   ) -> tuple[FleetSpec, BackendConfig | None]:
-    """A fleet on a declared reservation names what the cloud wants (the cr-... id on AWS);
-    a Capacity Block is bought with the capacity-block market type."""
+def reserved_fleet(fleet: FleetSpec, inputs: Inputs
+                   ) -> tuple[FleetSpec, ReservationSpec | None]:
+    """A fleet on a declared reservation names what the cloud wants (the cr-... id on AWS,
+    the group's id on Azure), and the declaration goes to its backend."""
     res = inputs.reservation(fleet.reservation)
     if res is None:
-        return fleet, config
-    fleet = dataclasses.replace(fleet, reservation=res.target)
-    if res.kind == "capacity-block" and config is not None:
-        blocks = (*(config.get("capacity_blocks") or ()), res.target)
-        groups = {**(config.get("capacity_block_groups") or {})}
-        if res.placement_group:
-            groups[res.target] = res.placement_group
-        config = dataclasses.replace(config, settings=MappingProxyType(
-            {**config.settings, "capacity_blocks": blocks, "capacity_block_groups": groups}))
-    return fleet, config
+        return fleet, None
+    return dataclasses.replace(fleet, reservation=res.target), res
 
 
 def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
@@ -189,9 +180,10 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
         impl = BACKENDS_BY_NAME.get(s.best.backend)
         if impl is None or s.fleet.name not in blocks:
             continue
-        fleet, config = reserved_fleet(s.fleet, inputs, inputs.backend(s.best.backend))
-        planned = impl.plan(fleet, s.best, blocks[s.fleet.name], config,
-                            access_for(inputs, s.best.backend))
+        fleet, declared = reserved_fleet(s.fleet, inputs)
+        planned = impl.plan(fleet, s.best, blocks[s.fleet.name],
+                            inputs.backend(s.best.backend), access_for(inputs, s.best.backend),
+                            declared)
         diags += planned.diagnostics
         if planned.plan is not None:
             res = inputs.reservation(s.fleet.reservation)

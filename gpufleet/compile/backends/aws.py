@@ -44,7 +44,7 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec
 from gpufleet.offers import Offer
 from gpufleet.traits import AWS
 
@@ -81,18 +81,30 @@ def efa_layout(instance_type: str, efa_interfaces: int,
     return [(0, 0, "efa")] + [(i, 1, "efa-only") for i in range(1, efa_interfaces)]
 
 
+def is_capacity_block(fleet: FleetSpec, config: BackendConfig | None,
+                      reservation: ReservationSpec | None) -> bool:
+    """The fleet's reservation is a Capacity Block: declared so, or listed in the backend's
+    `capacity_blocks`."""
+    if reservation is not None and reservation.kind == "capacity-block":
+        return True
+    blocks = (config.get("capacity_blocks") or ()) if config is not None else ()
+    return bool(fleet.reservation) and fleet.reservation in blocks
+
+
 class AwsBackend:
     name = "aws"
     traits = AWS
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec) -> Planned:
+             config: BackendConfig | None, access: AccessSpec,
+             reservation: ReservationSpec | None = None) -> Planned:
         public = public_ips(config)
         efa = efa_count(offer, fleet.is_cluster, public)
         layout = efa_layout(offer.instance_type, efa,
                             card0_efa=offer.nics <= offer.rdma_interfaces)
-        diags = self.check(fleet, offer, config, len(layout))
+        block_kind = is_capacity_block(fleet, config, reservation)
+        diags = self.check(fleet, offer, config, len(layout), block_kind)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
         method = access_method("aws", public, access)
@@ -109,10 +121,7 @@ class AwsBackend:
         images = cfg.get("os_images") or {}
         ami = images.get("nvidia" if offer.gpu_count else "cpu") or (
             DEFAULT_AMI if offer.gpu_count else DEFAULT_CPU_AMI)
-        reservation = fleet.reservation
-        market = "spot" if offer.spot else None
-        if reservation and reservation in (cfg.get("capacity_blocks") or ()):
-            market = "capacity-block"
+        market = "capacity-block" if block_kind else "spot" if offer.spot else None
         tags = merged_tags(fleet, config)
         plan = FleetPlan(
             **common_fields(fleet, offer, None) | {"rdma": "efa" if efa else "none",
@@ -121,10 +130,10 @@ class AwsBackend:
             nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
             placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster",
-                                    existing=(cfg.get("capacity_block_groups") or {}).get(
-                                        reservation))
+                                    existing=reservation.placement_group
+                                    if reservation is not None else None)
             if fleet.is_cluster else None,
-            reservation=reservation, labels=tags,
+            reservation=fleet.reservation, labels=tags,
             options=AwsOptions(
                 ami_name=str(ami["name"]), ami_owner=str(ami.get("owner", "amazon")),
                 security_group=naming.child(fleet.name, "sg"),
@@ -136,7 +145,7 @@ class AwsBackend:
         return Planned(plan, tuple(diags))
 
     def check(self, fleet: FleetSpec, offer: Offer, config: BackendConfig | None,
-              interfaces: int) -> list[Diagnostic]:
+              interfaces: int, block_kind: bool = False) -> list[Diagnostic]:
         diags: list[Diagnostic] = []
         capacity = usable_hosts(IPv4Network(f"10.0.0.0/{NODE_PREFIX}"), RESERVED_PER_SUBNET)
         wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
@@ -145,8 +154,7 @@ class AwsBackend:
                                  f"{wanted} nodes x {interfaces} interfaces, but its "
                                  f"/{NODE_PREFIX} subnet holds {capacity} addresses",
                                  "split the fleet into several fleets"))
-        cfg = config.settings if config is not None else {}
-        if fleet.reservation and fleet.reservation in (cfg.get("capacity_blocks") or ()):
+        if block_kind:
             if fleet.nodes.max is None or fleet.nodes.min != fleet.nodes.max:
                 diags.append(fleet.origin.at("nodes", "C005", "a Capacity Block has a fixed "
                                      "size: `nodes` must be a single number",

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from gpufleet.compile import naming
 from gpufleet.compile.plan import AccessPlan, BastionPlan, FirewallRule, FleetPlan, ProviderPlan
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, stackconfig
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec, stackconfig
 from gpufleet.offers import Offer
 from gpufleet.traits import TRAITS_BY_NAME, BackendTraits, Feature, supports
 
@@ -37,7 +37,10 @@ class Backend(Protocol):
     fleet_prefix: int  # size of the address block each fleet gets from the pool
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec) -> Planned: ...
+             config: BackendConfig | None, access: AccessSpec,
+             reservation: ReservationSpec | None = None) -> Planned:
+        """``reservation``: the declared reservation the fleet names, if any."""
+        ...
 
 
 def common_fields(fleet: FleetSpec, offer: Offer, scope: str | None) -> dict[str, Any]:

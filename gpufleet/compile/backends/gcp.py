@@ -36,7 +36,7 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec
 from gpufleet.offers import Offer
 from gpufleet.traits import GCP
 
@@ -76,7 +76,8 @@ class GcpBackend:
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec) -> Planned:
+             config: BackendConfig | None, access: AccessSpec,
+             reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet, offer, config)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
