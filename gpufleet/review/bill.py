@@ -18,10 +18,6 @@ from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan
 from gpufleet.offers import Catalog, PriceTable, load_bundled
 
 PARTS = ("nodes", "network", "storage")
-# What each line is, for the cross-check against the resources the program creates.
-# "implicit_address": a billed public address that is no resource of its own (auto-assigned
-# to a node, allocated by Cloud NAT)
-KINDS = ("instance", "address", "implicit_address", "nat", "load_balancer", "dns_zone", "disk")
 # The resource types gpufleet's components create, by what they bill as: a test runs the
 # programs and checks that every billable resource has its line in its owner's bill.
 BILLED_AS: dict[str, str] = {
@@ -42,7 +38,10 @@ BILLED_AS: dict[str, str] = {
 @dataclass(frozen=True, slots=True)
 class Item:
     part: str  # "nodes", "network" or "storage"
-    kind: str  # one of KINDS
+    # what the line is, for the cross-check against the resources the program creates:
+    # instance, address, nat, load_balancer, dns_zone, disk, or implicit_address (a billed
+    # public address that is no resource of its own: auto-assigned, or Cloud NAT's)
+    kind: str
     what: str  # "4 x p5.48xlarge on-demand", "NAT gateway h100-train-vpc"
     count: int
     per_hour: float  # the line's total
