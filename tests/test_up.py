@@ -311,9 +311,11 @@ def test_the_cli_asks_on_a_terminal_and_needs_yes_without_one(
     r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path)])
     assert r.exit_code == 2 and "asks first" in r.output and stack.previews == 0
     monkeypatch.setattr("gpufleet.cli.live.interactive", lambda: True)
-    r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path)], input="n\n")
+    r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path),
+                                 "--skip-preflight"], input="n\n")
     assert r.exit_code == 1 and "perform this update?" in r.output
     assert "not confirmed" in r.output and stack.seen == []
-    r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path), "--yes"])
+    r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path), "--yes",
+                                 "--skip-preflight"])
     assert r.exit_code == 0, r.output
     assert "preview: + 51 to create" in r.output and "deployed stack dev" in r.output

@@ -6,13 +6,13 @@ need them, so `gpufleet validate` starts fast."""
 from gpufleet.cli.app import cli, main
 from gpufleet.cli.handoff import acceptance, export
 from gpufleet.cli.inputs import catalog, offers, schema, validate
-from gpufleet.cli.live import drift, up
+from gpufleet.cli.live import drift, preflight, up
 from gpufleet.cli.lockcmd import lock_command
 from gpufleet.cli.policy import policy
 from gpufleet.cli.review import diff, plan
 
-for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift, up,
-                 acceptance, policy, export):
+for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
+                 preflight, up, acceptance, policy, export):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -16,6 +16,7 @@ from gpufleet.cli.common import (
     guard_options,
     out_option,
     parse_forbid,
+    write_or_print,
 )
 
 
@@ -67,8 +68,11 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
                    "instances.")
 @click.option("--max-cost-per-hour", type=click.FloatRange(min=0), metavar="USD",
               help="Stop before the update when the fleets would cost more than USD per hour.")
+@click.option("--skip-preflight", is_flag=True,
+              help="Do not run `gpufleet preflight` first (reservations, zones, quotas).")
 def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes: bool,
-       max_instances: int | None, max_cost_per_hour: float | None) -> None:
+       max_instances: int | None, max_cost_per_hour: float | None,
+       skip_preflight: bool) -> None:
     """`pulumi up` through the Automation API (needs the Pulumi CLI): a preview first, with
     the changes, the nodes it replaces and the cost before -> after; then the question.
 
@@ -85,11 +89,20 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     starts over (preview and question included); a fleet that runs nodes is never moved
     without --allow-move. The lock file is updated for each move, so the PR of record
     shows where the fleet went. Exit codes:
-    0 deployed (or nothing to change), 1 failed, refused by a guard or not confirmed,
-    2 usage, no terminal without --yes, or no Pulumi CLI.
+    0 deployed (or nothing to change), 1 failed, refused by a guard, by the preflight or
+    not confirmed, 2 usage, no terminal without --yes, no Pulumi CLI, or no cloud
+    credentials for the preflight.
     """
     from gpufleet.components.run.automation import AutomationStack
-    from gpufleet.live import LiveError, MissingCli, UpOptions, UpPreview, deploy
+    from gpufleet.live import (
+        LiveError,
+        MissingAccess,
+        MissingCli,
+        UpOptions,
+        UpPreview,
+        default_probes,
+        deploy,
+    )
 
     def echo(line: str) -> None:
         click.echo(line.rstrip("\n"))
@@ -97,7 +110,8 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     def confirm(_preview: UpPreview) -> bool:
         return yes or click.confirm("gpufleet up: perform this update?", default=False)
 
-    options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour)
+    options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour,
+                        None if skip_preflight else default_probes)
     try:
         runner = AutomationStack.open(stack_name, cwd, echo, why="`gpufleet plan` and "
                                       "`gpufleet lock` work without it")
@@ -109,6 +123,10 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     except MissingCli as e:
         click.echo(f"gpufleet up: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    except MissingAccess as e:
+        click.echo(f"gpufleet up: the preflight cannot ask the cloud: {e} (or pass "
+                   "--skip-preflight)", err=True)
+        sys.exit(EXIT_USAGE)
     except LiveError as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INVALID)
@@ -119,6 +137,90 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
                f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
                                 else ""))
+
+
+@click.command()
+@click.option("--stack", "stack_name", required=True, help="The stack to check.")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder (its Pulumi.<stack>.yaml is read).")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False),
+              help="The stack's `pulumi stack export`, for the nodes it runs already "
+                   "(default: read through the Pulumi CLI when there is one).")
+@format_option("text", "json")
+@out_option("report")
+def preflight(stack_name: str, cwd: str, state_file: str | None, fmt: str,
+              out: str | None) -> None:
+    """Ask the clouds whether the stack's nodes can start, before `pulumi up` (which `up`
+    does first): each fleet's instance type is offered in its zone; the reservation it
+    names exists, is active, is in that zone and has room for the nodes still to start;
+    without one, the region's quota (vCPUs on AWS and Azure, GPUs on GCP) covers them.
+    Fleets sharing a reservation or quota are counted together.
+
+    Needs the clouds' SDKs (pip install 'gpufleet[live]') and credentials, not the Pulumi
+    CLI. Exit codes: 0 every check passed, 1 a check failed, 2 usage, no SDK or no
+    credentials (the message says which).
+    """
+    import json
+
+    from gpufleet.live import LiveError, MissingAccess, check_stack, default_probes, stack_needs
+
+    check_out(out)
+    try:
+        files, lock_path, profile, catalog = _stack_files(stack_name, cwd)
+        running, known = _running(stack_name, cwd, state_file)
+        needs = stack_needs(files, profile, catalog, lock_path, running)
+        report = check_stack(stack_name, needs, default_probes, running_known=known)
+    except MissingAccess as e:
+        click.echo(f"gpufleet preflight: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except LiveError as e:  # ProbeError, StackFilesError included
+        click.echo(f"gpufleet preflight: {e}", err=True)
+        sys.exit(EXIT_INVALID)
+    text = (json.dumps(report.to_json(), indent=2) if fmt == "json"
+            else "\n".join(report.lines())) + "\n"
+    write_or_print(text, out, "report")
+    sys.exit(report.exit_code)
+
+
+def _stack_files(stack: str, cwd: str) -> tuple[list[str], str, str | None, str | None]:
+    from pathlib import Path
+
+    from gpufleet.input import stackconfig
+    from gpufleet.live import stack_files
+
+    path = Path(cwd) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise click.UsageError(f"no stack config {path}: run `pulumi stack init {stack}` in "
+                               f"{cwd} and set gpufleet:files (see the README), or pass --cwd")
+    try:
+        config = stackconfig.read_stack_file(str(path))
+    except stackconfig.StackConfigError as e:
+        raise click.UsageError(str(e)) from None
+    return stack_files({k: v for k, v in config.items() if v is not None}, cwd)
+
+
+def _running(stack: str, cwd: str, state_file: str | None) -> tuple[dict[str, int], bool]:
+    """Nodes per fleet the stack runs now, and whether that was read at all."""
+    from gpufleet.review import StateError, parse_export, running_nodes
+
+    if state_file is not None:
+        try:
+            with open(state_file, encoding="utf-8") as f:
+                return running_nodes(parse_export(f.read(), state_file)), True
+        except OSError as e:
+            raise click.UsageError(f"cannot read {state_file}: {e.strerror or e}") from None
+        except StateError as e:
+            raise click.UsageError(str(e)) from None
+    from gpufleet.components.run.automation import AutomationStack
+    from gpufleet.live import MissingCli
+
+    try:
+        runner = AutomationStack.open(stack, cwd, why="pass --state EXPORT.json instead")
+        import json
+
+        return running_nodes(parse_export(json.dumps(runner.export()), "the stack")), True
+    except MissingCli:
+        return {}, False
 
 
 def interactive() -> bool:

@@ -1,7 +1,19 @@
-"""Live: a deployed stack through a runner (the Automation API) -> deploys and drift reports."""
+"""Live: a deployed stack through a runner (the Automation API) -> deploys and drift reports;
+the clouds asked through probes -> preflight reports."""
 
 from gpufleet.live.drift import DRIFT_NOTE, changes_from_events, live_drift, merge
+from gpufleet.live.preflight import (
+    MissingAccess,
+    Need,
+    PreflightReport,
+    Probe,
+    ProbeError,
+    check_stack,
+    run_preflight,
+    stack_needs,
+)
 from gpufleet.live.preview import UpPreview
+from gpufleet.live.probes import default_probes
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -27,8 +39,13 @@ __all__ = [
     "DeployRunner",
     "EventSink",
     "LiveError",
+    "MissingAccess",
     "MissingCli",
+    "Need",
+    "PreflightReport",
     "PreviewRunner",
+    "Probe",
+    "ProbeError",
     "UpError",
     "UpOptions",
     "UpOutcome",
@@ -37,8 +54,12 @@ __all__ = [
     "capacity_code",
     "capacity_failures",
     "changes_from_events",
+    "check_stack",
+    "default_probes",
     "deploy",
     "live_drift",
     "merge",
+    "run_preflight",
     "stack_files",
+    "stack_needs",
 ]

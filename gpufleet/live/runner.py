@@ -37,6 +37,8 @@ class DeployRunner(Protocol):
     """What `gpufleet up` needs of a stack: its config, its state (`pulumi stack export`),
     a preview of the update (engine events to ``on_event``) and the update itself."""
 
+    name: str  # the stack's name
+
     def config(self) -> Mapping[str, str]: ...
 
     def export(self) -> dict[str, Any]: ...

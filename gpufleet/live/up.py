@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.compile import Compiled, compile_files
-from gpufleet.diagnostics import render_text
+from gpufleet.compile import Compiled
 from gpufleet.fileio import folder_lock
 from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
 from gpufleet.live.drift import changes_from_events
+from gpufleet.live.preflight import ProbeFactory, check_stack, stack_needs
 from gpufleet.live.preview import UpPreview
 from gpufleet.live.runner import DeployRunner, LiveError, UpOutcome
+from gpufleet.live.stack import StackFilesError, compile_stack
 from gpufleet.offers import (
     Offer,
     entry_from_offer,
@@ -189,6 +190,8 @@ class UpOptions:
     allow_move: frozenset[str] = frozenset()
     max_instances: int | None = None
     max_cost_per_hour: float | None = None
+    # the clouds' probes for the preflight that runs first (None: no preflight)
+    preflight: ProbeFactory | None = None
 
 
 Confirm = Callable[[UpPreview], bool]
@@ -201,6 +204,15 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
     capacity error move a fleet that runs no nodes yet to its next offer and start over
     (preview and question included), at most ``options.fallback`` times."""
     files, lock_path, profile, catalog_dir = stack_files(runner.config(), cwd)
+    if options.preflight is not None:
+        needs = stack_needs(files, profile, catalog_dir, lock_path,
+                            running_nodes(_state(runner)))
+        checked = check_stack(runner.name, needs, options.preflight)
+        for line in checked.lines():
+            echo(line)
+        if not checked.ok:
+            raise UpError("gpufleet up: the preflight failed; nothing was changed (fix what "
+                          "it names, or pass --skip-preflight to deploy anyway)")
     tried: dict[str, set[tuple[str, str, str]]] = {}
     attempts: list[Attempt] = []
     for number in range(1, options.fallback + 2):
@@ -249,12 +261,10 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
 def _compile(files: Sequence[str], profile: str | None, catalog_dir: str | None,
              lock_path: str) -> tuple[Compiled, Lock]:
     """The stack's files compiled as the stack program compiles them (from the lock)."""
-    validated, compiled = compile_files(files, profile, catalog_dir, lock_path)
-    lock, _ = load_lock(lock_path)
-    if compiled is None or not compiled.ok or lock is None:
-        diags = compiled.diagnostics if compiled is not None else validated.diagnostics
-        raise UpError("the stack's files cannot be deployed as they are:\n" + render_text(
-            [d for d in diags if d.is_error], validated.sources))
+    try:
+        _, compiled, lock = compile_stack(files, profile, catalog_dir, lock_path)
+    except StackFilesError as e:
+        raise UpError(str(e)) from None
     return compiled, lock
 
 

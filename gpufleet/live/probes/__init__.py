@@ -1,0 +1,33 @@
+"""Readers of the clouds' APIs for `gpufleet preflight`, one per backend. Their SDKs come
+with the `live` extra and are imported only when a probe is built."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpufleet.live.preflight import MissingAccess, Probe
+
+
+def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
+    """A probe per backend in use, over the default credentials of each cloud; raises
+    MissingAccess naming what is missing."""
+    from gpufleet.live.probes.aws import AwsProbe, boto3_client
+    from gpufleet.live.probes.azure import AzureProbe, azure_get
+    from gpufleet.live.probes.gcp import GcpProbe, google_get
+
+    probes: dict[str, Probe] = {}
+    missing: list[str] = []
+    for backend in sorted(set(backends)):
+        try:
+            if backend == "aws":
+                probes[backend] = AwsProbe(boto3_client())
+            elif backend == "gcp":
+                get, project = google_get()
+                probes[backend] = GcpProbe(get, project)
+            elif backend == "azure":
+                probes[backend] = AzureProbe(azure_get())
+        except MissingAccess as e:
+            missing.append(str(e))
+    if missing:  # every cloud that cannot be asked, at once
+        raise MissingAccess("; ".join(missing))
+    return probes

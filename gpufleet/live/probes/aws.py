@@ -1,0 +1,173 @@
+"""Preflight facts from EC2 and Service Quotas, through boto3 (`gpufleet[live]`).
+
+Quota codes (vCPU-based, per region) are the Service Quotas console's for EC2:
+docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (accessed 2026-11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpufleet.live.preflight import (
+    LIVE_EXTRA,
+    MissingAccess,
+    Need,
+    ProbeError,
+    QuotaFacts,
+    QuotaKey,
+    ReservationFacts,
+)
+
+# instance family (the type's leading letters) -> (on-demand code, spot code, quota name)
+QUOTAS: dict[str, tuple[str, str, str]] = {
+    "p": ("L-417A185B", "L-7212CCBC", "P instances"),
+    "g": ("L-DB2E81BA", "L-3819A6DF", "G and VT instances"),
+    "vt": ("L-DB2E81BA", "L-3819A6DF", "G and VT instances"),
+}
+STANDARD = ("L-1216C47A", "L-34B43A08", "Standard (A, C, D, H, I, M, R, T, Z) instances")
+STANDARD_FAMILIES = frozenset("acdhimrtz")
+
+Client = Callable[[str, str], Any]  # (service, region) -> a boto3 client
+
+
+def family(instance_type: str) -> str:
+    """"p5" of "p5.48xlarge" -> "p"; "vt1.3xlarge" -> "vt"."""
+    head = instance_type.split(".")[0]
+    letters = ""
+    for ch in head:
+        if not ch.isalpha():
+            break
+        letters += ch
+    return letters.lower()
+
+
+def quota_code(instance_type: str, spot: bool) -> tuple[str, str] | None:
+    """(code, name) of the vCPU quota an instance type counts against, None if unknown."""
+    fam = family(instance_type)
+    entry = QUOTAS.get(fam) or (STANDARD if fam[:1] in STANDARD_FAMILIES and len(fam) <= 2
+                                else None)
+    if entry is None:
+        return None
+    od, sp, name = entry
+    return (sp, f"All {name} Spot Instance Requests") if spot else \
+        (od, f"Running On-Demand {name}")
+
+
+def boto3_client() -> Client:
+    """A client factory over the default credential chain; MissingAccess without it."""
+    try:
+        import boto3  # the `live` extra
+    except ImportError:
+        raise MissingAccess(f"aws: boto3 is not installed: {LIVE_EXTRA}") from None
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        raise MissingAccess("aws: no credentials found: set AWS_ACCESS_KEY_ID and "
+                            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where an instance "
+                            "role or SSO login provides them")
+
+    def client(service: str, region: str) -> Any:
+        return session.client(service, region_name=region)
+    return client
+
+
+class AwsProbe:
+    backend = "aws"
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._types: dict[tuple[str, str], int] = {}
+
+    def _call(self, service: str, region: str, op: str, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        try:
+            return getattr(self._client(service, region), op)(**kwargs)
+        except NoCredentialsError:
+            raise MissingAccess("aws: no credentials found") from None
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("InvalidCapacityReservationId.NotFound",
+                        "InvalidCapacityReservationId.Malformed", "NoSuchResourceException"):
+                return None
+            raise ProbeError(f"aws {service} {op} in {region}: {code}: "
+                             f"{e.response.get('Error', {}).get('Message', '')}") from None
+        except BotoCoreError as e:
+            raise ProbeError(f"aws {service} {op} in {region}: {e}") from None
+
+    def offered(self, need: Need) -> bool:
+        kind = "availability-zone" if need.zone else "region"
+        answer = self._call("ec2", need.region, "describe_instance_type_offerings",
+                            LocationType=kind, Filters=[
+                                {"Name": "instance-type", "Values": [need.instance_type]},
+                                {"Name": "location", "Values": [need.zone or need.region]}])
+        return bool(answer and answer.get("InstanceTypeOfferings"))
+
+    def reservation(self, need: Need) -> ReservationFacts | None:
+        rid = need.reservation or ""
+        if not rid.startswith("cr-"):
+            return None
+        answer = self._call("ec2", need.region, "describe_capacity_reservations",
+                            CapacityReservationIds=[rid])
+        found = (answer or {}).get("CapacityReservations") or []
+        if not found:
+            return None
+        cr = found[0]
+        end = cr.get("EndDate")
+        return ReservationFacts(
+            id=rid, active=cr.get("State") == "active", state=str(cr.get("State")),
+            zone=cr.get("AvailabilityZone"), instance_type=str(cr.get("InstanceType", "")),
+            total=int(cr.get("TotalInstanceCount", 0)),
+            free=int(cr.get("AvailableInstanceCount", 0)),
+            ends=end.isoformat() if hasattr(end, "isoformat") else (str(end) if end else None))
+
+    def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
+        code = quota_code(need.instance_type, need.spot)
+        if code is None:
+            return [QuotaKey(f"vCPU quota of the {family(need.instance_type)} family "
+                             "(no code known)", need.region, "vCPUs", self._vcpus(need))]
+        return [QuotaKey(f"{code[0]} ({code[1]})", need.region, "vCPUs", self._vcpus(need))]
+
+    def _vcpus(self, need: Need) -> int:
+        return need.cpus_per_node or self._type_vcpus(need.region, need.instance_type)
+
+    def _type_vcpus(self, region: str, instance_type: str) -> int:
+        if (region, instance_type) not in self._types:
+            answer = self._call("ec2", region, "describe_instance_types",
+                                InstanceTypes=[instance_type])
+            types = (answer or {}).get("InstanceTypes") or []
+            self._types[(region, instance_type)] = \
+                int(types[0]["VCpuInfo"]["DefaultVCpus"]) if types else 0
+        return self._types[(region, instance_type)]
+
+    def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
+        code = key.name.split(" ", 1)[0]
+        if not code.startswith("L-"):
+            return None
+        answer = self._call("service-quotas", need.region, "get_service_quota",
+                            ServiceCode="ec2", QuotaCode=code)
+        if not answer:
+            return None
+        limit = float(answer["Quota"]["Value"])
+        return QuotaFacts(limit=limit, used=self._used_vcpus(need, code))
+
+    def _used_vcpus(self, need: Need, code: str) -> float:
+        """vCPUs of the region's pending/running instances that count against ``code``."""
+        used = 0.0
+        pages = self._client("ec2", need.region).get_paginator("describe_instances").paginate(
+            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            for page in pages:
+                for res in page.get("Reservations", []):
+                    for inst in res.get("Instances", []):
+                        spot = inst.get("InstanceLifecycle") == "spot"
+                        mine = quota_code(inst.get("InstanceType", ""), spot)
+                        if mine is None or mine[0] != code:
+                            continue
+                        cpu = inst.get("CpuOptions") or {}
+                        used += (int(cpu["CoreCount"]) * int(cpu.get("ThreadsPerCore", 1))
+                                 if cpu.get("CoreCount") else
+                                 self._type_vcpus(need.region, inst["InstanceType"]))
+        except (ClientError, BotoCoreError) as e:
+            raise ProbeError(f"aws ec2 describe_instances in {need.region}: {e}") from None
+        return used

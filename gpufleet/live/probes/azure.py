@@ -1,0 +1,151 @@
+"""Preflight facts from Azure Resource Manager's REST API, through azure-identity
+(`gpufleet[live]`): VM sizes and their restrictions per region (Resource SKUs), the
+region's vCPU quotas (Compute usages) and capacity reservation groups with their
+reservations' instance views.
+learn.microsoft.com/rest/api/compute/resource-skus/list,
+learn.microsoft.com/rest/api/compute/usage/list,
+learn.microsoft.com/rest/api/compute/capacity-reservations/get"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from gpufleet.live.preflight import (
+    LIVE_EXTRA,
+    MissingAccess,
+    Need,
+    QuotaFacts,
+    QuotaKey,
+    ReservationFacts,
+)
+from gpufleet.live.probes.rest import Get, get_json, session_get
+
+ARM = "https://management.azure.com"
+COMPUTE_API = "2024-07-01"
+SKUS_API = "2021-07-01"
+
+
+def azure_get() -> Get:
+    """A Get with DefaultAzureCredential's ARM token; MissingAccess without credentials."""
+    try:
+        import requests
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import DefaultAzureCredential
+    except ImportError:
+        raise MissingAccess(f"azure: azure-identity is not installed: {LIVE_EXTRA}") from None
+    try:
+        token = DefaultAzureCredential().get_token(f"{ARM}/.default")
+    except ClientAuthenticationError:
+        raise MissingAccess("azure: no credentials found: run `az login`, or set "
+                            "AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET") \
+            from None
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token.token}"
+    return session_get(session)
+
+
+class AzureProbe:
+    backend = "azure"
+
+    def __init__(self, get: Get) -> None:
+        self._get = get
+        self._skus: dict[tuple[str, str], list[Any]] = {}
+        self._usages: dict[tuple[str, str], list[Any]] = {}
+
+    def _subscription(self, need: Need) -> str:
+        sub = need.scope or os.environ.get("AZURE_SUBSCRIPTION_ID") \
+            or os.environ.get("ARM_SUBSCRIPTION_ID")
+        if not sub:
+            raise MissingAccess(f"azure: no subscription for fleet '{need.fleet}': set "
+                                "`subscription_id` for azure in the backends file or "
+                                "AZURE_SUBSCRIPTION_ID")
+        return sub
+
+    def _sku(self, need: Need) -> Any | None:
+        sub = self._subscription(need)
+        key = (sub, need.region)
+        if key not in self._skus:
+            flt = quote(f"location eq '{need.region}'")
+            body = get_json(self._get, f"{ARM}/subscriptions/{sub}/providers/Microsoft.Compute/"
+                            f"skus?api-version={SKUS_API}&$filter={flt}", "azure")
+            self._skus[key] = [s for s in (body or {}).get("value", [])
+                               if s.get("resourceType") == "virtualMachines"]
+        return next((s for s in self._skus[key]
+                     if str(s.get("name", "")).lower() == need.instance_type.lower()), None)
+
+    def offered(self, need: Need) -> bool:
+        sku = self._sku(need)
+        if sku is None:
+            return False
+        for r in sku.get("restrictions") or []:
+            if r.get("type") == "Location":
+                return False  # NotAvailableForSubscription in the whole region
+            if r.get("type") == "Zone" and need.zone and need.zone in \
+                    ((r.get("restrictionInfo") or {}).get("zones") or []):
+                return False
+        return True
+
+    def reservation(self, need: Need) -> ReservationFacts | None:
+        group_id = need.reservation or ""
+        if not group_id.lower().startswith("/subscriptions/"):
+            return None
+        group = get_json(self._get, f"{ARM}{group_id}?api-version={COMPUTE_API}", "azure")
+        if group is None:
+            return None
+        total = free = 0
+        zone: str | None = None
+        states: set[str] = set()
+        for ref in (group.get("properties") or {}).get("capacityReservations") or []:
+            body = get_json(self._get, f"{ARM}{ref.get('id')}?api-version={COMPUTE_API}"
+                            "&$expand=instanceView", "azure")
+            if body is None:
+                continue
+            sku = body.get("sku") or {}
+            if str(sku.get("name", "")).lower() != need.instance_type.lower():
+                continue
+            props = body.get("properties") or {}
+            capacity = int(sku.get("capacity", 0))
+            used = len(((props.get("instanceView") or {}).get("utilizationInfo") or {})
+                       .get("virtualMachinesAllocated") or [])
+            total, free = total + capacity, free + max(capacity - used, 0)
+            states.add(str(props.get("provisioningState", "")))
+            zone = (body.get("zones") or [None])[0] or zone
+        location = str(group.get("location", ""))
+        if location.lower() != need.region.lower():
+            return ReservationFacts(group_id, False, f"in {location}, not {need.region}", zone,
+                                    "", total, free)
+        state = ", ".join(sorted(states)) or "holds no reservation of this size"
+        return ReservationFacts(group_id, states == {"Succeeded"}, state, zone,
+                                need.instance_type if total else "", total, free)
+
+    def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
+        sku = self._sku(need)
+        vcpus = need.cpus_per_node or _vcpus(sku)
+        if need.spot:
+            return [QuotaKey("lowPriorityCores", need.region, "vCPUs", vcpus)]
+        family = str((sku or {}).get("family") or f"{need.instance_type} family (unknown)")
+        return [QuotaKey(family, need.region, "vCPUs", vcpus),
+                QuotaKey("cores", need.region, "vCPUs", vcpus)]
+
+    def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
+        sub = self._subscription(need)
+        cache = (sub, key.region)
+        if cache not in self._usages:
+            body = get_json(self._get, f"{ARM}/subscriptions/{sub}/providers/Microsoft.Compute/"
+                            f"locations/{key.region}/usages?api-version={COMPUTE_API}", "azure")
+            self._usages[cache] = list((body or {}).get("value", []))
+        for u in self._usages[cache]:
+            if (u.get("name") or {}).get("value") == key.name:
+                return QuotaFacts(limit=float(u.get("limit", 0)),
+                                  used=float(u.get("currentValue", 0)))
+        return None
+
+
+def _vcpus(sku: Any) -> int:
+    for cap in (sku or {}).get("capabilities") or []:
+        if cap.get("name") == "vCPUs":
+            return int(cap.get("value", 0))
+    return 0

@@ -1,0 +1,132 @@
+"""Preflight facts from the Compute Engine REST API (compute/v1), through google-auth
+(`gpufleet[live]`): machine types per zone, reservations, and the region's and project's
+GPU quotas (cloud.google.com/compute/resource-usage#gpu_quota)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from gpufleet.live.preflight import (
+    LIVE_EXTRA,
+    MissingAccess,
+    Need,
+    QuotaFacts,
+    QuotaKey,
+    ReservationFacts,
+)
+from gpufleet.live.probes.rest import Get, get_json, session_get
+
+API = "https://compute.googleapis.com/compute/v1"
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# GPU quota metrics whose name is not NVIDIA_<GPU>_GPUS (by GPU and, where it matters, the
+# machine series): cloud.google.com/compute/resource-usage#gpu_quota
+METRICS = {("A100", 80): "NVIDIA_A100_80GB_GPUS", ("H100", "a3-megagpu"): "NVIDIA_H100_MEGA_GPUS"}
+
+
+def gpu_metric(need: Need) -> str | None:
+    """The regional quota metric of the fleet's GPUs ("NVIDIA_H100_GPUS"), or of its vCPUs
+    for a CPU-only machine ("N2_CPUS"; "CPUS" for N1); "PREEMPTIBLE_" first for spot."""
+    prefix = "PREEMPTIBLE_" if need.spot else ""
+    if need.gpu and need.gpus_per_node:
+        series = "-".join(need.instance_type.split("-")[:2])
+        name = (METRICS.get((need.gpu, series))
+                or METRICS.get((need.gpu, round(need.gpu_memory_gib or 0)))
+                or f"NVIDIA_{need.gpu.upper()}_GPUS")
+        return prefix + name
+    series = need.instance_type.split("-")[0].upper()
+    return prefix + ("CPUS" if series == "N1" else f"{series}_CPUS")
+
+
+def google_get() -> tuple[Get, str | None]:
+    """(a Get with the default credentials, their project); MissingAccess without them."""
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.auth.transport.requests import AuthorizedSession
+    except ImportError:
+        raise MissingAccess(f"gcp: google-auth is not installed: {LIVE_EXTRA}") from None
+    try:
+        credentials, project = google.auth.default(scopes=[SCOPE])
+    except DefaultCredentialsError:
+        raise MissingAccess("gcp: no credentials found: run `gcloud auth application-default "
+                            "login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service "
+                            "account key file") from None
+    authorized: Any = AuthorizedSession  # google-auth's transport is not typed
+    return session_get(authorized(credentials)), project
+
+
+class GcpProbe:
+    backend = "gcp"
+
+    def __init__(self, get: Get, default_project: str | None = None) -> None:
+        self._get = get
+        self._default = default_project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        self._regions: dict[tuple[str, str], Any] = {}
+
+    def _project(self, need: Need) -> str:
+        project = need.scope or self._default
+        if not project:
+            raise MissingAccess(f"gcp: no project for fleet '{need.fleet}': set `project_id` "
+                                "for gcp in the backends file or GOOGLE_CLOUD_PROJECT")
+        return project
+
+    def offered(self, need: Need) -> bool:
+        project = self._project(need)
+        if need.zone:
+            url = f"{API}/projects/{project}/zones/{need.zone}/machineTypes/{need.instance_type}"
+            return get_json(self._get, url, "gcp") is not None
+        region = self._region(project, need.region)
+        return region is not None
+
+    def reservation(self, need: Need) -> ReservationFacts | None:
+        name = need.reservation or ""
+        project = self._project(need)
+        if name.startswith("projects/"):  # a shared reservation: projects/P/reservations/N
+            parts = name.split("/")
+            project, name = parts[1], parts[-1]
+        if not need.zone:
+            return None
+        body = get_json(self._get, f"{API}/projects/{project}/zones/{need.zone}/reservations/"
+                        f"{name}", "gcp")
+        if body is None:
+            return None
+        specific = body.get("specificReservation") or {}
+        props = specific.get("instanceProperties") or {}
+        total = int(specific.get("count", 0))
+        in_use = int(specific.get("inUseCount", 0))
+        status = str(body.get("status", ""))
+        return ReservationFacts(
+            id=f"projects/{project}/reservations/{name}", active=status == "READY",
+            state=status, zone=str(body.get("zone", "")).rsplit("/", 1)[-1] or None,
+            instance_type=str(props.get("machineType", "")), total=total,
+            free=total - in_use, ends=body.get("deleteAtTime"))
+
+    def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
+        metric = gpu_metric(need)
+        if metric is None:
+            return []
+        unit = "GPUs" if need.gpus_per_node else "vCPUs"
+        per = need.gpus_per_node or need.cpus_per_node
+        keys = [QuotaKey(metric, need.region, unit, per)]
+        if need.gpus_per_node:
+            keys.append(QuotaKey("GPUS_ALL_REGIONS", "global", "GPUs", per))
+        return keys
+
+    def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
+        project = self._project(need)
+        if key.region == "global":
+            body = get_json(self._get, f"{API}/projects/{project}", "gcp")
+        else:
+            body = self._region(project, key.region)
+        for q in (body or {}).get("quotas", []):
+            if q.get("metric") == key.name:
+                return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
+        return None
+
+    def _region(self, project: str, region: str) -> Any:
+        if (project, region) not in self._regions:
+            self._regions[(project, region)] = get_json(
+                self._get, f"{API}/projects/{project}/regions/{region}", "gcp")
+        return self._regions[(project, region)]
