@@ -28,7 +28,7 @@ from gpufleet.compile import (
     options_of,
 )
 
-from .access import public_key
+from .access import boot_script_b64, public_key, server_script_b64
 from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -76,10 +76,14 @@ def _ssh(plan: Owner) -> tuple[str, compute.LinuxConfigurationArgsDict]:
                                            "key_data": data}]}}
 
 
-def os_profile(plan: Owner, computer_name: str) -> compute.OSProfileArgsDict:
+def os_profile(plan: Owner, computer_name: str,
+               custom_data: str | None = None) -> compute.OSProfileArgsDict:
     user, linux = _ssh(plan)
-    return {"computer_name": computer_name, "admin_username": user,
-            "linux_configuration": linux}
+    profile: compute.OSProfileArgsDict = {"computer_name": computer_name,
+                                          "admin_username": user, "linux_configuration": linux}
+    if custom_data:  # cloud-init runs it at first boot
+        profile["custom_data"] = custom_data
+    return profile
 
 
 def storage(image: str, disk_gib: int, disk_type: str) -> compute.StorageProfileArgsDict:
@@ -102,9 +106,11 @@ def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulum
                 nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
                 storage_profile: compute.StorageProfileArgsDict,
                 public_ip_id: pulumi.Input[str] | None, accelerated: bool,
-                priority: Priority, reservation: str | None = None) -> network.NetworkInterface:
+                priority: Priority, reservation: str | None = None,
+                custom_data: str | None = None) -> network.NetworkInterface:
     """One VM with its own NIC (and a public IP when given), in a capacity reservation
-    group when ``reservation`` (its resource id) is given."""
+    group when ``reservation`` (its resource id) is given. ``custom_data`` (base64): Azure
+    refuses to change it on an existing VM, so a new script reaches new VMs only."""
     child = pulumi.ResourceOptions(parent=owner)
     ip_config: network.NetworkInterfaceIPConfigurationArgsDict = {
         "name": "ipconfig", "primary": True, "private_ip_allocation_method": "Dynamic",
@@ -117,12 +123,14 @@ def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulum
         network_security_group={"id": nsg_id}, tags=dict(plan.labels), opts=child)
     compute.VirtualMachine(
         name, resource_group_name=rg, location=plan.region, hardware_profile={"vm_size": size},
-        os_profile=os_profile(plan, name), storage_profile=storage_profile,
+        os_profile=os_profile(plan, name, custom_data), storage_profile=storage_profile,
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
         priority=priority.get("priority"), eviction_policy=priority.get("eviction_policy"),
         billing_profile=priority.get("billing_profile"),
         capacity_reservation={"capacity_reservation_group": {"id": reservation}}
-        if reservation else None, tags=dict(plan.labels), opts=child)
+        if reservation else None, tags=dict(plan.labels),
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            ignore_changes=["osProfile.customData"])) if custom_data else child)
     return nic
 
 
@@ -256,6 +264,14 @@ class Fleet(pulumi.ComponentResource):
             "protocol": "Tcp", "source_port_range": "*", "destination_port_ranges": ["22"],
             "destination_address_prefix": "*", "source_address_prefixes": list(rule.sources),
             "description": rule.description}] if rule.sources else []
+        if b.server is not None:  # control_plane: the dstack server's port, from `allow`
+            rules.append({
+                "name": b.server.firewall.name, "priority": 110, "direction": "Inbound",
+                "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                "destination_port_ranges": [str(b.server.port)],
+                "destination_address_prefix": "*",
+                "source_address_prefixes": list(b.server.firewall.sources),
+                "description": b.server.firewall.description})
         nsg = network.NetworkSecurityGroup(
             naming.child(b.name, "nsg"), resource_group_name=self.rg, location=plan.region,
             security_rules=rules, tags=dict(plan.labels), opts=child)
@@ -275,10 +291,14 @@ class Fleet(pulumi.ComponentResource):
         compute.VirtualMachine(
             b.name, resource_group_name=self.rg, location=plan.region,
             hardware_profile={"vm_size": b.instance_type},
-            os_profile=os_profile(plan, b.name),
+            os_profile=os_profile(plan, b.name, server_script_b64(b)),
             storage_profile=storage(b.image, *BASTION_DISK["azure"]),
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
-            tags=dict(plan.labels), opts=child)
+            tags=dict(plan.labels),
+            # Azure refuses to change custom data: a new server script makes a new VM (the
+            # static public IP and the NIC stay)
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                replace_on_changes=["osProfile.customData"])))
         return pip.ip_address.apply(lambda ip: ip or "")
 
     @staticmethod
@@ -297,9 +317,11 @@ class Fleet(pulumi.ComponentResource):
             ip_config["public_ip_address_configuration"] = {"name": "public-ip"}
         user, linux = _ssh(plan)
         priority = self._priority(plan)
+        script = boot_script_b64(plan)  # the model's: new instances boot with it
         profile: compute.VirtualMachineScaleSetVMProfileArgsDict = {
             "os_profile": {"computer_name_prefix": plan.name[:9], "admin_username": user,
-                           "linux_configuration": linux},
+                           "linux_configuration": linux,
+                           **({"custom_data": script} if script else {})},
             "storage_profile": {"image_reference": _image(plan.image),
                                 "os_disk": {"create_option": "FromImage",
                                             "caching": compute.CachingTypes.READ_WRITE,
@@ -344,7 +366,7 @@ class Fleet(pulumi.ComponentResource):
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
                            options_of(plan, AzureOptions).accelerated_networking,
-                           self._priority(plan), plan.reservation)
+                           self._priority(plan), plan.reservation, boot_script_b64(plan))
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

@@ -73,6 +73,12 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
     if access is not None and access.bastion is not None:
         bastion = {"name": access.bastion.name, "address": fleet.bastion_address,
                    "user": access.user}
+        server = access.bastion.server
+        if server is not None:  # control_plane: the dstack server runs on the bastion
+            port = server.port
+            bastion["server"] = {"port": port, "version": server.dstack_version,
+                                 "url": pulumi.Output.from_input(fleet.bastion_address)
+                                 .apply(lambda a: f"http://{a}:{port}")}
     networks = {n.role: {"name": fleet.network_names.get(n.role),
                          "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
                          "subnets": [s.cidr for s in n.subnets],
@@ -97,7 +103,14 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
                        if n.role.startswith("gpu-")],
         "roce_vpcs": [fleet.network_names[n.role] for n in plan.networks if n.role == "roce"],
         "subnets": dict(fleet.subnet_ids),
+        # an Azure scale set: `gpufleet export dstack` lists its instances' addresses
+        "scale_set": _scale_set(fleet),
     }
+
+
+def _scale_set(fleet: FleetResources) -> dict[str, Any] | None:
+    vmss = getattr(fleet, "scale_set", None)
+    return None if vmss is None else {"name": vmss.name, "id": vmss.id}
 
 
 def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:

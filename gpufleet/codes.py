@@ -180,6 +180,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "azure: capacity-reservation-group"),
     "B013": Code("a declared reservation's `ends` is not an ISO 8601 time",
                  "write it like 2026-12-01T12:00:00Z"),
+    "B014": Code("a `control_plane` setting that cannot be built: a bad or open `allow` "
+                 "range, or a fleet that is missing, on public nodes or without a bastion",
+                 "fix the range, or name a fleet whose private nodes sit behind a bastion"),
     "O003": Code("a fleet wants more nodes than its declared reservation holds",
                  "lower `nodes`, or declare the reservation you have"),
     "O004": Code("a Capacity Block or calendar reservation ends within 7 days, or has ended",

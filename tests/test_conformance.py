@@ -425,16 +425,20 @@ def test_export_and_acceptance_output_parses_with_dstack(tmp_path: Path) -> None
     """`gpufleet export dstack` (SSH fleet files and the server config) and `gpufleet
     acceptance` (the NCCL task) write files dstack's own models take."""
     from exportutil import export, write_export
+    from test_handover import nic_files
 
     from gpufleet.cli import main
 
     examples = ROOT / "examples"
-    files = [*sorted((examples / "fleets").glob("*.yml")), examples / "backends.yml"]
+    fleet_files = sorted((examples / "fleets").glob("*.yml"))
+    files = [*fleet_files, *sorted((examples / "gateways").glob("*.yml")),
+             examples / "backends.yml"]
     state = write_export(tmp_path / "state.json", export(files))
     out = tmp_path / "out"
-    assert main(["export", "dstack", "--state", state, "--out", str(out)]) == 0
+    assert main(["export", "dstack", "--state", state, "--out", str(out),
+                 *nic_files(tmp_path)]) == 0
     tasks = tmp_path / "tasks"
-    fleets = [yaml.safe_load(p.read_text())["name"] for p in files[:-1]]
+    fleets = [yaml.safe_load(p.read_text())["name"] for p in fleet_files]
     for name in fleets:
         assert main(["acceptance", name, str(examples), "--out", str(tasks)]) == 0
     written = {f"export/{p.name}": p.read_text() for p in sorted(out.glob("*"))}
@@ -445,4 +449,9 @@ def test_export_and_acceptance_output_parses_with_dstack(tmp_path: Path) -> None
     verdicts = oracle(written, kinds)
     refused = {n: v["error"] for n, v in verdicts.items() if not v["ok"]}
     assert refused == {}
-    assert {v["type"] for v in verdicts.values()} == {"fleet", "task", "server-config"}
+    assert {v["type"] for v in verdicts.values()} == {"fleet", "gateway", "task",
+                                                       "server-config"}
+    # every cluster fleet on three clouds is handed over as hosts, Azure's scale sets too
+    assert {n for n in written if n.startswith("export/") and "gateway" not in n} >= {
+        "export/h100-train.dstack.yml", "export/a4.dstack.yml", "export/nd-h100.dstack.yml",
+        "export/a100-any.dstack.yml"}

@@ -109,8 +109,9 @@ def test_validate_without_a_path_reads_a_settings_only_backends_file(
     for key in sorted(SETTINGS_KEYS):  # every key the schema takes as a backends file
         folder = tmp_path / key
         folder.mkdir()
-        write(folder, "settings.yml", f"{key}: {{}}\n" if key != "reservations"
-              else "reservations: []\n")
+        least = {"reservations": "reservations: []\n",
+                 "control_plane": "control_plane: {url: 'http://10.0.0.5:3000'}\n"}
+        write(folder, "settings.yml", least.get(key, f"{key}: {{}}\n"))
         monkeypatch.chdir(folder)
         r = CliRunner().invoke(cli, ["validate"])
         assert "skipped" not in r.output and "ok: 1 file(s)" in r.stdout, (key, r.output)

@@ -20,7 +20,7 @@ from gpufleet.compile import (
     options_of,
 )
 
-from ..access import public_key
+from ..access import boot_script_b64, public_key, server_script_b64
 from ..renames import rename_options
 from .network import Network, tags
 
@@ -52,8 +52,15 @@ class Fleet(pulumi.ComponentResource):
         template = self._template(plan, ami.id, placement, child)
         launch = aws.ec2.InstanceLaunchTemplateArgs(
             id=template.id, version=template.latest_version.apply(str))
+        # The host setup script rides on each instance, not on the template: a template
+        # edit makes a new version, which replaces every node. A node keeps the script it
+        # booted with (EC2 runs user data once): changing it never touches running nodes.
+        script = boot_script_b64(plan)
+        node_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            ignore_changes=["userDataBase64"]))
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=tags(plan, name),
-                                       volume_tags=tags(plan, name), opts=child)
+                                       volume_tags=tags(plan, name), user_data_base64=script,
+                                       opts=node_opts)
                       for name in plan.node_names]
         self.public_ips: list[Any] = [n.public_ip if plan.public_ip else None
                                       for n in self.nodes]
@@ -126,7 +133,11 @@ class Fleet(pulumi.ComponentResource):
                 encrypted=True, volume_type=BASTION_DISK["aws"][1],
                 volume_size=BASTION_DISK["aws"][0]),
             availability_zone=self.network.zone, tags=tags(plan, b.name),
-            volume_tags=tags(plan, b.name), opts=child)
+            volume_tags=tags(plan, b.name),
+            # control_plane: the dstack server; a new script makes a new bastion (EC2 runs
+            # user data once), and the Elastic IP moves to it
+            user_data_base64=server_script_b64(b), user_data_replace_on_change=True,
+            opts=child)
         eip = aws.ec2.Eip(b.address_name, domain="vpc", instance=host.id,
                           tags=tags(plan, b.address_name), opts=child)
         return eip.public_ip

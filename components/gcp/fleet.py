@@ -18,7 +18,7 @@ from gpufleet.compile import (
     options_of,
 )
 
-from ..access import public_key
+from ..access import boot_script, public_key, server_script
 from ..renames import rename_options
 from .network import Network, bastion_tag
 
@@ -33,12 +33,15 @@ def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str
 
 
 def node_metadata(plan: FleetPlan) -> dict[str, str]:
-    """OS Login (IAP) or the ssh-keys entry of the access user."""
+    """OS Login (IAP) or the ssh-keys entry of the access user, and the host setup script
+    (a startup script: GCP runs it on every boot, and it is idempotent)."""
     access = plan.access
+    script = boot_script(plan)
+    extra = {"startup-script": script} if script else {}
     if access is None or access.os_login:
-        return {"enable-oslogin": "TRUE"}
+        return {"enable-oslogin": "TRUE", **extra}
     key = public_key(access.public_key, f"fleet '{plan.name}'")
-    return {"enable-oslogin": "FALSE", "ssh-keys": f"{access.user}:{key}"}
+    return {"enable-oslogin": "FALSE", "ssh-keys": f"{access.user}:{key}", **extra}
 
 
 class Fleet(pulumi.ComponentResource):
@@ -123,6 +126,8 @@ class Fleet(pulumi.ComponentResource):
         main = self.networks["main"]
         if b.firewall.sources and not plan.network("main").project:  # host's rules otherwise
             main._firewall(b.firewall, plan, target=bastion_tag(plan))
+        if b.server is not None:  # control_plane: the dstack server's port, from `allow`
+            main._firewall(b.server.firewall, plan, target=bastion_tag(plan))
         address = gcp.compute.Address(b.address_name, region=plan.region,
                                       address_type="EXTERNAL", network_tier="PREMIUM",
                                       description=f"gpufleet bastion of fleet {plan.name}",
@@ -140,7 +145,8 @@ class Fleet(pulumi.ComponentResource):
                     nat_ip=address.address)])],
             tags=[bastion_tag(plan)], labels=dict(plan.labels),
             metadata={"enable-oslogin": "FALSE", "ssh-keys": f"{plan.access.user}:{key}",
-                      "serial-port-enable": "FALSE"},
+                      "serial-port-enable": "FALSE",
+                      **({"startup-script": server} if (server := server_script(b)) else {})},
             shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
                 enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
             allow_stopping_for_update=True, opts=child)

@@ -5,6 +5,10 @@ from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
+from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
+from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
+from gpufleet.compile.hostsetup import render_server
+from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.plan import (
     ANY_SUBNET,
     BASTION_DISK,
@@ -34,6 +38,8 @@ __all__ = [
     "BASTION_DISK",
     "DIGEST_OUTPUT",
     "GATEWAY_DISK",
+    "HOST_FAMILIES",
+    "HOST_MARKER_DIR",
     "IAP_RANGE",
     "KEY_CONFIG",
     "AccessPlan",
@@ -54,8 +60,10 @@ __all__ = [
     "compile_files",
     "compile_inputs",
     "gateway_key",
+    "host_script",
     "input_digest",
     "naming",
     "options_of",
     "plan_to_json",
+    "render_server",
 ]

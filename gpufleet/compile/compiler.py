@@ -16,6 +16,7 @@ from ipaddress import IPv4Network
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.gateway import plan_gateway
+from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.plan import FleetPlan, GatewayPlan
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
@@ -123,6 +124,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     addresses = allocate_addresses(inputs, picked.chosen, lock, picked.fleet_locks,
                                    picked.gateway_locks)
     plans, plan_diags = plan_fleets(inputs, picked.chosen, addresses.blocks)
+    plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
+    plan_diags = [*plan_diags, *server_diags]
     gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *check_zone_owners(inputs, gateways)]

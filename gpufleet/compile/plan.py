@@ -109,6 +109,16 @@ class PlacementPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerPlan:
+    """The dstack server on a fleet's bastion (the backends file's `control_plane`)."""
+
+    port: int
+    firewall: FirewallRule  # the server's port, from `allow` (default ssh_cidrs)
+    dstack_version: str
+    user: str  # the service's user (the bastion's login user)
+
+
+@dataclass(frozen=True, slots=True)
 class BastionPlan:
     """One small jump host per fleet network: a static public address, SSH from `ssh_cidrs`."""
 
@@ -119,6 +129,7 @@ class BastionPlan:
     firewall: FirewallRule  # SSH to the bastion, from ssh_cidrs
     subnet: str  # SubnetPlan.name it lives in
     private_ip: str | None = None  # azure: a fixed address the node NSG admits
+    server: ServerPlan | None = field(default=None, metadata=OMIT_NONE)  # control_plane
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +186,15 @@ OptionsT = TypeVar("OptionsT", AwsOptions, GcpOptions, AzureOptions, "GatewayOpt
 
 
 @dataclass(frozen=True, slots=True)
+class HostSetupPlan:
+    """The boot script that readies a fleet's nodes for dstack (compile/hostsetup.py)."""
+
+    family: str  # the image family it is rendered for
+    user: str  # the login user given passwordless sudo and the docker group
+    digest: str  # of the rendered script: a new script shows as a change
+
+
+@dataclass(frozen=True, slots=True)
 class FleetPlan:
     name: str
     file: str
@@ -208,6 +228,8 @@ class FleetPlan:
     # The declared reservation the nodes consume ("capacity-block cr-0ab.., 4 instances in
     # us-east-1a, ends ..."); None when the fleet names none or an undeclared one.
     reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)
+    # None: `host_setup: none` in the backends file (the image is ready as it is)
+    host_setup: HostSetupPlan | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def price_known(self) -> bool:

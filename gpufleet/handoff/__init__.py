@@ -17,9 +17,11 @@ from gpufleet.handoff.acceptance import (
 from gpufleet.handoff.export import (
     Exported,
     ExportError,
+    check_gateway_dns,
     export_dstack,
     outputs_from_stack_output,
     outputs_from_state,
+    scale_set_hosts,
     write_files,
 )
 
@@ -32,12 +34,14 @@ __all__ = [
     "NcclLog",
     "Run",
     "Verdict",
+    "check_gateway_dns",
     "export_dstack",
     "fabric_facts",
     "outputs_from_stack_output",
     "outputs_from_state",
     "parse_log",
     "render_task",
+    "scale_set_hosts",
     "task_for",
     "verdict",
     "write_files",

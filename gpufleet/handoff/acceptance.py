@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gpufleet.compile import HOST_MARKER_DIR as MARKER_DIR
 from gpufleet.compile import FleetPlan
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"  # CUDA, NCCL and Open MPI; nccl-tests is built
@@ -109,14 +110,26 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
         "type": "task", "name": f"{plan.name[:30]}-nccl", "fleets": [plan.name],
         "nodes": test_nodes(plan) if exp.multi_node else 1,
         "image": facts.get("image", IMAGE),
-        "privileged": True, "env": env, "commands": [*setup, build, run],
+        "privileged": True, "env": env, "commands": [*_host_check(plan), *setup, build, run],
     }
+    if plan.host_setup is not None:  # the nodes' marker files, read-only in the task
+        task["volumes"] = [{"instance_path": MARKER_DIR, "path": HOST_DIR}]
     if exp.multi_node:
         task["startup_order"] = "workers-first"
         task["stop_criteria"] = "master-done"
     task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
                          "shm_size": "16GB"}
     return task, exp
+
+
+def _host_check(plan: FleetPlan) -> list[str]:
+    """The task's first command: stop on a node whose host setup did not finish."""
+    if plan.host_setup is None:
+        return []
+    return [f'if [ "$(sed -n \'s/^status=//p\' {HOST_DIR}/host-ready 2>/dev/null)" != ready ]; '
+            f'then echo "gpufleet acceptance: node ${{DSTACK_NODE_RANK:-0}}: {HOST_NOT_READY}: '
+            f'$(tr \'\\n\' \' \' < {HOST_DIR}/host-failed 2>/dev/null || echo no marker)"; '
+            "exit 1; fi"]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -150,6 +163,10 @@ _COUNT = re.compile(r"[0-9]{1,12}")
 _ROW = re.compile(r"^\s*([0-9]{1,15})\s+([0-9]{1,15})\s+(\S+)\s+(\S+)\s+(-?[0-9]{1,12})\s+(.*)$")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S*)")
+# What the task's first command prints on a node whose host setup is not ready.
+HOST_NOT_READY = "host setup not ready"
+_HOST = re.compile(rf"gpufleet acceptance: node (\S+): {HOST_NOT_READY}: (.*)")
+HOST_DIR = "/gpufleet-host"  # where the task mounts the nodes' /var/lib/gpufleet
 
 
 class Unreadable(ValueError):
@@ -218,6 +235,7 @@ class NcclLog:
     runs: list[Run] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # lines that cannot be read strictly
     too_big: bool = False  # larger than the read bound: the rest was not read
+    hosts_not_ready: list[str] = field(default_factory=list)  # "node 1: reason"
 
     @property
     def rows(self) -> list[Row]:
@@ -233,6 +251,10 @@ def parse_log(text: str, too_big: bool = False) -> NcclLog:
     log = NcclLog(too_big=too_big)
     run: Run | None = None
     for number, line in enumerate(text.splitlines(), 1):
+        host = _HOST.search(line)
+        if host is not None:
+            log.hosts_not_ready.append(f"node {host.group(1)}: {host.group(2).strip()}")
+            continue
         if "#wrong" in line and "busbw" in line:
             run = Run(number)
             log.runs.append(run)
@@ -348,6 +370,9 @@ def verdict(log: NcclLog, exp: Expectation) -> Verdict:
     """PASS only on complete, strictly readable evidence; certain failures (out-of-bounds,
     wrong results, low bandwidth) FAIL; anything that cannot be read is exit 2."""
     runs = [r for r in log.runs if r.rows]
+    if log.hosts_not_ready:  # certain: the task stopped before NCCL on these nodes
+        return Verdict(1, [f"FAIL: {h} (see /var/log/gpufleet-host-setup.log on the node)"
+                           for h in log.hosts_not_ready] + ["FAIL"])
     if log.too_big:
         return Verdict(2, [f"unreadable log: larger than {MAX_LOG_BYTES // (1 << 20)} MB, and "
                            "gpufleet reads no more than that; keep the nccl-tests output only "

@@ -10,7 +10,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +73,10 @@ def _secret(value: Any) -> Any:
     return value
 
 
-def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str) -> tuple[str | None, str]:
-    """The SSH fleet file of one fleet, or None with the reason it cannot have one."""
+def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
+              listed: Sequence[str] | None = None) -> tuple[str | None, str]:
+    """The SSH fleet file of one fleet, or None with the reason it cannot have one.
+    ``listed``: a scale set's instance addresses, read from Azure (`scale_set_hosts`)."""
     access = out.get("access") or {}
     method = access.get("method")
     if method in ("iap", "ssm"):
@@ -88,10 +90,23 @@ def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str) -> tuple[st
     public = bool(out.get("public_ips"))
     key = "public_ip" if public else "private_ip"
     hosts = [_secret(n.get(key)) for n in nodes]
+    vmss = out.get("scale_set") or {}
+    if vmss and any(not h for h in hosts):
+        if listed is None:
+            return None, (f"fleet {name}: an Azure scale set ({_secret(vmss.get('name'))}), "
+                          "whose instances' addresses are not stack outputs: pass "
+                          f"--azure-nics {name}=FILE with the output of `az vmss nic list "
+                          f"--resource-group {_secret(out.get('resource_group'))} --vmss-name "
+                          f"{_secret(vmss.get('name'))} -o json`, or --resolve-scale-sets "
+                          "(reads them with your Azure credentials)")
+        if len(listed) != len(nodes):
+            return None, (f"fleet {name}: the scale set lists {len(listed)} instance(s), the "
+                          f"stack deployed {len(nodes)}; run `gpufleet drift` and `pulumi up`, "
+                          "then export again")
+        hosts = list(listed)
     if any(not h for h in hosts):
         return None, (f"fleet {name}: the stack outputs have no {key.replace('_', ' ')} for "
-                      "every node (an Azure scale set lists its instances itself: `az vmss "
-                      "nic list`); no SSH fleet file")
+                      "every node; no SSH fleet file")
     user = access.get("user") or "ubuntu"
     cfg: dict[str, Any] = {"user": user, "identity_file": identity_file}
     bastion = out.get("bastion")
@@ -110,6 +125,62 @@ def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str) -> tuple[st
     doc["ssh_config"] = cfg
     header = (f"{MARKER} from the stack outputs of fleet {name}.\n"
               "# Apply with `dstack apply -f` on a machine that holds the identity file.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
+
+
+def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:
+    """The instances' addresses, by instance id, from `az vmss nic list -o json` or the
+    ARM answer it prints (`{"value": [...]}`): each NIC's primary IP configuration."""
+    nics = data.get("value") if isinstance(data, dict) else data
+    if not isinstance(nics, list):
+        raise ExportError(f"{source}: not a list of scale set NICs (`az vmss nic list -o json`)")
+    found: list[tuple[int, str]] = []
+    for i, nic in enumerate(nics):
+        props = nic.get("properties", nic) if isinstance(nic, dict) else None
+        configs = (props or {}).get("ipConfigurations") if isinstance(props, dict) else None
+        vm = str(((props or {}).get("virtualMachine") or {}).get("id", ""))
+        primary = [c.get("properties", c) for c in configs or [] if isinstance(c, dict)]
+        primary = [c for c in primary if c.get("primary", True)] or primary
+        key = "publicIPAddress" if public else "privateIPAddress"
+        address = primary[0].get(key) if primary else None
+        if public and isinstance(address, dict):  # a reference only: no address in a list
+            address = None
+        index = vm.rsplit("/virtualMachines/", 1)[-1] if "/virtualMachines/" in vm else ""
+        if not isinstance(address, str) or not index.isdigit():
+            raise ExportError(f"{source}: NIC {i} has no {key} and instance id (is this "
+                              "`az vmss nic list -o json` of the fleet's scale set?)")
+        found.append((int(index), address))
+    return [address for _, address in sorted(found)]
+
+
+def gateways_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name.removeprefix("gateway-"): v for name, v in sorted(outputs.items())
+            if name.startswith("gateway-") and isinstance(v, dict)}
+
+
+def gateway_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
+    """dstack's gateway file for a gateway gpufleet deployed, and the hand-over note.
+
+    dstack 0.22.5 creates its own gateway instance and cannot adopt an existing one, so the
+    file asks dstack for a gateway in the same backend, region and domain; the note says how
+    to move the wildcard record to it."""
+    record = str(_secret(out.get("record")) or "")
+    addresses = [str(_secret(a)) for a in out.get("addresses") or [] if a]
+    domain = record.removeprefix("*.").rstrip(".")
+    if not domain:
+        return None, f"gateway {name}: the stack outputs carry no DNS record; no gateway file"
+    doc = {"type": "gateway", "name": name, "backend": out["backend"],
+           "region": out["region"], "domain": domain}
+    at = ", ".join(addresses) or "(no address in the outputs)"
+    header = (f"{MARKER} from the stack outputs of gateway {name}.\n"
+              f"# gpufleet created the record *.{domain} -> {at} (check it with\n"
+              "# `gpufleet export dstack ... --check-dns`). dstack 0.22.5 cannot adopt an\n"
+              "# existing gateway instance: `dstack apply -f` on this file creates dstack's own\n"
+              "# in the same backend and region, with its own address. Then point *.{d} at\n"
+              "# the address `dstack gateway list` shows, in the DNS zone gpufleet wrote the\n"
+              "# record into (and remove the gateway from gpufleet's files once nothing uses\n"
+              "# gpufleet's address: its VM, address and record go on the next `pulumi up`).\n"
+              ).replace("{d}", domain)
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
 
 
@@ -177,7 +248,10 @@ def check_shape(name: str, out: Mapping[str, Any]) -> None:
                           "program?")
 
 
-def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
+def export_dstack(outputs: Mapping[str, Any], identity_file: str,
+                  scale_sets: Mapping[str, Sequence[str]] | None = None) -> Exported:
+    """SSH fleet files, gateway files and the server config; ``scale_sets``: fleet name ->
+    its scale set's instance addresses (read by the CLI from Azure or a file)."""
     fleets = fleets_in(outputs)
     for name, out in fleets.items():
         check_shape(name, out)
@@ -186,9 +260,10 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
                           "stack, and has `pulumi up` run?")
     result = Exported()
     projects = []
+    servers = control_planes(outputs)
     for name, out in fleets.items():
         try:
-            text, note = ssh_fleet(name, out, identity_file)
+            text, note = ssh_fleet(name, out, identity_file, (scale_sets or {}).get(name))
             entry = backend_entry(out)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
@@ -199,6 +274,14 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
         if note:
             result.notes.append(note)
         projects.append({"name": name, "backends": [entry]})
+        if not entry["public_ips"]:
+            result.notes.append(_private_note(name, out, servers))
+    for gw_name, gw in gateways_in(outputs).items():
+        text, note = gateway_file(gw_name, gw)
+        if text is not None:
+            result.files[f"gateway-{gw_name}.dstack.yml"] = text
+        result.notes.append(note or f"gateway {gw_name}: see the steps at the top of "
+                                    f"gateway-{gw_name}.dstack.yml")
     fleet_files = {n: text for n, text in result.files.items() if n.endswith(".dstack.yml")}
     check = validate_texts(fleet_files)
     if not check.ok:
@@ -218,8 +301,65 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str) -> Exported:
     return result
 
 
+def control_planes(outputs: Mapping[str, Any]) -> dict[str, str]:
+    """Fleet -> the URL of the dstack server its bastion runs (`control_plane`)."""
+    out: dict[str, str] = {}
+    for name, v in fleets_in(outputs).items():
+        server = (v.get("bastion") or {}).get("server") if isinstance(v.get("bastion"),
+                                                                      dict) else None
+        if isinstance(server, dict) and server.get("url"):
+            out[name] = str(_secret(server["url"]))
+    return out
+
+
+def _private_note(name: str, out: Mapping[str, Any], servers: Mapping[str, str]) -> str:
+    """What a dstack server needs to provision into a fleet's private networks."""
+    main = (out.get("networks") or {}).get("main") or {}
+    net = _secret(main.get("name")) or _secret(main.get("id")) or "the fleet's network"
+    if name in servers:
+        return (f"fleet {name}: private nodes; the dstack server at {servers[name]} runs "
+                f"inside {net} (control_plane): merge this project into its config "
+                "(~/.dstack/server/config.yml on the bastion) and restart it")
+    here = [f"{n} ({u})" for n, u in servers.items()]
+    return (f"fleet {name}: private nodes (`public_ips: false` in its server config "
+            f"project): a dstack server provisions and reaches them only from inside {net} "
+            f"({out.get('backend')} {out.get('region')}) or a network peered with it. Run the "
+            "server there (`control_plane: {fleet: " + name + "}` in the backends file builds "
+            "one on the bastion" + (f"; the stack's control plane is on {', '.join(here)}"
+                                    if here else "") + "), or keep to the SSH fleet file, "
+            "which reaches the nodes through the bastion (proxy_jump).")
+
+
 def write_files(exported: Exported, out_dir: str, force: bool) -> list[str]:
     """Write every file atomically; refuse (writing nothing) when a file exists that this
     command did not write, unless ``force``, or when a target is not a regular file
     (``WriteError``)."""
     return write_many(out_dir, exported.files.items(), MARKER, force)
+
+
+Resolver = Callable[[str], list[str]]  # host name -> its addresses
+
+
+def check_gateway_dns(outputs: Mapping[str, Any], resolve: Resolver
+                      ) -> list[tuple[str, bool, str]]:
+    """Per gateway: whether a name under its wildcard record resolves to the gateway's
+    addresses, with what was found. A name that does not resolve is a failure."""
+    out: list[tuple[str, bool, str]] = []
+    for name, gw in gateways_in(outputs).items():
+        record = str(_secret(gw.get("record")) or "")
+        domain = record.removeprefix("*.").rstrip(".")
+        want = sorted({str(_secret(a)) for a in gw.get("addresses") or [] if a})
+        if not domain or not want:
+            out.append((name, False, "the stack outputs carry no record or address"))
+            continue
+        probe = f"gpufleet-dns-check.{domain}"
+        try:
+            got = sorted(set(resolve(probe)))
+        except OSError as e:
+            out.append((name, False, f"{probe} does not resolve ({e}); the record *.{domain} "
+                                     f"should point at {', '.join(want)}"))
+            continue
+        ok = bool(got) and set(got) <= set(want)
+        out.append((name, ok, f"{probe} -> {', '.join(got) or 'nothing'}; the gateway's "
+                              f"address: {', '.join(want)}"))
+    return out

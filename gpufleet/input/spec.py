@@ -240,7 +240,8 @@ NO_ACCESS = AccessSpec()
 
 
 # Top-level keys of a backends file that holds gpufleet's settings only (no `backends:`).
-SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations"})
+SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations",
+                           "control_plane"})
 
 RESERVATION_KINDS = {"gcp": ("specific", "calendar"),
                      "aws": ("capacity-reservation", "capacity-block"),
@@ -267,6 +268,19 @@ class ReservationSpec:
     def target(self) -> str:
         """What the instances name: the id where the cloud wants one, else the name."""
         return self.id or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneSpec:
+    """The backends file's `control_plane`: where the dstack server runs."""
+
+    origin: Origin = field(compare=False)
+    fleet: str | None = None  # the fleet whose bastion becomes the server VM
+    port: int = 3000
+    allow: tuple[str, ...] | None = None  # None: the backend's ssh_cidrs
+    instance_type: str | None = None
+    dstack_version: str = "0.22.5"
+    url: str | None = None  # an existing server: nothing is built
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +321,7 @@ class Inputs:
     access: AccessSpec = NO_ACCESS  # the backends file's top-level `access`
     warn_cost_per_month: float | None = None  # the backends file's `cost.warn_per_month`
     reservations: tuple[ReservationSpec, ...] = ()
+    control_plane: ControlPlaneSpec | None = None
 
     def reservation(self, name: str | None) -> ReservationSpec | None:
         """The declared reservation a fleet's `reservation` names (by name or id)."""

@@ -19,12 +19,13 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
-from gpufleet.input.checks.reservations import check_reservations
+from gpufleet.input.checks.reservations import check_control_plane, check_reservations
 from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
     NO_ACCESS,
     BackendConfig,
+    ControlPlaneSpec,
     FleetSpec,
     GatewaySpec,
     Inputs,
@@ -78,6 +79,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     names = NameSettings()
     warn_cost: float | None = None
     reservations: list[ReservationSpec] = []
+    control_plane: ControlPlaneSpec | None = None
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     azure_groups = _azure_reservations(loaded.documents)
     for doc in loaded.documents:
@@ -104,7 +106,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
                                  {**names.gateways, **by_name.gateways})
             rs, more_rs = check_reservations(c)
             reservations.extend(rs)
-            more = [*more, *more_rs]
+            cp, more_cp = check_control_plane(c)
+            control_plane = cp or control_plane
+            more = [*more, *more_rs, *more_cp]
             cost = doc.data.get("cost") if isinstance(doc.data, dict) else None
             if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
                 warn_cost = float(cost["warn_per_month"])
@@ -119,7 +123,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     gateways = [with_gateway_settings(g, names) for g in gateways]
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets), access, warn_cost, tuple(reservations))
+                    tuple(ssh_fleets), access, warn_cost, tuple(reservations), control_plane)
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 

@@ -13,7 +13,7 @@ from gpufleet.live.preflight import (
     stack_needs,
 )
 from gpufleet.live.preview import UpPreview
-from gpufleet.live.probes import default_probes
+from gpufleet.live.probes import azure_scale_set_nics, default_probes
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -51,6 +51,7 @@ __all__ = [
     "UpOutcome",
     "UpPreview",
     "UpResult",
+    "azure_scale_set_nics",
     "capacity_code",
     "capacity_failures",
     "changes_from_events",

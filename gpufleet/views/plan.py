@@ -14,7 +14,14 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpufleet.compile import ANY_SUBNET, FirewallRule, FleetPlan, GatewayPlan, plan_to_json
+from gpufleet.compile import (
+    ANY_SUBNET,
+    HOST_FAMILIES,
+    FirewallRule,
+    FleetPlan,
+    GatewayPlan,
+    plan_to_json,
+)
 from gpufleet.diagnostics import fold
 from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
@@ -41,7 +48,10 @@ def fleet_summary(f: FleetPlan) -> dict[str, Any]:
                       "profile": n.profile, "existing": n.existing,
                       "subnets": [s.cidr for s in n.subnets]} for n in f.networks],
         "placement": f.placement.kind if f.placement else None,
-        "public_ip": f.public_ip, "provider": f.provider.name,
+        "public_ip": f.public_ip, "provider": f.provider.name, "image": f.image,
+        "host_setup": None if f.host_setup is None else {
+            "family": f.host_setup.family, "user": f.host_setup.user,
+            "script": f.host_setup.digest},
         "access": None if f.access is None else {
             "method": f.access.method, "user": f.access.user,
             "bastion": f.access.bastion.name if f.access.bastion else None,
@@ -253,7 +263,22 @@ def access_text(f: FleetPlan) -> str | None:
         sources = ", ".join(b.firewall.sources) or "nowhere (ssh_cidrs is empty)"
         way = (f"bastion {b.name} ({b.instance_type}, static address {b.address_name}, SSH "
                f"from {sources}); nodes take SSH only from it")
+        if b.server is not None:
+            way += (f"; control plane: dstack {b.server.dstack_version} server on the "
+                    f"bastion, port {b.server.port} from "
+                    f"{', '.join(b.server.firewall.sources)}")
     return f"{way}; user {a.user}, {key}"
+
+
+def host_setup_text(f: FleetPlan) -> str:
+    """The boot script that readies the nodes for dstack's SSH fleets, or its absence."""
+    h = f.host_setup
+    if h is None:
+        return "no host setup (`host_setup: none`: the image must carry Docker, the NVIDIA " \
+               "Container Toolkit and passwordless sudo for dstack)"
+    return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
+            + (", the NVIDIA Container Toolkit" if HOST_FAMILIES[h.family].gpu else "")
+            + f", passwordless sudo for {h.user}")
 
 
 def reservation_text(f: FleetPlan) -> str:
@@ -310,6 +335,7 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
             if f.placement.existing else f"{f.placement.name})"))
     if f.reservation:
         lines.append(f"  reservation: {reservation_text(f)}")
+    lines.append(f"  image:    {f.image}; {host_setup_text(f)}")
     for n in f.networks:
         bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
                 f"profile {n.profile}" if n.profile else "",

@@ -34,6 +34,7 @@ from gpufleet.compile.backends.base import (
     public_ips,
 )
 from gpufleet.compile.cidr import pack, usable_hosts
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
     AwsOptions,
     FirewallRule,
@@ -134,6 +135,8 @@ class AwsBackend:
                                     if reservation is not None else None)
             if fleet.is_cluster else None,
             reservation=fleet.reservation, labels=tags,
+            host_setup=host_setup_plan("aws", cfg, bool(offer.gpu_count), not images.get(
+                "nvidia" if offer.gpu_count else "cpu"), way_in.user),
             options=AwsOptions(
                 ami_name=str(ami["name"]), ami_owner=str(ami.get("owner", "amazon")),
                 security_group=naming.child(fleet.name, "sg"),

@@ -21,6 +21,7 @@ from gpufleet.compile.backends.base import (
     public_ips,
 )
 from gpufleet.compile.cidr import pack
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
     AzureOptions,
     FleetPlan,
@@ -77,6 +78,8 @@ class AzureBackend:
             # a capacity reservation group's id, declared in the backends file (F011 refuses
             # an undeclared one: dstack's azure backend takes none)
             reservation=fleet.reservation, labels=merged_tags(fleet, config),
+            host_setup=host_setup_plan("azure", cfg, bool(offer.gpu_count),
+                                       not cfg.get("image"), way_in.user),
             options=AzureOptions(
                 resource_group=cfg.get("resource_group"), tenant_id=cfg.get("tenant_id"),
                 ssh_public_key=way_in.public_key, admin_user=way_in.user,

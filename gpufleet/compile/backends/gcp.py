@@ -24,6 +24,7 @@ from gpufleet.compile.backends.base import (
     public_ips,
 )
 from gpufleet.compile.cidr import pack, split, usable_hosts
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
     ANY_SUBNET,
     FirewallRule,
@@ -104,6 +105,9 @@ class GcpBackend:
             or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=gcp_labels(merged_tags(fleet, config)),
+            host_setup=host_setup_plan("gcp", config.settings if config is not None else {},
+                                       bool(offer.gpu_count),
+                                       config is None or not config.get("image"), way_in.user),
             options=GcpOptions(
                 project=project, network_tag=naming.network_tag(fleet.name),
                 service_account=config.get("vm_service_account") if config is not None

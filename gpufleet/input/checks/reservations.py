@@ -1,13 +1,15 @@
-"""The backends file's `reservations:`: declared reserved capacity -> ReservationSpec. Pure."""
+"""The backends file's `reservations:` (declared reserved capacity -> ReservationSpec) and
+`control_plane:` (where the dstack server runs -> ControlPlaneSpec). Pure."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from ipaddress import ip_network
 
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
-from gpufleet.input.spec import RESERVATION_KINDS, Origin, ReservationSpec
+from gpufleet.input.spec import RESERVATION_KINDS, ControlPlaneSpec, Origin, ReservationSpec
 
 
 def parse_time(text: str) -> datetime | None:
@@ -54,3 +56,30 @@ def check_reservations(c: Checked) -> tuple[list[ReservationSpec], list[Diagnost
             None if raw.get("price") is None else float(raw["price"]),
             raw.get("placement_group")))
     return out, ctx.diags
+
+
+def check_control_plane(c: Checked) -> tuple[ControlPlaneSpec | None, list[Diagnostic]]:
+    """The backends file's `control_plane` (where the dstack server runs)."""
+    ctx = Ctx(c)
+    raw = ctx.data().get("control_plane")
+    base: KeyPath = ("control_plane",)
+    if not isinstance(raw, dict) or not c.ok(base):
+        return None, ctx.diags
+    allow = raw.get("allow")
+    for i, cidr in enumerate(allow or ()):
+        try:
+            net = ip_network(str(cidr), strict=False)
+        except ValueError:
+            ctx.error((*base, "allow", i), f"'{cidr}' is not a CIDR range", "B014",
+                      hint="write it like 203.0.113.0/24")
+            return None, ctx.diags
+        if net.prefixlen == 0:
+            ctx.error((*base, "allow", i), f"'{cidr}' opens the dstack server to the whole "
+                      "internet", "B014", hint="name the ranges your team connects from")
+            return None, ctx.diags
+    line, col = c.doc.source.key(base)
+    return ControlPlaneSpec(
+        Origin(c.doc.file, line, col, c.doc.index), raw.get("fleet"),
+        int(raw.get("port", 3000)), None if allow is None else tuple(str(a) for a in allow),
+        raw.get("instance_type"), str(raw.get("dstack_version", "0.22.5")),
+        raw.get("url")), ctx.diags

@@ -3,7 +3,8 @@ with the `live` extra and are imported only when a probe is built."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gpufleet.live.preflight import MissingAccess, Probe
 
@@ -31,3 +32,11 @@ def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
     if missing:  # every cloud that cannot be asked, at once
         raise MissingAccess("; ".join(missing))
     return probes
+
+
+def azure_scale_set_nics(vmss_ids: Sequence[str]) -> dict[str, Any]:
+    """Each scale set's instance NICs, read with the default Azure credentials."""
+    from gpufleet.live.probes.azure import azure_get, scale_set_nics
+
+    get = azure_get()
+    return {vmss_id: scale_set_nics(get, vmss_id) for vmss_id in vmss_ids}

@@ -17,6 +17,7 @@ from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
     Need,
+    ProbeError,
     QuotaFacts,
     QuotaKey,
     ReservationFacts,
@@ -142,6 +143,20 @@ class AzureProbe:
                 return QuotaFacts(limit=float(u.get("limit", 0)),
                                   used=float(u.get("currentValue", 0)))
         return None
+
+
+def scale_set_nics(get: Get, vmss_id: str) -> Any:
+    """The NICs of a scale set's instances (Network Interfaces - List Virtual Machine Scale
+    Set Network Interfaces), every page."""
+    url: str | None = f"{ARM}{vmss_id}/networkInterfaces?api-version=2018-10-01"
+    nics: list[Any] = []
+    while url:
+        body = get_json(get, url, "azure")
+        if body is None:
+            raise ProbeError(f"azure: no scale set {vmss_id}")
+        nics += body.get("value") or []
+        url = body.get("nextLink")
+    return {"value": nics}
 
 
 def _vcpus(sku: Any) -> int:

@@ -1,0 +1,60 @@
+"""The backends file's `control_plane`: the dstack server on a fleet's bastion. Pure.
+
+A dstack server provisions into private networks (`public_ips: false`) and reaches their
+nodes only from inside them. The bastion already sits in the fleet's network with a static
+address and SSH from `ssh_cidrs`; as the control plane it gets a size that runs the server,
+the server's port open to `allow` only, and a boot script that installs dstack and runs
+`dstack server` under systemd.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from gpufleet.compile import naming
+from gpufleet.compile.plan import FirewallRule, FleetPlan, ServerPlan
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, ControlPlaneSpec
+
+# Sizes that run the dstack server (2 vCPUs, 4 GiB), per cloud.
+SERVER_SIZE = {"aws": "t3.medium", "gcp": "e2-medium", "azure": "Standard_B2s"}
+
+
+def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | None,
+                         backends: Sequence[BackendConfig]) -> tuple[list[FleetPlan],
+                                                                     list[Diagnostic]]:
+    """The plans with the control plane's fleet's bastion turned into the server VM."""
+    out = list(plans)
+    if spec is None or spec.fleet is None:
+        return out, []
+    index = next((i for i, p in enumerate(out) if p.name == spec.fleet), None)
+    if index is None:
+        return out, [spec.origin.at("fleet", "B014", f"control_plane.fleet '{spec.fleet}' "
+                                    "names no fleet of these files",
+                                    "name one of the fleets, or give `url:` instead")]
+    plan = out[index]
+    access = plan.access
+    bastion = access.bastion if access is not None else None
+    if access is None or bastion is None:
+        how = access.method if access is not None else "no access"
+        return out, [spec.origin.at("fleet", "B014", f"fleet '{spec.fleet}' has no bastion to "
+                                    f"host the dstack server (its nodes are reached: {how})",
+                                    "pick a fleet with private nodes behind a bastion (the "
+                                    "default), or run the server yourself and give `url:`")]
+    config = next((b for b in backends if b.type == plan.backend), None)
+    sources = spec.allow if spec.allow is not None else \
+        (tuple(config.ssh_cidrs) if config is not None else ())
+    if not sources:
+        return out, [spec.origin.at("allow", "B014", "the dstack server's port would be open "
+                                    "to no one: no `allow` and no `ssh_cidrs`",
+                                    "list the ranges your team connects from in `allow`")]
+    server = ServerPlan(spec.port, FirewallRule(
+        naming.child(bastion.name, "dstack"), f"the dstack server (port {spec.port}) from "
+        "control_plane.allow" if spec.allow is not None else
+        f"the dstack server (port {spec.port}) from ssh_cidrs", "tcp", (str(spec.port),),
+        tuple(sources)), spec.dstack_version, access.user)
+    bastion = dataclasses.replace(bastion, server=server, instance_type=spec.instance_type
+                                  or SERVER_SIZE[plan.backend])
+    out[index] = dataclasses.replace(plan, access=dataclasses.replace(access, bastion=bastion))
+    return out, []

