@@ -202,10 +202,14 @@ class Network(pulumi.ComponentResource):
                     location=plan.region, sku={"name": "Standard"},
                     public_ip_addresses=[{"id": pip.id}], tags=dict(plan.labels), opts=child)
                 nat_gateway = {"id": gateway.id}
+            # Azure Storage over the Microsoft backbone from a fleet's subnet (its service
+            # endpoint), not through the NAT gateway
+            endpoints: list[network.ServiceEndpointPropertiesFormatArgsDict] | None = \
+                [{"service": "Microsoft.Storage"}] if isinstance(plan, FleetPlan) else None
             sub = network.Subnet(
                 subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
                 address_prefix=subnet.cidr,
-                nat_gateway=nat_gateway,
+                nat_gateway=nat_gateway, service_endpoints=endpoints,
                 opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
             self.vnet_id, self.subnet_id = vnet.id, sub.id
             self.vnet_name = vnet.name

@@ -17,6 +17,7 @@ from gpufleet.diagnostics import render_text
 from gpufleet.input import stackconfig
 
 from .registry import BackendComponents, FleetResources, components_for
+from .volumes import emit_volume
 
 
 def compile_settings(settings: stackconfig.StackSettings, base: Path) -> Compiled:
@@ -63,6 +64,14 @@ def emit(compiled: Compiled) -> None:
         pulumi.export(f"gateway-{gw.name}", {
             "backend": gw.backend, "region": gw.region, "addresses": gateway.addresses,
             "record": gw.record.fqdn if gw.record else None})
+    for vol in compiled.volumes:
+        volume_id: Any = vol.volume_id
+        if vol.created:
+            module = components_for(vol.backend)
+            volume_id = emit_volume(vol, provider_for(module, vol.provider))
+        pulumi.export(f"volume-{vol.name}", {
+            "backend": vol.backend, "region": vol.region, "zone": vol.zone,
+            "size_gib": vol.size_gib, "volume_id": volume_id, "created": vol.created})
 
 
 def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:

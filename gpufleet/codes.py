@@ -20,8 +20,8 @@ class Code:
 
 
 PASSES = {"L": "loading", "S": "schema", "F": "fleet rules", "G": "gateway rules",
-          "P": "profiles", "B": "backends file", "K": "lock file", "O": "offers",
-          "C": "compile"}
+          "V": "volume rules", "P": "profiles", "B": "backends file", "K": "lock file",
+          "O": "offers", "C": "compile"}
 
 CODES: Mapping[str, Code] = MappingProxyType({
     "L000": Code("not a readable regular file",
@@ -180,6 +180,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "azure: capacity-reservation-group"),
     "B013": Code("a declared reservation's `ends` is not an ISO 8601 time",
                  "write it like 2026-12-01T12:00:00Z"),
+    "V001": Code("a volume on a backend gpufleet builds no volumes on (dstack 0.22.5 has none "
+                 "on azure)", "use aws or gcp, or let dstack manage it"),
+    "V002": Code("a volume file gpufleet cannot build: no name, region, size or zone",
+                 "add what the message names"),
     "B014": Code("a `control_plane` setting that cannot be built: a bad or open `allow` "
                  "range, or a fleet that is missing, on public nodes or without a bastion",
                  "fix the range, or name a fleet whose private nodes sit behind a bastion"),

@@ -48,7 +48,9 @@ def _billed_resources(report: PlanReport) -> Counter[tuple[str, str]]:
         count = 1
         if r["type"] == "azure-native:compute:VirtualMachineScaleSet":
             count = int(inputs["sku"]["capacity"])
-        out[(owners[r["urn"]], kind)] += count
+        # a dstack volume's disk is a top-level resource, billed as `volume:NAME`
+        owner = f"volume:{r['name']}" if kind == "volume" else owners[r["urn"]]
+        out[(owner, kind)] += count
     return out
 
 
@@ -56,7 +58,8 @@ def _billed_lines(report: PlanReport) -> Counter[tuple[str, str]]:
     out: Counter[tuple[str, str]] = Counter()
     for name, bill in report.bills.items():
         for item in bill.items:
-            if item.kind in ("instance", "address", "nat", "load_balancer", "dns_zone"):
+            if item.kind in ("instance", "address", "nat", "load_balancer", "dns_zone",
+                             "volume"):
                 out[(name, item.kind)] += item.count
     return out
 
@@ -79,6 +82,8 @@ def test_every_billable_resource_of_the_examples_has_a_priced_line() -> None:
             "aws:ec2/internetGateway:InternetGateway", "aws:ec2/keyPair:KeyPair",
             "aws:ec2/launchTemplate:LaunchTemplate", "aws:ec2/placementGroup:PlacementGroup",
             "aws:ec2/eipAssociation:EipAssociation", "aws:route53/record:Record",
+            # S3 gateway endpoints: "no additional charge" (aws.amazon.com/privatelink/pricing)
+            "aws:ec2/vpcEndpoint:VpcEndpoint",
             "gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork",
             "gcp:compute/firewall:Firewall", "gcp:compute/router:Router",
             "gcp:compute/resourcePolicy:ResourcePolicy", "gcp:dns/recordSet:RecordSet",
@@ -271,7 +276,7 @@ def test_gpufleet_plan_on_a_terminal_prints_progress_on_stderr(tmp_path: Path) -
 def test_a_bill_over_the_monthly_threshold_is_a_warning(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["plan", str(EXAMPLES), "--warn-cost-per-month", "100000"])
     assert r.exit_code == 0
-    assert "warning[C018]: the plan costs $501,243/month, over the warning threshold " \
+    assert "warning[C018]: the plan costs $501,345/month, over the warning threshold " \
            "$100,000/month (most: nd-h100 $287,220" in r.stderr
     assert "C018" not in CliRunner().invoke(cli, ["plan", str(EXAMPLES)]).stderr
     # the default comes from the backends file

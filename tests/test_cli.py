@@ -20,7 +20,7 @@ INVALID = ROOT / "tests" / "cases" / "invalid"
 def test_validate_examples_exit_0() -> None:
     r = CliRunner().invoke(cli, ["validate", str(ROOT / "examples")])
     assert r.exit_code == 0, r.output
-    assert r.output.startswith("ok: 11 file(s), 5 fleet(s), 3 gateway(s)")
+    assert r.output.startswith("ok: 12 file(s), 5 fleet(s), 3 gateway(s)")
     assert r.output.rstrip().endswith("1 lock file(s)")
 
 

@@ -26,6 +26,10 @@ ORACLE = ROOT / ".venv-dstack" / "bin" / "python"
 
 # gpufleet's own refusals of files dstack accepts: code -> why (README, "dstack conformance").
 DELIBERATE = {
+    "V001": "a volume on runpod, kubernetes, daytona or lium: gpufleet builds volumes on aws "
+            "and gcp",
+    "V002": "a volume without `name`, or a new one without `availability_zone`: the disk's "
+            "name derives from the name, and gpufleet builds it in that zone",
     "F006": "a backend gpufleet cannot build (it builds aws, gcp and azure)",
     "F009": "a fleet without `name`: every resource name derives from it",
     "G007": "a gateway without `name`: every resource name derives from it",

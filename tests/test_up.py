@@ -158,7 +158,7 @@ def test_two_capacity_errors_then_the_third_offer_is_deployed_and_locked(tmp_pat
     moves = [s for s in said if s.startswith("gpufleet up:")]
     assert len(moves) == 2 and all("does not have enough resources" in s for s in moves)
     assert "-> moving to gcp" in moves[0]
-    assert said[0] == "preview: + 51 to create, ~ 0 to update, +- 0 to replace, - 0 to delete"
+    assert said[0] == "preview: + 52 to create, ~ 0 to update, +- 0 to replace, - 0 to delete"
     assert stack.previews == 3  # a preview before every attempt
 
 
@@ -254,7 +254,7 @@ def test_nothing_changes_until_the_preview_is_confirmed(tmp_path: Path) -> None:
         deploy(runner(stack), str(tmp_path), UpOptions(1), print, no)
     assert stack.seen == [] and Path(lock).read_text() == before
     counts = shown[0].report.counts()
-    assert counts["create"] == 51 and counts["replace"] == counts["delete"] == 0
+    assert counts["create"] == 52 and counts["replace"] == counts["delete"] == 0
     assert shown[0].costs.before == 0 and shown[0].costs.after > 0
 
 
@@ -318,4 +318,4 @@ def test_the_cli_asks_on_a_terminal_and_needs_yes_without_one(
     r = CliRunner().invoke(cli, ["up", "--stack", "dev", "--cwd", str(tmp_path), "--yes",
                                  "--skip-preflight"])
     assert r.exit_code == 0, r.output
-    assert "preview: + 51 to create" in r.output and "deployed stack dev" in r.output
+    assert "preview: + 52 to create" in r.output and "deployed stack dev" in r.output

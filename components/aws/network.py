@@ -177,6 +177,15 @@ class Network(pulumi.ComponentResource):
                     aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
                                                   subnet_id=self.subnet_ids[s.name],
                                                   route_table_id=private_rt.id, opts=child)
+        if isinstance(plan, FleetPlan):
+            # S3 through a gateway endpoint (free): datasets and checkpoints reach S3 without
+            # the NAT gateway's per-GB processing charge
+            tables = [public_rt.id, *([private_rt.id] if net.nat else [])]
+            aws.ec2.VpcEndpoint(
+                naming.child(net.name, "s3"), vpc_id=vpc.id,
+                service_name=f"com.amazonaws.{plan.region}.s3", vpc_endpoint_type="Gateway",
+                route_table_ids=tables, tags=tags(plan, naming.child(net.name, "s3")),
+                opts=child)
 
     def _security_group(self, net: NetworkPlan, plan: Owner,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:

@@ -72,7 +72,8 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                       ssh_public_key)
     warnings = [d for d in compiled.diagnostics if not d.is_error]
     report = diff_report(regs, state, compiled, state.stack, guards, skips)
-    costs = fleet_costs(compiled.plans, lock, running_nodes(state), gateways=compiled.gateways)
+    costs = fleet_costs(compiled.plans, lock, running_nodes(state), gateways=compiled.gateways,
+                        volumes=compiled.volumes)
     extra = tuple(cost_violations(costs, guards.max_cost_per_hour, guards.max_cost_increase))
     return dataclasses.replace(report, cost_lines=tuple(costs.lines()),
                                violations=report.violations + extra), warnings

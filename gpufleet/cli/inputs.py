@@ -57,8 +57,8 @@ def validate(paths: Sequence[str], fmt: str) -> None:
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["fleet", "gateway", "profiles", "backends", "lock",
-                                           "defs"]))
+@click.argument("kind", type=click.Choice(["fleet", "gateway", "volume", "profiles",
+                                           "backends", "lock", "defs"]))
 def schema(kind: str) -> None:
     """Print the JSON Schema of a file kind."""
     from gpufleet.input import schema_text

@@ -17,7 +17,8 @@ from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.controlplane import attach_control_plane
-from gpufleet.compile.plan import FleetPlan, GatewayPlan
+from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.compile.volumes import plan_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
     FleetSpec,
@@ -59,6 +60,7 @@ class Compiled:
     # ones that moved off the block the lock records (name -> old block).
     blocks: Mapping[str, str] = field(default_factory=dict)
     block_moves: Mapping[str, str] = field(default_factory=dict)
+    volumes: tuple[VolumePlan, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -127,13 +129,14 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
     plan_diags = [*plan_diags, *server_diags]
     gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
+    volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
-             *check_zone_owners(inputs, gateways)]
+             *volume_diags, *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),
                     catalog.describe(), tuple(gateways),
                     picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {},
                     {name: str(net) for name, net in addresses.blocks.items()},
-                    dict(addresses.moved))
+                    dict(addresses.moved), tuple(volumes))
 
 
 def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock: Lock | None,

@@ -246,6 +246,26 @@ class FleetPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumePlan:
+    """A dstack volume: a disk the stack creates (``volume_id`` None), or an existing one."""
+
+    name: str
+    file: str
+    backend: str
+    provider: ProviderPlan
+    region: str
+    zone: str | None
+    size_gib: int | None
+    disk_type: str
+    volume_id: str | None = None
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+    @property
+    def created(self) -> bool:
+        return self.volume_id is None
+
+
+@dataclass(frozen=True, slots=True)
 class DnsRecordPlan:
     name: str  # logical name of the record resource
     fqdn: str  # "*.gpu.example.com." (trailing dot)

@@ -153,6 +153,29 @@ def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:
     return [address for _, address in sorted(found)]
 
 
+def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
+    """dstack's volume file for a volume of the stack: an external volume (`volume_id`), so
+    dstack attaches the disk the stack created (or was given) instead of making one."""
+    volume_id = _secret(out.get("volume_id"))
+    if not volume_id or out.get("backend") not in ("aws", "gcp"):
+        return None, f"volume {name}: the stack outputs carry no volume id; no volume file"
+    doc: dict[str, Any] = {"type": "volume", "name": name, "backend": out["backend"],
+                           "region": out["region"]}
+    if out.get("zone"):
+        doc["availability_zone"] = out["zone"]
+    doc["volume_id"] = str(volume_id)
+    header = (f"{MARKER} from the stack outputs of volume {name}.\n"
+              "# An external volume: `dstack apply -f` registers the disk the stack holds "
+              "(dstack\n# neither creates nor deletes it); mount it in a run with "
+              f"`volumes: [{{name: {name}, path: /data}}]`.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
+
+
+def volumes_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name.removeprefix("volume-"): v for name, v in sorted(outputs.items())
+            if name.startswith("volume-") and isinstance(v, dict)}
+
+
 def gateways_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {name.removeprefix("gateway-"): v for name, v in sorted(outputs.items())
             if name.startswith("gateway-") and isinstance(v, dict)}
@@ -276,6 +299,12 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         projects.append({"name": name, "backends": [entry]})
         if not entry["public_ips"]:
             result.notes.append(_private_note(name, out, servers))
+    for vol_name, vol in volumes_in(outputs).items():
+        text, note = volume_file(vol_name, vol)
+        if text is not None:
+            result.files[f"volume-{vol_name}.dstack.yml"] = text
+        if note:
+            result.notes.append(note)
     for gw_name, gw in gateways_in(outputs).items():
         text, note = gateway_file(gw_name, gw)
         if text is not None:

@@ -23,6 +23,7 @@ from gpufleet.input.spec import (
     ReservationSpec,
     ResourcesSpec,
     SshFleetSpec,
+    VolumeSpec,
     access_for,
     offer_place,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ResourcesSpec",
     "SshFleetSpec",
     "Validated",
+    "VolumeSpec",
     "access_for",
     "load_lock",
     "offer_place",

@@ -18,7 +18,7 @@ from gpufleet.input.schema_files import validator
 from gpufleet.input.spec import DSTACK_BACKENDS, SETTINGS_KEYS
 from gpufleet.traits import SUPPORTED_BACKENDS
 
-DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "volume", "preset")
+DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "preset")
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
                "boolean": "a boolean", "object": "a mapping", "array": "a list", "null": "null"}
 _NAME_PATTERN = "^[a-z][a-z0-9-]{1,40}$"
@@ -63,7 +63,7 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
             return "backends", []  # gpufleet's settings only (`gateways: {gw: {dns_zone}}`)
         return None, [doc.at_key((), "L007", "missing `type`: cannot tell what this document is",
                                  hint="add `type: fleet` or `type: gateway`")]
-    if kind in ("fleet", "gateway"):
+    if kind in ("fleet", "gateway", "volume"):
         return kind, []
     if isinstance(kind, bool | int | float):
         return None, [doc.at_value(("type",), "L007", f"`type` must be `fleet` or `gateway`, "

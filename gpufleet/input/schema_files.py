@@ -8,7 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-KINDS = ("fleet", "gateway", "profiles", "backends", "lock")
+KINDS = ("fleet", "gateway", "volume", "profiles", "backends", "lock")
 _FILES = (*KINDS, "defs", "dstack-server-config", "task")
 
 

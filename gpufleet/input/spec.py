@@ -271,6 +271,20 @@ class ReservationSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeSpec:
+    """A dstack volume file: a new disk (`size` in `zone`) or an existing one (`volume_id`)."""
+
+    name: str
+    backend: str
+    region: str
+    zone: str | None
+    size_gib: int | None  # None for an existing volume
+    volume_id: str | None
+    tags: Mapping[str, str]
+    origin: Origin = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ControlPlaneSpec:
     """The backends file's `control_plane`: where the dstack server runs."""
 
@@ -322,6 +336,7 @@ class Inputs:
     warn_cost_per_month: float | None = None  # the backends file's `cost.warn_per_month`
     reservations: tuple[ReservationSpec, ...] = ()
     control_plane: ControlPlaneSpec | None = None
+    volumes: tuple[VolumeSpec, ...] = ()
 
     def reservation(self, name: str | None) -> ReservationSpec | None:
         """The declared reservation a fleet's `reservation` names (by name or id)."""

@@ -20,6 +20,7 @@ from gpufleet.input.checks import (
     check_profiles,
 )
 from gpufleet.input.checks.reservations import check_control_plane, check_reservations
+from gpufleet.input.checks.volumes import check_volume
 from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
 from gpufleet.input.schema import check_schema
 from gpufleet.input.spec import (
@@ -34,6 +35,7 @@ from gpufleet.input.spec import (
     ProfileSpec,
     ReservationSpec,
     SshFleetSpec,
+    VolumeSpec,
 )
 
 
@@ -80,6 +82,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     warn_cost: float | None = None
     reservations: list[ReservationSpec] = []
     control_plane: ControlPlaneSpec | None = None
+    volumes: list[VolumeSpec] = []
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     azure_groups = _azure_reservations(loaded.documents)
     for doc in loaded.documents:
@@ -95,6 +98,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
         elif c.kind == "gateway":
             gw, more = check_gateway(c)
             gateways.extend([gw] if gw else [])
+        elif c.kind == "volume":
+            vol, more = check_volume(c)
+            volumes.extend([vol] if vol else [])
         elif c.kind == "profiles":
             ps, more = check_profiles(c)
             profiles.extend(ps)
@@ -123,7 +129,8 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     gateways = [with_gateway_settings(g, names) for g in gateways]
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets), access, warn_cost, tuple(reservations), control_plane)
+                    tuple(ssh_fleets), access, warn_cost, tuple(reservations), control_plane,
+                    tuple(volumes))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 
@@ -141,7 +148,7 @@ def _azure_reservations(documents: Sequence[Document]) -> frozenset[str]:
     return frozenset(out)
 
 
-DSTACK_KINDS = ("fleet", "gateway")
+DSTACK_KINDS = ("fleet", "gateway", "volume")
 
 
 def _one_configuration_per_file(kinds: Mapping[str, list[tuple[Document, str | None]]]

@@ -282,7 +282,7 @@ def preview_update(runner: DeployRunner, compiled: Compiled, lock: Lock) -> UpPr
     runner.preview(events.append)
     changes = changes_from_events(events, "preview")
     costs = fleet_costs(compiled.plans, lock, running_nodes(_state(runner)),
-                        gateways=compiled.gateways)
+                        gateways=compiled.gateways, volumes=compiled.volumes)
     return UpPreview(Report("up-preview", "", tuple(changes)), costs)
 
 

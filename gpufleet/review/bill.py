@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan
+from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.offers import Catalog, PriceTable, load_bundled
 
 PARTS = ("nodes", "network", "storage")
@@ -32,6 +32,7 @@ BILLED_AS: dict[str, str] = {
     "gcp:compute/forwardingRule:ForwardingRule": "load_balancer",
     "aws:route53/zone:Zone": "dns_zone", "gcp:dns/managedZone:ManagedZone": "dns_zone",
     "azure-native:dns:Zone": "dns_zone",
+    "aws:ebs/volume:Volume": "volume", "gcp:compute/disk:Disk": "volume",  # dstack volumes
 }
 
 
@@ -51,7 +52,7 @@ class Item:
 @dataclass(frozen=True, slots=True)
 class Bill:
     owner: str
-    kind: str  # "fleet" or "gateway"
+    kind: str  # "fleet", "gateway" or "volume"
     items: tuple[Item, ...]
     unpriced: tuple[str, ...] = ()  # what exists but has no price here
 
@@ -198,6 +199,17 @@ def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = N
     return b.bill(g.name, "gateway")
 
 
+def volume_bill(v: VolumePlan, prices: PriceTable) -> Bill:
+    """A volume the stack creates: its disk (an existing one is not the stack's to bill)."""
+    b = _Biller(prices, None)
+    if v.created and v.size_gib is not None:
+        p = prices.disk(v.backend, v.disk_type, v.size_gib)
+        b.add("storage", "volume", f"{v.size_gib} GiB {v.disk_type} (volume {v.name})", 1,
+              None if p is None else p.per_hour,
+              f"{prices.describe()}: no {v.disk_type} price" if p is None else p.source)
+    return b.bill(v.name, "volume")
+
+
 def overhead_rates(plan: FleetPlan | GatewayPlan, prices: PriceTable,
                    catalog: Catalog | None = None) -> tuple[float, float]:
     """(fixed, per node) USD/h beside the instances: what a fleet runs whatever its node count
@@ -211,9 +223,13 @@ def overhead_rates(plan: FleetPlan | GatewayPlan, prices: PriceTable,
 
 
 def bills(fleets: Sequence[FleetPlan], gateways: Sequence[GatewayPlan], prices: PriceTable,
-          catalog: Catalog | None = None) -> dict[str, Bill]:
+          catalog: Catalog | None = None, volumes: Sequence[VolumePlan] = ()
+          ) -> dict[str, Bill]:
+    """Every bill by owner: fleets and gateways by name, volumes as `volume:NAME` (their
+    names are a namespace of their own)."""
     out = {f.name: fleet_bill(f, prices, catalog) for f in fleets}
     out.update({g.name: gateway_bill(g, prices, catalog) for g in gateways})
+    out.update({f"volume:{v.name}": volume_bill(v, prices) for v in volumes if v.created})
     return out
 
 

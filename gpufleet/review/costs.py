@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.compile import FleetPlan, GatewayPlan
+from gpufleet.compile import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.input import Lock
 from gpufleet.offers import HOURS_PER_MONTH, Catalog, load_prices
-from gpufleet.review.bill import fleet_bill, gateway_bill, overhead_rates
+from gpufleet.review.bill import fleet_bill, gateway_bill, overhead_rates, volume_bill
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def _price(value: float | None) -> float:
 def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
                 running: Mapping[str, int] | None = None,
                 gateways: Sequence[GatewayPlan] = (),
-                catalog: Catalog | None = None) -> Costs:
+                catalog: Catalog | None = None, volumes: Sequence[VolumePlan] = ()) -> Costs:
     """Each fleet's and gateway's whole bill per hour, before and after (nodes and what runs
     beside them: bastion, NAT, addresses, disks, load balancer, DNS zone)."""
     prices = load_prices()
@@ -99,6 +99,11 @@ def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
         was = entry.overhead[0] if entry is not None and entry.overhead else now
         exists = entry is not None if running is None else g.name in running
         out.append(FleetCost(g.name, was if exists else 0.0, now))
+    for v in volumes:  # no offer to lock: the file is the record; the export says if it exists
+        if v.created:
+            now = volume_bill(v, prices).total
+            held = running is None or f"volume:{v.name}" in running
+            out.append(FleetCost(f"volume:{v.name}", now if held else 0.0, now))
     basis = ("lock prices x the export's nodes, with what runs beside them"
              if running is not None else
              "lock prices x the planned nodes, with what runs beside them (new: $0)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
+from gpufleet.review.bill import BILLED_AS
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.review.owners import is_top, owner_map
@@ -169,12 +170,15 @@ def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence
 
 def running_nodes(state: State) -> dict[str, int]:
     """Nodes per fleet (and gateway) in the export: its instances (bastions aside), or a
-    scale set's capacity; 0 for one the export holds without nodes."""
+    scale set's capacity; 0 for one the export holds without nodes; 1 per dstack volume
+    (as `volume:NAME`) whose disk the export holds."""
     owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
     out: dict[str, int] = {}
     for r in state.resources:
         owner = owners.get(r.urn)
         if owner is None:
+            if BILLED_AS.get(r.type) == "volume":  # a dstack volume's disk: the stack holds it
+                out[f"volume:{r.name}"] = 1
             continue
         out.setdefault(owner, 0)
         if r.name.endswith("-bastion"):

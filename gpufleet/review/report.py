@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.compile import Compiled, FleetPlan, GatewayPlan
+from gpufleet.compile import Compiled, FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, SshFleetSpec, Validated
 from gpufleet.offers import Catalog, LockStatus, PriceTable, load_prices
@@ -35,9 +35,11 @@ class PlanReport:
     ssh_fleets: tuple[SshFleetSpec, ...] = ()  # listed, never provisioned
     violations: tuple[Violation, ...] = ()
     costs: Costs | None = None
-    bills: Mapping[str, Bill] = field(default_factory=dict)  # fleet or gateway -> its bill
+    # fleet or gateway -> its bill; a volume's as `volume:NAME`
+    bills: Mapping[str, Bill] = field(default_factory=dict)
     prices: PriceTable | None = None
     diagnostics: tuple[Diagnostic, ...] = ()  # the warnings of the run, for every format
+    volumes: tuple[VolumePlan, ...] = ()  # dstack volume files: disks created or handed over
 
     @property
     def nodes_per_hour(self) -> float:
@@ -68,5 +70,7 @@ def plan_report(validated: Validated, compiled: Compiled, stack: str,
                       exports, compiled.gateways, compiled.fleet_locks, compiled.gateway_locks,
                       lock_label(lock), validated.inputs.ssh_fleets, tuple(violations),
                       fleet_costs(compiled.plans, lock, gateways=compiled.gateways,
+                                  volumes=compiled.volumes,
                                   catalog=catalog),
-                      bills(compiled.plans, compiled.gateways, prices, catalog), prices)
+                      bills(compiled.plans, compiled.gateways, prices, catalog,
+                            compiled.volumes), prices, volumes=compiled.volumes)

@@ -20,6 +20,7 @@ from gpufleet.compile import (
     FirewallRule,
     FleetPlan,
     GatewayPlan,
+    VolumePlan,
     plan_to_json,
 )
 from gpufleet.diagnostics import fold
@@ -206,6 +207,7 @@ def render_plan_json(report: PlanReport) -> str:
                      for g in report.gateways],
         "plans": [plan_to_json(f) for f in report.fleets],
         "gateway_plans": [plan_to_json(g) for g in report.gateways],
+        "volumes": [plan_to_json(v) for v in report.volumes],
         "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
                                          "inputs")} for r in report.resources],
         "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
@@ -279,6 +281,20 @@ def host_setup_text(f: FleetPlan) -> str:
     return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
             + (", the NVIDIA Container Toolkit" if HOST_FAMILIES[h.family].gpu else "")
             + f", passwordless sudo for {h.user}")
+
+
+def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:
+    """A dstack volume: the disk the stack creates, or the existing one it hands over."""
+    where = f"{v.backend} {v.zone or v.region}"
+    if not v.created:
+        return [f"volume {v.name} ({v.file})",
+                f"  existing: {v.volume_id} in {where}; nothing is created, `export dstack` "
+                "hands it to dstack as an external volume"]
+    cost = cost_line(bill) if bill is not None else "not priced"
+    return [f"volume {v.name} ({v.file})",
+            f"  disk:     {v.size_gib} GiB {v.disk_type} in {where}, encrypted, protected from "
+            "deletion (single-attach: one node at a time)",
+            f"  cost:     {cost}"]
 
 
 def reservation_text(f: FleetPlan) -> str:
@@ -430,6 +446,8 @@ def render_plan_text(report: PlanReport, expand: bool = False) -> str:
     for g in report.gateways:
         lines += [*_gateway_lines(g, report.gateway_locks.get(g.name),
                                   report.bills.get(g.name)), ""]
+    for v in report.volumes:
+        lines += [*volume_lines(v, report.bills.get(f"volume:{v.name}")), ""]
     for s in report.ssh_fleets:
         lines += [f"fleet {s.name or '(unnamed)'} ({s.origin.file})", f"  {SSH_NOTE}; "
                   f"{len(s.hosts)} host(s): {', '.join(h.hostname for h in s.hosts)}", ""]

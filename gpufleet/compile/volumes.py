@@ -1,0 +1,47 @@
+"""dstack volume files -> the disks the stack creates. Pure.
+
+A new volume is one zonal, encrypted disk (an EBS gp3 volume, a GCP balanced persistent
+disk) of its size in its zone, protected from deletion; an existing one (`volume_id`) is
+only handed to dstack. The disk types are dstack's own choices for its volumes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpufleet.compile import naming
+from gpufleet.compile.backends.base import gcp_labels
+from gpufleet.compile.plan import ProviderPlan, VolumePlan
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import BackendConfig, VolumeSpec
+
+DISK_TYPE = {"aws": "gp3", "gcp": "pd-balanced"}
+
+
+def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig]
+                 ) -> tuple[list[VolumePlan], list[Diagnostic]]:
+    out: list[VolumePlan] = []
+    diags: list[Diagnostic] = []
+    seen: set[str] = set()
+    for v in volumes:
+        if v.name in seen:
+            diags.append(v.origin.at("name", "V002", f"volume '{v.name}' is declared twice",
+                                     "give each volume file its own name"))
+            continue
+        seen.add(v.name)
+        config = next((b for b in backends if b.type == v.backend), None)
+        scope = config.get("project_id") if config is not None and v.backend == "gcp" \
+            else None
+        if v.zone is not None and not v.zone.startswith(v.region):
+            diags.append(v.origin.at("availability_zone", "V002", f"zone {v.zone} is not in "
+                                     f"region {v.region}", f"pick a zone of {v.region}"))
+            continue
+        labels = {**dict(v.tags), "managed-by": "gpufleet", "gpufleet-volume": v.name}
+        if v.backend == "gcp":
+            labels = gcp_labels(labels)
+        out.append(VolumePlan(
+            name=v.name, file=v.origin.file, backend=v.backend,
+            provider=ProviderPlan(v.backend, naming.provider(v.backend, scope, v.region),
+                                  v.region, scope),
+            region=v.region, zone=v.zone, size_gib=v.size_gib, disk_type=DISK_TYPE[v.backend],
+            volume_id=v.volume_id, labels=labels))
+    return out, diags
