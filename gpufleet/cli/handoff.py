@@ -28,70 +28,205 @@ from gpufleet.fileio import check_file_in, check_folder, write_many
 @click.argument("args", nargs=-1, required=True)
 @click.option("--out", "out_dir", default=".", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the task file.")
-@click.option("--fleet", "fleet_name", help="With `check`: the fleet the log belongs to.")
+@click.option("--fleet", "fleet_name",
+              help="With `check` and `report`: the fleet the logs belong to.")
 @click.option("--force", is_flag=True,
               help="Replace a task file in --out that gpufleet did not write.")
+@click.option("--expect-busbw", "expect", multiple=True, metavar="[N=]GBPS",
+              help="The bus bandwidth the contract expects (GB/s), for every node count or, "
+                   "as N=GBPS, for N nodes; default the fabric's published figure. Repeatable.")
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="The pass mark as a fraction of the expected bandwidth (report: default "
+                   "0.8; check: the fabric's).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="With `report`: draw busbw vs message size, one line per node count "
+                   "(.png or .svg).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
+              default="text", show_default=True,
+              help="With `check` (text, json) and `report`: the verdict's format.")
 @catalog_option
 @lock_option
 @profile_option
 def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force: bool,
-               catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
-    """Is my cluster healthy? An NCCL all-reduce test per fleet, and its check.
+               expect: Sequence[str], threshold: float | None, plot_file: str | None,
+               fmt: str, catalog_dir: str | None, lock_file: str | None,
+               profile: str | None) -> None:
+    """Is my cluster healthy? An NCCL all-reduce test per fleet, its check, and the scaling
+    report over node counts.
 
     \b
     gpufleet acceptance FLEET [PATH...] [--out DIR]
         write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
         of every node with the fabric's NCCL settings) and print the expected threshold
-    gpufleet acceptance check LOG --fleet NAME PATH...
+    gpufleet acceptance check LOG --fleet NAME PATH... [--expect-busbw GBPS] [--format json]
         read the nccl-tests output: exit 0 pass, 1 fail, 2 unreadable log
+    gpufleet acceptance report LOG... --fleet NAME PATH... [--plot FILE.png] [--threshold F]
+        nccl-tests logs of one fleet at several node counts (read from each log's rank
+        lines): busbw per node count and size, each count against the expected figure;
+        exit 0 pass, 1 a count below the pass mark, 2 a log that cannot be read
     """
-    from gpufleet.handoff import (
-        MAX_LOG_BYTES,
-        TASK_MARKER,
-        parse_log,
-        render_task,
-        task_for,
-        verdict,
-    )
+    from gpufleet.handoff import TASK_MARKER, render_task, task_for
 
-    checking = args[0] == "check"
-    if checking:
-        if len(args) < 2 or not fleet_name:
+    mode = args[0] if args[0] in ("check", "report") else "task"
+    if mode != "task" and not fleet_name:
+        raise click.UsageError(f"usage: gpufleet acceptance {mode} LOG"
+                               f"{'...' if mode == 'report' else ''} --fleet NAME PATH...")
+    if mode == "check":
+        if len(args) < 2:
             raise click.UsageError("usage: gpufleet acceptance check LOG --fleet NAME PATH...")
-        log_file, paths = args[1], list(args[2:])
+        logs, paths = [args[1]], list(args[2:])
+    elif mode == "report":
+        logs = [a for a in args[1:] if not _is_input(a)]
+        paths = [a for a in args[1:] if _is_input(a)]
+        if not logs:
+            raise click.UsageError("gpufleet acceptance report: give the nccl-tests logs (and "
+                                   "the fleet's YAML files or folders)")
     else:
-        fleet_name, paths = args[0], list(args[1:])
+        fleet_name, paths, logs = args[0], list(args[1:]), []
+    if plot_file is not None and mode != "report":
+        raise click.UsageError("--plot goes with `acceptance report`")
+    if plot_file is not None and not plot_file.lower().endswith((".png", ".svg")):
+        raise click.UsageError(f"--plot {plot_file}: the file ends in .png or .svg")
+    per_count, for_all = _expectations(expect)
     paths = paths or ["."]
-    missing = [p for p in (paths + ([log_file] if checking else [])) if not os.path.exists(p)]
+    missing = [p for p in (paths + logs) if not os.path.exists(p)]
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     task_file = f"{fleet_name}-nccl.dstack.yml"
-    if not checking:  # before any work: where the task goes
+    if mode == "task":  # before any work: where the task goes
         check_folder(out_dir)
         check_file_in(os.path.join(out_dir, task_file), TASK_MARKER, force)
     plan = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
     task, exp = task_for(plan)
-    if not checking:
-        for out in write_many(out_dir, [(task_file, render_task(task, exp))], TASK_MARKER,
-                              force):
-            click.echo(f"wrote {out}")
-        if task["nodes"] > plan.nodes:
-            click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
-                       "now, and dstack provisions the others for the task (the fleet allows "
-                       f"{plan.nodes_max or 'more'})")
-        click.echo(exp.text())
-        return
+    if mode == "report":
+        _report(str(fleet_name), logs, exp, threshold, for_all, per_count, plot_file, fmt,
+                force)
+    if mode == "check":
+        _check(logs[0], _overridden(exp, for_all, threshold), fmt)
+    for out in write_many(out_dir, [(task_file, render_task(task, exp))], TASK_MARKER,
+                          force):
+        click.echo(f"wrote {out}")
+    if task["nodes"] > plan.nodes:
+        click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
+                   "now, and dstack provisions the others for the task (the fleet allows "
+                   f"{plan.nodes_max or 'more'})")
+    click.echo(exp.text())
+
+
+def _is_input(path: str) -> bool:
+    """A fleet input (a folder or a YAML file), as opposed to a log."""
+    return os.path.isdir(path) or path.lower().endswith((".yml", ".yaml", ".lock"))
+
+
+def _expectations(values: Sequence[str]) -> tuple[dict[int, float], float | None]:
+    per: dict[int, float] = {}
+    every: float | None = None
+    for v in values:
+        count, sep, gbps = v.rpartition("=")
+        try:
+            value = float(gbps)
+            nodes = int(count) if sep else None
+        except ValueError:
+            raise click.UsageError(f"--expect-busbw {v}: write GBPS or N=GBPS") from None
+        if not 0 < value < 1e6 or (nodes is not None and nodes < 1):
+            raise click.UsageError(f"--expect-busbw {v}: out of range")
+        if nodes is None:
+            every = value
+        else:
+            per[nodes] = value
+    return per, every
+
+
+def _overridden(exp: Any, value: float | None, fraction: float | None) -> Any:
+    """The expectation with the contract's figure and pass mark, where given."""
+    from gpufleet.handoff import fabric_facts
+
+    if value is None and fraction is None:
+        return exp
+    busbw = value if value is not None else exp.busbw_gbps
+    if busbw is None:
+        raise click.UsageError("--threshold needs a figure to take a fraction of: this fabric "
+                               "has none published; give --expect-busbw GBPS")
+    frac = fraction if fraction is not None else float(fabric_facts()["pass_fraction"])
+    source = "--expect-busbw" if value is not None else exp.source
+    return dataclasses.replace(exp, busbw_gbps=busbw, threshold_gbps=round(busbw * frac, 1),
+                               source=source, multi_node=True)
+
+
+def _read_log(path: str) -> tuple[str, bool]:
+    from gpufleet.handoff import MAX_LOG_BYTES
+
     try:
-        with open(log_file, "rb") as fh:
+        with open(path, "rb") as fh:
             raw = fh.read(MAX_LOG_BYTES + 1)
     except OSError as e:
-        click.echo(f"gpufleet acceptance: cannot read {log_file}: {e.strerror}", err=True)
+        click.echo(f"gpufleet acceptance: cannot read {path}: {e.strerror}", err=True)
         sys.exit(EXIT_USAGE)
-    text = raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace")
-    result = verdict(parse_log(text, too_big=len(raw) > MAX_LOG_BYTES), exp)
-    for line in result.lines:
-        click.echo(line)
+    return raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace"), len(raw) > MAX_LOG_BYTES
+
+
+def _check(log_file: str, exp: Any, fmt: str) -> None:
+    import json
+
+    from gpufleet.handoff import parse_log, verdict
+
+    text, too_big = _read_log(log_file)
+    log = parse_log(text, too_big=too_big)
+    result = verdict(log, exp)
+    if fmt == "json":
+        peak = max((r.busbw for r in log.rows), default=None)
+        click.echo(json.dumps({
+            "log": log_file, "fabric": exp.fabric, "expected_busbw_gbps": exp.busbw_gbps,
+            "threshold_gbps": exp.threshold_gbps, "source": exp.source,
+            "peak_busbw_gbps": peak, "lines": result.lines,
+            "verdict": {0: "pass", 1: "fail", 2: "no verdict"}[result.code],
+            "exit_code": result.code}, indent=2))
+    else:
+        for line in result.lines:
+            click.echo(line)
     sys.exit(result.code)
+
+
+def _report(fleet: str, logs: Sequence[str], exp: Any, fraction: float | None,
+            for_all: float | None, per_count: dict[int, float], plot_file: str | None,
+            fmt: str, force: bool) -> None:
+    import json
+
+    from gpufleet.handoff import (
+        DEFAULT_FRACTION,
+        plot,
+        report_json,
+        report_lines,
+        report_markdown,
+        scaling_report,
+    )
+
+    read = [(path, *_read_log(path)) for path in logs]
+    report = scaling_report(fleet, [(p, t) for p, t, _ in read],
+                            fraction if fraction is not None else DEFAULT_FRACTION,
+                            exp.busbw_gbps, exp.source, for_all, per_count,
+                            [p for p, _, big in read if big])
+    if plot_file is not None and report.points:
+        if os.path.exists(plot_file) and not force:
+            click.echo(f"gpufleet acceptance report: {plot_file} exists; nothing was written "
+                       "(--force replaces it)", err=True)
+            sys.exit(EXIT_USAGE)
+        try:
+            plot(report, plot_file)
+        except ImportError:
+            click.echo("gpufleet acceptance report: --plot needs matplotlib: "
+                       "pip install 'gpufleet[report]'", err=True)
+            sys.exit(EXIT_USAGE)
+    if fmt == "json":
+        click.echo(json.dumps(report_json(report), indent=2))
+    elif fmt == "markdown":
+        click.echo(report_markdown(report), nl=False)
+    else:
+        if plot_file is not None and report.points:
+            click.echo(f"wrote {plot_file}")
+        for line in report_lines(report):
+            click.echo(line)
+    sys.exit(report.exit_code)
 
 
 def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
