@@ -447,7 +447,11 @@ def test_export_and_acceptance_output_parses_with_dstack(tmp_path: Path) -> None
         assert main(["acceptance", name, str(examples), "--out", str(tasks)]) == 0
     written = {f"export/{p.name}": p.read_text() for p in sorted(out.glob("*"))}
     written.update({f"task/{p.name}": p.read_text() for p in sorted(tasks.glob("*"))})
-    assert len([n for n in written if n.startswith("task/")]) == len(fleets)
+    for name in fleets:  # NCCL and burn-in each; pairs where the NCCL run spans nodes
+        nccl = written[f"task/{name}-nccl.dstack.yml"]
+        assert f"task/{name}-burnin.dstack.yml" in written
+        assert (f"task/{name}-pairs.dstack.yml" in written) == ("mpirun" in nccl), name
+    assert any(n.endswith("-pairs.dstack.yml") for n in written)
     assert "export/dstack-server-config.yml" in written
     kinds = {n: "server-config" for n in written if n.endswith("dstack-server-config.yml")}
     verdicts = oracle(written, kinds)

@@ -137,3 +137,62 @@ def test_check_takes_the_contracts_figure_and_speaks_json(
     data = json.loads(capsys.readouterr().out)
     assert (data["threshold_gbps"], data["source"], data["verdict"]) == \
         (576.0, "--expect-busbw", "pass")
+
+
+def test_the_backends_file_sets_the_fleets_figures_by_node_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fleets: {a4: {expect_busbw: {2: 680, 8: 500}}}`: each figure applies from its count up,
+    so 4 nodes are judged against 680 and 8 against 500; the command line still wins."""
+    key = str(Path(A4[1]).parent / "keys")
+    base = Path(A4[1]).read_text().replace("file:keys", f"file:{key}")
+    backends = base + "fleets:\n  a4:\n    expect_busbw: {2: 680, 8: 500}\n"
+    files = [A4[0], write(tmp_path, "backends.yml", backends)]
+    paths = logs(tmp_path, {2: 675.0, 4: 500.0, 8: 450.0})
+    assert main(["acceptance", "report", *paths, "--fleet", "a4", *files,
+                 "--format", "json"]) == 1
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["nodes"], r["reference_gbps"], r["verdict"]) for r in runs] == [
+        (2, 680.0, "pass"), (4, 680.0, "fail"), (8, 500.0, "pass")]
+    assert runs[2]["reference_source"] == "the backends file's expect_busbw (8+ nodes)"
+    # the check of one log reads its node count from the rank lines: 8 nodes, 90% of 500
+    eight = paths[2]
+    assert main(["acceptance", "check", eight, "--fleet", "a4", *files,
+                 "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["nodes"], data["expected_busbw_gbps"], data["threshold_gbps"]) == \
+        (8, 500.0, 450.0)
+    # without the file, the published 2-node figure applies at 8 nodes, and says so
+    assert main(["acceptance", "check", eight, "--fleet", "a4", *A4, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["expected_busbw_gbps"] == 680.0
+    assert "measured on 2 nodes, applied at 8" in data["source"]
+    assert main(["acceptance", "check", eight, "--fleet", "a4", *files,
+                 "--expect-busbw", "8=520"]) == 1
+    capsys.readouterr()
+    # a figure that is not one is refused where it is written
+    bad = write(tmp_path, "bad.yml", base
+                + "fleets:\n  a4:\n    expect_busbw: {0: 680}\n")
+    assert main(["validate", A4[0], bad]) == 1
+    assert "fleets.a4.expect_busbw" in capsys.readouterr().out
+
+
+def test_acceptance_writes_the_task_at_each_node_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    fleet = Path(A4[0]).read_text().replace("nodes: 2", "nodes: 2..8")
+    assert fleet != Path(A4[0]).read_text()
+    files = [write(tmp_path, "a4.dstack.yml", fleet), A4[1]]
+    out_dir = tmp_path / "runs"
+    assert main(["acceptance", "a4", *files, "--out", str(out_dir),
+                 "--node-counts", "2,4,8"]) == 0
+    capsys.readouterr()
+    for n in (2, 4, 8):
+        task = yaml.safe_load((out_dir / f"a4-nccl-{n}.dstack.yml").read_text())
+        assert (task["name"], task["nodes"]) == (f"a4-nccl-{n}", n)
+    assert main(["acceptance", "a4", *files, "--out", str(tmp_path / "x"),
+                 "--node-counts", "2,16"]) == 2
+    assert "allows at most 8 nodes" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "a4-nccl.dstack.yml").exists()
+    assert main(["acceptance", "a4", *files, "--out", str(out_dir),
+                 "--node-counts", "1,2"]) == 2

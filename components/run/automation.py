@@ -5,7 +5,7 @@ CLI on the PATH (``MissingCli`` otherwise)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,11 +56,13 @@ class AutomationStack:
         with pulumi_errors(self.name, self.cwd):
             return {k: v.value for k, v in self.stack.outputs().items()}
 
-    def up(self) -> UpOutcome:
-        """`pulumi up`; a failed update is an outcome (with its events), not an error."""
+    def up(self, replace: Sequence[str] = ()) -> UpOutcome:
+        """`pulumi up` (`--replace URN` for each of ``replace``); a failed update is an
+        outcome (with its events), not an error."""
         events: list[Any] = []
+        extra: dict[str, Any] = {"replace": list(replace)} if replace else {}
         try:
-            result = self.stack.up(on_output=self.echo, on_event=events.append)
+            result = self.stack.up(on_output=self.echo, on_event=events.append, **extra)
         except auto.errors.CommandError as e:
             return UpOutcome(False, error=str(e), events=tuple(events))
         state = getattr(result.summary, "result", "")
@@ -78,10 +80,12 @@ class AutomationStack:
         with pulumi_errors(self.name, self.cwd):
             self.stack.preview(refresh=True, on_event=on_event)
 
-    def preview(self, on_event: EventSink) -> None:
-        """`pulumi preview`: what `pulumi up` would change (no refresh, as `up` runs)."""
+    def preview(self, on_event: EventSink, replace: Sequence[str] = ()) -> None:
+        """`pulumi preview`: what `pulumi up` would change (no refresh, as `up` runs);
+        `--replace URN` for each of ``replace``."""
+        extra: dict[str, Any] = {"replace": list(replace)} if replace else {}
         with pulumi_errors(self.name, self.cwd):
-            self.stack.preview(on_event=on_event)
+            self.stack.preview(on_event=on_event, **extra)
 
     def export(self) -> dict[str, Any]:
         """`pulumi stack export`: the deployment as the engine stores it."""

@@ -3,16 +3,17 @@ one pipeline and map the outcome to an exit code (0 ok, 1 invalid input, 2 usage
 3 internal error). Heavy modules (pulumi, gpuhunt) are imported inside the commands that
 need them, so `gpufleet validate` starts fast."""
 
+from gpufleet.cli.acceptance import acceptance
 from gpufleet.cli.app import cli, main
-from gpufleet.cli.handoff import acceptance, export
+from gpufleet.cli.handoff import export
 from gpufleet.cli.inputs import catalog, offers, schema, validate
-from gpufleet.cli.live import drift, preflight, up
+from gpufleet.cli.live import drift, preflight, replace, up
 from gpufleet.cli.lockcmd import lock_command
 from gpufleet.cli.policy import policy
 from gpufleet.cli.review import diff, plan
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
-                 preflight, up, acceptance, policy, export):
+                 preflight, up, replace, acceptance, policy, export):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -223,6 +223,54 @@ def _running(stack: str, cwd: str, state_file: str | None) -> tuple[dict[str, in
         return {}, False
 
 
+@click.command()
+@click.argument("fleet")
+@click.argument("nodes", nargs=-1, required=True)
+@click.option("--stack", "stack_name", required=True, help="The stack the fleet is in.")
+@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
+              help="The Pulumi project folder.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the URNs and the preview; change nothing.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask before replacing (required without a terminal).")
+def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run: bool,
+            yes: bool) -> None:
+    """Replace exactly these nodes of FLEET (names like a4-node-1, or indexes like 1):
+    `pulumi up --replace` on their URNs, through the Automation API (needs the Pulumi CLI).
+
+    The program is unchanged, so each node comes back with the same name, in the same
+    placement group / COLLOCATED policy, reservation and network. A preview runs first and
+    must show these replacements and nothing else; otherwise nothing is changed. An Azure
+    scale set's instances are replaced with `az vmss` (the message says how).
+
+    Exit codes: 0 replaced (or --dry-run), 1 refused, not confirmed or failed, 2 usage, no
+    terminal without --yes, or no Pulumi CLI.
+    """
+    from gpufleet.components.run.automation import AutomationStack
+    from gpufleet.live import LiveError, MissingCli, ReplacePlan, replace_nodes
+
+    def confirm(_plan: ReplacePlan) -> bool:
+        return yes or click.confirm("gpufleet replace: replace these nodes?", default=False)
+
+    try:
+        runner = AutomationStack.open(stack_name, cwd, why="`gpufleet diff` shows changes "
+                                      "offline")
+        if not dry_run and not yes and not interactive():
+            raise click.UsageError("gpufleet replace deletes and recreates nodes and asks "
+                                   "first: run it on a terminal, or pass --yes (after "
+                                   "--dry-run)")
+        shown = replace_nodes(runner, cwd, fleet, nodes, click.echo, confirm, dry_run)
+    except MissingCli as e:
+        click.echo(f"gpufleet replace: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except LiveError as e:
+        click.echo(f"gpufleet replace: {e}", err=True)
+        sys.exit(EXIT_INVALID)
+    if not dry_run:
+        click.echo(f"gpufleet replace: replaced {', '.join(shown.nodes)} in stack "
+                   f"{stack_name}")
+
+
 def interactive() -> bool:
     """Whether someone can answer the question (standard input is a terminal)."""
     return sys.stdin.isatty()

@@ -14,6 +14,7 @@ from gpufleet.handoff.acceptance import (
     task_for,
     verdict,
 )
+from gpufleet.handoff.burnin import burnin_task, is_burnin_log, judge, render_burnin
 from gpufleet.handoff.export import (
     Exported,
     ExportError,
@@ -24,8 +25,10 @@ from gpufleet.handoff.export import (
     scale_set_hosts,
     write_files,
 )
+from gpufleet.handoff.pairs import is_pairs_log, judge_pairs, pairs_task
 from gpufleet.handoff.scaling import (
     DEFAULT_FRACTION,
+    Marks,
     ScalingReport,
     nodes_in,
     plot,
@@ -42,18 +45,26 @@ __all__ = [
     "Expectation",
     "ExportError",
     "Exported",
+    "Marks",
     "NcclLog",
     "Run",
     "ScalingReport",
     "Verdict",
+    "burnin_task",
     "check_gateway_dns",
     "export_dstack",
     "fabric_facts",
+    "is_burnin_log",
+    "is_pairs_log",
+    "judge",
+    "judge_pairs",
     "nodes_in",
     "outputs_from_stack_output",
     "outputs_from_state",
+    "pairs_task",
     "parse_log",
     "plot",
+    "render_burnin",
     "render_task",
     "report_json",
     "report_lines",

@@ -41,6 +41,7 @@ class Expectation:
     threshold_gbps: float | None  # what passes (expected x pass_fraction)
     source: str
     multi_node: bool
+    measured_nodes: int | None = None  # the node count the published figure was measured on
 
     def text(self) -> str:
         if self.threshold_gbps is None:
@@ -72,7 +73,7 @@ def expectation(plan: FleetPlan) -> Expectation:
     value = float(expected["busbw_gbps"])
     threshold = round(value * float(facts["pass_fraction"]), 1)
     return Expectation(plan.rdma, fabric["description"], value, threshold, expected["source"],
-                       True)
+                       True, expected.get("nodes"))
 
 
 def _gpus(plan: FleetPlan) -> int:
@@ -80,6 +81,11 @@ def _gpus(plan: FleetPlan) -> int:
         return int(plan.gpu.split("x", 1)[0])
     except ValueError:
         return 0
+
+
+NCCL_BUILD = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --depth 1 "
+              f"{NCCL_TESTS} /opt/nccl-tests && make -C /opt/nccl-tests MPI=1 "
+              "MPI_HOME=/usr/local/mpi -j)")
 
 
 def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
@@ -92,9 +98,7 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
     if topo:
         env["NCCL_TOPO_FILE"] = topo
     env["NCCL_DEBUG"] = "INFO"
-    build = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --depth 1 "
-             f"{NCCL_TESTS} /opt/nccl-tests && make -C /opt/nccl-tests MPI=1 "
-             "MPI_HOME=/usr/local/mpi -j)")
+    build = NCCL_BUILD
     setup = list(facts.get("setup", []))
     sizes = "-b 8 -e 8G -f 2"
     if exp.multi_node:
@@ -144,8 +148,9 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def render_task(task: Mapping[str, Any], exp: Expectation) -> str:
-    header = (f"# NCCL all-reduce acceptance run for fleet {task['fleets'][0]}, written by "
+def render_task(task: Mapping[str, Any], exp: Expectation,
+                title: str = "NCCL all-reduce acceptance run") -> str:
+    header = (f"# {title} for fleet {task['fleets'][0]}, written by "
               "`gpufleet acceptance`.\n# Run: dstack apply -f <this file>; save the log and "
               "check it with `gpufleet acceptance check LOG --fleet NAME PATH...`.\n"
               f"# Fabric: {exp.description}.\n# {exp.text()}\n")

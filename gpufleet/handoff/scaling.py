@@ -88,11 +88,41 @@ def _point(name: str, text: str, log: NcclLog, problems: list[str]) -> Point | N
     return Point(nodes, name, {r.size: r.busbw for r in run.rows}, peak.busbw, peak.size)
 
 
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """Where a node count's expected bus bandwidth comes from, first match wins: the command
+    line for that count (`--expect-busbw N=GBPS`), the command line for every count, the
+    backends file's `fleets: {NAME: {expect_busbw: ...}}` (a figure, or figures by node count
+    applied from their count up to the next), the fabric's published figure (measured at
+    ``published_nodes``), else none."""
+
+    per_count: Mapping[int, float] = field(default_factory=dict)
+    every: float | None = None
+    contract: Mapping[int, float] = field(default_factory=dict)  # 0: every count
+    published: float | None = None
+    published_source: str = ""
+    published_nodes: int | None = None
+
+    def reference(self, nodes: int) -> tuple[float, str] | None:
+        if nodes in self.per_count:
+            return self.per_count[nodes], f"--expect-busbw {nodes}="
+        if self.every is not None:
+            return self.every, "--expect-busbw"
+        if self.contract:
+            counts = sorted(self.contract)
+            at = max((c for c in counts if c <= nodes), default=counts[0])
+            where = "every node count" if at == 0 else f"{at}+ nodes"
+            return self.contract[at], f"the backends file's expect_busbw ({where})"
+        if self.published is not None:
+            measured = (f"; measured on {self.published_nodes} nodes, applied at {nodes} as "
+                        "bus bandwidth is normalised to be independent of the node count"
+                        if self.published_nodes and self.published_nodes != nodes else "")
+            return self.published, self.published_source + measured
+        return None
+
+
 def scaling_report(fleet: str, logs: Sequence[tuple[str, str]], fraction: float,
-                   published: float | None, published_source: str,
-                   expect_all: float | None = None,
-                   expect_per_count: Mapping[int, float] | None = None,
-                   too_big: Sequence[str] = ()) -> ScalingReport:
+                   marks: Marks, too_big: Sequence[str] = ()) -> ScalingReport:
     report = ScalingReport(fleet, fraction)
     for name, text in logs:
         point = _point(name, text, parse_log(text, too_big=name in too_big), report.problems)
@@ -105,18 +135,13 @@ def scaling_report(fleet: str, logs: Sequence[tuple[str, str]], fraction: float,
             continue
         report.points.append(point)
     report.points.sort(key=lambda p: p.nodes)
-    per = dict(expect_per_count or {})
     for p in report.points:
-        if p.nodes in per:
-            report.references[p.nodes] = (per[p.nodes], f"--expect-busbw {p.nodes}=")
-        elif expect_all is not None:
-            report.references[p.nodes] = (expect_all, "--expect-busbw")
-        elif published is not None:
-            report.references[p.nodes] = (published, published_source)
-        else:
+        ref = marks.reference(p.nodes)
+        if ref is None:
             first = report.points[0]
-            report.references[p.nodes] = (first.peak, f"the {first.nodes}-node run's own "
-                                          "peak (no published figure: scaling only)")
+            ref = (first.peak, f"the {first.nodes}-node run's own peak (no published figure: "
+                   "scaling only)")
+        report.references[p.nodes] = ref
     return report
 
 

@@ -143,6 +143,9 @@ class FleetSpec:
     idle_duration: int | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     previous_names: tuple[str, ...] = ()
+    # The backends file's `expect_busbw`: the acceptance figure (GB/s) by node count, applying
+    # from its count up; 0 is every count.
+    expect_busbw: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # Fields the user set explicitly (profiles fill in the others).
     explicit: frozenset[str] = frozenset()
 

@@ -10,6 +10,7 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
@@ -169,7 +170,18 @@ def with_settings(fleet: FleetSpec, names: NameSettings) -> FleetSpec:
     """A fleet with its settings from the backends file (`fleets: {name: ...}`)."""
     own = names.fleets.get(fleet.name) or {}
     previous = tuple(str(n) for n in own.get("previous_names") or ())
-    return dataclasses.replace(fleet, previous_names=previous) if previous else fleet
+    if previous:
+        fleet = dataclasses.replace(fleet, previous_names=previous)
+    expect = own.get("expect_busbw")
+    figures = expect if isinstance(expect, dict) else {0: expect}
+    try:  # a value the schema refused (reported there) is left out
+        by_count = {int(k): float(v) for k, v in figures.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    except (TypeError, ValueError):
+        return fleet
+    if expect is None or not by_count or min(by_count.values()) <= 0:
+        return fleet
+    return dataclasses.replace(fleet, expect_busbw=MappingProxyType(by_count))
 
 
 def with_gateway_settings(gw: GatewaySpec, names: NameSettings) -> GatewaySpec:

@@ -14,6 +14,7 @@ from gpufleet.live.preflight import (
 )
 from gpufleet.live.preview import UpPreview
 from gpufleet.live.probes import azure_scale_set_nics, default_probes
+from gpufleet.live.replace import ReplaceError, ReplacePlan, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -46,6 +47,8 @@ __all__ = [
     "PreviewRunner",
     "Probe",
     "ProbeError",
+    "ReplaceError",
+    "ReplacePlan",
     "UpError",
     "UpOptions",
     "UpOutcome",
@@ -60,6 +63,7 @@ __all__ = [
     "deploy",
     "live_drift",
     "merge",
+    "replace_nodes",
     "run_preflight",
     "stack_files",
     "stack_needs",

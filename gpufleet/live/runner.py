@@ -6,7 +6,7 @@ their own runners built on the Automation API's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,7 +35,8 @@ EventSink = Callable[[Any], None]
 
 class DeployRunner(Protocol):
     """What `gpufleet up` needs of a stack: its config, its state (`pulumi stack export`),
-    a preview of the update (engine events to ``on_event``) and the update itself."""
+    a preview of the update (engine events to ``on_event``) and the update itself, either
+    with `--replace` on the given URNs."""
 
     name: str  # the stack's name
 
@@ -43,9 +44,9 @@ class DeployRunner(Protocol):
 
     def export(self) -> dict[str, Any]: ...
 
-    def preview(self, on_event: EventSink) -> None: ...
+    def preview(self, on_event: EventSink, replace: Sequence[str] = ()) -> None: ...
 
-    def up(self) -> UpOutcome: ...
+    def up(self, replace: Sequence[str] = ()) -> UpOutcome: ...
 
 
 class PreviewRunner(Protocol):

@@ -1,0 +1,342 @@
+"""`gpufleet acceptance`: is the cluster healthy? The burn-in, NCCL and pairs tasks per fleet,
+the checks of their logs, and the scaling report over node counts."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+
+from gpufleet.cli.common import (
+    EXIT_USAGE,
+    catalog_option,
+    compile_errors_exit,
+    load_catalog_or_fail,
+    lock_option,
+    lock_or_exit,
+    profile_option,
+    validated_or_exit,
+)
+from gpufleet.fileio import check_file_in, check_folder, write_many
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("args", nargs=-1, required=True)
+@click.option("--out", "out_dir", default=".", show_default=True,
+              type=click.Path(file_okay=False), help="Folder for the task file.")
+@click.option("--fleet", "fleet_name",
+              help="With `check` and `report`: the fleet the logs belong to.")
+@click.option("--force", is_flag=True,
+              help="Replace a task file in --out that gpufleet did not write.")
+@click.option("--expect-busbw", "expect", multiple=True, metavar="[N=]GBPS",
+              help="The bus bandwidth the contract expects (GB/s), for every node count or, "
+                   "as N=GBPS, for N nodes; default the fabric's published figure. Repeatable.")
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="The pass mark as a fraction of the expected bandwidth (report: default "
+                   "0.8; check: the fabric's).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="With `report`: draw busbw vs message size, one line per node count "
+                   "(.png or .svg).")
+@click.option("--margin", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
+              help="With `check` of a burn-in log: a node whose single-node bandwidth is this "
+                   "fraction under the nodes' median fails.")
+@click.option("--dcgm-level", type=click.IntRange(1, 4), default=3, show_default=True,
+              help="The burn-in task's `dcgmi diag -r` level.")
+@click.option("--node-counts", "counts", metavar="N,N,...",
+              help="Also write the NCCL task at each of these node counts "
+                   "(FLEET-nccl-N.dstack.yml), for the scaling report.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
+              default="text", show_default=True,
+              help="With `check` (text, json) and `report`: the verdict's format.")
+@catalog_option
+@lock_option
+@profile_option
+def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force: bool,
+               expect: Sequence[str], threshold: float | None, plot_file: str | None,
+               margin: float, dcgm_level: int, counts: str | None, fmt: str,
+               catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+    """Is my cluster healthy? An NCCL all-reduce test per fleet, its check, and the scaling
+    report over node counts.
+
+    \b
+    gpufleet acceptance FLEET [PATH...] [--out DIR] [--dcgm-level N] [--node-counts 2,4,8]
+        write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
+        of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node
+        on its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
+        single-node NCCL run) and, for an RDMA fleet, FLEET-pairs.dstack.yml (NCCL over each
+        pair of neighbouring nodes, to find a slow one); print the expected threshold
+    gpufleet acceptance check LOG --fleet NAME PATH... [--expect-busbw GBPS] [--format json]
+        read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes;
+        --margin): exit 0 pass, 1 fail, 2 unreadable log
+    gpufleet acceptance report LOG... --fleet NAME PATH... [--plot FILE.png] [--threshold F]
+        nccl-tests logs of one fleet at several node counts (read from each log's rank
+        lines): busbw per node count and size, each count against the expected figure;
+        exit 0 pass, 1 a count below the pass mark, 2 a log that cannot be read
+    """
+    from gpufleet.handoff import TASK_MARKER, task_for
+
+    mode = args[0] if args[0] in ("check", "report") else "task"
+    if mode != "task" and not fleet_name:
+        raise click.UsageError(f"usage: gpufleet acceptance {mode} LOG"
+                               f"{'...' if mode == 'report' else ''} --fleet NAME PATH...")
+    if mode == "check":
+        if len(args) < 2:
+            raise click.UsageError("usage: gpufleet acceptance check LOG --fleet NAME PATH...")
+        logs, paths = [args[1]], list(args[2:])
+    elif mode == "report":
+        logs = [a for a in args[1:] if not _is_input(a)]
+        paths = [a for a in args[1:] if _is_input(a)]
+        if not logs:
+            raise click.UsageError("gpufleet acceptance report: give the nccl-tests logs (and "
+                                   "the fleet's YAML files or folders)")
+    else:
+        fleet_name, paths, logs = args[0], list(args[1:]), []
+    if plot_file is not None and mode != "report":
+        raise click.UsageError("--plot goes with `acceptance report`")
+    if plot_file is not None and not plot_file.lower().endswith((".png", ".svg")):
+        raise click.UsageError(f"--plot {plot_file}: the file ends in .png or .svg")
+    paths = paths or ["."]
+    missing = [p for p in (paths + logs) if not os.path.exists(p)]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    names = _task_files(str(fleet_name), _counts(counts))
+    if mode == "task":  # before any work: where the tasks go
+        check_folder(out_dir)
+        for name in names.values():
+            check_file_in(os.path.join(out_dir, name), TASK_MARKER, force)
+    plan, contract, gpu_gib = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
+    task, exp = task_for(plan)
+    marks = _marks(exp, expect, contract)
+    if mode == "report":
+        _report(str(fleet_name), logs, marks, threshold, plot_file, fmt, force)
+    if mode == "check":
+        _check(logs[0], exp, marks, threshold, fmt, (plan.nodes, task["nodes"]), margin,
+               gpu_gib)
+    files = _tasks(plan, task, exp, names, dcgm_level)
+    for out in write_many(out_dir, files, TASK_MARKER, force):
+        click.echo(f"wrote {out}")
+    if task["nodes"] > plan.nodes:
+        click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
+                   "now, and dstack provisions the others for the task (the fleet allows "
+                   f"{plan.nodes_max or 'more'})")
+    ref = marks.reference(task["nodes"]) if exp.multi_node else None
+    click.echo(_judged(exp, marks, task["nodes"], None).text() if ref else exp.text())
+
+
+def _counts(text: str | None) -> list[int]:
+    if text is None:
+        return []
+    try:
+        counts = sorted({int(c) for c in text.split(",") if c.strip()})
+    except ValueError:
+        raise click.UsageError(f"--node-counts {text}: write node counts as 2,4,8") from None
+    if not counts or counts[0] < 2:
+        raise click.UsageError(f"--node-counts {text}: the scaling runs span 2 or more nodes")
+    return counts
+
+
+def _task_files(fleet: str, counts: Sequence[int]) -> dict[str, str]:
+    """The files task mode writes, by role ("nccl", "burnin", "pairs", "nccl-N")."""
+    names = {kind: f"{fleet}-{kind}.dstack.yml" for kind in ("nccl", "burnin", "pairs")}
+    names |= {f"nccl-{n}": f"{fleet}-nccl-{n}.dstack.yml" for n in counts}
+    return names
+
+
+def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
+           dcgm_level: int) -> list[tuple[str, str]]:
+    from gpufleet.handoff import burnin_task, pairs_task, render_burnin, render_task
+
+    files = [(names["nccl"], render_task(task, exp)),
+             (names["burnin"], render_burnin(burnin_task(plan, task["image"], dcgm_level)))]
+    pairs = pairs_task(plan)
+    if pairs is not None:
+        files.append((names["pairs"], render_task(
+            pairs, exp, "NCCL over each pair of neighbouring nodes (to find a slow one)")))
+    series = sorted(int(k.split("-")[1]) for k in names if k.startswith("nccl-"))
+    if series and not exp.multi_node:
+        raise click.UsageError(f"--node-counts: fleet {plan.name} has no RDMA fabric between "
+                               "its nodes; its NCCL run is single-node")
+    if series and plan.nodes_max is not None and series[-1] > plan.nodes_max:
+        raise click.UsageError(f"--node-counts: fleet {plan.name} allows at most "
+                               f"{plan.nodes_max} nodes")
+    for n in series:
+        files.append((names[f"nccl-{n}"], render_task(
+            {**task, "name": f"{plan.name[:25]}-nccl-{n}", "nodes": n}, exp)))
+    return files
+
+
+def _is_input(path: str) -> bool:
+    """A fleet input (a folder or a YAML file), as opposed to a log."""
+    return os.path.isdir(path) or path.lower().endswith((".yml", ".yaml", ".lock"))
+
+
+def _expectations(values: Sequence[str]) -> tuple[dict[int, float], float | None]:
+    per: dict[int, float] = {}
+    every: float | None = None
+    for v in values:
+        count, sep, gbps = v.rpartition("=")
+        try:
+            value = float(gbps)
+            nodes = int(count) if sep else None
+        except ValueError:
+            raise click.UsageError(f"--expect-busbw {v}: write GBPS or N=GBPS") from None
+        if not 0 < value < 1e6 or (nodes is not None and nodes < 1):
+            raise click.UsageError(f"--expect-busbw {v}: out of range")
+        if nodes is None:
+            every = value
+        else:
+            per[nodes] = value
+    return per, every
+
+
+def _marks(exp: Any, expect: Sequence[str], contract: Mapping[int, float]) -> Any:
+    from gpufleet.handoff import Marks
+
+    per, every = _expectations(expect)
+    return Marks(per, every, contract, exp.busbw_gbps, exp.source, exp.measured_nodes)
+
+
+def _judged(exp: Any, marks: Any, nodes: int, fraction: float | None) -> Any:
+    """The expectation at this node count, with the contract's figure and pass mark."""
+    from gpufleet.handoff import fabric_facts
+
+    ref = marks.reference(nodes)
+    if ref is None:
+        if fraction is not None:
+            raise click.UsageError("--threshold needs a figure to take a fraction of: this "
+                                   "fabric has none published; give --expect-busbw GBPS")
+        return exp
+    frac = fraction if fraction is not None else float(fabric_facts()["pass_fraction"])
+    return dataclasses.replace(exp, busbw_gbps=ref[0], threshold_gbps=round(ref[0] * frac, 1),
+                               source=ref[1], multi_node=True)
+
+
+def _read_log(path: str) -> tuple[str, bool]:
+    from gpufleet.handoff import MAX_LOG_BYTES
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LOG_BYTES + 1)
+    except OSError as e:
+        click.echo(f"gpufleet acceptance: cannot read {path}: {e.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    return raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace"), len(raw) > MAX_LOG_BYTES
+
+
+def _check(log_file: str, exp: Any, marks: Any, fraction: float | None, fmt: str,
+           nodes: tuple[int, int], margin: float, gpu_gib: float | None) -> None:
+    """Judge a log; `nodes`: the fleet's nodes and the NCCL tasks' nodes."""
+    from gpufleet.handoff import (
+        is_burnin_log,
+        is_pairs_log,
+        judge,
+        judge_pairs,
+        nodes_in,
+        parse_log,
+        verdict,
+    )
+
+    planned, task_nodes = nodes
+    text, too_big = _read_log(log_file)
+    kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
+    if kind is not None:
+        if kind == "burn-in":
+            code, lines = judge(text, planned, margin, gpu_gib)
+        else:
+            code, lines = judge_pairs(text, task_nodes, _judged(exp, marks, 2, fraction), margin)
+        if too_big:
+            code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
+        _say({"log": log_file, "kind": kind, "margin": margin, "lines": lines}, lines, code,
+             fmt)
+    log = parse_log(text, too_big=too_big)
+    count = nodes_in(text) or task_nodes
+    exp = _judged(exp, marks, count, fraction)
+    result = verdict(log, exp)
+    peak = max((r.busbw for r in log.rows), default=None)
+    _say({"log": log_file, "kind": "nccl", "nodes": count, "fabric": exp.fabric,
+          "expected_busbw_gbps": exp.busbw_gbps, "threshold_gbps": exp.threshold_gbps,
+          "source": exp.source, "peak_busbw_gbps": peak, "lines": result.lines},
+         result.lines, result.code, fmt)
+
+
+def _say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str) -> None:
+    """Print the verdict (text lines, or JSON evidence) and exit with its code."""
+    import json
+
+    if fmt == "json":
+        click.echo(json.dumps({**evidence, "verdict": {0: "pass", 1: "fail",
+                                                       2: "no verdict"}[code],
+                               "exit_code": code}, indent=2))
+    else:
+        for line in lines:
+            click.echo(line)
+    sys.exit(code)
+
+
+def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
+            plot_file: str | None, fmt: str, force: bool) -> None:
+    import json
+
+    from gpufleet.handoff import (
+        DEFAULT_FRACTION,
+        plot,
+        report_json,
+        report_lines,
+        report_markdown,
+        scaling_report,
+    )
+
+    read = [(path, *_read_log(path)) for path in logs]
+    report = scaling_report(fleet, [(p, t) for p, t, _ in read],
+                            fraction if fraction is not None else DEFAULT_FRACTION, marks,
+                            [p for p, _, big in read if big])
+    if plot_file is not None and report.points:
+        if os.path.exists(plot_file) and not force:
+            click.echo(f"gpufleet acceptance report: {plot_file} exists; nothing was written "
+                       "(--force replaces it)", err=True)
+            sys.exit(EXIT_USAGE)
+        try:
+            plot(report, plot_file)
+        except ImportError:
+            click.echo("gpufleet acceptance report: --plot needs matplotlib: "
+                       "pip install 'gpufleet[report]'", err=True)
+            sys.exit(EXIT_USAGE)
+    if fmt == "json":
+        click.echo(json.dumps(report_json(report), indent=2))
+    elif fmt == "markdown":
+        click.echo(report_markdown(report), nl=False)
+    else:
+        if plot_file is not None and report.points:
+            click.echo(f"wrote {plot_file}")
+        for line in report_lines(report):
+            click.echo(line)
+    sys.exit(report.exit_code)
+
+
+def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
+                lock_file: str | None, profile: str | None) -> Any:
+    from gpufleet.compile import compile_inputs
+    from gpufleet.diagnostics import did_you_mean
+
+    result = validated_or_exit(paths, "text", profile)
+    names = [f.name for f in result.inputs.fleets]
+    if name not in names:
+        hint = did_you_mean(name, names) or f"fleets: {', '.join(names) or 'none'}"
+        raise click.UsageError(f"no cloud fleet named '{name}' in the given files; {hint}")
+    lock = lock_or_exit(paths, lock_file, "text")
+    catalog = load_catalog_or_fail(catalog_dir)
+    only = dataclasses.replace(result.inputs, fleets=tuple(
+        f for f in result.inputs.fleets if f.name == name), gateways=())
+    compiled = compile_inputs(only, catalog, profile, lock)
+    if not compiled.ok or not compiled.plans:
+        compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,
+                            "text")
+    spec = next(f for f in only.fleets if f.name == name)
+    plan = compiled.plans[0]
+    memory = next((r.gpu_memory_gib for r in catalog.rows if r.backend == plan.backend
+                   and r.instance_type == plan.instance_type and r.gpu_memory_gib), None)
+    return plan, spec.expect_busbw, memory

@@ -1,0 +1,218 @@
+"""The burn-in task: every node checked on its own before it takes work, and its log judged.
+
+Each node of the task (dstack runs one job per node; no MPI between them) prints one line per
+fact, `gpufleet burn-in: node=R check=NAME key=value...`: its GPU count, each GPU's memory,
+uncorrected ECC errors and pending retired pages, the NVLink/PCIe topology, DCGM's
+diagnostics (`dcgmi diag -r LEVEL`: pass or fail from its exit code), and the peak bus
+bandwidth of a single-node NCCL all-reduce over its GPUs. :func:`judge` names every node
+whose diagnostics fail, whose GPUs or memory differ from the plan or from its own other GPUs,
+that shows uncorrected ECC errors or pending retirements, or whose single-node bandwidth is
+more than ``margin`` below the median of the nodes. A node that reported nothing, or a fact
+that cannot be read, gives no verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.compile import HOST_MARKER_DIR, FleetPlan
+from gpufleet.handoff.acceptance import HOST_DIR, NCCL_BUILD, Expectation, render_task
+
+PREFIX = "gpufleet burn-in:"
+DEFAULT_LEVEL = 3
+DEFAULT_MARGIN = 0.10
+_LINE = re.compile(rf"{re.escape(PREFIX)}\s+(.*)$")
+_PAIR = re.compile(r"([a-z_]+)=(\S+)")
+_INT = re.compile(r"[0-9]{1,12}")
+_NUM = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+
+
+def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict[str, Any]:
+    """The dstack task (as data): one job per node, each checking its own GPUs."""
+    gpus = _gpu_count(plan)
+    host_dir, nccl_build = HOST_DIR, NCCL_BUILD
+    say = f'echo "{PREFIX} node=${{DSTACK_NODE_RANK:-0}}'
+    commands = []
+    if plan.host_setup is not None:
+        commands.append(f'if [ "$(sed -n \'s/^status=//p\' {host_dir}/host-ready 2>/dev/null)" '
+                        f'!= ready ]; then {say} check=host verdict=fail"; exit 1; fi')
+    commands += [
+        "command -v dcgmi > /dev/null || (apt-get update -qq && apt-get install -y -qq "
+        "datacenter-gpu-manager-4-cuda12 > /dev/null) || true",
+        "(nv-hostengine -n > /dev/null 2>&1 &) ; sleep 5",
+        f'{say} check=gpus value=$(nvidia-smi -L | wc -l) want={gpus} host=$(hostname)"',
+        "nvidia-smi --query-gpu=index,memory.total,ecc.errors.uncorrected.volatile.total,"
+        "retired_pages.pending --format=csv,noheader,nounits | tr -d ' ' | "
+        "while IFS=, read -r i mem ecc pending; do "
+        f'{say} check=gpu gpu=$i memory_mib=$mem ecc_uncorrected=${{ecc/\\[N\\/A\\]/0}} '
+        f'retired_pending=${{pending/\\[N\\/A\\]/No}}"; done',
+        "nvidia-smi topo -m",
+        f"if ! command -v dcgmi > /dev/null; then {say} check=dcgm level={level} "
+        f"verdict=missing\"; elif dcgmi diag -r {level}; then {say} check=dcgm level={level} "
+        f"verdict=pass\"; else {say} check=dcgm level={level} verdict=fail\"; fi",
+        nccl_build,
+        f"/opt/nccl-tests/build/all_reduce_perf -b 1G -e 8G -f 2 -g {max(gpus, 1)} -c 1 -n 20 "
+        "| tee /tmp/nccl.log",
+        "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' /tmp/nccl.log "
+        f"| {{ read -r bw; {say} check=nccl busbw=$bw\"; }}",
+        f'{say} check=done"',
+    ]
+    task: dict[str, Any] = {
+        "type": "task", "name": f"{plan.name[:27]}-burnin", "fleets": [plan.name],
+        "nodes": max(plan.nodes, 1), "image": image, "privileged": True,
+        "commands": commands,
+    }
+    if plan.host_setup is not None:
+        task["volumes"] = [{"instance_path": HOST_MARKER_DIR, "path": host_dir}]
+    task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
+                         "shm_size": "16GB"}
+    return task
+
+
+def _gpu_count(plan: FleetPlan) -> int:
+    head = plan.gpu.split("x", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+@dataclass
+class NodeFacts:
+    gpus: int | None = None
+    want: int | None = None
+    memory: dict[int, int] = field(default_factory=dict)  # gpu -> MiB
+    ecc: dict[int, int] = field(default_factory=dict)
+    pending: dict[int, str] = field(default_factory=dict)
+    dcgm: str | None = None
+    busbw: float | None = None
+    host: str | None = None  # "fail": the host setup marker is not ready
+    hostname: str = ""
+    done: bool = False
+
+
+def is_burnin_log(text: str) -> bool:
+    return PREFIX in text
+
+
+def parse_burnin(text: str) -> tuple[dict[str, NodeFacts], list[str]]:
+    nodes: dict[str, NodeFacts] = {}
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _LINE.search(line)
+        if m is None:
+            continue
+        kv = dict(_PAIR.findall(m.group(1)))
+        node, check = kv.get("node"), kv.get("check")
+        if node is None or check is None or not _INT.fullmatch(node):
+            problems.append(f"line {number}: not a burn-in line gpufleet writes ({line[:80]})")
+            continue
+        facts = nodes.setdefault(node, NodeFacts())
+        try:
+            _read(facts, check, kv)
+        except (KeyError, ValueError):
+            problems.append(f"line {number}: node {node}: `{check}` cannot be read "
+                            f"({m.group(1)[:80]})")
+    return nodes, problems
+
+
+def _int(text: str) -> int:
+    if not _INT.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
+    if check == "gpus":
+        facts.gpus, facts.want = _int(kv["value"]), _int(kv["want"])
+        facts.hostname = kv.get("host", "")
+    elif check == "gpu":
+        gpu = _int(kv["gpu"])
+        facts.memory[gpu] = _int(kv["memory_mib"])
+        facts.ecc[gpu] = _int(kv["ecc_uncorrected"])
+        facts.pending[gpu] = kv["retired_pending"]
+    elif check == "dcgm":
+        if kv["verdict"] not in ("pass", "fail", "missing"):
+            raise ValueError(kv["verdict"])
+        facts.dcgm = kv["verdict"]
+    elif check == "nccl":
+        if not _NUM.fullmatch(kv["busbw"]):
+            raise ValueError(kv["busbw"])
+        facts.busbw = float(kv["busbw"])
+    elif check == "host":
+        facts.host = kv["verdict"]
+    elif check == "done":
+        facts.done = True
+    else:
+        raise ValueError(check)
+
+
+def _label(rank: str, f: NodeFacts) -> str:
+    return f"{rank} ({f.hostname})" if f.hostname else rank
+
+
+def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
+          gpu_gib: float | None = None) -> tuple[int, list[str]]:
+    """(exit code, lines): 0 every node passes, 1 a node named as bad, 2 no verdict.
+    ``gpu_gib``: the planned GPU's memory (the catalog's); a GPU showing less than 90% of it
+    (nvidia-smi reports a little under the nominal size) is named."""
+    nodes, problems = parse_burnin(text)
+    lines: list[str] = []
+    bad: list[str] = []
+    for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
+        why = []
+        if f.host == "fail":
+            why.append("host setup not ready (see /var/log/gpufleet-host-setup.log)")
+        if f.gpus is not None and f.want is not None and f.gpus != f.want:
+            why.append(f"{f.gpus} GPU(s), the plan has {f.want}")
+        short = [g for g, mib in sorted(f.memory.items())
+                 if gpu_gib is not None and mib < 0.9 * gpu_gib * 1024]
+        if short:
+            why.append(f"GPU {short[0]} has {f.memory[short[0]]} MiB, the plan's GPU "
+                       f"{gpu_gib:g} GB" + (f" ({len(short)} GPUs short)" if len(short) > 1
+                                            else ""))
+        elif f.memory and len(set(f.memory.values())) > 1:
+            low = min(f.memory, key=lambda g: f.memory[g])
+            why.append(f"GPU {low} has {f.memory[low]} MiB, the others "
+                       f"{max(f.memory.values())} MiB")
+        why += [f"GPU {g}: {n} uncorrected ECC error(s)" for g, n in sorted(f.ecc.items()) if n]
+        why += [f"GPU {g}: retired pages pending" for g, p in sorted(f.pending.items())
+                if p.lower() not in ("no", "0")]
+        if f.dcgm == "fail":
+            why.append("DCGM diagnostics failed (its output is in the log above this line)")
+        if why:
+            bad.append(name)
+            lines.append(f"FAIL node {_label(name, f)}: " + "; ".join(why))
+        elif f.dcgm == "missing":
+            problems.append(f"node {name}: DCGM (dcgmi) is not in the image and could not be "
+                            "installed; its diagnostics did not run")
+        elif f.host != "fail" and not (f.done and f.dcgm is not None and f.busbw is not None):
+            problems.append(f"node {name} did not finish (no dcgm, nccl or done line)")
+    seen = len(nodes)
+    if seen < nodes_planned:
+        problems.append(f"{seen} node(s) reported, the task ran on {nodes_planned}")
+    measured = {n: f.busbw for n, f in nodes.items() if f.busbw is not None and n not in bad}
+    if len(measured) >= 2:
+        median = statistics.median(measured.values())
+        for name, bw in sorted(measured.items(), key=lambda kv: int(kv[0])):
+            if bw < median * (1 - margin):
+                bad.append(name)
+                lines.append(f"FAIL node {_label(name, nodes[name])}: single-node busbw "
+                             f"{bw:g} GB/s, {100 * (1 - bw / median):.0f}% under the nodes' median "
+                             f"{median:g} GB/s (margin {100 * margin:.0f}%)")
+        lines.append(f"single-node busbw: median {median:g} GB/s over {len(measured)} node(s)")
+    if bad:
+        hosts = [nodes[n].hostname or f"rank {n}" for n in sorted(set(bad), key=int)]
+        return 1, [*lines, f"FAIL: replace {', '.join(hosts)} (`gpufleet replace FLEET "
+                           "NODE...`)"]
+    if problems:
+        return 2, [*lines, *(f"unreadable: {p}" for p in problems[:5]),
+                   "no verdict: the burn-in log is incomplete"]
+    return 0, [*lines, f"PASS: {seen} node(s) burned in"]
+
+
+def render_burnin(task: Mapping[str, Any]) -> str:
+    """The burn-in task file, with its header saying how to run and judge it."""
+    exp = Expectation("none", "each node on its own", None, None, "", False)
+    return render_task(task, exp, "Burn-in (DCGM diagnostics, GPU health, single-node NCCL)")

@@ -1,0 +1,160 @@
+"""Finding the node that makes the collective slow: NCCL all-reduce over pairs of nodes, and
+the check of its log.
+
+The pairs task runs on every node of the fleet; its first node runs nccl-tests once per pair
+of neighbours in a ring of the nodes (0-1, 1-2, ..., n-1 - 0), one pair at a time so the
+pairs do not share the fabric, and prints `gpufleet pairs: a=I b=J host_a=IP host_b=IP
+busbw=X rc=N` per pair. Every node is in two pairs: a node whose pairs are *all* slow (under
+the pass mark, or more than ``margin`` under the fastest pair, or failed) is named; a slow
+pair whose two nodes each have a good pair elsewhere points at the link between them. With
+two nodes there is one pair and nothing to compare: it is judged against the pass mark only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.compile import FleetPlan
+from gpufleet.handoff.acceptance import Expectation, task_for
+
+PREFIX = "gpufleet pairs:"
+_LINE = re.compile(rf"{re.escape(PREFIX)}\s+(.*)$")
+_PAIR = re.compile(r"([a-z_]+)=(\S+)")
+_INT = re.compile(r"[0-9]{1,6}")
+_NUM = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+_IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")
+
+
+def pairs_task(plan: FleetPlan) -> dict[str, Any] | None:
+    """The dstack task (as data), or None for a fleet whose nodes share no RDMA fabric (or of
+    one node): there is no inter-node collective to make slow."""
+    task, exp = task_for(plan)
+    if not exp.multi_node:
+        return None
+    env = task["env"]
+    exports = " ".join(f"-x {k}" for k in sorted(env))
+    run = (
+        'if [ "$DSTACK_NODE_RANK" -eq 0 ]; then\n'
+        '  mapfile -t ips <<< "$DSTACK_NODES_IPS"; n=${#ips[@]}; g=$DSTACK_GPUS_PER_NODE\n'
+        "  for i in $(seq 0 $((n - 1))); do\n"
+        "    j=$(( (i + 1) % n )); [ \"$n\" -eq 2 ] && [ \"$i\" -eq 1 ] && break\n"
+        "    mpirun --allow-run-as-root -H \"${ips[$i]}:$g,${ips[$j]}:$g\" -n $((2 * g)) "
+        f"-N \"$g\" --bind-to none {exports} /opt/nccl-tests/build/all_reduce_perf "
+        "-b 1G -e 4G -f 2 -g 1 -c 1 -n 20 > /tmp/pair.log 2>&1; rc=$?\n"
+        "    cat /tmp/pair.log\n"
+        "    bw=$(awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' "
+        "/tmp/pair.log)\n"
+        f'    echo "{PREFIX} a=$i b=$j host_a=${{ips[$i]}} host_b=${{ips[$j]}} busbw=$bw '
+        'rc=$rc"\n'
+        "  done\n"
+        f'  echo "{PREFIX} done nodes=$n"\n'
+        "else\n  sleep infinity\nfi")
+    commands = [c for c in task["commands"] if not c.startswith(("if [ \"$DSTACK_NODE_RANK",
+                                                                 "/opt/nccl-tests"))]
+    return {**task, "name": f"{plan.name[:29]}-pairs", "commands": [*commands, run]}
+
+
+@dataclass(frozen=True, slots=True)
+class PairRun:
+    a: int
+    b: int
+    host_a: str
+    host_b: str
+    busbw: float
+    rc: int
+
+    @property
+    def failed(self) -> bool:
+        return self.rc != 0 or self.busbw <= 0
+
+
+def is_pairs_log(text: str) -> bool:
+    return PREFIX in text
+
+
+def parse_pairs(text: str) -> tuple[list[PairRun], int | None, list[str]]:
+    """(the pair runs, the node count of the `done` line or None, what cannot be read)."""
+    runs: list[PairRun] = []
+    done: int | None = None
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _LINE.search(line)
+        if m is None:
+            continue
+        body = m.group(1).strip()
+        kv = dict(_PAIR.findall(body))
+        try:
+            if body.startswith("done "):
+                done = _int(kv["nodes"])
+                continue
+            if not (_IP.fullmatch(kv["host_a"]) and _IP.fullmatch(kv["host_b"])
+                    and _NUM.fullmatch(kv["busbw"])):
+                raise ValueError(body)
+            runs.append(PairRun(_int(kv["a"]), _int(kv["b"]), kv["host_a"], kv["host_b"],
+                                float(kv["busbw"]), _int(kv["rc"])))
+        except (KeyError, ValueError):
+            problems.append(f"line {number}: not a pairs line gpufleet writes ({body[:80]})")
+    return runs, done, problems
+
+
+def _int(text: str) -> int:
+    if not _INT.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
+                margin: float) -> tuple[int, list[str]]:
+    """(exit code, lines): 0 no slow pair, 1 the node(s) or link(s) named, 2 no verdict."""
+    runs, done, problems = parse_pairs(text)
+    if done is None:
+        problems.append("no `done` line: the task did not finish (or the log is cut off)")
+    n = done or 0
+    want = 1 if n == 2 else n
+    if done is not None and len(runs) != want:
+        problems.append(f"{len(runs)} pair run(s) for {n} nodes, the task runs {want}")
+    if done is not None and n < nodes_planned:
+        problems.append(f"the task ran on {n} node(s), the fleet has {nodes_planned}")
+    if problems or not runs:
+        return 2, [*(f"unreadable: {p}" for p in problems[:5]),
+                   "no verdict: the pairs log is incomplete"]
+    # The fastest pair is the reference: with a bad node in a ring of three, two of the three
+    # pairs are slow and their median would be a slow one.
+    best = max((r.busbw for r in runs if not r.failed), default=0.0)
+    mark = exp.threshold_gbps
+
+    def slow(r: PairRun) -> str | None:
+        if r.failed:
+            return f"the run failed (exit {r.rc})" if r.rc else "no bandwidth measured"
+        if mark is not None and r.busbw < mark:
+            return f"{r.busbw:g} GB/s, under the pass mark {mark:g} GB/s"
+        if len(runs) > 1 and r.busbw < best * (1 - margin):
+            return (f"{r.busbw:g} GB/s, {100 * (1 - r.busbw / best):.0f}% under the fastest "
+                    f"pair's {best:g} GB/s")
+        return None
+
+    lines = [f"pair {r.a}-{r.b} ({r.host_a}, {r.host_b}): {r.busbw:g} GB/s"
+             + (f"  SLOW: {why}" if (why := slow(r)) else "") for r in runs]
+    slow_runs = [r for r in runs if slow(r)]
+    hosts = {r.a: r.host_a for r in runs} | {r.b: r.host_b for r in runs}
+    named = sorted(i for i in hosts
+                   if all(slow(r) for r in runs if i in (r.a, r.b)))
+    links = [r for r in slow_runs if r.a not in named and r.b not in named]
+    if len(runs) == 1 and named:
+        lines.append(f"FAIL: nodes {runs[0].host_a} and {runs[0].host_b}: the only pair is "
+                     "slow; with two nodes the pair cannot say which (their burn-in logs can)")
+        return 1, lines
+    if named or links:
+        lines += [f"FAIL node {i} ({hosts[i]}): every pair it is in is slow" for i in named]
+        lines += [f"FAIL link {r.a}-{r.b} ({r.host_a}, {r.host_b}): slow while both nodes are "
+                  "fast with their other neighbour (a cable, a switch port, a NIC's link)"
+                  for r in links]
+        if named:
+            lines.append(f"FAIL: replace {', '.join(hosts[i] for i in named)} (`gpufleet "
+                         "replace FLEET NODE...`; the address is the node's private IP)")
+        return 1, lines
+    ref = f"pass mark {mark:g} GB/s, " if mark is not None else ""
+    return 0, [*lines, f"PASS: {len(runs)} pair(s) of {n} nodes within {100 * margin:.0f}% "
+                       f"of the fastest, {best:g} GB/s ({ref}{exp.fabric})"]
