@@ -29,6 +29,7 @@ from gpufleet.compile import (
 )
 
 from .access import boot_script_b64, public_key, server_script_b64
+from .filesystems import azure_filesystem
 from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -235,6 +236,9 @@ class Fleet(pulumi.ComponentResource):
         super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
         self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
         self.rg = rg
+        self.filesystems = {fs.name: azure_filesystem(
+            fs, plan, rg, self.network.vnet_name, self.network.subnet_id,
+            pulumi.ResourceOptions(parent=self)) for fs in plan.filesystems}
         self.public_ips: list[Any] = []
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
@@ -321,7 +325,7 @@ class Fleet(pulumi.ComponentResource):
             ip_config["public_ip_address_configuration"] = {"name": "public-ip"}
         user, linux = _ssh(plan)
         priority = self._priority(plan)
-        script = boot_script_b64(plan)  # the model's: new instances boot with it
+        script = boot_script_b64(plan, self.filesystems)  # the model's: new instances boot with it
         profile: compute.VirtualMachineScaleSetVMProfileArgsDict = {
             "os_profile": {"computer_name_prefix": plan.name[:9], "admin_username": user,
                            "linux_configuration": linux,
@@ -370,7 +374,8 @@ class Fleet(pulumi.ComponentResource):
                            self.rg, plan.instance_type,
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
                            options_of(plan, AzureOptions).accelerated_networking,
-                           self._priority(plan), plan.reservation, boot_script_b64(plan))
+                           self._priority(plan), plan.reservation,
+                           boot_script_b64(plan, self.filesystems))
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:

@@ -114,6 +114,11 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
         "subnets": dict(fleet.subnet_ids),
         # an Azure scale set: `gpufleet export dstack` lists its instances' addresses
         "scale_set": _scale_set(fleet),
+        # shared filesystems the nodes mount: `export dstack` turns them into instance volumes
+        "filesystems": {fs.name: {"kind": fs.kind, "service": fs.service, "mount": fs.mount,
+                                  "target": getattr(fleet, "filesystems", {}).get(fs.name),
+                                  "capacity_gib": fs.capacity_gib}
+                        for fs in plan.filesystems},
     }
 
 

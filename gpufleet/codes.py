@@ -184,6 +184,20 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "on azure)", "use aws or gcp, or let dstack manage it"),
     "V002": Code("a volume file gpufleet cannot build: no name, region, size or zone",
                  "add what the message names"),
+    "V003": Code("a filesystem the service cannot build: a size or throughput tier it does not "
+                 "offer, no capacity, or a name twice", "pick a size and tier the message lists"),
+    "V004": Code("a filesystem's fleet is missing, on another cloud or in another region",
+                 "mount a fleet of the filesystem's cloud and region"),
+    "V005": Code("a filesystem in another zone than the fleet that mounts it (cross-zone "
+                 "traffic is slower and billed)", "put the filesystem in the fleet's zone"),
+    "V006": Code("a filesystem mounted by fleets in different networks (gpufleet builds no "
+                 "peering between fleet networks)", "give the filesystem one fleet, or one "
+                 "filesystem per fleet"),
+    "V007": Code("a Lustre filesystem without about 25% headroom over its expected usage "
+                 "(Lustre can fail writes at about 80% full)",
+                 "raise capacity_gib to 1.25 x expected_usage_gib or more"),
+    "V008": Code("a filesystem whose fleet is not planned from the files given: it is not built",
+                 "give the fleet's file too, or fix the fleet's name"),
     "B014": Code("a `control_plane` setting that cannot be built: a bad or open `allow` "
                  "range, or a fleet that is missing, on public nodes or without a bastion",
                  "fix the range, or name a fleet whose private nodes sit behind a bastion"),

@@ -266,6 +266,32 @@ def gateway_addresses_protected(args: Any, report: Report) -> None:
         report(f"{args.name}: a DNS zone without `protect`", args.urn)
 
 
+FILESYSTEM_TYPES = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:efs/fileSystem:FileSystem",
+                    "gcp:lustre/instance:Instance", "gcp:filestore/instance:Instance",
+                    "azure-native:storagecache:AmlFilesystem",
+                    "azure-native:storage:StorageAccount", "aws:ebs/volume:Volume",
+                    "gcp:compute/disk:Disk")
+
+
+def storage_private_encrypted_protected(args: Any, report: Report) -> None:
+    """Shared filesystems and volumes: protected from deletion, encrypted at rest where the
+    service lets it be turned off, and closed to the internet."""
+    t, p = args.resource_type, args.props
+    if t not in FILESYSTEM_TYPES or (t == "gcp:compute/disk:Disk" and "Fleet" in str(args.urn)):
+        return
+    if not bool(getattr(args.opts, "protect", False)):
+        report(f"{args.name}: stored data without `protect`: `pulumi destroy` would delete it",
+               args.urn)
+    if t in ("aws:efs/fileSystem:FileSystem", "aws:ebs/volume:Volume") and \
+            str(p.get("encrypted")).lower() != "true":
+        report(f"{args.name} is not encrypted at rest", args.urn)
+    if t == "azure-native:storage:StorageAccount":
+        rules = p.get("networkRuleSet") or {}
+        if rules.get("defaultAction") != "Deny" or p.get("allowBlobPublicAccess") is not False:
+            report(f"{args.name}: the storage account is open to public networks (set "
+                   "networkRuleSet.defaultAction Deny, allowBlobPublicAccess false)", args.urn)
+
+
 RECORD_TYPES = ("aws:route53/record:Record", "gcp:dns/recordSet:RecordSet",
                 "azure-native:dns:RecordSet", "azure-native:network:RecordSet")
 
@@ -340,6 +366,10 @@ RULES: tuple[Rule, ...] = (
          "`protect_address: false` for the gateway in the backends file, and this rule "
          "turned down",
          gateway_addresses_protected),
+    Rule("storage-private-encrypted-protected", "Shared filesystems and volumes are "
+         "protected from deletion, encrypted at rest and closed to public networks",
+         "mandatory", "keep `protect`, `encrypted: true` and the storage account's deny-by-"
+         "default network rules gpufleet sets", "", storage_private_encrypted_protected),
     Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",
          "lower the record's TTL", "", dns_ttl),
     Rule("ownership-tags", "Every taggable resource carries managed-by, the fleet or gateway "

@@ -66,7 +66,13 @@ def test_no_address_in_the_rdma_reserved_range(nd: PlanReport) -> None:
 def test_nsg_opens_nothing_but_ssh_from_ssh_cidrs(nd: PlanReport, tmp_path: Path) -> None:
     nsg = named(nd, "nd-h100-nsg", NSG)["inputs"]
     assert [(r["destinationPortRanges"], r["sourceApplicationSecurityGroups"])
-            for r in nsg["securityRules"]] == [(["22"], [{"id": "nd-h100-bastion-asg-id"}])]
+            for r in nsg["securityRules"] if "filesystem" not in r["description"]] == [
+        (["22"], [{"id": "nd-h100-bastion-asg-id"}])]
+    # the one other rule: Lustre 988 from the example filesystem's own subnet (its servers
+    # call their clients back)
+    assert [(r["destinationPortRanges"], r["sourceAddressPrefixes"]) for r in
+            nsg["securityRules"] if "filesystem" in r["description"]] == [
+        (["988"], ["10.49.255.0/24"])]
     report = _plan(tmp_path, "nodes: 1\nresources:\n  gpu: T4\n",
                    BACKENDS + "    ssh_cidrs: [198.51.100.0/24]\n    public_ips: true\n"
                    "    vpc_ids: {eastus: rg/net, westus: rg/net, westeurope: rg/net}\n")
@@ -163,7 +169,7 @@ def test_private_nodes_get_a_nat_gateway_and_public_ones_do_not(nd: PlanReport,
     nat = named(nd, "nd-h100-vnet-nat", "azure-native:network:NatGateway")["inputs"]
     assert nat["sku"] == {"name": "Standard"}
     assert nat["publicIpAddresses"] == [{"id": "nd-h100-vnet-nat-ip-id"}]
-    subnet = by_type(nd, "azure-native:network:Subnet")[0]["inputs"]
+    subnet = named(nd, "nd-h100-subnet", "azure-native:network:Subnet")["inputs"]
     assert subnet["natGateway"] == {"id": "nd-h100-vnet-nat-id"}
     public = _plan(tmp_path, "nodes: 1\nresources:\n  gpu: T4\n",
                    BACKENDS + "    public_ips: true\n")

@@ -58,6 +58,7 @@ def node_log(tmp: Path, task: dict[str, object], rank: int, **env: str) -> str:
     marker = tmp / "host"
     marker.mkdir(exist_ok=True)
     (marker / "host-ready").write_text("status=ready\n")
+    (marker / "mounts-ready").write_text("status=ready\na4-data=/mnt/data\n")
     script = "\n".join(str(c) for c in task["commands"])  # type: ignore[attr-defined]
     script = script.replace("/opt/nccl-tests/build/all_reduce_perf", str(bin_dir /
                                                                           "all_reduce_perf"))
@@ -89,7 +90,8 @@ def test_the_burnin_task_checks_every_node_on_its_own(task: dict[str, object]) -
     assert "dcgmi diag -r 3" in text and "nvidia-smi topo -m" in text
     assert "ecc.errors.uncorrected.volatile.total" in text and "retired_pages.pending" in text
     assert "mpirun" not in text  # each node alone
-    assert task["volumes"] == [{"instance_path": "/var/lib/gpufleet", "path": "/gpufleet-host"}]
+    assert task["volumes"] == [{"instance_path": "/var/lib/gpufleet", "path": "/gpufleet-host"},
+                               {"instance_path": "/mnt/data", "path": "/mnt/data"}]
 
 
 def test_healthy_nodes_pass_and_the_bad_ones_are_named(

@@ -81,8 +81,10 @@ def test_a4_spot_scheduling_placement_and_disk(a4: PlanReport) -> None:
 
 def test_firewalls_scope_to_fleet_and_ssh_only_through_the_bastion(a4: PlanReport) -> None:
     rules = {r["name"]: r["inputs"] for r in by_type(a4, FIREWALL)}
+    # and the example filesystem's Lustre servers (988 from their own range) on the nodes
     assert set(rules) == {"a4-internal", "a4-ssh-from-bastion", "a4-bastion-ssh",
-                          "a4-gpu-internal-1"}
+                          "a4-gpu-internal-1", "a4-fs-a4-data"}
+    assert rules["a4-fs-a4-data"]["sourceRanges"] == ["10.37.240.0/20"]
     assert rules["a4-bastion-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
     assert rules["a4-bastion-ssh"]["targetTags"] == ["gpufleet-a4-bastion"]
     assert rules["a4-ssh-from-bastion"]["sourceTags"] == ["gpufleet-a4-bastion"]

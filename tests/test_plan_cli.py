@@ -4,6 +4,7 @@ that it runs the same program `stacks/__main__.py` runs."""
 from __future__ import annotations
 
 import json
+import re
 import runpy
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def test_plan_text_for_the_a4_example() -> None:
     out = r.output
     assert "offer:    gcp us-west2 / us-west2-c  a4-highgpu-8g  8xB200  spot" in out
     assert "fabric:   roce x8; 10 NIC(s) per node (2 GVNIC + 8 MRDMA)" in out
-    assert "gcp:compute/subnetwork:Subnetwork          10" in out
+    assert re.search(r"gcp:compute/subnetwork:Subnetwork +10\n", out)
     assert "+ gcp:compute/instance:Instance  a4-node-1" in out
     assert "offline plan" in out
 
@@ -48,7 +49,9 @@ def test_plan_json_contract() -> None:
     assert node["urn"] == ("urn:pulumi:prod::gpufleet::gpufleet:gcp:Fleet$"
                            "gcp:compute/instance:Instance::a4-node-0")
     assert "machineType" in node["inputs"] and "networkInterfaces" in node["inputs"]
-    assert data["summary"]["resources"] == len(res) == 29  # 26 + the bastion, its address and rule
+    # 26 + the bastion, its address and rule + the example filesystem (its range, peering,
+    # instance and the node rule admitting its servers)
+    assert data["summary"]["resources"] == len(res) == 33
 
 
 def test_plan_markdown_has_mermaid_topology() -> None:
@@ -110,7 +113,7 @@ def test_strict_mocks_refuse_unknown_invokes_and_next_run_still_works() -> None:
         harness.run_program(program.main, stack_config([A4], None, None, EXAMPLE_LOCK), empty)
     ok = harness.run_program(program.main, config,
                              harness.StrictMocks(offline.INVOKES, offline.outputs))
-    assert len(ok.registrations) == 29
+    assert len(ok.registrations) == 33
 
 
 def test_program_aborts_on_invalid_input(tmp_path: Path) -> None:

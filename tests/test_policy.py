@@ -117,6 +117,11 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
              protect=True, urn=GW_URN.format("gcp:compute/address:Address", "gw-ip")),
         args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}},
              urn=GW_URN.format("aws:ec2/eip:Eip", "gw-ip"))),
+    "storage-private-encrypted-protected": (
+        args("aws:efs/fileSystem:FileSystem", {"encrypted": True}, "fs-home", protect=True),
+        args("azure-native:storage:StorageAccount", {"networkRuleSet": {
+            "defaultAction": "Allow"}, "allowBlobPublicAccess": False}, "fs-share",
+            protect=True)),
     "dns-ttl": (
         args("gcp:dns/recordSet:RecordSet", {"ttl": 300}),
         args("aws:route53/record:Record", {"ttl": 86400})),
@@ -185,7 +190,7 @@ def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", "100"]) == 1
     err = capsys.readouterr().err
     # the whole bill: nodes, and the bastions, NAT gateways, addresses, disks and gateways
-    assert "cost: the fleets cost $686.77/h, over --max-cost-per-hour 100" in err
+    assert "cost: the fleets cost $688.15/h, over --max-cost-per-hour 100" in err
     assert "nd-h100 $393.45/h" in err
     assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 0  # all locked
     capsys.readouterr()

@@ -21,6 +21,7 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script_b64, public_key, server_script_b64
+from ..filesystems import aws_filesystem
 from ..renames import rename_options
 from .network import Network, tags
 
@@ -55,7 +56,10 @@ class Fleet(pulumi.ComponentResource):
         # The host setup script rides on each instance, not on the template: a template
         # edit makes a new version, which replaces every node. A node keeps the script it
         # booted with (EC2 runs user data once): changing it never touches running nodes.
-        script = boot_script_b64(plan)
+        self.filesystems = {fs.name: aws_filesystem(
+            fs, plan, self.network.vpc_id, self.network.subnet_ids[plan.nics[0].subnet], child)
+            for fs in plan.filesystems}
+        script = boot_script_b64(plan, self.filesystems)
         node_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             ignore_changes=["userDataBase64"]))
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=tags(plan, name),

@@ -4,7 +4,7 @@ plan (gpufleet.compile.backends.gcp)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
@@ -19,6 +19,7 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script, public_key, server_script
+from ..filesystems import gcp_filesystem
 from ..renames import rename_options
 from .network import Network, bastion_tag
 
@@ -32,11 +33,12 @@ def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str
     return configs[0].nat_ip if configs else None
 
 
-def node_metadata(plan: FleetPlan) -> dict[str, str]:
+def node_metadata(plan: FleetPlan, targets: Mapping[str, pulumi.Output[str | None]] | None = None
+                  ) -> dict[str, pulumi.Input[str]]:
     """OS Login (IAP) or the ssh-keys entry of the access user, and the host setup script
-    (a startup script: GCP runs it on every boot, and it is idempotent)."""
+    with the fleet's mounts (a startup script: GCP runs it on every boot; it is idempotent)."""
     access = plan.access
-    script = boot_script(plan)
+    script = boot_script(plan, targets)
     extra = {"startup-script": script} if script else {}
     if access is None or access.os_login:
         return {"enable-oslogin": "TRUE", **extra}
@@ -62,7 +64,11 @@ class Fleet(pulumi.ComponentResource):
                     collocation=plan.placement.kind),
                 opts=child)
             policies.append(policy.self_link)
-        self.metadata = node_metadata(plan)
+        main = self.networks["main"]
+        self.filesystems = {fs.name: gcp_filesystem(fs, plan, main.network_id,
+                                                    main.network_name, child)
+                            for fs in plan.filesystems}
+        self.metadata = node_metadata(plan, self.filesystems)
         self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
         self.bastion_address: pulumi.Output[str] | None = None
         if plan.access is not None and plan.access.bastion is not None:

@@ -330,7 +330,8 @@ def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
     lock = lock_or_exit(paths, lock_file, "text")
     catalog = load_catalog_or_fail(catalog_dir)
     only = dataclasses.replace(result.inputs, fleets=tuple(
-        f for f in result.inputs.fleets if f.name == name), gateways=())
+        f for f in result.inputs.fleets if f.name == name), gateways=(),
+        filesystems=tuple(fs for fs in result.inputs.filesystems if name in fs.fleets))
     compiled = compile_inputs(only, catalog, profile, lock)
     if not compiled.ok or not compiled.plans:
         compile_errors_exit([d for d in compiled.diagnostics if d.is_error], result.sources,

@@ -84,6 +84,8 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
+    # the input's own warnings (validate's) first, then the compiler's
+    diags = [*(d for d in result.diagnostics if not d.is_error), *diags]
     diags += cost_warning(report, result.inputs, paths,
                           warn_cost_per_month or result.inputs.warn_cost_per_month)
     if diags:  # warnings: said once on standard error, and in the report in every format

@@ -5,9 +5,10 @@ from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
+from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
-from gpufleet.compile.hostsetup import render_server
+from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.plan import (
     ANY_SUBNET,
@@ -19,6 +20,7 @@ from gpufleet.compile.plan import (
     AzureOptions,
     BastionPlan,
     DnsRecordPlan,
+    FilesystemPlan,
     FirewallRule,
     FleetOptions,
     FleetPlan,
@@ -38,6 +40,7 @@ __all__ = [
     "BACKENDS_BY_NAME",
     "BASTION_DISK",
     "DIGEST_OUTPUT",
+    "FILESYSTEM_SERVICES",
     "GATEWAY_DISK",
     "HOST_FAMILIES",
     "HOST_MARKER_DIR",
@@ -49,6 +52,7 @@ __all__ = [
     "BastionPlan",
     "Compiled",
     "DnsRecordPlan",
+    "FilesystemPlan",
     "FirewallRule",
     "FleetOptions",
     "FleetPlan",
@@ -65,6 +69,7 @@ __all__ = [
     "host_script",
     "input_digest",
     "naming",
+    "node_script",
     "options_of",
     "plan_to_json",
     "render_server",

@@ -17,6 +17,7 @@ from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.controlplane import attach_control_plane
+from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.compile.volumes import plan_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
@@ -127,7 +128,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                                    picked.gateway_locks)
     plans, plan_diags = plan_fleets(inputs, picked.chosen, addresses.blocks)
     plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
-    plan_diags = [*plan_diags, *server_diags]
+    plans, fs_diags = attach_filesystems(plans, inputs.filesystems, addresses.blocks)
+    plan_diags = [*plan_diags, *server_diags, *fs_diags]
     gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
     volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,

@@ -17,13 +17,13 @@ of times, and records the outcome in a marker file and on the serial console:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from gpufleet.compile.plan import HostSetupPlan, ServerPlan
+from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, ServerPlan
 
 # The versions installed where an image lacks them: the one place they are named.
 DOCKER_VERSION = "28.5.1"  # docker-ce from download.docker.com (apt, Ubuntu jammy/noble)
@@ -35,6 +35,18 @@ READY_MARKER = f"{MARKER_DIR}/host-ready"
 FAILED_MARKER = f"{MARKER_DIR}/host-failed"
 SERVER_READY = f"{MARKER_DIR}/server-ready"
 SERVER_FAILED = f"{MARKER_DIR}/server-failed"
+MOUNTS_READY = f"{MARKER_DIR}/mounts-ready"
+MOUNTS_FAILED = f"{MARKER_DIR}/mounts-failed"
+MOUNT_TRIES = 60  # x 30 s: a filesystem still being created gets half an hour
+# Mount options per service, from each service's mounting guide.
+MOUNT_OPTIONS = {
+    "fsx-lustre": "defaults,_netdev,noatime,flock",
+    "managed-lustre": "defaults,_netdev,noatime,flock",
+    "amlfs": "defaults,_netdev,noatime,flock",
+    "efs": "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev",
+    "filestore": "defaults,_netdev,hard,timeo=600,retrans=3",
+    "azure-files-nfs": "vers=4,minorversion=1,sec=sys,nconnect=4,_netdev",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +137,43 @@ def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
 def script_for(plan: HostSetupPlan) -> str:
     """The script a plan names (the components put it into user data / metadata)."""
     return render(FAMILIES[plan.family], plan.user)
+
+
+def target_placeholder(fs: FilesystemPlan) -> str:
+    """What stands for a filesystem's mount target until the stack knows it."""
+    return f"@@TARGET:{fs.name}@@"
+
+
+def render_mounts(backend: str, mounts: Sequence[FilesystemPlan],
+                  targets: Mapping[str, str]) -> str:
+    """The mount script of a fleet's filesystems, their targets (`dns@tcp:/name`,
+    `host:/export`) filled in from ``targets`` (by name; the placeholder where missing)."""
+    lines = []
+    for fs in mounts:
+        target = targets.get(fs.name, target_placeholder(fs))
+        for part in (fs.name, target, fs.mount):
+            if not part or any(ch.isspace() or ch in "'\\$`" for ch in part):
+                raise ValueError(f"filesystem {fs.name}: {part!r} cannot go into the script")
+        lines.append(f"{fs.name} {fs.kind} {target} {fs.mount} {MOUNT_OPTIONS[fs.service]}")
+    return _fill("mount.sh", "gpufleet-mount", MOUNTS_READY, MOUNTS_FAILED, {
+        "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
+
+
+def node_script(plan: FleetPlan, targets: Mapping[str, str] | None = None) -> str | None:
+    """Everything a node runs at boot: the host setup and the mounts of its filesystems (a
+    wrapper writing both out and running them in turn), or the host setup alone."""
+    host = script_for(plan.host_setup) if plan.host_setup is not None else None
+    if not plan.filesystems:
+        return host
+    mounts = render_mounts(plan.backend, plan.filesystems, targets or {})
+    parts = ["#!/bin/bash",
+             "# gpufleet node boot script: the host setup, then the shared filesystems",
+             f"mkdir -p {MARKER_DIR}"]
+    run = []
+    for name, text in (("host-setup.sh", host), ("mount.sh", mounts)):
+        if text is None:
+            continue
+        tag = f"GPUFLEET_{name.split('.')[0].upper().replace('-', '_')}_EOF"
+        parts += [f"cat > {MARKER_DIR}/{name} <<'{tag}'", text.rstrip("\n"), tag]
+        run.append(f"bash {MARKER_DIR}/{name}")
+    return "\n".join([*parts, *run]) + "\n"

@@ -195,6 +195,35 @@ class HostSetupPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class FilesystemPlan:
+    """A shared filesystem (the backends file's `filesystems:`), built with the cloud's managed
+    service in its fleet's network and mounted by every node of the fleet at boot."""
+
+    name: str
+    backend: str
+    kind: str  # "lustre" or "nfs"
+    service: str  # fsx-lustre, efs, managed-lustre, filestore, amlfs, azure-files-nfs
+    region: str
+    zone: str | None  # None: the zone of the fleet's node subnet (aws), or regional
+    capacity_gib: int | None
+    throughput: int | None  # lustre: MB/s per TiB
+    mount: str
+    port: int  # 988 (Lustre) or 2049 (NFS)
+    admit: tuple[str, ...]  # the CIDRs that may reach it: the fleet's node subnets
+    # azure managed lustre: the filesystem's own subnet in the fleet's network; gcp managed
+    # lustre: the private services access range the service's servers get
+    subnet: str | None = field(default=None, metadata=OMIT_NONE)
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+    @property
+    def throughput_mbps(self) -> int | None:
+        """The aggregate throughput (MB/s) of a Lustre filesystem."""
+        if self.throughput is None or self.capacity_gib is None:
+            return None
+        return int(self.capacity_gib / 1024 * self.throughput)
+
+
+@dataclass(frozen=True, slots=True)
 class FleetPlan:
     name: str
     file: str
@@ -230,6 +259,8 @@ class FleetPlan:
     reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)
     # None: `host_setup: none` in the backends file (the image is ready as it is)
     host_setup: HostSetupPlan | None = field(default=None, metadata=OMIT_NONE)
+    # the shared filesystems this fleet's nodes mount (built in its network)
+    filesystems: tuple[FilesystemPlan, ...] = field(default=(), metadata=OMIT_NONE)
 
     @property
     def price_known(self) -> bool:
@@ -346,7 +377,7 @@ def plan_to_json(obj: Any) -> Any:
     """Plan dataclasses -> JSON-ready dicts (mappings and tuples become dicts and lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: plan_to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not (f.metadata.get("omit_none") and getattr(obj, f.name) is None)}
+                if not (f.metadata.get("omit_none") and getattr(obj, f.name) in (None, ()))}
     if isinstance(obj, Mapping):
         return {str(k): plan_to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

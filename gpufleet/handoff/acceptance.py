@@ -116,14 +116,24 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
         "image": facts.get("image", IMAGE),
         "privileged": True, "env": env, "commands": [*_host_check(plan), *setup, build, run],
     }
-    if plan.host_setup is not None:  # the nodes' marker files, read-only in the task
-        task["volumes"] = [{"instance_path": MARKER_DIR, "path": HOST_DIR}]
+    if volumes := task_volumes(plan):
+        task["volumes"] = volumes
     if exp.multi_node:
         task["startup_order"] = "workers-first"
         task["stop_criteria"] = "master-done"
     task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
                          "shm_size": "16GB"}
     return task, exp
+
+
+def task_volumes(plan: FleetPlan) -> list[dict[str, str]]:
+    """The instance volumes of a fleet's tasks: the nodes' marker files (read in the task)
+    and the fleet's shared filesystems, at the path they have on the host."""
+    volumes = []
+    if plan.host_setup is not None or plan.filesystems:
+        volumes.append({"instance_path": MARKER_DIR, "path": HOST_DIR})
+    volumes += [{"instance_path": fs.mount, "path": fs.mount} for fs in plan.filesystems]
+    return volumes
 
 
 def _host_check(plan: FleetPlan) -> list[str]:

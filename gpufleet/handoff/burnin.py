@@ -19,8 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.compile import HOST_MARKER_DIR, FleetPlan
-from gpufleet.handoff.acceptance import HOST_DIR, NCCL_BUILD, Expectation, render_task
+from gpufleet.compile import FleetPlan
+from gpufleet.handoff.acceptance import (
+    HOST_DIR,
+    NCCL_BUILD,
+    Expectation,
+    render_task,
+    task_volumes,
+)
 
 PREFIX = "gpufleet burn-in:"
 DEFAULT_LEVEL = 3
@@ -59,6 +65,10 @@ def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict
         "| tee /tmp/nccl.log",
         "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' /tmp/nccl.log "
         f"| {{ read -r bw; {say} check=nccl busbw=$bw\"; }}",
+        *([f"if grep -qs '^status=ready' {host_dir}/mounts-ready; then {say} check=mounts "
+           f"verdict=ready\"; else {say} check=mounts verdict=fail reason=$(tr ' \\n' '__' "
+           f"< {host_dir}/mounts-failed 2>/dev/null | cut -c1-200)\"; fi"]
+          if plan.filesystems else []),
         f'{say} check=done"',
     ]
     task: dict[str, Any] = {
@@ -66,8 +76,8 @@ def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict
         "nodes": max(plan.nodes, 1), "image": image, "privileged": True,
         "commands": commands,
     }
-    if plan.host_setup is not None:
-        task["volumes"] = [{"instance_path": HOST_MARKER_DIR, "path": host_dir}]
+    if volumes := task_volumes(plan):
+        task["volumes"] = volumes
     task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
                          "shm_size": "16GB"}
     return task
@@ -88,6 +98,7 @@ class NodeFacts:
     dcgm: str | None = None
     busbw: float | None = None
     host: str | None = None  # "fail": the host setup marker is not ready
+    mounts: str | None = None  # "fail": a shared filesystem did not mount at boot
     hostname: str = ""
     done: bool = False
 
@@ -142,6 +153,8 @@ def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
         facts.busbw = float(kv["busbw"])
     elif check == "host":
         facts.host = kv["verdict"]
+    elif check == "mounts":
+        facts.mounts = kv["verdict"]
     elif check == "done":
         facts.done = True
     else:
@@ -179,6 +192,9 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
         why += [f"GPU {g}: {n} uncorrected ECC error(s)" for g, n in sorted(f.ecc.items()) if n]
         why += [f"GPU {g}: retired pages pending" for g, p in sorted(f.pending.items())
                 if p.lower() not in ("no", "0")]
+        if f.mounts == "fail":
+            why.append("the shared filesystems did not mount (see "
+                       "/var/log/gpufleet-mount.log on the node)")
         if f.dcgm == "fail":
             why.append("DCGM diagnostics failed (its output is in the log above this line)")
         if why:

@@ -124,8 +124,26 @@ def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
         doc["placement"] = "cluster"
     doc["ssh_config"] = cfg
     header = (f"{MARKER} from the stack outputs of fleet {name}.\n"
-              "# Apply with `dstack apply -f` on a machine that holds the identity file.\n")
+              "# Apply with `dstack apply -f` on a machine that holds the identity file.\n"
+              + instance_volume_lines(out))
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
+
+
+def instance_volume_lines(out: Mapping[str, Any]) -> str:
+    """The fleet's shared filesystems as the instance volumes a dstack run mounts (an SSH
+    fleet file has no place for them: they go into each task or service)."""
+    filesystems = out.get("filesystems") or {}
+    if not isinstance(filesystems, dict) or not filesystems:
+        return ""
+    lines = ["# Shared filesystems, mounted on every host at boot by gpufleet. A run reaches",
+             "# them as instance volumes; put these lines into its configuration:",
+             "#   volumes:"]
+    for fs_name, fs in sorted(filesystems.items()):
+        mount = str((fs or {}).get("mount") or "") if isinstance(fs, dict) else ""
+        if mount.startswith("/"):
+            lines += [f"#     - instance_path: {mount}   # {fs_name} ({fs.get('kind')}, "
+                      f"{fs.get('service')})", f"#       path: {mount}"]
+    return "\n".join(lines) + "\n"
 
 
 def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:

@@ -252,6 +252,23 @@ RESERVATION_KINDS = {"gcp": ("specific", "calendar"),
 
 
 @dataclass(frozen=True, slots=True)
+class FilesystemSpec:
+    """A shared filesystem declared in the backends file (`filesystems:`)."""
+
+    name: str
+    backend: str
+    region: str
+    kind: str  # "lustre" or "nfs"
+    fleets: tuple[str, ...]
+    mount: str
+    origin: Origin = field(compare=False)
+    zone: str | None = None
+    capacity_gib: int | None = None
+    throughput: int | None = None  # lustre: MB/s per TiB
+    expected_usage_gib: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReservationSpec:
     """Reserved capacity declared in the backends file (`reservations:`)."""
 
@@ -340,6 +357,7 @@ class Inputs:
     reservations: tuple[ReservationSpec, ...] = ()
     control_plane: ControlPlaneSpec | None = None
     volumes: tuple[VolumeSpec, ...] = ()
+    filesystems: tuple[FilesystemSpec, ...] = ()
 
     def reservation(self, name: str | None) -> ReservationSpec | None:
         """The declared reservation a fleet's `reservation` names (by name or id)."""

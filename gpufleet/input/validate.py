@@ -20,6 +20,7 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
+from gpufleet.input.checks.filesystems import check_filesystems
 from gpufleet.input.checks.reservations import check_control_plane, check_reservations
 from gpufleet.input.checks.volumes import check_volume
 from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
@@ -28,6 +29,7 @@ from gpufleet.input.spec import (
     NO_ACCESS,
     BackendConfig,
     ControlPlaneSpec,
+    FilesystemSpec,
     FleetSpec,
     GatewaySpec,
     Inputs,
@@ -84,6 +86,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     reservations: list[ReservationSpec] = []
     control_plane: ControlPlaneSpec | None = None
     volumes: list[VolumeSpec] = []
+    filesystems: list[FilesystemSpec] = []
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     azure_groups = _azure_reservations(loaded.documents)
     for doc in loaded.documents:
@@ -115,7 +118,9 @@ def validate_loaded(loaded: LoadResult) -> Validated:
             reservations.extend(rs)
             cp, more_cp = check_control_plane(c)
             control_plane = cp or control_plane
-            more = [*more, *more_rs, *more_cp]
+            fss, more_fs = check_filesystems(c)
+            filesystems.extend(fss)
+            more = [*more, *more_rs, *more_cp, *more_fs]
             cost = doc.data.get("cost") if isinstance(doc.data, dict) else None
             if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
                 warn_cost = float(cost["warn_per_month"])
@@ -131,7 +136,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
                     tuple(ssh_fleets), access, warn_cost, tuple(reservations), control_plane,
-                    tuple(volumes))
+                    tuple(volumes), tuple(filesystems))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 

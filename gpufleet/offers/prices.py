@@ -67,6 +67,16 @@ class PriceTable:
         return None
 
 
+    def filesystem(self, backend: str, key: str, gib: int) -> Price | None:
+        """A shared filesystem's hourly price (per GB-month of its capacity), or None where
+        the table has none."""
+        per_gb = self.data.get(backend, {}).get("filesystems", {}).get(key)
+        if not isinstance(per_gb, Mapping):
+            return None
+        return Price(float(per_gb["per_gb_month"]) * gib / self.hours_per_month,
+                     str(per_gb["source"]))
+
+
 @cache
 def load_prices() -> PriceTable:
     data = json.loads((bundled_dir() / "prices.json").read_text(encoding="utf-8"))

@@ -33,6 +33,12 @@ BILLED_AS: dict[str, str] = {
     "aws:route53/zone:Zone": "dns_zone", "gcp:dns/managedZone:ManagedZone": "dns_zone",
     "azure-native:dns:Zone": "dns_zone",
     "aws:ebs/volume:Volume": "volume", "gcp:compute/disk:Disk": "volume",  # dstack volumes
+    # shared filesystems (the backends file's `filesystems:`)
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "filesystem",
+    "aws:efs/fileSystem:FileSystem": "filesystem", "gcp:lustre/instance:Instance": "filesystem",
+    "gcp:filestore/instance:Instance": "filesystem",
+    "azure-native:storagecache:AmlFilesystem": "filesystem",
+    "azure-native:storage:FileShare": "filesystem",
 }
 
 
@@ -40,8 +46,8 @@ BILLED_AS: dict[str, str] = {
 class Item:
     part: str  # "nodes", "network" or "storage"
     # what the line is, for the cross-check against the resources the program creates:
-    # instance, address, nat, load_balancer, dns_zone, disk, or implicit_address (a billed
-    # public address that is no resource of its own: auto-assigned, or Cloud NAT's)
+    # instance, address, nat, load_balancer, dns_zone, disk, filesystem, or implicit_address
+    # (a billed public address that is no resource of its own: auto-assigned, or Cloud NAT's)
     kind: str
     what: str  # "4 x p5.48xlarge on-demand", "NAT gateway h100-train-vpc"
     count: int
@@ -178,6 +184,13 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
     for net in f.networks:
         if net.nat:
             b.nat("network", f.backend, net.name, f.nodes)
+    for fs in f.filesystems:
+        key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
+        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.capacity_gib \
+            else None
+        b.add("storage", "filesystem", f"{fs.capacity_gib or '?'} GiB {fs.service} "
+              f"(filesystem {fs.name})", 1, None if p is None else p.per_hour,
+              p.source if p is not None else f"{prices.describe()} has no {key} price")
     return b.bill(f.name, "fleet")
 
 

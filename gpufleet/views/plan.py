@@ -20,7 +20,6 @@ from gpufleet.compile import (
     FirewallRule,
     FleetPlan,
     GatewayPlan,
-    VolumePlan,
     plan_to_json,
 )
 from gpufleet.diagnostics import fold
@@ -28,6 +27,7 @@ from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
+from gpufleet.views.storage import filesystem_text, volume_lines
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -283,20 +283,6 @@ def host_setup_text(f: FleetPlan) -> str:
             + f", passwordless sudo for {h.user}")
 
 
-def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:
-    """A dstack volume: the disk the stack creates, or the existing one it hands over."""
-    where = f"{v.backend} {v.zone or v.region}"
-    if not v.created:
-        return [f"volume {v.name} ({v.file})",
-                f"  existing: {v.volume_id} in {where}; nothing is created, `export dstack` "
-                "hands it to dstack as an external volume"]
-    cost = cost_line(bill) if bill is not None else "not priced"
-    return [f"volume {v.name} ({v.file})",
-            f"  disk:     {v.size_gib} GiB {v.disk_type} in {where}, encrypted, protected from "
-            "deletion (single-attach: one node at a time)",
-            f"  cost:     {cost}"]
-
-
 def reservation_text(f: FleetPlan) -> str:
     """What the nodes of a fleet with `reservation` are built to consume."""
     market = getattr(f.options, "market", None)
@@ -352,6 +338,7 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
     if f.reservation:
         lines.append(f"  reservation: {reservation_text(f)}")
     lines.append(f"  image:    {f.image}; {host_setup_text(f)}")
+    lines += [f"  storage:  {filesystem_text(fs, bill)}" for fs in f.filesystems]
     for n in f.networks:
         bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
                 f"profile {n.profile}" if n.profile else "",

@@ -1,0 +1,168 @@
+"""Shared filesystems, built inside the fleet component that mounts them (its network, before
+its nodes, whose boot script mounts them). Each is protected from deletion and reachable from
+the fleet's node subnets only; each function returns the mount target the nodes use
+(`dns@tcp:/name` for Lustre, `host:/export` for NFS), unknown until the cloud answers.
+
+- aws: FSx for Lustre PERSISTENT_2 SSD (encrypted at rest, always) or EFS (encrypted,
+  elastic throughput) with a mount target, behind a security group of its own;
+- gcp: Managed Lustre on a private services access range of the fleet's block, or Filestore
+  zonal exporting to the node subnets only;
+- azure: Azure Managed Lustre in a subnet of its own, or premium Azure Files over NFS with
+  the storage account closed to everything but the node subnet (its service endpoint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from ipaddress import IPv4Network
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_gcp as gcp
+from pulumi_azure_native import network as az_network
+from pulumi_azure_native import storage, storagecache
+
+from gpufleet.compile import FilesystemPlan, FleetPlan
+
+SHARE = "share"  # the NFS export / file share's name
+LUSTRE_FSNAME = "lustrefs"  # Managed Lustre's and AMLFS's file system name
+
+
+def _protected(child: pulumi.ResourceOptions, *more: pulumi.ResourceOptions
+               ) -> pulumi.ResourceOptions:
+    opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True))
+    for extra in more:
+        opts = pulumi.ResourceOptions.merge(opts, extra)
+    return opts
+
+
+def _target(*parts: Any, fmt: str) -> pulumi.Output[str | None]:
+    """A mount target from outputs, None while any part is unknown."""
+    return pulumi.Output.all(*parts).apply(
+        lambda v: fmt.format(*v) if all(x not in (None, "") for x in v) else None)
+
+
+def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str],
+                   subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions
+                   ) -> pulumi.Output[str | None]:
+    name = f"fs-{fs.name}"
+    ranges = [(988, 988), (1018, 1023)] if fs.kind == "lustre" else [(2049, 2049)]
+    tags = {**dict(fs.labels), "Name": name}
+    ingress = [aws.ec2.SecurityGroupIngressArgs(
+        protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
+        description=f"{fs.kind} from fleet {plan.name}'s nodes") for lo, hi in ranges]
+    if fs.kind == "lustre":  # FSx's servers talk to each other through the same group
+        ingress += [aws.ec2.SecurityGroupIngressArgs(
+            protocol="tcp", from_port=lo, to_port=hi, self=True,
+            description="lustre between the file servers") for lo, hi in ranges]
+    sg = aws.ec2.SecurityGroup(
+        name, vpc_id=vpc_id, description=f"gpufleet filesystem {fs.name} of fleet {plan.name}",
+        ingress=ingress,
+        egress=[aws.ec2.SecurityGroupEgressArgs(
+            protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
+            description=f"{fs.kind} to fleet {plan.name}'s nodes") for lo, hi in ranges],
+        tags=tags, opts=child)
+    if fs.service == "fsx-lustre":
+        lustre = aws.fsx.LustreFileSystem(
+            name, storage_capacity=fs.capacity_gib, subnet_ids=subnet_id,
+            deployment_type="PERSISTENT_2", storage_type="SSD",
+            per_unit_storage_throughput=fs.throughput, security_group_ids=[sg.id],
+            data_compression_type="LZ4", file_system_type_version="2.15", tags=tags,
+            opts=_protected(child))
+        return _target(lustre.dns_name, lustre.mount_name, fmt="{}@tcp:/{}")
+    efs = aws.efs.FileSystem(name, encrypted=True, throughput_mode="elastic",
+                             performance_mode="generalPurpose", tags=tags,
+                             opts=_protected(child))
+    aws.efs.MountTarget(f"{name}-mount", file_system_id=efs.id, subnet_id=subnet_id,
+                        security_groups=[sg.id], opts=child)
+    return _target(efs.dns_name, fmt="{}:/")
+
+
+def gcp_filesystem(fs: FilesystemPlan, plan: FleetPlan, network_id: pulumi.Input[str],
+                   network_name: pulumi.Input[str], child: pulumi.ResourceOptions
+                   ) -> pulumi.Output[str | None]:
+    name = f"fs-{fs.name}"
+    labels = dict(fs.labels)
+    if fs.service == "managed-lustre":
+        assert fs.subnet is not None and fs.capacity_gib is not None
+        net = IPv4Network(fs.subnet)
+        # Managed Lustre's servers live in Google's network, peered through private services
+        # access on a range of the fleet's own block
+        rng = gcp.compute.GlobalAddress(
+            f"{name}-range", purpose="VPC_PEERING", address_type="INTERNAL",
+            address=str(net.network_address), prefix_length=net.prefixlen, network=network_id,
+            description=f"gpufleet: Managed Lustre {fs.name} of fleet {plan.name}", opts=child)
+        peering = gcp.servicenetworking.Connection(
+            f"{name}-psa", network=network_id, service="servicenetworking.googleapis.com",
+            reserved_peering_ranges=[rng.name], opts=child)
+        lustre = gcp.lustre.Instance(
+            name, instance_id=fs.name, location=fs.zone, filesystem=LUSTRE_FSNAME,
+            capacity_gib=str(fs.capacity_gib), network=network_id,
+            per_unit_storage_throughput=str(fs.throughput), labels=labels,
+            opts=_protected(child, pulumi.ResourceOptions(depends_on=[peering])))
+        return _target(lustre.mount_point, fmt="{}")
+    assert fs.capacity_gib is not None
+    filestore = gcp.filestore.Instance(
+        name, name=fs.name, location=fs.zone, tier="ZONAL",
+        file_shares=gcp.filestore.InstanceFileSharesArgs(
+            name=SHARE, capacity_gb=fs.capacity_gib,
+            nfs_export_options=[gcp.filestore.InstanceFileSharesNfsExportOptionArgs(
+                ip_ranges=list(fs.admit), access_mode="READ_WRITE",
+                squash_mode="NO_ROOT_SQUASH")]),
+        networks=[gcp.filestore.InstanceNetworkArgs(
+            network=network_name, modes=["MODE_IPV4"], connect_mode="DIRECT_PEERING")],
+        deletion_protection_enabled=True, labels=labels, opts=_protected(child))
+    return filestore.networks.apply(
+        lambda nets: f"{nets[0].ip_addresses[0]}:/{SHARE}"
+        if nets and nets[0].ip_addresses else None)
+
+
+def storage_account_name(plan: FleetPlan, fs: FilesystemPlan) -> str:
+    """A storage account name (3-24 lowercase letters and digits, unique in Azure): the
+    filesystem's name and a digest of the fleet's, so two fleets' names differ."""
+    digest = hashlib.sha256(f"{plan.name}/{fs.name}".encode()).hexdigest()[:6]
+    return ("gf" + re.sub(r"[^a-z0-9]", "", fs.name))[:18] + digest
+
+
+def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Input[str],
+                     vnet_name: pulumi.Input[str], node_subnet_id: pulumi.Input[str],
+                     child: pulumi.ResourceOptions) -> pulumi.Output[str | None]:
+    name = f"fs-{fs.name}"
+    tags = dict(fs.labels)
+    if fs.service == "amlfs":
+        assert fs.subnet is not None and fs.capacity_gib is not None
+        subnet = az_network.Subnet(f"{name}-subnet", resource_group_name=rg,
+                                   virtual_network_name=vnet_name, address_prefix=fs.subnet,
+                                   opts=child)
+        args: dict[str, Any] = {
+            "aml_filesystem_name": fs.name, "resource_group_name": rg, "location": plan.region,
+            "sku": {"name": f"AMLFS-Durable-Premium-{fs.throughput}"},
+            "storage_capacity_ti_b": fs.capacity_gib / 1024, "filesystem_subnet": subnet.id,
+            "maintenance_window": {"day_of_week": "Sunday", "time_of_day_utc": "02:00"},
+            "tags": tags, **({"zones": [fs.zone]} if fs.zone else {})}
+        lustre = storagecache.AmlFilesystem(name, **args, opts=_protected(child))
+        return lustre.client_info.apply(_amlfs_target)
+    account = storage_account_name(plan, fs)
+    account_args: dict[str, Any] = {
+        "account_name": account, "resource_group_name": rg, "location": plan.region,
+        "kind": "FileStorage", "sku": {"name": "Premium_LRS"},
+        # NFS shares take no HTTPS; the account admits the node subnet only
+        "enable_https_traffic_only": False, "minimum_tls_version": "TLS1_2",
+        "allow_blob_public_access": False, "public_network_access": "Enabled",
+        "network_rule_set": {"default_action": "Deny", "bypass": "None",
+                             "virtual_network_rules": [{"virtual_network_resource_id":
+                                                        node_subnet_id, "action": "Allow"}]},
+        "tags": tags}
+    acct = storage.StorageAccount(name, **account_args, opts=_protected(child))
+    storage.FileShare(f"{name}-share", account_name=acct.name, resource_group_name=rg,
+                      share_name=SHARE, enabled_protocols="NFS", root_squash="NoRootSquash",
+                      share_quota=fs.capacity_gib, opts=_protected(child))
+    return pulumi.Output.from_input(
+        f"{account}.file.core.windows.net:/{account}/{SHARE}")
+
+
+def _amlfs_target(info: Any) -> str | None:
+    address = getattr(info, "mgs_address", None) if info is not None else None
+    return f"{address}@tcp:/{LUSTRE_FSNAME}" if address else None

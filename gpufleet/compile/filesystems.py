@@ -1,0 +1,147 @@
+"""The backends file's `filesystems:` -> a FilesystemPlan on the fleet that mounts it. Pure.
+
+A filesystem is built in its fleet's network with the cloud's managed service: lustre is FSx
+for Lustre (aws), Managed Lustre (gcp) or Azure Managed Lustre; nfs is EFS (aws), Filestore
+zonal (gcp) or Azure Files premium NFS. Only the fleet's node subnets may reach it (Lustre
+988, NFS 2049). Fleets have networks of their own and gpufleet builds no peering between
+them, so a filesystem mounted by two fleets is refused (V006), as are a fleet on another cloud
+or in another region (V004); another zone than the fleet's warns (V005).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from ipaddress import IPv4Network
+
+from gpufleet.compile.backends.base import gcp_labels
+from gpufleet.compile.plan import FilesystemPlan, FirewallRule, FleetPlan, NetworkPlan
+from gpufleet.diagnostics import Diagnostic, Severity, did_you_mean
+from gpufleet.input import FilesystemSpec
+
+SERVICE = {("aws", "lustre"): "fsx-lustre", ("aws", "nfs"): "efs",
+           ("gcp", "lustre"): "managed-lustre", ("gcp", "nfs"): "filestore",
+           ("azure", "lustre"): "amlfs", ("azure", "nfs"): "azure-files-nfs"}
+SERVICE_NAME = {"fsx-lustre": "FSx for Lustre (PERSISTENT_2 SSD)", "efs": "EFS (elastic)",
+                "managed-lustre": "Managed Lustre", "filestore": "Filestore (zonal)",
+                "amlfs": "Azure Managed Lustre", "azure-files-nfs": "Azure Files (premium NFS)"}
+ZONAL = {"fsx-lustre", "managed-lustre", "filestore", "amlfs"}
+PORT = {"lustre": 988, "nfs": 2049}
+
+
+def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpec],
+                       blocks: Mapping[str, IPv4Network]
+                       ) -> tuple[list[FleetPlan], list[Diagnostic]]:
+    """The fleets with the filesystems they mount, and what cannot be built."""
+    by_name = {p.name: p for p in plans}
+    mounts: dict[str, list[FilesystemPlan]] = {}
+    diags: list[Diagnostic] = []
+    for fs in specs:
+        if len(fs.fleets) > 1:
+            diags.append(fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
+                                      f"{len(fs.fleets)} fleets; each fleet has a network of "
+                                      "its own and gpufleet builds no peering between them",
+                                      "give the filesystem one fleet, or declare one per fleet"))
+            continue
+        fleet = by_name.get(fs.fleets[0])
+        if fleet is None:  # a subset of the files (or a typo: the hint names the fleets)
+            names = sorted(by_name)
+            diags.append(fs.origin.at(
+                "fleets", "V008", f"filesystem '{fs.name}' is not built: no fleet named "
+                f"'{fs.fleets[0]}' is planned from these files",
+                did_you_mean(fs.fleets[0], names) or f"fleets: {', '.join(names) or 'none'}",
+                severity=Severity.WARNING))
+            continue
+        plan, problem = _plan(fs, fleet, blocks.get(fleet.name))
+        if problem is not None:
+            diags.append(problem)
+        if plan is not None:
+            mounts.setdefault(fleet.name, []).append(plan)
+    out = []
+    for p in plans:
+        mine = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
+        out.append(_with(p, mine) if mine else p)
+    return out, diags
+
+
+def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
+          ) -> tuple[FilesystemPlan | None, Diagnostic | None]:
+    if fleet.backend != fs.backend:
+        return None, fs.origin.at("fleets", "V004", f"filesystem '{fs.name}' is on "
+                                  f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
+                                  "a node cannot mount storage on another cloud",
+                                  f"declare the filesystem on {fleet.backend}")
+    if fleet.region != fs.region:
+        return None, fs.origin.at("region", "V004", f"filesystem '{fs.name}' is in "
+                                  f"{fs.region}, fleet '{fleet.name}' in {fleet.region}: "
+                                  "storage must sit in its accelerators' region",
+                                  f"set region: {fleet.region}")
+    service = SERVICE[(fs.backend, fs.kind)]
+    zone = fs.zone or fleet.zone
+    if zone is None and fs.backend == "gcp" and service in ZONAL:
+        return None, fs.origin.at("region", "V004", f"filesystem '{fs.name}': {service} is "
+                                  f"zonal and fleet '{fleet.name}' has no zone",
+                                  "set `zone` on the filesystem")
+    warning = None
+    if fs.zone is not None and fleet.zone is not None and fs.zone != fleet.zone:
+        warning = fs.origin.at("zone", "V005", f"filesystem '{fs.name}' is in {fs.zone}, "
+                               f"fleet '{fleet.name}' in {fleet.zone}: cross-zone traffic "
+                               "is slower and billed", f"set zone: {fleet.zone}",
+                               severity=Severity.WARNING)
+    main = fleet.network("main")
+    admit = tuple(s.cidr for s in main.subnets if not s.public and s.purpose is None)
+    subnet = None
+    if service in ("amlfs", "managed-lustre"):
+        subnet = _own_range(fleet, main, block, service)
+        if subnet is None:
+            return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
+                                      f"'{fleet.name}' has no free /24 left in its address "
+                                      "block for the filesystem's servers",
+                                      "give the backend a larger `cidr`")
+    labels = {**dict(fleet.labels), "gpufleet-filesystem": fs.name}
+    return FilesystemPlan(
+        name=fs.name, backend=fs.backend, kind=fs.kind, service=service, region=fs.region,
+        zone=zone if service in ZONAL else None, capacity_gib=fs.capacity_gib,
+        throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
+        subnet=subnet, labels=gcp_labels(labels) if fs.backend == "gcp" else labels,
+    ), warning
+
+
+def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
+               service: str) -> str | None:
+    """A range of the fleet's own address block no subnet of it uses: the last /24 (Azure
+    Managed Lustre's subnet) or /20 (Managed Lustre's private services access range, which
+    Google sizes at /20 or larger for the service), so no other fleet's block is touched."""
+    space = IPv4Network(main.cidr) if fleet.backend == "azure" and main.cidr else block
+    if space is None:
+        return None
+    prefix = 24 if service == "amlfs" else 20
+    if space.prefixlen > prefix:
+        return None
+    used = [IPv4Network(s.cidr) for n in fleet.networks for s in n.subnets]
+    for candidate in reversed(list(space.subnets(new_prefix=prefix))):
+        if not any(candidate.overlaps(u) for u in used):
+            return str(candidate)
+    return None
+
+
+def _with(plan: FleetPlan, mounts: tuple[FilesystemPlan, ...]) -> FleetPlan:
+    """The fleet mounting its filesystems. Lustre servers call their clients back (LNet), so
+    the node firewall admits them: on 988 from the range of their own where the service has
+    one (Managed Lustre, Azure Managed Lustre), on 988 and 1018-1023 from the node subnets
+    where FSx puts its interfaces (FSx for Lustre, "File system access control with Amazon
+    VPC")."""
+    extra = []
+    for fs in mounts:
+        if fs.subnet is not None:
+            extra.append(FirewallRule(f"{plan.name}-fs-{fs.name}", "gpufleet: Lustre servers "
+                                      f"of filesystem {fs.name}", "tcp", ("988",), (fs.subnet,)))
+        elif fs.service == "fsx-lustre":
+            extra.append(FirewallRule(f"{plan.name}-fs-{fs.name}", "gpufleet: Lustre servers "
+                                      f"of filesystem {fs.name}", "tcp",
+                                      ("988", *map(str, range(1018, 1024))), fs.admit))
+    if not extra:
+        return dataclasses.replace(plan, filesystems=mounts)
+    networks = tuple(dataclasses.replace(n, firewall=(*n.firewall, *extra))
+                     if n.role == "main" else n for n in plan.networks)
+    return dataclasses.replace(plan, filesystems=mounts, networks=networks)

@@ -1,0 +1,136 @@
+"""The backends file's `filesystems:` -> FilesystemSpec, with each managed service's sizes.
+
+Sizes and throughput tiers, from the services' documentation:
+- AWS FSx for Lustre, PERSISTENT_2 SSD: 1200 GiB, 2400 GiB, then multiples of 2400 GiB;
+  125, 250, 500 or 1000 MB/s per TiB (FSx CreateFileSystem API, StorageCapacity and
+  PerUnitStorageThroughput).
+- GCP Managed Lustre: minimum and step 72,000 / 36,000 / 18,000 / 9,000 GiB at 125 / 250 /
+  500 / 1000 MB/s per TiB (cloud.google.com/managed-lustre/docs, "Performance tiers").
+- Azure Managed Lustre (AMLFS-Durable-Premium-N): minimum and step 48 / 16 / 8 / 4 TiB at
+  40 / 125 / 250 / 500 MB/s per TiB (learn.microsoft.com, Azure Managed Lustre sizes).
+- GCP Filestore zonal: 1,024 GiB to 102,400 GiB. Azure Files premium NFS: 100 GiB to
+  102,400 GiB. AWS EFS: elastic, no size.
+Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` without about
+25% headroom warns (V007).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
+from gpufleet.input.checks.context import Ctx
+from gpufleet.input.schema import Checked
+from gpufleet.input.spec import FilesystemSpec, Origin, frozen_map
+
+HEADROOM = 1.25
+# backend -> throughput tier (MB/s per TiB) -> (minimum GiB, step GiB)
+LUSTRE_SIZES: Mapping[str, Mapping[int, tuple[int, int]]] = {
+    "aws": {t: (1200, 2400) for t in (125, 250, 500, 1000)},
+    "gcp": {125: (72000, 72000), 250: (36000, 36000), 500: (18000, 18000),
+            1000: (9000, 9000)},
+    "azure": {40: (48 * 1024, 48 * 1024), 125: (16 * 1024, 16 * 1024),
+              250: (8 * 1024, 8 * 1024), 500: (4 * 1024, 4 * 1024)},
+}
+DEFAULT_THROUGHPUT = {"aws": 250, "gcp": 250, "azure": 125}
+NFS_SIZES: Mapping[str, tuple[int, int] | None] = {  # (minimum, maximum) GiB
+    "aws": None, "gcp": (1024, 102400), "azure": (100, 102400)}
+
+
+def lustre_sizes(backend: str, tier: int) -> list[int]:
+    """The first valid capacities of a tier (for the hint)."""
+    low, step = LUSTRE_SIZES[backend][tier]
+    if backend == "aws":
+        return [1200, 2400, 4800, 7200]
+    return [low + i * step for i in range(4)]
+
+
+def valid_lustre_size(backend: str, tier: int, gib: int) -> bool:
+    low, step = LUSTRE_SIZES[backend][tier]
+    if backend == "aws":
+        return gib in (1200, 2400) or (gib >= 2400 and gib % 2400 == 0)
+    return gib >= low and gib % step == 0
+
+
+def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic]]:
+    ctx = Ctx(c)
+    out: list[FilesystemSpec] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(ctx.data().get("filesystems") or ()):
+        base: KeyPath = ("filesystems", i)
+        if not c.ok(base):
+            continue
+        fs = _one(ctx, c, base, raw)
+        if fs is None:
+            continue
+        if fs.name in seen:
+            ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", "V003",
+                      hint="keep one entry per filesystem")
+            continue
+        seen.add(fs.name)
+        out.append(fs)
+    return out, ctx.diags
+
+
+def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
+         ) -> FilesystemSpec | None:
+    backend, kind = str(raw["backend"]), str(raw["kind"])
+    capacity = raw.get("capacity_gib")
+    tier = raw.get("throughput")
+    name = str(raw["name"])
+    if kind == "nfs" and tier is not None:
+        ctx.error((*base, "throughput"), "`throughput` is a Lustre tier; an nfs filesystem "
+                  "has none", "V003", hint="remove `throughput`")
+        return None
+    if kind == "lustre":
+        tier = int(str(tier)) if tier is not None else DEFAULT_THROUGHPUT[backend]
+        tiers = LUSTRE_SIZES[backend]
+        if tier not in tiers:
+            ctx.error((*base, "throughput"), f"{backend} Lustre has no {tier} MB/s per TiB "
+                      "tier", "V003", hint="pick one of " + ", ".join(map(str, tiers)))
+            return None
+        if capacity is None:
+            ctx.error(base, f"filesystem '{name}' has no capacity_gib", "V003",
+                      hint=f"set capacity_gib: {lustre_sizes(backend, tier)[0]} (the "
+                      "smallest at this tier)")
+            return None
+        if not valid_lustre_size(backend, tier, int(str(capacity))):
+            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a size {backend} "
+                      f"Lustre offers at {tier} MB/s per TiB", "V003",
+                      hint="valid sizes start " + ", ".join(
+                          f"{s:,}" for s in lustre_sizes(backend, tier)) + " GiB")
+            return None
+    else:
+        bounds = NFS_SIZES[backend]
+        if bounds is not None and capacity is None:
+            ctx.error(base, f"filesystem '{name}' has no capacity_gib", "V003",
+                      hint=f"set capacity_gib: {bounds[0]} or more")
+            return None
+        if bounds is not None and not bounds[0] <= int(str(capacity)) <= bounds[1]:
+            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is outside what {backend} "
+                      f"NFS offers ({bounds[0]:,} to {bounds[1]:,} GiB)", "V003",
+                      hint=f"pick a size from {bounds[0]:,} to {bounds[1]:,} GiB")
+            return None
+    usage = raw.get("expected_usage_gib")
+    if kind == "lustre" and usage is not None and capacity is not None \
+            and int(str(capacity)) < HEADROOM * int(str(usage)):
+        ctx.error((*base, "capacity_gib"), f"{capacity} GiB leaves "
+                 f"{100 * (int(str(capacity)) / int(str(usage)) - 1):.0f}% headroom over the "
+                 f"expected {usage} GiB; Lustre can fail writes at about 80% full", "V007",
+                  hint="size it at least 25% above expected_usage_gib",
+                  severity=Severity.WARNING)
+    line, col = c.doc.source.key(base)
+    positions = {str(k[-1]): pos for k, pos in c.doc.source.keys.items()
+                 if len(k) == len(base) + 1 and tuple(k[:-1]) == base}
+    return FilesystemSpec(
+        name, backend, str(raw["region"]), kind, _names(raw["fleets"]),
+        str(raw.get("mount") or f"/mnt/{name}"),
+        Origin(c.doc.file, line, col, c.doc.index, frozen_map(positions)),
+        None if raw.get("zone") is None else str(raw["zone"]),
+        None if capacity is None else int(str(capacity)),
+        int(str(tier)) if kind == "lustre" and tier is not None else None,
+        None if usage is None else int(str(usage)))
+
+
+def _names(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()

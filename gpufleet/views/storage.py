@@ -1,0 +1,39 @@
+"""The plan's storage lines: shared filesystems (under their fleet) and dstack volumes."""
+
+from __future__ import annotations
+
+from gpufleet.compile import FILESYSTEM_SERVICES, FilesystemPlan, VolumePlan
+from gpufleet.offers import HOURS_PER_MONTH
+from gpufleet.review import Bill
+from gpufleet.views.bill import cost_line
+
+
+def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
+    """A shared filesystem: service, capacity, throughput, where, who reaches it, its cost."""
+    size = f"{fs.capacity_gib:,} GiB" if fs.capacity_gib else "elastic size"
+    speed = f" x {fs.throughput} MB/s/TiB = {fs.throughput_mbps:,} MB/s" \
+        if fs.throughput_mbps is not None else ""
+    where = fs.zone or ("the node subnet's zone" if fs.service in ("fsx-lustre", "efs")
+                        else fs.region)
+    item = next((i for i in (bill.items if bill else ()) if i.kind == "filesystem"
+                 and f"(filesystem {fs.name})" in i.what), None)
+    cost = f"${item.per_hour * HOURS_PER_MONTH:,.2f}/month" if item is not None \
+        else "NOT PRICED"
+    service = FILESYSTEM_SERVICES[fs.service]
+    return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}; "
+            f"mounted at {fs.mount} by every node at boot; port {fs.port} from "
+            f"{', '.join(fs.admit)} only; protected from deletion; {cost}")
+
+
+def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:
+    """A dstack volume: the disk the stack creates, or the existing one it hands over."""
+    where = f"{v.backend} {v.zone or v.region}"
+    if not v.created:
+        return [f"volume {v.name} ({v.file})",
+                f"  existing: {v.volume_id} in {where}; nothing is created, `export dstack` "
+                "hands it to dstack as an external volume"]
+    cost = cost_line(bill) if bill is not None else "not priced"
+    return [f"volume {v.name} ({v.file})",
+            f"  disk:     {v.size_gib} GiB {v.disk_type} in {where}, encrypted, protected from "
+            "deletion (single-attach: one node at a time)",
+            f"  cost:     {cost}"]
