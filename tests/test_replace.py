@@ -162,7 +162,7 @@ def test_unknown_undeployed_and_scale_set_nodes_are_refused_before_any_preview(
                                            "a4-node-0, a4-node-1"):
         replace_nodes(runner(stack, lines), str(tmp_path), "a4", ["a4-node-7"], lines.append,
                       lambda _p: True)
-    with pytest.raises(ReplaceError, match=r"is an Azure scale set.*az vmss delete-instances"):
+    with pytest.raises(ReplaceError, match=r"is an Azure scale set.*redeployed through Azure"):
         replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["0"], lines.append,
                       lambda _p: True)
     with pytest.raises(ReplaceError, match="the stack's files have no fleet 'zz'"):
@@ -182,7 +182,7 @@ def test_the_cli_documents_itself_and_asks_first(
     import gpufleet.components.run.automation as automation
 
     text = CliRunner().invoke(cli, ["replace", "--help"]).output
-    assert "pulumi up --replace" in text and "--dry-run" in text and "az vmss" in text
+    assert "pulumi up --replace" in text and "--dry-run" in text and "redeployed" in text
     monkeypatch.setattr("shutil.which", lambda _name: "/usr/bin/pulumi")
     monkeypatch.setattr(automation.auto, "select_stack", lambda **_: stack)
     args = ["replace", "a4", "a4-node-0", "--stack", "dev", "--cwd", str(tmp_path)]
@@ -196,3 +196,81 @@ def test_the_cli_documents_itself_and_asks_first(
     r = CliRunner().invoke(cli, ["replace", "a4", "a4-node-9", "--stack", "dev", "--cwd",
                                  str(tmp_path), "--yes"])
     assert r.exit_code == 1 and "has no node 'a4-node-9'" in r.output
+
+
+class Answer:
+    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self.status_code, self._body, self.headers = status, body, headers or {}
+
+    def json(self) -> Any:
+        return self._body
+
+
+class ArmSession:
+    """Answers ARM's REST calls from recorded shapes (Virtual Machine Scale Set VMs - List,
+    with a nextLink page; Redeploy: 202 and an Azure-AsyncOperation to poll)."""
+
+    def __init__(self, vmss: str, final: str = "Succeeded") -> None:
+        base = f"https://management.azure.com{vmss}"
+        self.list_url = f"{base}/virtualMachines?api-version=2024-07-01"
+        self.page2 = f"{self.list_url}&$skiptoken=2"
+        self.redeploy_url = f"{base}/redeploy?api-version=2024-07-01"
+        self.op = ("https://management.azure.com/providers/Microsoft.Compute/locations/"
+                   "eastus/operations/op-1?api-version=2024-07-01")
+        self.final = final
+        self.posts: list[tuple[str, Any]] = []
+        self.polls = 0
+
+    @staticmethod
+    def vm(i: int) -> dict[str, Any]:
+        return {"instanceId": str(i), "name": f"nd-vmss_{i}",
+                "properties": {"osProfile": {"computerName": f"nd-vmss{i:06d}"}}}
+
+    def get(self, url: str, timeout: float = 0) -> Answer:
+        if url == self.list_url:
+            return Answer(200, {"value": [self.vm(0)], "nextLink": self.page2})
+        if url == self.page2:
+            return Answer(200, {"value": [self.vm(1)]})
+        if url == self.op:
+            self.polls += 1
+            return Answer(200, {"status": "InProgress" if self.polls < 2 else self.final})
+        return Answer(404, {"error": {"code": "NotFound"}})
+
+    def post(self, url: str, json: Any = None, timeout: float = 0) -> Answer:
+        self.posts.append((url, json))
+        if url != self.redeploy_url:
+            return Answer(404, {})
+        return Answer(202, None, {"Azure-AsyncOperation": self.op})
+
+
+def test_a_scale_set_instance_is_redeployed_onto_a_new_host(
+        stack: ReplaceStack, tmp_path: Path) -> None:
+    from gpufleet.live.probes.azure import ScaleSetApi
+
+    vmss = next(r["id"] for r in stack.deployed["deployment"]["resources"]
+                if r["type"] == "azure-native:compute:VirtualMachineScaleSet")
+    session = ArmSession(vmss)
+    api = ScaleSetApi(session, sleep=lambda _s: None)
+    lines: list[str] = []
+    # by computer name (what `hostname` and the burn-in report show) and by instance id
+    shown = replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["nd-vmss000001", "0"],
+                          lines.append, lambda _p: True, scale_sets=lambda: api)
+    assert shown.nodes == ("nd-vmss_1", "nd-vmss_0")
+    assert session.posts == [(session.redeploy_url, {"instanceIds": ["1", "0"]})]
+    assert session.polls == 2  # followed the operation to its end
+    assert stack.previewed == [] and stack.updated == []  # Pulumi's state is not touched
+    assert "moved to a new host" in lines[1]
+    # a dry run lists and does not redeploy; an unknown instance is refused
+    session.posts.clear()
+    replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["1"], lines.append,
+                  lambda _p: pytest.fail("no question"), dry_run=True,
+                  scale_sets=lambda: api)
+    assert session.posts == []
+    with pytest.raises(ReplaceError, match="has no instance 'nd-vmss_7'; its instances: "
+                                           "nd-vmss_0, nd-vmss_1"):
+        replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["nd-vmss_7"], lines.append,
+                      lambda _p: True, scale_sets=lambda: api)
+    failing = ScaleSetApi(ArmSession(vmss, final="Failed"), sleep=lambda _s: None)
+    with pytest.raises(ReplaceError, match="redeploy ended Failed"):
+        replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["0"], lines.append,
+                      lambda _p: True, scale_sets=lambda: failing)

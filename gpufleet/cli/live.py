@@ -241,16 +241,26 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
     The program is unchanged, so each node comes back with the same name, in the same
     placement group / COLLOCATED policy, reservation and network. A preview runs first and
     must show these replacements and nothing else; otherwise nothing is changed. An Azure
-    scale set's instances are replaced with `az vmss` (the message says how).
+    scale set's instances (by instance id, name or computer name) are redeployed by Azure
+    onto new hosts - the same instance, name, addresses and placement group - with your
+    Azure credentials (`az login`; `pip install 'gpufleet[live]'`).
 
     Exit codes: 0 replaced (or --dry-run), 1 refused, not confirmed or failed, 2 usage, no
     terminal without --yes, or no Pulumi CLI.
     """
     from gpufleet.components.run.automation import AutomationStack
-    from gpufleet.live import LiveError, MissingCli, ReplacePlan, replace_nodes
+    from gpufleet.live import (
+        LiveError,
+        MissingAccess,
+        MissingCli,
+        ScaleSetPlan,
+        azure_scale_sets,
+        replace_nodes,
+    )
 
-    def confirm(_plan: ReplacePlan) -> bool:
+    def confirm(_plan: object) -> bool:
         return yes or click.confirm("gpufleet replace: replace these nodes?", default=False)
+
 
     try:
         runner = AutomationStack.open(stack_name, cwd, why="`gpufleet diff` shows changes "
@@ -259,16 +269,19 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
             raise click.UsageError("gpufleet replace deletes and recreates nodes and asks "
                                    "first: run it on a terminal, or pass --yes (after "
                                    "--dry-run)")
-        shown = replace_nodes(runner, cwd, fleet, nodes, click.echo, confirm, dry_run)
-    except MissingCli as e:
+        shown = replace_nodes(runner, cwd, fleet, nodes, click.echo, confirm, dry_run,
+                              azure_scale_sets)
+    except (MissingCli, MissingAccess) as e:
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_USAGE)
     except LiveError as e:
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_INVALID)
     if not dry_run:
-        click.echo(f"gpufleet replace: replaced {', '.join(shown.nodes)} in stack "
-                   f"{stack_name}")
+        names = ", ".join(shown.nodes)
+        done = f"redeployed {names} onto new hosts" if isinstance(shown, ScaleSetPlan) \
+            else f"replaced {names}"
+        click.echo(f"gpufleet replace: {done} in stack {stack_name}")
 
 
 def interactive() -> bool:

@@ -13,8 +13,8 @@ from gpufleet.live.preflight import (
     stack_needs,
 )
 from gpufleet.live.preview import UpPreview
-from gpufleet.live.probes import azure_scale_set_nics, default_probes
-from gpufleet.live.replace import ReplaceError, ReplacePlan, replace_nodes
+from gpufleet.live.probes import azure_scale_set_nics, azure_scale_sets, default_probes
+from gpufleet.live.replace import ReplaceError, ReplacePlan, ScaleSetPlan, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -49,12 +49,14 @@ __all__ = [
     "ProbeError",
     "ReplaceError",
     "ReplacePlan",
+    "ScaleSetPlan",
     "UpError",
     "UpOptions",
     "UpOutcome",
     "UpPreview",
     "UpResult",
     "azure_scale_set_nics",
+    "azure_scale_sets",
     "capacity_code",
     "capacity_failures",
     "changes_from_events",

@@ -4,9 +4,10 @@ replacements and nothing else.
 
 The stack program is unchanged, so a replaced instance comes back with the same name and the
 same inputs: its placement group / COLLOCATED policy, reservation, subnets and security
-groups. An Azure scale set's instances are not Pulumi resources; their replacement is the
-cloud's own (`az vmss delete-instances` then `pulumi up`, or `az vmss reimage`), and the
-command says so instead of touching the scale set.
+groups. An Azure scale set's instances are not Pulumi resources: the provider's equivalent
+is Azure's redeploy of those instances (each is shut down, moved to a new host and powered
+back on: the same instance, name, addresses and placement group, on other hardware), through
+ARM's REST API with the user's Azure credentials; Pulumi's state does not change.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpufleet.live.drift import changes_from_events
+from gpufleet.live.preflight import ProbeError
+from gpufleet.live.probes.azure import ScaleSetApi
 from gpufleet.live.runner import DeployRunner, LiveError
 from gpufleet.live.stack import StackFilesError, compile_stack
 from gpufleet.live.up import stack_files
 from gpufleet.review import Change, StateError, owner_map, parse_export
 from gpufleet.traits import node_types
+
+SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 
 
 class ReplaceError(LiveError):
@@ -69,17 +75,9 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
         raise ReplaceError(f"the stack's files have no fleet '{fleet}'; its fleets: "
                            f"{', '.join(p.name for p in compiled.plans) or 'none'}")
     if plan.placement is not None and plan.placement.kind == "scale-set":
-        raise ReplaceError(f"fleet {fleet} is an Azure scale set: its instances are not "
-                           "Pulumi resources. Replace one with `az vmss delete-instances "
-                           f"--name {plan.placement.name} --instance-ids ID -g RG` and then "
-                           "`gpufleet up` (the scale set's capacity brings a new one in the same "
-                           "placement group), or reimage it with `az vmss reimage`")
+        raise _ScaleSet(plan.placement.name)
     nodes = node_names(requested, fleet, plan.node_names)
-    try:
-        state = parse_export(json.dumps(runner.export()), "the stack's state")
-    except StateError as e:
-        raise ReplaceError(f"cannot read the stack's state: {e}") from None
-    owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+    state, owners = _state(runner)
     found = {r.name: r.urn for r in state.resources
              if r.type in node_types() and owners.get(r.urn) == fleet and r.name in nodes}
     missing = [n for n in nodes if n not in found]
@@ -103,16 +101,105 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
     return shown
 
 
+class _ScaleSet(Exception):  # a signal inside this module, never shown
+    """The fleet is an Azure scale set (its placement's name)."""
+
+
+def _state(runner: DeployRunner) -> tuple[Any, dict[str, str]]:
+    try:
+        state = parse_export(json.dumps(runner.export()), "the stack's state")
+    except StateError as e:
+        raise ReplaceError(f"cannot read the stack's state: {e}") from None
+    return state, owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetPlan:
+    """Instances of a fleet's scale set to redeploy onto new hosts."""
+
+    fleet: str
+    vmss_id: str
+    nodes: tuple[str, ...]  # the instances' names
+    instance_ids: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        return [f"redeploy in fleet {self.fleet} (Azure scale set {self.vmss_id}): "
+                f"{', '.join(self.nodes)} (instance ids {', '.join(self.instance_ids)})",
+                "  each is shut down, moved to a new host and powered back on: the same "
+                "instance, name, addresses and placement group; the stack does not change"]
+
+
+def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
+                   api: ScaleSetApi) -> ScaleSetPlan:
+    """The scale set (from the stack's state) and the instances NODE... name: an instance id,
+    the instance's name (`VMSS_3`) or its computer name (as `hostname` shows)."""
+    state, owners = _state(runner)
+    vmss = next((r for r in state.resources if r.type == SCALE_SET_TYPE
+                 and owners.get(r.urn) == fleet), None)
+    if vmss is None or not (vmss.id or vmss.outputs.get("id")):
+        raise ReplaceError(f"not deployed: fleet {fleet}'s scale set is not in the stack's "
+                           "state (`gpufleet up` creates it)")
+    vmss_id = str(vmss.id or vmss.outputs.get("id"))
+    try:
+        listed = api.instances(vmss_id)
+    except ProbeError as e:
+        raise ReplaceError(str(e)) from None
+    names: dict[str, tuple[str, str]] = {}
+    for inst in listed:
+        iid, name = str(inst.get("instanceId", "")), str(inst.get("name", ""))
+        computer = str(((inst.get("properties") or {}).get("osProfile") or {})
+                       .get("computerName", ""))
+        for key in (iid, name, computer):
+            if key:
+                names[key] = (iid, name or computer)
+    chosen: list[tuple[str, str]] = []
+    for item in requested:
+        if item not in names:
+            known = sorted({n for _, n in names.values()})
+            raise ReplaceError(f"scale set of fleet {fleet} has no instance '{item}'; its "
+                               f"instances: {', '.join(known) or 'none'}")
+        if names[item] not in chosen:
+            chosen.append(names[item])
+    return ScaleSetPlan(fleet, vmss_id, tuple(n for _, n in chosen),
+                        tuple(i for i, _ in chosen))
+
+
 def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequence[str],
-                  echo: Callable[[str], None], confirm: Callable[[ReplacePlan], bool],
-                  dry_run: bool = False) -> ReplacePlan:
-    shown = plan_replacement(runner, cwd, fleet, requested)
+                  echo: Callable[[str], None], confirm: Callable[[Any], bool],
+                  dry_run: bool = False,
+                  scale_sets: Callable[[], ScaleSetApi] | None = None
+                  ) -> ReplacePlan | ScaleSetPlan:
+    """``scale_sets`` opens the Azure API for a scale-set fleet (credentials are read only
+    then)."""
+    try:
+        shown: ReplacePlan | ScaleSetPlan = plan_replacement(runner, cwd, fleet, requested)
+    except _ScaleSet as vmss:
+        if scale_sets is None:
+            raise ReplaceError(f"fleet {fleet} is an Azure scale set ({vmss}): its instances "
+                               "are redeployed through Azure, which needs its API") from None
+        api = scale_sets()
+        shown = scale_set_plan(runner, fleet, requested, api)
+        for line in shown.lines():
+            echo(line)
+        if dry_run:
+            return shown
+        if not confirm(shown):
+            raise ReplaceError("not confirmed; nothing was changed") from None
+        try:
+            status = api.redeploy(shown.vmss_id, shown.instance_ids)
+        except ProbeError as e:
+            raise ReplaceError(str(e)) from None
+        if status != "Succeeded":
+            raise ReplaceError(f"Azure's redeploy ended {status}: see `az vmss "
+                               f"get-instance-view --ids {shown.vmss_id}`") from None
+        return shown
     for line in shown.lines():
         echo(line)
     if dry_run:
         return shown
     if not confirm(shown):
         raise ReplaceError("not confirmed; nothing was changed")
+    assert isinstance(shown, ReplacePlan)
     outcome = runner.up(replace=shown.urns)
     if not outcome.succeeded:
         raise ReplaceError("`pulumi up --replace` failed:\n" + outcome.error.strip()[-2000:])

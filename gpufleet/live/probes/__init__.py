@@ -40,3 +40,10 @@ def azure_scale_set_nics(vmss_ids: Sequence[str]) -> dict[str, Any]:
 
     get = azure_get()
     return {vmss_id: scale_set_nics(get, vmss_id) for vmss_id in vmss_ids}
+
+
+def azure_scale_sets() -> Any:
+    """The scale-set API (instances, redeploy) over the default Azure credentials."""
+    from gpufleet.live.probes.azure import ScaleSetApi, azure_session
+
+    return ScaleSetApi(azure_session())

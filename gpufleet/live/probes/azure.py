@@ -31,6 +31,12 @@ SKUS_API = "2021-07-01"
 
 def azure_get() -> Get:
     """A Get with DefaultAzureCredential's ARM token; MissingAccess without credentials."""
+    return session_get(azure_session())
+
+
+def azure_session() -> Any:
+    """A requests session carrying DefaultAzureCredential's ARM token; MissingAccess without
+    credentials."""
     try:
         import requests
         from azure.core.exceptions import ClientAuthenticationError
@@ -45,7 +51,7 @@ def azure_get() -> Get:
             from None
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token.token}"
-    return session_get(session)
+    return session
 
 
 class AzureProbe:
@@ -164,3 +170,67 @@ def _vcpus(sku: Any) -> int:
         if cap.get("name") == "vCPUs":
             return int(cap.get("value", 0))
     return 0
+
+
+class ScaleSetApi:
+    """A scale set's instances and their redeploy (Virtual Machine Scale Set VMs - List;
+    Virtual Machine Scale Sets - Redeploy: "shuts down the virtual machines, moves them to new
+    nodes and powers them back on"), through ARM's REST API. ``session``: requests-like
+    (``get``/``post`` returning responses with ``status_code``, ``json()``, ``headers``);
+    tests hand in one answering from recorded responses. ``sleep`` waits between polls."""
+
+    def __init__(self, session: Any, sleep: Any = None, poll_seconds: float = 15.0,
+                 max_polls: int = 160) -> None:
+        import time
+
+        self._session = session
+        self._sleep = sleep or time.sleep
+        self._poll, self._max = poll_seconds, max_polls
+
+    def instances(self, vmss_id: str) -> list[dict[str, Any]]:
+        url: str | None = f"{ARM}{vmss_id}/virtualMachines?api-version={COMPUTE_API}"
+        out: list[dict[str, Any]] = []
+        while url:
+            body = get_json(session_get(self._session), url, "azure")
+            if body is None:
+                raise ProbeError(f"azure: no scale set {vmss_id}")
+            out += [v for v in body.get("value") or [] if isinstance(v, dict)]
+            url = body.get("nextLink")
+        return out
+
+    def redeploy(self, vmss_id: str, instance_ids: Sequence[str]) -> str:
+        """Redeploy the instances and wait for the operation's end; its final status."""
+        url = f"{ARM}{vmss_id}/redeploy?api-version={COMPUTE_API}"
+        try:
+            resp = self._session.post(url, json={"instanceIds": list(instance_ids)},
+                                      timeout=60)
+        except Exception as e:  # requests' transport errors
+            raise ProbeError(f"POST {url}: {type(e).__name__}: {e}") from None
+        if resp.status_code == 200:
+            return "Succeeded"
+        if resp.status_code != 202:
+            raise ProbeError(f"azure: POST {url} answered {resp.status_code}: "
+                             f"{_message(resp)}")
+        status_url = resp.headers.get("Azure-AsyncOperation") or resp.headers.get("Location")
+        if not status_url:
+            raise ProbeError("azure: the redeploy was accepted without an operation to follow")
+        for _ in range(self._max):
+            self._sleep(self._poll)
+            code, body = session_get(self._session)(status_url)
+            if code == 200 and isinstance(body, dict) and body.get("status") in (
+                    "Succeeded", "Failed", "Canceled"):
+                return str(body["status"])
+            if code not in (200, 202):
+                raise ProbeError(f"azure: GET {status_url} answered {code}")
+        raise ProbeError(f"azure: the redeploy did not finish within "
+                         f"{self._poll * self._max / 60:.0f} minutes; follow it with "
+                         f"`az vmss get-instance-view` ({status_url})")
+
+
+def _message(resp: Any) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return ""
+    err = body.get("error") if isinstance(body, dict) else None
+    return str(err.get("message") or err.get("code") or "") if isinstance(err, dict) else ""
