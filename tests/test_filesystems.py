@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
+from test_conformance import oracle
 
 from gpufleet.cli import main
 from gpufleet.compile import FilesystemPlan
 from gpufleet.compile.hostsetup import render_mounts
-from gpufleet.handoff.export import ssh_fleet
+from gpufleet.handoff.export import ssh_fleet, storage_task
+from gpufleet.input.schema_files import validator
 from gpufleet.views.plan import render_plan_text
 
 from planutil import TEST_KEY, by_type, named, plan_files, write
@@ -302,6 +304,15 @@ def test_the_hand_off_names_the_instance_volumes(tmp_path: Path,
     assert text is not None and note == ""
     assert "#   volumes:\n#     - instance_path: /mnt/data" in text
     assert yaml.safe_load(text)["ssh_config"]["hosts"] == ["10.30.0.5"]
+    task = yaml.safe_load(storage_task("train", out) or "")
+    assert task["volumes"] == [{"instance_path": "/mnt/data", "path": "/mnt/data"}]
+    assert task["fleets"] == ["train"] and task["nodes"] == 1
+    assert any("mountpoint -q /mnt/data" in c for c in task["commands"])
+    assert list(validator("task").iter_errors(task)) == []
+    assert storage_task("dev", {**out, "filesystems": {}}) is None
+    # dstack 0.22.5's own model accepts it
+    verdict = oracle({"storage.dstack.yml": yaml.safe_dump(task)})["storage.dstack.yml"]
+    assert verdict["ok"], verdict
     # the acceptance tasks mount it too
     paths = files(tmp_path, LUSTRE, ("train",))
     assert main(["acceptance", "train", *paths, "--out", str(tmp_path / "runs")]) == 0

@@ -65,10 +65,18 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
     err = capsys.readouterr().err
     assert code == 0, err
     names = sorted(p.name for p in out.glob("*"))
-    assert names == ["a100-any.dstack.yml", "a4.dstack.yml", "dstack-server-config.yml",
-                     "gateway-gw-aws.dstack.yml", "gateway-gw-azure.dstack.yml",
-                     "gateway-gw-gcp.dstack.yml", "h100-train.dstack.yml",
-                     "nd-h100.dstack.yml"]
+    assert names == ["a100-any.dstack.yml", "a4-storage.dstack.yml", "a4.dstack.yml",
+                     "dstack-server-config.yml", "gateway-gw-aws.dstack.yml",
+                     "gateway-gw-azure.dstack.yml", "gateway-gw-gcp.dstack.yml",
+                     "h100-train-storage.dstack.yml", "h100-train.dstack.yml",
+                     "nd-h100-storage.dstack.yml", "nd-h100.dstack.yml"]
+    # each cluster fleet's shared filesystem: in the fleet file's header, and a task that
+    # mounts it as an instance volume on every node
+    assert "#     - instance_path: /mnt/data   # filesystem a4-data" in \
+        (out / "a4.dstack.yml").read_text()
+    storage = yaml.safe_load((out / "nd-h100-storage.dstack.yml").read_text())
+    assert storage["volumes"] == [{"instance_path": "/mnt/data", "path": "/mnt/data"}]
+    assert storage["nodes"] == 4 and storage["fleets"] == ["nd-h100"]
     nd = yaml.safe_load((out / "nd-h100.dstack.yml").read_text())
     # by instance id, through the bastion, on the scale set's subnet
     assert nd["ssh_config"]["hosts"] == ["10.2.0.4", "10.2.0.5", "10.2.0.6", "10.2.0.7"]

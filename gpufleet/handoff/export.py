@@ -129,20 +129,53 @@ def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
 
 
+def storage_task(name: str, out: Mapping[str, Any]) -> str | None:
+    """A dstack task that mounts the fleet's shared filesystems as instance volumes on every
+    node and proves each is there and writable from the job: the hand-off a run copies its
+    `volumes:` from. None for a fleet without filesystems."""
+    mounts = _mounts(out)
+    if not mounts:
+        return None
+    nodes = len(out.get("nodes") or []) or 1
+    checks = [f'mountpoint -q {m} || {{ echo "gpufleet storage: node $DSTACK_NODE_RANK: '
+              f'{m} ({fs}) is not mounted"; exit 1; }}' for fs, m in mounts]
+    checks += [f"df -h {m} && f={m}/.gpufleet-$(hostname) && date > \"$f\" && cat \"$f\" "
+               f"&& rm -f \"$f\"" for _, m in mounts]
+    doc = {"type": "task", "name": f"{name[:24]}-storage", "fleets": [name], "nodes": nodes,
+           "image": "ubuntu:22.04", "privileged": True,
+           "volumes": [{"instance_path": m, "path": m} for _, m in mounts],
+           "commands": checks}
+    header = (f"{MARKER} from the stack outputs of fleet {name}.\n"
+              "# Every node mounts the fleet's shared filesystems at boot; this task reaches "
+              "them as\n# instance volumes on every node and writes a file to each. Copy its "
+              "`volumes:` into your runs.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=4096)
+
+
+def _mounts(out: Mapping[str, Any]) -> list[tuple[str, str]]:
+    filesystems = out.get("filesystems") or {}
+    if not isinstance(filesystems, dict):
+        return []
+    found = []
+    for fs_name, fs in sorted(filesystems.items()):
+        mount = str(fs.get("mount") or "") if isinstance(fs, dict) else ""
+        if mount.startswith("/") and all(ch.isalnum() or ch in "/._-" for ch in mount):
+            found.append((str(fs_name), mount))
+    return found
+
+
 def instance_volume_lines(out: Mapping[str, Any]) -> str:
     """The fleet's shared filesystems as the instance volumes a dstack run mounts (an SSH
     fleet file has no place for them: they go into each task or service)."""
-    filesystems = out.get("filesystems") or {}
-    if not isinstance(filesystems, dict) or not filesystems:
+    mounts = _mounts(out)
+    if not mounts:
         return ""
     lines = ["# Shared filesystems, mounted on every host at boot by gpufleet. A run reaches",
-             "# them as instance volumes; put these lines into its configuration:",
-             "#   volumes:"]
-    for fs_name, fs in sorted(filesystems.items()):
-        mount = str((fs or {}).get("mount") or "") if isinstance(fs, dict) else ""
-        if mount.startswith("/"):
-            lines += [f"#     - instance_path: {mount}   # {fs_name} ({fs.get('kind')}, "
-                      f"{fs.get('service')})", f"#       path: {mount}"]
+             "# them as instance volumes; put these lines into its configuration (the",
+             "# fleet's -storage.dstack.yml task checks them):", "#   volumes:"]
+    for fs_name, mount in mounts:
+        lines += [f"#     - instance_path: {mount}   # filesystem {fs_name}",
+                  f"#       path: {mount}"]
     return "\n".join(lines) + "\n"
 
 
@@ -314,6 +347,9 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
             result.files[f"{name}.dstack.yml"] = text
         if note:
             result.notes.append(note)
+        task = storage_task(name, out)
+        if task is not None:
+            result.files[f"{name}-storage.dstack.yml"] = task
         projects.append({"name": name, "backends": [entry]})
         if not entry["public_ips"]:
             result.notes.append(_private_note(name, out, servers))
