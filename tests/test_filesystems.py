@@ -322,3 +322,27 @@ def test_the_hand_off_names_the_instance_volumes(tmp_path: Path,
         assert {"instance_path": "/mnt/data", "path": "/mnt/data"} in task["volumes"], name
     burnin = (tmp_path / "runs" / "train-burnin.dstack.yml").read_text()
     assert "check=mounts" in burnin
+
+
+def test_adding_a_filesystem_to_a_deployed_fleet_replaces_nothing(tmp_path: Path) -> None:
+    """The filesystem and its rules are created; the running nodes keep running (AWS and
+    Azure VMs ignore their boot script's change, GCP's metadata and a scale set's model
+    change in place), and the other fleets do not move."""
+    from click.testing import CliRunner
+    from exportutil import export, write_export
+
+    from gpufleet.cli import cli
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    state = write_export(tmp_path / "state.json", export(files(tmp_path / "old")))
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "json",
+                                 *files(tmp_path / "new", LUSTRE)])
+    data = json.loads(r.stdout)
+    gone = [c["name"] for c in data["changes"] if c["op"] in ("replace", "delete",
+                                                              "create-replacement")]
+    assert gone == [], data["changes"]
+    created = {c["name"] for c in data["changes"] if c["op"] == "create"}
+    assert {"fs-data", "fs-ckpt", "fs-ib", "fs-ib-subnet", "fs-ckpt-range"} <= created
+    touched = {c["name"] for c in data["changes"]}
+    assert not any(n.startswith("dev") for n in touched), touched  # the neighbour
