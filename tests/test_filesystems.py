@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import subprocess
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -346,3 +347,16 @@ def test_adding_a_filesystem_to_a_deployed_fleet_replaces_nothing(tmp_path: Path
     assert {"fs-data", "fs-ckpt", "fs-ib", "fs-ib-subnet", "fs-ckpt-range"} <= created
     touched = {c["name"] for c in data["changes"]}
     assert not any(n.startswith("dev") for n in touched), touched  # the neighbour
+
+
+def test_azure_managed_lustre_gets_a_subnet_sized_for_its_capacity(tmp_path: Path) -> None:
+    """Microsoft's network size table: up to 196 TiB a /24, 200-400 TiB a /23."""
+    big = ("filesystems:\n  - {name: big, backend: azure, region: eastus, kind: lustre, "
+           "capacity_gib: 262144, throughput: 500, fleets: [nd]}\n")
+    report = plan_files(files(tmp_path, big, ("nd",)))
+    prefix = named(report, "fs-big-subnet")["inputs"]["addressPrefix"]
+    assert prefix.endswith("/23")
+    nd = next(p for p in report.fleets if p.name == "nd")
+    assert IPv4Network(prefix).subnet_of(IPv4Network(nd.network("main").cidr or ""))
+    assert not any(IPv4Network(prefix).overlaps(IPv4Network(s.cidr))
+                   for s in nd.network("main").subnets)

@@ -92,7 +92,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
     admit = tuple(s.cidr for s in main.subnets if not s.public and s.purpose is None)
     subnet = None
     if service in ("amlfs", "managed-lustre"):
-        subnet = _own_range(fleet, main, block, service)
+        subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0)
         if subnet is None:
             return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
                                       f"'{fleet.name}' has no free /24 left in its address "
@@ -108,14 +108,16 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
 
 
 def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
-               service: str) -> str | None:
-    """A range of the fleet's own address block no subnet of it uses: the last /24 (Azure
-    Managed Lustre's subnet) or /20 (Managed Lustre's private services access range, which
-    Google sizes at /20 or larger for the service), so no other fleet's block is touched."""
+               service: str, capacity_gib: int) -> str | None:
+    """A range of the fleet's own address block no subnet of it uses, so no other fleet's
+    block is touched: Azure Managed Lustre's subnet, a /24 up to 196 TiB and a /23 above
+    (Microsoft's "Network size requirements": /24 or larger for 96-196 TiB, /23 for
+    200-400 TiB; a /22 above), or Managed Lustre's private services access range (a /20)."""
     space = IPv4Network(main.cidr) if fleet.backend == "azure" and main.cidr else block
     if space is None:
         return None
-    prefix = 24 if service == "amlfs" else 20
+    tib = capacity_gib / 1024
+    prefix = 20 if service != "amlfs" else 24 if tib <= 196 else 23 if tib <= 400 else 22
     if space.prefixlen > prefix:
         return None
     used = [IPv4Network(s.cidr) for n in fleet.networks for s in n.subnets]
