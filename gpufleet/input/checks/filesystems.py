@@ -8,8 +8,9 @@ Sizes and throughput tiers, from the services' documentation:
   500 / 1000 MB/s per TiB (cloud.google.com/managed-lustre/docs, "Performance tiers").
 - Azure Managed Lustre (AMLFS-Durable-Premium-N): minimum and step 48 / 16 / 8 / 4 TiB at
   40 / 125 / 250 / 500 MB/s per TiB (learn.microsoft.com, Azure Managed Lustre sizes).
-- GCP Filestore zonal: 1,024 GiB to 102,400 GiB. Azure Files premium NFS: 100 GiB to
-  102,400 GiB. AWS EFS: elastic, no size.
+- GCP Filestore zonal: 1,024 GiB to 102,400 GiB, in 256 GiB steps below 10 TiB and 2.5 TiB
+  steps from 10 TiB (cloud.google.com/filestore/docs/service-tiers-zonal). Azure Files
+  premium NFS: 100 GiB to 102,400 GiB. AWS EFS: elastic, no size.
 Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` without about
 25% headroom warns (V007).
 """
@@ -35,6 +36,12 @@ LUSTRE_SIZES: Mapping[str, Mapping[int, tuple[int, int]]] = {
 DEFAULT_THROUGHPUT = {"aws": 250, "gcp": 250, "azure": 125}
 NFS_SIZES: Mapping[str, tuple[int, int] | None] = {  # (minimum, maximum) GiB
     "aws": None, "gcp": (1024, 102400), "azure": (100, 102400)}
+
+
+def filestore_step(gib: int) -> int:
+    """Filestore zonal's scaling unit: 256 GiB from 1 to 9.75 TiB, 2.5 TiB from 10 TiB
+    (cloud.google.com/filestore/docs/service-tiers-zonal)."""
+    return 256 if gib < 10 * 1024 else 2560
 
 
 def lustre_sizes(backend: str, tier: int) -> list[int]:
@@ -110,6 +117,13 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
             ctx.error((*base, "capacity_gib"), f"{capacity} GiB is outside what {backend} "
                       f"NFS offers ({bounds[0]:,} to {bounds[1]:,} GiB)", "V003",
                       hint=f"pick a size from {bounds[0]:,} to {bounds[1]:,} GiB")
+            return None
+        step = filestore_step(int(str(capacity))) if backend == "gcp" and capacity else 1
+        if capacity is not None and int(str(capacity)) % step:
+            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a Filestore zonal "
+                      f"size: it grows in {step:,} GiB steps in this range", "V003",
+                      hint=f"use {int(str(capacity)) // step * step:,} or "
+                      f"{(int(str(capacity)) // step + 1) * step:,} GiB")
             return None
     usage = raw.get("expected_usage_gib")
     if kind == "lustre" and usage is not None and capacity is not None \
