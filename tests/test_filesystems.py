@@ -164,6 +164,11 @@ def test_a_filesystem_touches_only_the_fleet_that_mounts_it(tmp_path: Path) -> N
      "throughput: 125, fleets: [a4]}\n", "V003", "valid sizes start 72,000"),
     ("  - {name: xx, backend: gcp, region: us-west2, kind: nfs, capacity_gib: 11000, "
      "fleets: [a4]}\n", "V003", "use 10,240 or 12,800 GiB"),
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /usr/data, "
+     "fleets: [train]}\n", "V003", "would cover the system's own files"),
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /mnt/d, "
+     "fleets: [train]}\n  - {name: yy, backend: aws, region: us-east-1, kind: nfs, "
+     "mount: /mnt/d, fleets: [train]}\n", "V003", "is mounted at /mnt/d on the same fleet"),
     ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, fleets: [train, dev]}\n",
      "V006", "gpufleet builds no peering"),
 ])

@@ -25,6 +25,9 @@ from gpufleet.input.schema import Checked
 from gpufleet.input.spec import FilesystemSpec, Origin, frozen_map
 
 HEADROOM = 1.25
+# top-level directories a filesystem must not be mounted over (or inside of)
+SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32",
+                         "proc", "root", "run", "sbin", "snap", "sys", "tmp", "usr", "var"})
 # backend -> throughput tier (MB/s per TiB) -> (minimum GiB, step GiB)
 LUSTRE_SIZES: Mapping[str, Mapping[int, tuple[int, int]]] = {
     "aws": {t: (1200, 2400) for t in (125, 250, 500, 1000)},
@@ -69,6 +72,13 @@ def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic
             continue
         fs = _one(ctx, c, base, raw)
         if fs is None:
+            continue
+        clash = next((o for o in out if o.mount == fs.mount
+                      and set(o.fleets) & set(fs.fleets)), None)
+        if clash is not None:
+            ctx.error((*base, "mount"), f"filesystem '{clash.name}' is mounted at "
+                      f"{fs.mount} on the same fleet", "V003",
+                      hint="give each filesystem a mount path of its own")
             continue
         if fs.name in seen:
             ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", "V003",
@@ -125,6 +135,12 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
                       hint=f"use {int(str(capacity)) // step * step:,} or "
                       f"{(int(str(capacity)) // step + 1) * step:,} GiB")
             return None
+    mount = str(raw.get("mount") or f"/mnt/{name}")
+    top = mount.split("/")[1]
+    if top in SYSTEM_DIRS or ".." in mount.split("/"):
+        ctx.error((*base, "mount"), f"{mount} would cover the system's own files", "V003",
+                  hint=f"mount it under /mnt or a directory of its own, like /mnt/{name}")
+        return None
     usage = raw.get("expected_usage_gib")
     if kind == "lustre" and usage is not None and capacity is not None \
             and int(str(capacity)) < HEADROOM * int(str(usage)):
@@ -138,7 +154,7 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
                  if len(k) == len(base) + 1 and tuple(k[:-1]) == base}
     return FilesystemSpec(
         name, backend, str(raw["region"]), kind, _names(raw["fleets"]),
-        str(raw.get("mount") or f"/mnt/{name}"),
+        mount,
         Origin(c.doc.file, line, col, c.doc.index, frozen_map(positions)),
         None if raw.get("zone") is None else str(raw["zone"]),
         None if capacity is None else int(str(capacity)),
