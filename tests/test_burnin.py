@@ -67,7 +67,7 @@ def node_log(tmp: Path, task: dict[str, object], rank: int, **env: str) -> str:
     path.write_text(script + "\n")
     system = ":".join(os.path.dirname(shutil.which(t) or "/bin") for t in ("sed", "awk", "tr"))
     result = subprocess.run(["/bin/bash", str(path)], capture_output=True, text=True,
-                            timeout=60, check=False, env={
+                            timeout=60, check=False, cwd=tmp, env={
                                 "PATH": f"{bin_dir}:{system}:/usr/bin:/bin",
                                 "DSTACK_NODE_RANK": str(rank), **env})
     return result.stdout

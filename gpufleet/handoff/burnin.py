@@ -62,8 +62,8 @@ def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict
         f"verdict=pass\"; else {say} check=dcgm level={level} verdict=fail\"; fi",
         nccl_build,
         f"/opt/nccl-tests/build/all_reduce_perf -b 1G -e 8G -f 2 -g {max(gpus, 1)} -c 1 -n 20 "
-        "| tee /tmp/nccl.log",
-        "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' /tmp/nccl.log "
+        "| tee gpufleet-nccl.log",
+        "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' gpufleet-nccl.log "
         f"| {{ read -r bw; {say} check=nccl busbw=$bw\"; }}",
         *([f"if grep -qs '^status=ready' {host_dir}/mounts-ready; then {say} check=mounts "
            f"verdict=ready\"; else {say} check=mounts verdict=fail reason=$(tr ' \\n' '__' "

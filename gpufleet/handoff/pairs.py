@@ -42,10 +42,10 @@ def pairs_task(plan: FleetPlan) -> dict[str, Any] | None:
         "    j=$(( (i + 1) % n )); [ \"$n\" -eq 2 ] && [ \"$i\" -eq 1 ] && break\n"
         "    mpirun --allow-run-as-root -H \"${ips[$i]}:$g,${ips[$j]}:$g\" -n $((2 * g)) "
         f"-N \"$g\" --bind-to none {exports} /opt/nccl-tests/build/all_reduce_perf "
-        "-b 1G -e 4G -f 2 -g 1 -c 1 -n 20 > /tmp/pair.log 2>&1; rc=$?\n"
-        "    cat /tmp/pair.log\n"
+        "-b 1G -e 4G -f 2 -g 1 -c 1 -n 20 > gpufleet-pair.log 2>&1; rc=$?\n"
+        "    cat gpufleet-pair.log\n"
         "    bw=$(awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' "
-        "/tmp/pair.log)\n"
+        "gpufleet-pair.log)\n"
         f'    echo "{PREFIX} a=$i b=$j host_a=${{ips[$i]}} host_b=${{ips[$j]}} busbw=$bw '
         'rc=$rc"\n'
         "  done\n"
