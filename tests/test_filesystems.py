@@ -367,3 +367,28 @@ def test_azure_managed_lustre_gets_a_subnet_sized_for_its_capacity(tmp_path: Pat
     assert IPv4Network(prefix).subnet_of(IPv4Network(nd.network("main").cidr or ""))
     assert not any(IPv4Network(prefix).overlaps(IPv4Network(s.cidr))
                    for s in nd.network("main").subnets)
+
+
+def test_two_filesystems_of_a_fleet_get_ranges_of_their_own_in_any_order(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = ("  - {name: alpha, backend: azure, region: eastus, kind: lustre, capacity_gib: 8192, "
+           "throughput: 250, fleets: [nd]}\n")
+    two = ("  - {name: beta, backend: azure, region: eastus, kind: lustre, capacity_gib: 8192, "
+           "throughput: 250, mount: /mnt/beta, fleets: [nd]}\n")
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ba").mkdir()
+    ab = plan_files(files(tmp_path / "ab", "filesystems:\n" + one + two, ("nd",)))
+    ba = plan_files(files(tmp_path / "ba", "filesystems:\n" + two + one, ("nd",)))
+    ranges = {n: named(ab, f"fs-{n}-subnet")["inputs"]["addressPrefix"] for n in ("alpha", "beta")}
+    assert ranges["alpha"] != ranges["beta"]
+    assert not IPv4Network(ranges["alpha"]).overlaps(IPv4Network(ranges["beta"]))
+    assert {n: named(ba, f"fs-{n}-subnet")["inputs"]["addressPrefix"]
+            for n in ("alpha", "beta")} == ranges
+    # GCP: one private services access connection per network, so one Managed Lustre per fleet
+    gcp = ("filesystems:\n  - {name: aa, backend: gcp, region: us-west2, kind: lustre, "
+           "capacity_gib: 36000, fleets: [a4]}\n  - {name: bb, backend: gcp, region: us-west2, "
+           "kind: lustre, capacity_gib: 36000, mount: /mnt/bb, fleets: [a4]}\n")
+    assert main(["plan", *files(tmp_path, gcp, ("a4",))]) == 1
+    cap = capsys.readouterr()
+    assert "error[V006]" in cap.out + cap.err and "already mounts a Managed Lustre" in \
+        cap.out + cap.err

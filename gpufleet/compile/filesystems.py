@@ -36,7 +36,8 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     by_name = {p.name: p for p in plans}
     mounts: dict[str, list[FilesystemPlan]] = {}
     diags: list[Diagnostic] = []
-    for fs in specs:
+    # by name, so the order of the entries in the file never moves a filesystem's range
+    for fs in sorted(specs, key=lambda f: f.name):
         if len(fs.fleets) > 1:
             diags.append(fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
                                       f"{len(fs.fleets)} fleets; each fleet has a network of "
@@ -52,20 +53,29 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
                 did_you_mean(fs.fleets[0], names) or f"fleets: {', '.join(names) or 'none'}",
                 severity=Severity.WARNING))
             continue
-        plan, problem = _plan(fs, fleet, blocks.get(fleet.name))
+        mine = mounts.setdefault(fleet.name, [])
+        if fs.backend == "gcp" and fs.kind == "lustre" and any(
+                m.service == "managed-lustre" for m in mine):
+            diags.append(fs.origin.at("fleets", "V006", f"fleet '{fleet.name}' already mounts "
+                                      "a Managed Lustre filesystem: its network has one "
+                                      "private services access connection, gpufleet builds one "
+                                      "Managed Lustre per fleet", "grow the first one instead"))
+            continue
+        plan, problem = _plan(fs, fleet, blocks.get(fleet.name),
+                              [m.subnet for m in mine if m.subnet])
         if problem is not None:
             diags.append(problem)
         if plan is not None:
-            mounts.setdefault(fleet.name, []).append(plan)
+            mine.append(plan)
     out = []
     for p in plans:
-        mine = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
-        out.append(_with(p, mine) if mine else p)
+        fleet_mounts = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
+        out.append(_with(p, fleet_mounts) if fleet_mounts else p)
     return out, diags
 
 
-def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
-          ) -> tuple[FilesystemPlan | None, Diagnostic | None]:
+def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
+          taken: Sequence[str]) -> tuple[FilesystemPlan | None, Diagnostic | None]:
     if fleet.backend != fs.backend:
         return None, fs.origin.at("fleets", "V004", f"filesystem '{fs.name}' is on "
                                   f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
@@ -92,7 +102,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
     admit = tuple(s.cidr for s in main.subnets if not s.public and s.purpose is None)
     subnet = None
     if service in ("amlfs", "managed-lustre"):
-        subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0)
+        subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0, taken)
         if subnet is None:
             return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
                                       f"'{fleet.name}' has no free /24 left in its address "
@@ -108,7 +118,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None
 
 
 def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
-               service: str, capacity_gib: int) -> str | None:
+               service: str, capacity_gib: int, taken: Sequence[str]) -> str | None:
     """A range of the fleet's own address block no subnet of it uses, so no other fleet's
     block is touched: Azure Managed Lustre's subnet, a /24 up to 196 TiB and a /23 above
     (Microsoft's "Network size requirements": /24 or larger for 96-196 TiB, /23 for
@@ -121,6 +131,7 @@ def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
     if space.prefixlen > prefix:
         return None
     used = [IPv4Network(s.cidr) for n in fleet.networks for s in n.subnets]
+    used += [IPv4Network(t) for t in taken]  # the fleet's other filesystems' ranges
     for candidate in reversed(list(space.subnets(new_prefix=prefix))):
         if not any(candidate.overlaps(u) for u in used):
             return str(candidate)
