@@ -102,6 +102,7 @@ def test_each_cloud_builds_its_managed_lustre_in_the_fleets_network(tmp_path: Pa
     [aml] = by_type(report, "azure-native:storagecache:AmlFilesystem")
     assert (aml["inputs"]["sku"]["name"], aml["inputs"]["storageCapacityTiB"],
             aml["protect"]) == ("AMLFS-Durable-Premium-250", 8.0, True)
+    assert aml["inputs"]["zones"] == ["1"]  # the API takes one zone; the scale set has none
     subnet = named(report, "fs-ib-subnet")["inputs"]["addressPrefix"]
     nd = next(p for p in report.fleets if p.name == "nd")
     assert subnet not in [s.cidr for s in nd.network("main").subnets]

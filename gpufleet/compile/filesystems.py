@@ -87,7 +87,9 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
                                   "storage must sit in its accelerators' region",
                                   f"set region: {fleet.region}")
     service = SERVICE[(fs.backend, fs.kind)]
-    zone = fs.zone or fleet.zone
+    # Azure Managed Lustre takes one availability zone (the API's `zones`, which azurerm
+    # requires); a fleet without one (a regional scale set) gets zone 1 unless `zone` says
+    zone = fs.zone or fleet.zone or ("1" if service == "amlfs" else None)
     if zone is None and fs.backend == "gcp" and service in ZONAL:
         return None, fs.origin.at("region", "V004", f"filesystem '{fs.name}': {service} is "
                                   f"zonal and fleet '{fleet.name}' has no zone",

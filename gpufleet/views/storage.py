@@ -13,8 +13,8 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
     size = f"{fs.capacity_gib:,} GiB" if fs.capacity_gib else "elastic size"
     speed = f" x {fs.throughput} MB/s/TiB = {fs.throughput_mbps:,} MB/s" \
         if fs.throughput_mbps is not None else ""
-    where = fs.zone or ("the node subnet's zone" if fs.service in ("fsx-lustre", "efs")
-                        else fs.region)
+    where = (f"{fs.region} zone {fs.zone}" if fs.zone.isdigit() else fs.zone) if fs.zone \
+        else "the node subnet's zone" if fs.service in ("fsx-lustre", "efs") else fs.region
     item = next((i for i in (bill.items if bill else ()) if i.kind == "filesystem"
                  and f"(filesystem {fs.name})" in i.what), None)
     cost = f"${item.per_hour * HOURS_PER_MONTH:,.2f}/month" if item is not None \
