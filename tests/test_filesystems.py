@@ -319,6 +319,10 @@ def test_the_hand_off_names_the_instance_volumes(tmp_path: Path,
     assert any("mountpoint -q /mnt/data" in c for c in task["commands"])
     assert list(validator("task").iter_errors(task)) == []
     assert storage_task("dev", {**out, "filesystems": {}}) is None
+    # outputs are data from a file: a name or path gpufleet would not write stays out of the
+    # shell commands
+    hostile = {"x$(reboot)": {"mount": "/mnt/x"}, "ok": {"mount": "/mnt/a;reboot"}}
+    assert storage_task("dev", {**out, "filesystems": hostile}) is None
     # dstack 0.22.5's own model accepts it
     verdict = oracle({"storage.dstack.yml": yaml.safe_dump(task)})["storage.dstack.yml"]
     assert verdict["ok"], verdict

@@ -103,7 +103,8 @@ def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force:
     missing = [p for p in (paths + logs) if not os.path.exists(p)]
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
-    names = _task_files(str(fleet_name), _counts(counts))
+    series = _counts(counts)
+    names = _task_files(str(fleet_name), series)
     if mode == "task":  # before any work: where the tasks go
         check_folder(out_dir)
         for name in names.values():
@@ -116,15 +117,15 @@ def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force:
     if mode == "check":
         _check(logs[0], exp, marks, threshold, fmt, (plan.nodes, task["nodes"]), margin,
                gpu_gib)
-    files = _tasks(plan, task, exp, names, dcgm_level)
+    files = _tasks(plan, task, exp, names, dcgm_level, series)
     for out in write_many(out_dir, files, TASK_MARKER, force):
         click.echo(f"wrote {out}")
     if task["nodes"] > plan.nodes:
         click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
                    "now, and dstack provisions the others for the task (the fleet allows "
                    f"{plan.nodes_max or 'more'})")
-    ref = marks.reference(task["nodes"]) if exp.multi_node else None
-    click.echo(_judged(exp, marks, task["nodes"], None).text() if ref else exp.text())
+    click.echo(_judged(exp, marks, task["nodes"], None).text() if exp.multi_node
+               else exp.text())
 
 
 def _counts(text: str | None) -> list[int]:
@@ -147,7 +148,7 @@ def _task_files(fleet: str, counts: Sequence[int]) -> dict[str, str]:
 
 
 def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
-           dcgm_level: int) -> list[tuple[str, str]]:
+           dcgm_level: int, series: Sequence[int]) -> list[tuple[str, str]]:
     from gpufleet.handoff import burnin_task, pairs_task, render_burnin, render_task
 
     files = [(names["nccl"], render_task(task, exp)),
@@ -156,7 +157,6 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
     if pairs is not None:
         files.append((names["pairs"], render_task(
             pairs, exp, "NCCL over each pair of neighbouring nodes (to find a slow one)")))
-    series = sorted(int(k.split("-")[1]) for k in names if k.startswith("nccl-"))
     if series and not exp.multi_node:
         raise click.UsageError(f"--node-counts: fleet {plan.name} has no RDMA fabric between "
                                "its nodes; its NCCL run is single-node")

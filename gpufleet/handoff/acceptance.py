@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -76,11 +76,40 @@ def expectation(plan: FleetPlan) -> Expectation:
                        True, expected.get("nodes"))
 
 
-def _gpus(plan: FleetPlan) -> int:
-    try:
-        return int(plan.gpu.split("x", 1)[0])
-    except ValueError:
-        return 0
+def gpu_count(plan: FleetPlan) -> int:
+    """GPUs per node (0 for a CPU fleet)."""
+    head = plan.gpu.split("x", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def task_resources(plan: FleetPlan) -> dict[str, Any]:
+    """A task's `resources`: every GPU of a node, by name, and room for NCCL's buffers."""
+    gpus = gpu_count(plan)
+    return {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0, "shm_size": "16GB"}
+
+
+def tagged_lines(text: str, prefix: str) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """The lines a gpufleet task printed after ``prefix`` (burn-in, pairs): line number,
+    the text after the prefix, and its key=value pairs."""
+    for number, line in enumerate(text.splitlines(), 1):
+        at = line.find(prefix)
+        if at >= 0:
+            body = line[at + len(prefix):].strip()
+            yield number, body, dict(_KV.findall(body))
+
+
+def strict_int(text: str, digits: int = 12) -> int:
+    """A plain ASCII count of at most ``digits`` digits (ValueError otherwise)."""
+    if not (0 < len(text) <= digits and text.isascii() and text.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+def strict_number(text: str) -> float:
+    """A plain ASCII number as nccl-tests prints it (ValueError otherwise)."""
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
 
 
 NCCL_BUILD = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --depth 1 "
@@ -91,7 +120,7 @@ NCCL_BUILD = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --dep
 def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
     """The dstack task (as data) and what its result should show."""
     exp = expectation(plan)
-    gpus = _gpus(plan)
+    gpus = gpu_count(plan)
     facts = fabric_facts()["fabrics"].get(plan.rdma, {}) if exp.multi_node else {}
     env = dict(facts.get("env", {}))
     topo = facts.get("topo_files", {}).get(plan.instance_type)
@@ -121,8 +150,7 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
     if exp.multi_node:
         task["startup_order"] = "workers-first"
         task["stop_criteria"] = "master-done"
-    task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
-                         "shm_size": "16GB"}
+    task["resources"] = task_resources(plan)
     return task, exp
 
 
@@ -176,6 +204,7 @@ MAX_LOG_BYTES = 50 * 1024 * 1024
 _NUMBER = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 _COUNT = re.compile(r"[0-9]{1,12}")
 _ROW = re.compile(r"^\s*([0-9]{1,15})\s+([0-9]{1,15})\s+(\S+)\s+(\S+)\s+(-?[0-9]{1,12})\s+(.*)$")
+_KV = re.compile(r"([a-z_]+)=(\S+)")  # key=value in the lines gpufleet's tasks print
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S*)")
 # What the task's first command prints on a node whose host setup is not ready.

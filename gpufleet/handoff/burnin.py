@@ -13,7 +13,6 @@ that cannot be read, gives no verdict.
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,22 +23,23 @@ from gpufleet.handoff.acceptance import (
     HOST_DIR,
     NCCL_BUILD,
     Expectation,
+    gpu_count,
     render_task,
+    strict_int,
+    strict_number,
+    tagged_lines,
+    task_resources,
     task_volumes,
 )
 
 PREFIX = "gpufleet burn-in:"
 DEFAULT_LEVEL = 3
 DEFAULT_MARGIN = 0.10
-_LINE = re.compile(rf"{re.escape(PREFIX)}\s+(.*)$")
-_PAIR = re.compile(r"([a-z_]+)=(\S+)")
-_INT = re.compile(r"[0-9]{1,12}")
-_NUM = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 
 
 def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict[str, Any]:
     """The dstack task (as data): one job per node, each checking its own GPUs."""
-    gpus = _gpu_count(plan)
+    gpus = gpu_count(plan)
     host_dir, nccl_build = HOST_DIR, NCCL_BUILD
     say = f'echo "{PREFIX} node=${{DSTACK_NODE_RANK:-0}}'
     commands = []
@@ -78,14 +78,8 @@ def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict
     }
     if volumes := task_volumes(plan):
         task["volumes"] = volumes
-    task["resources"] = {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0,
-                         "shm_size": "16GB"}
+    task["resources"] = task_resources(plan)
     return task
-
-
-def _gpu_count(plan: FleetPlan) -> int:
-    head = plan.gpu.split("x", 1)[0]
-    return int(head) if head.isdigit() else 0
 
 
 @dataclass
@@ -110,47 +104,39 @@ def is_burnin_log(text: str) -> bool:
 def parse_burnin(text: str) -> tuple[dict[str, NodeFacts], list[str]]:
     nodes: dict[str, NodeFacts] = {}
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        m = _LINE.search(line)
-        if m is None:
-            continue
-        kv = dict(_PAIR.findall(m.group(1)))
+    for number, body, kv in tagged_lines(text, PREFIX):
         node, check = kv.get("node"), kv.get("check")
-        if node is None or check is None or not _INT.fullmatch(node):
-            problems.append(f"line {number}: not a burn-in line gpufleet writes ({line[:80]})")
+        try:
+            strict_int(node or "")
+        except ValueError:
+            node = None
+        if node is None or check is None:
+            problems.append(f"line {number}: not a burn-in line gpufleet writes ({body[:80]})")
             continue
         facts = nodes.setdefault(node, NodeFacts())
         try:
             _read(facts, check, kv)
         except (KeyError, ValueError):
             problems.append(f"line {number}: node {node}: `{check}` cannot be read "
-                            f"({m.group(1)[:80]})")
+                            f"({body[:80]})")
     return nodes, problems
-
-
-def _int(text: str) -> int:
-    if not _INT.fullmatch(text):
-        raise ValueError(text)
-    return int(text)
 
 
 def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
     if check == "gpus":
-        facts.gpus, facts.want = _int(kv["value"]), _int(kv["want"])
+        facts.gpus, facts.want = strict_int(kv["value"]), strict_int(kv["want"])
         facts.hostname = kv.get("host", "")
     elif check == "gpu":
-        gpu = _int(kv["gpu"])
-        facts.memory[gpu] = _int(kv["memory_mib"])
-        facts.ecc[gpu] = _int(kv["ecc_uncorrected"])
+        gpu = strict_int(kv["gpu"])
+        facts.memory[gpu] = strict_int(kv["memory_mib"])
+        facts.ecc[gpu] = strict_int(kv["ecc_uncorrected"])
         facts.pending[gpu] = kv["retired_pending"]
     elif check == "dcgm":
         if kv["verdict"] not in ("pass", "fail", "missing"):
             raise ValueError(kv["verdict"])
         facts.dcgm = kv["verdict"]
     elif check == "nccl":
-        if not _NUM.fullmatch(kv["busbw"]):
-            raise ValueError(kv["busbw"])
-        facts.busbw = float(kv["busbw"])
+        facts.busbw = strict_number(kv["busbw"])
     elif check == "host":
         facts.host = kv["verdict"]
     elif check == "mounts":

@@ -10,6 +10,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from gpufleet.input import schema_validator as validator
 from gpufleet.review import STACK_TYPE, StateError, is_secret, parse_export
 
 MARKER = "# Written by `gpufleet export dstack`"
+_SAFE_MOUNT = re.compile(r"(/[A-Za-z0-9._-]+)+")  # the schema's `mount` pattern
+_SAFE_NAME = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")  # the schema's filesystem name
 CONFIG_FILE = "dstack-server-config.yml"
 
 
@@ -153,13 +156,16 @@ def storage_task(name: str, out: Mapping[str, Any]) -> str | None:
 
 
 def _mounts(out: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, mount path) of the fleet's filesystems in the stack outputs. The outputs are
+    data from a file and both go into shell commands: only the names and paths gpufleet's
+    own checks allow are taken."""
     filesystems = out.get("filesystems") or {}
     if not isinstance(filesystems, dict):
         return []
     found = []
     for fs_name, fs in sorted(filesystems.items()):
         mount = str(fs.get("mount") or "") if isinstance(fs, dict) else ""
-        if mount.startswith("/") and all(ch.isalnum() or ch in "/._-" for ch in mount):
+        if _SAFE_MOUNT.fullmatch(mount) and _SAFE_NAME.fullmatch(str(fs_name)):
             found.append((str(fs_name), mount))
     return found
 

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.compile import FleetPlan
-from gpufleet.handoff.acceptance import Expectation, task_for
+from gpufleet.handoff.acceptance import (
+    Expectation,
+    strict_int,
+    strict_number,
+    tagged_lines,
+    task_for,
+)
 
 PREFIX = "gpufleet pairs:"
-_LINE = re.compile(rf"{re.escape(PREFIX)}\s+(.*)$")
-_PAIR = re.compile(r"([a-z_]+)=(\S+)")
-_INT = re.compile(r"[0-9]{1,6}")
-_NUM = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 _IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")
 
 
@@ -79,30 +81,19 @@ def parse_pairs(text: str) -> tuple[list[PairRun], int | None, list[str]]:
     runs: list[PairRun] = []
     done: int | None = None
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        m = _LINE.search(line)
-        if m is None:
-            continue
-        body = m.group(1).strip()
-        kv = dict(_PAIR.findall(body))
+    for number, body, kv in tagged_lines(text, PREFIX):
         try:
             if body.startswith("done "):
-                done = _int(kv["nodes"])
+                done = strict_int(kv["nodes"], 6)
                 continue
-            if not (_IP.fullmatch(kv["host_a"]) and _IP.fullmatch(kv["host_b"])
-                    and _NUM.fullmatch(kv["busbw"])):
+            if not (_IP.fullmatch(kv["host_a"]) and _IP.fullmatch(kv["host_b"])):
                 raise ValueError(body)
-            runs.append(PairRun(_int(kv["a"]), _int(kv["b"]), kv["host_a"], kv["host_b"],
-                                float(kv["busbw"]), _int(kv["rc"])))
+            runs.append(PairRun(strict_int(kv["a"], 6), strict_int(kv["b"], 6), kv["host_a"],
+                                kv["host_b"], strict_number(kv["busbw"]),
+                                strict_int(kv["rc"], 6)))
         except (KeyError, ValueError):
             problems.append(f"line {number}: not a pairs line gpufleet writes ({body[:80]})")
     return runs, done, problems
-
-
-def _int(text: str) -> int:
-    if not _INT.fullmatch(text):
-        raise ValueError(text)
-    return int(text)
 
 
 def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
@@ -135,13 +126,13 @@ def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
                     f"pair's {best:g} GB/s")
         return None
 
+    why = {(r.a, r.b): slow(r) for r in runs}
     lines = [f"pair {r.a}-{r.b} ({r.host_a}, {r.host_b}): {r.busbw:g} GB/s"
-             + (f"  SLOW: {why}" if (why := slow(r)) else "") for r in runs]
-    slow_runs = [r for r in runs if slow(r)]
+             + (f"  SLOW: {w}" if (w := why[(r.a, r.b)]) else "") for r in runs]
     hosts = {r.a: r.host_a for r in runs} | {r.b: r.host_b for r in runs}
     named = sorted(i for i in hosts
-                   if all(slow(r) for r in runs if i in (r.a, r.b)))
-    links = [r for r in slow_runs if r.a not in named and r.b not in named]
+                   if all(why[(r.a, r.b)] for r in runs if i in (r.a, r.b)))
+    links = [r for r in runs if why[(r.a, r.b)] and r.a not in named and r.b not in named]
     if len(runs) == 1 and named:
         lines.append(f"FAIL: nodes {runs[0].host_a} and {runs[0].host_b}: the only pair is "
                      "slow; with two nodes the pair cannot say which (their burn-in logs can)")

@@ -52,10 +52,9 @@ class PriceTable:
 
     def disk(self, backend: str, disk_type: str, gib: int) -> Price | None:
         """One disk's hourly price: per GB-month, or the tier of the next size up (Azure)."""
-        per_gb = self.data.get(backend, {}).get("disks", {}).get(disk_type)
-        if isinstance(per_gb, Mapping):
-            month = float(per_gb["per_gb_month"]) * gib
-            return Price(month / self.hours_per_month, str(per_gb["source"]))
+        price = self._per_gb_month(backend, "disks", disk_type, gib)
+        if price is not None:
+            return price
         tiers = self.data.get(backend, {}).get("disk_tiers", {}).get(disk_type)
         if isinstance(tiers, Mapping):
             sizes = [int(t[0]) for t in tiers["tiers"]]
@@ -70,7 +69,10 @@ class PriceTable:
     def filesystem(self, backend: str, key: str, gib: int) -> Price | None:
         """A shared filesystem's hourly price (per GB-month of its capacity), or None where
         the table has none."""
-        per_gb = self.data.get(backend, {}).get("filesystems", {}).get(key)
+        return self._per_gb_month(backend, "filesystems", key, gib)
+
+    def _per_gb_month(self, backend: str, section: str, key: str, gib: int) -> Price | None:
+        per_gb = self.data.get(backend, {}).get(section, {}).get(key)
         if not isinstance(per_gb, Mapping):
             return None
         return Price(float(per_gb["per_gb_month"]) * gib / self.hours_per_month,

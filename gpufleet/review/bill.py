@@ -186,11 +186,12 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
             b.nat("network", f.backend, net.name, f.nodes)
     for fs in f.filesystems:
         key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
-        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.capacity_gib \
-            else None
+        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0)
+        why = (f"{prices.describe()} has no {key} price" if p is None else
+               "elastic size: set capacity_gib to price it" if not fs.capacity_gib else "")
         b.add("storage", "filesystem", f"{fs.capacity_gib or '?'} GiB {fs.service} "
-              f"(filesystem {fs.name})", 1, None if p is None else p.per_hour,
-              p.source if p is not None else f"{prices.describe()} has no {key} price")
+              f"(filesystem {fs.name})", 1, None if why or p is None else p.per_hour,
+              why or (p.source if p else ""))
     return b.bill(f.name, "fleet")
 
 
