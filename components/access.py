@@ -61,5 +61,5 @@ def server_script(bastion: BastionPlan) -> str | None:
 
 
 def server_script_b64(bastion: BastionPlan) -> str | None:
-    script = server_script(bastion)
-    return base64.b64encode(script.encode("utf-8")).decode("ascii") if script else None
+    result: str | None = _b64(server_script(bastion))
+    return result
