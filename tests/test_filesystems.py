@@ -207,21 +207,21 @@ def test_warnings_zone_and_headroom(tmp_path: Path, capsys: pytest.CaptureFixtur
 class Node:
     """A node for the mount script: stand-ins for mount, apt-get and the key tools."""
 
-    def __init__(self, tmp: Path, *has: str) -> None:
+    def __init__(self, tmp: Path, *has: str, stubs: dict[str, str] | None = None) -> None:
         self.root, self.bin = tmp / "root", tmp / "bin"
         self.root.mkdir()
         self.bin.mkdir()
         self.log = tmp / "calls.log"
         for tool in ("bash", "grep", "cat", "mkdir", "rm", "printf", "sort", "tail", "cut",
-                     "uname", "sleep"):
+                     "tr", "uname", "sleep"):
             real = shutil.which(tool)
             assert real is not None
             (self.bin / tool).symlink_to(real)
-        stubs = {"mount": f'echo "mount $*" >> {self.log}; exit "${{FAKE_MOUNT_RC:-0}}"',
+        stubs = {**{"mount": f'echo "mount $*" >> {self.log}; exit "${{FAKE_MOUNT_RC:-0}}"',
                  "mountpoint": "exit 1",
                  "apt-get": f'echo "apt-get $*" >> {self.log}',
                  "apt-cache": 'echo "amlfs-lustre-client-2.15.7 - client"',
-                 "curl": f'echo "curl $*" >> {self.log}', "gpg": "true"}
+                 "curl": f'echo "curl $*" >> {self.log}', "gpg": "true"}, **(stubs or {})}
         for tool in has:
             stubs[tool] = "true"
         for tool, body in stubs.items():
@@ -267,6 +267,46 @@ def test_the_mount_script_installs_the_client_adds_fstab_and_mounts(tmp_path: Pa
     assert again.run(script).returncode == 0
     assert (again.root / "etc/fstab").read_text() == fstab
     assert not any(c.startswith("apt-get") for c in again.calls())
+
+
+# Microsoft's repository as `apt-cache` shows it: one metapackage per client version, each
+# with a version per kernel it was built for (packages.microsoft.com/repos/amlfs-noble)
+AMLFS_REPO = """case "$1" in
+  search) printf '%s\\n' 'amlfs-lustre-client-2.15.8-1-gabc - Metapackage' \\
+    'amlfs-lustre-client-2.17.0-19-gbb5310f - Metapackage' ;;
+  madison) case "$2" in
+    *2.17.0*) echo " $2 | 6.8.0-1046-azure | https://packages.microsoft.com noble/main" ;;
+    *) echo " $2 | 6.8.0-1026-azure | https://packages.microsoft.com noble/main"
+       echo " $2 | 6.8.0-1044-azure | https://packages.microsoft.com noble/main" ;;
+  esac ;;
+esac"""
+
+
+@pytest.mark.parametrize(("kernel", "package"), [
+    ("6.8.0-1046-azure", "amlfs-lustre-client-2.17.0-19-gbb5310f=6.8.0-1046-azure"),
+    # the newest client is not built for this kernel: the newest one that is
+    ("6.8.0-1026-azure", "amlfs-lustre-client-2.15.8-1-gabc=6.8.0-1026-azure"),
+    ("6.8.0-9999-azure", None),
+])
+def test_the_azure_lustre_client_is_the_newest_built_for_the_running_kernel(
+        tmp_path: Path, kernel: str, package: str | None) -> None:
+    script = render_mounts("azure", [fs_plan("amlfs")], {"data": "10.1.2.3@tcp:/lustrefs"})
+    node = Node(tmp_path, stubs={"apt-cache": AMLFS_REPO, "uname": f"echo {kernel}",
+                                 "dpkg": "echo arm64"})
+    (node.root / "etc").mkdir()
+    (node.root / "etc/os-release").write_text("ID=ubuntu\nVERSION_CODENAME=noble\n")
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr  # the machine boots either way
+    sources = (node.root / "etc/apt/sources.list.d/amlfs.list").read_text()
+    assert "[arch=arm64 " in sources and "/repos/amlfs-noble/ noble main" in sources
+    installs = [c for c in node.calls() if c.startswith("apt-get") and "install" in c]
+    if package is None:
+        assert installs == []
+        failed = (node.root / "var/lib/gpufleet/mounts-failed").read_text()
+        assert f"built for kernel {kernel}" in failed
+    else:
+        assert len(installs) == 1 and installs[0].endswith(f" {package}"), installs
+        assert (node.root / "var/lib/gpufleet/mounts-ready").exists()
 
 
 def test_a_filesystem_that_never_mounts_leaves_the_failure_marker(tmp_path: Path) -> None:

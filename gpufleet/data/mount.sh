@@ -7,7 +7,7 @@
 BACKEND=@@BACKEND@@
 MOUNTS='@@MOUNTS@@'
 # shellcheck source=/dev/null
-. /etc/os-release 2>/dev/null || true
+. "$R/etc/os-release" 2>/dev/null || true
 CODENAME="${VERSION_CODENAME:-jammy}"
 
 lustre_client() {
@@ -29,14 +29,21 @@ lustre_client() {
     azure)
       retry curl -fsSL https://packages.microsoft.com/keys/microsoft.asc -o "$R@@DIR@@/lustre.asc" || fail "cannot download Microsoft's key"
       gpg --batch --yes --dearmor -o "$K/microsoft-amlfs.gpg" "$R@@DIR@@/lustre.asc" || fail "cannot read Microsoft's key"
-      echo "deb [arch=amd64 signed-by=/usr/share/keyrings/microsoft-amlfs.gpg] https://packages.microsoft.com/repos/amlfs-$CODENAME/ $CODENAME main" > "$R/etc/apt/sources.list.d/amlfs.list"
+      ARCH=$(dpkg --print-architecture 2> /dev/null || echo amd64)
+      echo "deb [arch=$ARCH signed-by=/usr/share/keyrings/microsoft-amlfs.gpg] https://packages.microsoft.com/repos/amlfs-$CODENAME/ $CODENAME main" > "$R/etc/apt/sources.list.d/amlfs.list"
       PKGS="" ;;
   esac
   retry apt_get update || fail "apt update failed after adding the Lustre client repository"
-  if [ -z "$PKGS" ]; then  # the newest AMLFS client built for this kernel
-    PKGS=$(apt-cache search --names-only '^amlfs-lustre-client-' | cut -d' ' -f1 | sort -V | tail -n1)
-    [ -n "$PKGS" ] || fail "no amlfs-lustre-client package in Microsoft's repository"
-    PKGS="$PKGS=$(uname -r)"
+  if [ -z "$PKGS" ]; then
+    # the newest AMLFS client built for this kernel: each amlfs-lustre-client-VERSION
+    # metapackage has one version per kernel it was built for, named by the kernel release
+    KERNEL=$(uname -r)
+    for P in $(apt-cache search --names-only '^amlfs-lustre-client-' | cut -d' ' -f1 | sort -rV); do
+      if apt-cache madison "$P" | cut -d'|' -f2 | tr -d ' ' | grep -qxF "$KERNEL"; then
+        PKGS="$P=$KERNEL"; break
+      fi
+    done
+    [ -n "$PKGS" ] || fail "no amlfs-lustre-client package in Microsoft's repository is built for kernel $KERNEL: use an image with a supported kernel (learn.microsoft.com/azure/azure-managed-lustre/client-install-plan)"
   fi
   # shellcheck disable=SC2086  # several packages
   retry apt_get install $PKGS || fail "cannot install the Lustre client ($PKGS) for kernel $(uname -r)"
