@@ -198,6 +198,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "raise capacity_gib to 1.25 x expected_usage_gib or more"),
     "V008": Code("a filesystem whose fleet is not planned from the files given: it is not built",
                  "give the fleet's file too, or fix the fleet's name"),
+    "V009": Code("a Lustre filesystem above the size the service offers without a support "
+                 "request (Azure Managed Lustre: 768 TiB at 40 MB/s per TiB, 128 TiB above)",
+                 "ask the cloud to raise the limit before `gpufleet up`, or size it smaller"),
     "B014": Code("a `control_plane` setting that cannot be built: a bad or open `allow` "
                  "range, or a fleet that is missing, on public nodes or without a bastion",
                  "fix the range, or name a fleet whose private nodes sit behind a bastion"),

@@ -163,6 +163,11 @@ def test_a_filesystem_touches_only_the_fleet_that_mounts_it(tmp_path: Path) -> N
      "fleets: [train]}\n", "V003", "valid sizes start 1,200, 2,400, 4,800"),
     ("  - {name: xx, backend: gcp, region: us-west2, kind: lustre, capacity_gib: 9000, "
      "throughput: 125, fleets: [a4]}\n", "V003", "valid sizes start 72,000"),
+    ("  - {name: xx, backend: gcp, region: us-west2, kind: lustre, capacity_gib: 10080000, "
+     "throughput: 1000, fleets: [a4]}\n", "V003", "the largest at this tier is 10,008,000"),
+    # above the small-step range, Managed Lustre grows in the large step only
+    ("  - {name: xx, backend: gcp, region: us-west2, kind: lustre, capacity_gib: 1539000, "
+     "throughput: 1000, fleets: [a4]}\n", "V003", "use 1,530,000 or 1,584,000 GiB"),
     ("  - {name: xx, backend: gcp, region: us-west2, kind: nfs, capacity_gib: 11000, "
      "fleets: [a4]}\n", "V003", "use 10,240 or 12,800 GiB"),
     ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /usr/data, "
@@ -181,6 +186,24 @@ def test_what_cannot_work_is_refused_where_it_is_written(
     text = out.out + out.err
     assert f"error[{code}]" in text and words in text, text
     assert "backends.yml:" in text  # located in the file that declares it
+
+
+def test_managed_lustre_sizes_past_the_small_step_range_are_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    section = ("filesystems:\n  - {name: xx, backend: gcp, region: us-west2, kind: lustre, "
+               "capacity_gib: 1584000, throughput: 1000, fleets: [a4]}\n")
+    assert main(["plan", *files(tmp_path, section, ("a4",))]) == 0, capsys.readouterr().err
+    assert "1,584,000 GiB" in capsys.readouterr().out
+
+
+def test_azure_lustre_above_its_default_maximum_warns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    section = ("filesystems:\n  - {name: xx, backend: azure, region: eastus, kind: lustre, "
+               "throughput: 500, capacity_gib: 135168, fleets: [nd]}\n")
+    assert main(["plan", *files(tmp_path, section, ("nd",))]) == 0
+    cap = capsys.readouterr()
+    assert "warning[V009]" in cap.err + cap.out
+    assert "above the 128 TiB azure Lustre offers at 500 MB/s" in cap.err + cap.out
 
 
 def test_a_fleet_not_among_the_files_warns_and_builds_nothing(

@@ -4,10 +4,15 @@ Sizes and throughput tiers, from the services' documentation:
 - AWS FSx for Lustre, PERSISTENT_2 SSD: 1200 GiB, 2400 GiB, then multiples of 2400 GiB;
   125, 250, 500 or 1000 MB/s per TiB (FSx CreateFileSystem API, StorageCapacity and
   PerUnitStorageThroughput).
-- GCP Managed Lustre: minimum and step 72,000 / 36,000 / 18,000 / 9,000 GiB at 125 / 250 /
-  500 / 1000 MB/s per TiB (cloud.google.com/managed-lustre/docs, "Performance tiers").
+- GCP Managed Lustre (docs.cloud.google.com/managed-lustre/docs/performance-tiers): at 1000
+  / 500 / 250 MB/s per TiB the minimum and step are 9,000 / 18,000 / 36,000 GiB up to
+  1,530,000 / 3,060,000 / 6,120,000 GiB, then 72,000 / 144,000 / 288,000 GiB up to
+  10,008,000 / 20,016,000 / 40,032,000 GiB; at 125, 72,000 GiB steps up to 12,240,000 GiB.
+  The maxima are system limits; an instance created in the small-step range cannot grow
+  past it. (The Dynamic tier is not offered.)
 - Azure Managed Lustre (AMLFS-Durable-Premium-N): minimum and step 48 / 16 / 8 / 4 TiB at
-  40 / 125 / 250 / 500 MB/s per TiB (learn.microsoft.com, Azure Managed Lustre sizes).
+  40 / 125 / 250 / 500 MB/s per TiB, up to 768 / 128 / 128 / 128 TiB without a support
+  request (learn.microsoft.com, Azure Managed Lustre sizes): above warns (V009).
 - GCP Filestore zonal: 1,024 GiB to 102,400 GiB, in 256 GiB steps below 10 TiB and 2.5 TiB
   steps from 10 TiB (cloud.google.com/filestore/docs/service-tiers-zonal). Azure Files
   premium NFS: 100 GiB to 102,400 GiB. AWS EFS: elastic, no size.
@@ -17,7 +22,9 @@ Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` wit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx
@@ -28,13 +35,42 @@ HEADROOM = 1.25
 # top-level directories a filesystem must not be mounted over (or inside of)
 SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32",
                          "proc", "root", "run", "sbin", "snap", "sys", "tmp", "usr", "var"})
-# backend -> throughput tier (MB/s per TiB) -> (minimum GiB, step GiB)
-LUSTRE_SIZES: Mapping[str, Mapping[int, tuple[int, int]]] = {
-    "aws": {t: (1200, 2400) for t in (125, 250, 500, 1000)},
-    "gcp": {125: (72000, 72000), 250: (36000, 36000), 500: (18000, 18000),
-            1000: (9000, 9000)},
-    "azure": {40: (48 * 1024, 48 * 1024), 125: (16 * 1024, 16 * 1024),
-              250: (8 * 1024, 8 * 1024), 500: (4 * 1024, 4 * 1024)},
+
+@dataclass(frozen=True)
+class LustreTier:
+    """A throughput tier's sizes: multiples of `step` from `step`; above `switch`, multiples
+    of `big_step`; `largest` the service's maximum (None: a quota, not a size rule)."""
+
+    step: int
+    largest: int | None = None
+    switch: int | None = None
+    big_step: int | None = None
+    hard_max: bool = True  # False: the maximum is a default a support request raises
+
+    def valid(self, gib: int) -> bool:
+        if gib < self.step or (self.largest is not None and gib > self.largest):
+            return False
+        if self.switch is not None and self.big_step is not None and gib > self.switch:
+            return gib % self.big_step == 0
+        return gib % self.step == 0
+
+    def first(self) -> list[int]:
+        return [self.step * i for i in range(1, 5)]
+
+
+# backend -> throughput tier (MB/s per TiB) -> its sizes; FSx has its own rule (1,200, 2,400,
+# then multiples of 2,400) and no maximum but the account's quota
+_TIB = 1024
+LUSTRE_SIZES: Mapping[str, Mapping[int, LustreTier]] = {
+    "aws": {t: LustreTier(1200) for t in (125, 250, 500, 1000)},
+    "gcp": {125: LustreTier(72000, 12_240_000),
+            250: LustreTier(36000, 40_032_000, 6_120_000, 288_000),
+            500: LustreTier(18000, 20_016_000, 3_060_000, 144_000),
+            1000: LustreTier(9000, 10_008_000, 1_530_000, 72_000)},
+    "azure": {40: LustreTier(48 * _TIB, 768 * _TIB, hard_max=False),
+              125: LustreTier(16 * _TIB, 128 * _TIB, hard_max=False),
+              250: LustreTier(8 * _TIB, 128 * _TIB, hard_max=False),
+              500: LustreTier(4 * _TIB, 128 * _TIB, hard_max=False)},
 }
 DEFAULT_THROUGHPUT = {"aws": 250, "gcp": 250, "azure": 125}
 NFS_SIZES: Mapping[str, tuple[int, int] | None] = {  # (minimum, maximum) GiB
@@ -49,17 +85,30 @@ def filestore_step(gib: int) -> int:
 
 def lustre_sizes(backend: str, tier: int) -> list[int]:
     """The first valid capacities of a tier (for the hint)."""
-    low, step = LUSTRE_SIZES[backend][tier]
     if backend == "aws":
         return [1200, 2400, 4800, 7200]
-    return [low + i * step for i in range(4)]
+    return LUSTRE_SIZES[backend][tier].first()
 
 
 def valid_lustre_size(backend: str, tier: int, gib: int) -> bool:
-    low, step = LUSTRE_SIZES[backend][tier]
     if backend == "aws":
         return gib in (1200, 2400) or (gib >= 2400 and gib % 2400 == 0)
-    return gib >= low and gib % step == 0
+    spec = LUSTRE_SIZES[backend][tier]
+    if not spec.hard_max:  # above the default maximum is a warning, not a wrong size
+        spec = dataclasses.replace(spec, largest=None)
+    return spec.valid(gib)
+
+
+def _size_hint(backend: str, tier: int, gib: int) -> str:
+    spec = LUSTRE_SIZES[backend][tier]
+    if backend != "aws" and spec.largest is not None and spec.hard_max and gib > spec.largest:
+        return f"the largest at this tier is {spec.largest:,} GiB"
+    if spec.switch is not None and spec.big_step is not None and gib > spec.switch:
+        low = gib // spec.big_step * spec.big_step
+        return (f"above {spec.switch:,} GiB it grows in {spec.big_step:,} GiB steps: use "
+                f"{max(low, spec.switch):,} or {low + spec.big_step:,} GiB")
+    return "valid sizes start " + ", ".join(f"{s:,}" for s in lustre_sizes(backend, tier)) \
+        + " GiB"
 
 
 def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic]]:
@@ -111,12 +160,19 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
                       hint=f"set capacity_gib: {lustre_sizes(backend, tier)[0]} (the "
                       "smallest at this tier)")
             return None
-        if not valid_lustre_size(backend, tier, int(str(capacity))):
+        gib = int(str(capacity))
+        if not valid_lustre_size(backend, tier, gib):
             ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a size {backend} "
                       f"Lustre offers at {tier} MB/s per TiB", "V003",
-                      hint="valid sizes start " + ", ".join(
-                          f"{s:,}" for s in lustre_sizes(backend, tier)) + " GiB")
+                      hint=_size_hint(backend, tier, gib))
             return None
+        spec = LUSTRE_SIZES[backend][tier]
+        if not spec.hard_max and spec.largest is not None and gib > spec.largest:
+            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is above the "
+                      f"{spec.largest // _TIB} TiB {backend} Lustre offers at {tier} MB/s per "
+                      "TiB without a support request", "V009",
+                      hint="ask the cloud to raise the limit before `gpufleet up`, or stay "
+                      f"at {spec.largest:,} GiB", severity=Severity.WARNING)
     else:
         bounds = NFS_SIZES[backend]
         if bounds is not None and capacity is None:
