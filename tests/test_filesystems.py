@@ -114,6 +114,38 @@ def test_each_cloud_builds_its_managed_lustre_in_the_fleets_network(tmp_path: Pa
     assert "ckpt: lustre on Managed Lustre, 18,000 GiB" in text and "NOT PRICED" in text
 
 
+def test_a_price_the_file_declares_prices_the_filesystem_and_says_whose_it_is(
+        tmp_path: Path) -> None:
+    priced = LUSTRE.replace(
+        "capacity_gib: 18000, throughput: 500, fleets: [a4]}",
+        "capacity_gib: 18000, throughput: 500, fleets: [a4],\n"
+        "     price: {per_gb_month: 0.5, source: our Google quote of 2026-11}}")
+    # and over the bundled table: FSx at the team's own rate
+    priced = priced.replace("mount: /mnt/data, fleets: [train]}",
+                            "mount: /mnt/data, fleets: [train],\n"
+                            "     price: {per_gb_month: 0.2, source: AWS private pricing}}")
+    report = plan_files(files(tmp_path, priced))
+    text = render_plan_text(report)
+    assert ("$9,000.00/month at $0.5/GB-month from our Google quote of 2026-11") in text
+    assert "$960.00/month at $0.2/GB-month from AWS private pricing" in text  # 4,800 x 0.2
+    bill = report.bills["a4"]
+    [item] = [i for i in bill.items if i.kind == "filesystem"]
+    assert item.per_hour == pytest.approx(0.5 * 18000 / 730)
+    assert item.source == "our Google quote of 2026-11 (the backends file's price)"
+    # the Azure one still has no price, and says how to give it one
+    assert "ib: lustre on Azure Managed Lustre" in text
+    assert "NOT PRICED (set `price` on the filesystem to price it)" in text
+
+
+def test_a_price_without_its_source_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    section = ("filesystems:\n  - {name: xx, backend: aws, region: us-east-1, kind: nfs, "
+               "fleets: [train], price: {per_gb_month: 0.3}}\n")
+    assert main(["plan", *files(tmp_path, section)]) == 1
+    out = capsys.readouterr()
+    assert "backends.yml:" in out.err + out.out and "source" in out.err + out.out
+
+
 def test_nfs_services_admit_only_the_fleets_nodes(tmp_path: Path) -> None:
     report = plan_files(files(tmp_path, NFS))
     [efs] = by_type(report, "aws:efs/fileSystem:FileSystem")

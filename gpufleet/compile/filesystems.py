@@ -116,6 +116,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
         zone=zone if service in ZONAL else None, capacity_gib=fs.capacity_gib,
         throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
         subnet=subnet, labels=gcp_labels(labels) if fs.backend == "gcp" else labels,
+        price=fs.price,
     ), warning
 
 

@@ -214,6 +214,8 @@ class FilesystemPlan:
     # lustre: the private services access range the service's servers get
     subnet: str | None = field(default=None, metadata=OMIT_NONE)
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    # the backends file's own price (USD per GB-month, its source), over the bundled table
+    price: tuple[float, str] | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def throughput_mbps(self) -> int | None:

@@ -266,6 +266,7 @@ class FilesystemSpec:
     capacity_gib: int | None = None
     throughput: int | None = None  # lustre: MB/s per TiB
     expected_usage_gib: int | None = None
+    price: tuple[float, str] | None = None  # (USD per GB-month, its source) the file declares
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan, VolumePlan
-from gpufleet.offers import Catalog, PriceTable, load_bundled
+from gpufleet.offers import Catalog, Price, PriceTable, load_bundled
 
 PARTS = ("nodes", "network", "storage")
 # The resource types gpufleet's components create, by what they bill as: a test runs the
@@ -186,7 +186,9 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
             b.nat("network", f.backend, net.name, f.nodes)
     for fs in f.filesystems:
         key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
-        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0)
+        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.price is None \
+            else Price(fs.price[0] * (fs.capacity_gib or 0) / prices.hours_per_month,
+                       f"{fs.price[1]} (the backends file's price)")
         why = (f"{prices.describe()} has no {key} price" if p is None else
                "elastic size: set capacity_gib to price it" if not fs.capacity_gib else "")
         b.add("storage", "filesystem", f"{fs.capacity_gib or '?'} GiB {fs.service} "

@@ -18,7 +18,9 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
     item = next((i for i in (bill.items if bill else ()) if i.kind == "filesystem"
                  and f"(filesystem {fs.name})" in i.what), None)
     cost = f"${item.per_hour * HOURS_PER_MONTH:,.2f}/month" if item is not None \
-        else "NOT PRICED"
+        else "NOT PRICED (set `price` on the filesystem to price it)"
+    if item is not None and fs.price is not None:
+        cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
     service = FILESYSTEM_SERVICES[fs.service]
     return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}; "
             f"mounted at {fs.mount} by every node at boot; port {fs.port} from "

@@ -215,7 +215,14 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
         None if raw.get("zone") is None else str(raw["zone"]),
         None if capacity is None else int(str(capacity)),
         int(str(tier)) if kind == "lustre" and tier is not None else None,
-        None if usage is None else int(str(usage)))
+        None if usage is None else int(str(usage)),
+        _price(raw.get("price")))
+
+
+def _price(value: object) -> tuple[float, str] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return float(str(value["per_gb_month"])), str(value["source"])
 
 
 def _names(value: object) -> tuple[str, ...]:
