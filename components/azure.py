@@ -378,8 +378,8 @@ class Fleet(pulumi.ComponentResource):
                            boot_script_b64(plan, self.filesystems))
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
-    rg = resource_group(plan, prov)
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+    rg = resource_group(plan, prov)  # no shared filesystems on azure (V006)
     return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}))
 
 

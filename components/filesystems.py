@@ -4,7 +4,11 @@ the fleet's node subnets only; each function returns the mount target the nodes 
 (`dns@tcp:/name` for Lustre, `host:/export` for NFS), unknown until the cloud answers.
 
 - aws: FSx for Lustre PERSISTENT_2 SSD (encrypted at rest, always) or EFS (encrypted,
-  elastic throughput) with a mount target, behind a security group of its own;
+  elastic throughput) with a mount target, behind a security group of its own. One mounted
+  by several fleets sits in a subnet of its own whose route table leads back to each of
+  them through their peering (the other fleets build the peering and that route); they
+  mount it by address, as AWS says for a peered VPC (FSx: its primary interface's; EFS: the
+  mount target's);
 - gcp: Managed Lustre on a private services access range of the fleet's block, or Filestore
   zonal exporting to the node subnets only;
 - azure: Azure Managed Lustre in a subnet of its own, or premium Azure Files over NFS with
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any
 
@@ -44,15 +50,43 @@ def _target(*parts: Any, fmt: str) -> pulumi.Output[str | None]:
         lambda v: fmt.format(*v) if all(x not in (None, "") for x in v) else None)
 
 
+@dataclass(frozen=True)
+class Hosted:
+    """A filesystem other fleets mount, as its fleet built it: what they peer with, the
+    route table they add their way back to, and the target they mount by address."""
+
+    vpc_id: pulumi.Output[str]
+    route_table_id: pulumi.Output[str]
+    target: pulumi.Output[str | None]
+
+
 def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str],
-                   subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions
+                   subnet_id: pulumi.Input[str], zone: pulumi.Input[str],
+                   child: pulumi.ResourceOptions, hosted: dict[str, Any]
                    ) -> pulumi.Output[str | None]:
     name = f"fs-{fs.name}"
+    route_table: aws.ec2.RouteTable | None = None
+    if fs.peers:  # shared: a subnet of its own, with a route table the mounting fleets fill
+        assert fs.subnet is not None
+        subnet = aws.ec2.Subnet(
+            f"{name}-subnet", vpc_id=vpc_id, cidr_block=fs.subnet, availability_zone=zone,
+            map_public_ip_on_launch=False, tags={**dict(fs.labels), "Name": f"{name}-subnet"},
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                replace_on_changes=["cidr_block", "availability_zone"])))
+        # no inline routes: each mounting fleet adds its own way back as a Route
+        route_table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc_id,
+                                         tags={**dict(fs.labels), "Name": f"{name}-rt"},
+                                         opts=child)
+        aws.ec2.RouteTableAssociation(f"{name}-rt-assoc", subnet_id=subnet.id,
+                                      route_table_id=route_table.id, opts=child)
+        subnet_id = subnet.id
     ranges = [(988, 988), (1018, 1023)] if fs.kind == "lustre" else [(2049, 2049)]
     tags = {**dict(fs.labels), "Name": name}
+    whose = f"fleet {plan.name}'s nodes" if not fs.peers else \
+        f"the nodes of fleets {', '.join((plan.name, *fs.peers))}"
     ingress = [aws.ec2.SecurityGroupIngressArgs(
         protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
-        description=f"{fs.kind} from fleet {plan.name}'s nodes") for lo, hi in ranges]
+        description=f"{fs.kind} from {whose}") for lo, hi in ranges]
     if fs.kind == "lustre":  # FSx's servers talk to each other through the same group
         ingress += [aws.ec2.SecurityGroupIngressArgs(
             protocol="tcp", from_port=lo, to_port=hi, self=True,
@@ -62,7 +96,7 @@ def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str
         ingress=ingress,
         egress=[aws.ec2.SecurityGroupEgressArgs(
             protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
-            description=f"{fs.kind} to fleet {plan.name}'s nodes") for lo, hi in ranges],
+            description=f"{fs.kind} to {whose}") for lo, hi in ranges],
         tags=tags, opts=child)
     if fs.service == "fsx-lustre":
         lustre = aws.fsx.LustreFileSystem(
@@ -71,12 +105,27 @@ def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str
             per_unit_storage_throughput=fs.throughput, security_group_ids=[sg.id],
             data_compression_type="LZ4", file_system_type_version="2.15", tags=tags,
             opts=_protected(child))
+        if route_table is not None:
+            invoke = pulumi.InvokeOptions(parent=child.parent)
+
+            def primary_ip(ids: Sequence[str]) -> str | None:
+                # "the first network interface describe-file-systems returns" (FSx for
+                # Lustre guide: mounting from a peered VPC)
+                if not ids:
+                    return None
+                return aws.ec2.get_network_interface(id=ids[0], opts=invoke).private_ip
+            hosted[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
+                                     _target(lustre.network_interface_ids.apply(primary_ip),
+                                             lustre.mount_name, fmt="{}@tcp:/{}"))
         return _target(lustre.dns_name, lustre.mount_name, fmt="{}@tcp:/{}")
     efs = aws.efs.FileSystem(name, encrypted=True, throughput_mode="elastic",
                              performance_mode="generalPurpose", tags=tags,
                              opts=_protected(child))
-    aws.efs.MountTarget(f"{name}-mount", file_system_id=efs.id, subnet_id=subnet_id,
-                        security_groups=[sg.id], opts=child)
+    mount = aws.efs.MountTarget(f"{name}-mount", file_system_id=efs.id, subnet_id=subnet_id,
+                                security_groups=[sg.id], opts=child)
+    if route_table is not None:  # another VPC cannot resolve EFS names: the target's address
+        hosted[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
+                                 _target(mount.ip_address, fmt="{}:/"))
     return _target(efs.dns_name, fmt="{}:/")
 
 

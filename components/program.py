@@ -12,7 +12,14 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.compile import AzureOptions, Compiled, FleetPlan, ProviderPlan, compile_files
+from gpufleet.compile import (
+    AzureOptions,
+    Compiled,
+    FleetPlan,
+    ProviderPlan,
+    compile_files,
+    emission_order,
+)
 from gpufleet.diagnostics import render_text
 from gpufleet.input import stackconfig
 
@@ -54,9 +61,10 @@ def emit(compiled: Compiled) -> None:
             providers[p.name] = module.provider(p)
         return providers[p.name]
 
-    for plan in compiled.plans:
+    hosted: dict[str, Any] = {}  # filesystems other fleets mount, as their fleet builds them
+    for plan in emission_order(compiled.plans):
         module = components_for(plan.backend)
-        fleet = module.emit(plan, provider_for(module, plan.provider))
+        fleet = module.emit(plan, provider_for(module, plan.provider), hosted)
         pulumi.export(plan.name, fleet_outputs(plan, fleet))
     for gw in compiled.gateways:
         module = components_for(gw.backend)

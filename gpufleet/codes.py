@@ -190,9 +190,11 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "mount a fleet of the filesystem's cloud and region"),
     "V005": Code("a filesystem in another zone than the fleet that mounts it (cross-zone "
                  "traffic is slower and billed)", "put the filesystem in the fleet's zone"),
-    "V006": Code("a filesystem mounted by fleets in different networks (gpufleet builds no "
-                 "peering between fleet networks)", "give the filesystem one fleet, or one "
-                 "filesystem per fleet"),
+    "V006": Code("a filesystem that cannot be built for its fleets: shared by several fleets "
+                 "on GCP or Azure or from an existing VPC (gpufleet peers created AWS VPCs "
+                 "only), fleets that would peer both ways, a second Managed Lustre on one GCP "
+                 "fleet, or no room left for its range", "give the filesystem one fleet, or "
+                 "one filesystem per fleet"),
     "V007": Code("a Lustre filesystem without about 25% headroom over its expected usage "
                  "(Lustre can fail writes at about 80% full)",
                  "raise capacity_gib to 1.25 x expected_usage_gib or more"),

@@ -41,7 +41,8 @@ class ResourceKind:
     # Inputs whose change makes the provider replace the resource (curated from the
     # providers' ForceNew / replace-on-change properties).
     replaces: frozenset[str] = frozenset()
-    category: str | None = None  # what the guards protect: address, dns, network, instance
+    # what the guards protect: address, dns, network, instance, storage (data lives there)
+    category: str | None = None
     # Inputs that replace the resource when the resource feeding them is replaced (an Azure
     # NIC, VM or scale set cannot move to a subnet that is deleted and created again).
     replaced_with: frozenset[str] = frozenset()
@@ -117,6 +118,21 @@ AWS = BackendTraits(
             frozenset({"vpcId", "port", "protocol", "targetType"})),
         "aws:lb/targetGroupAttachment:TargetGroupAttachment": ResourceKind(
             frozenset({"targetGroupArn", "targetId", "port"})),
+        "aws:ec2/vpcPeeringConnection:VpcPeeringConnection": ResourceKind(
+            frozenset({"vpcId", "peerVpcId", "peerOwnerId", "peerRegion"}), "network"),
+        "aws:ec2/route:Route": ResourceKind(
+            frozenset({"routeTableId", "destinationCidrBlock"})),
+        # storage: replacing one loses its data (the providers' ForceNew arguments)
+        "aws:fsx/lustreFileSystem:LustreFileSystem": ResourceKind(
+            frozenset({"subnetIds", "deploymentType", "storageType", "securityGroupIds",
+                       "fileSystemTypeVersion", "kmsKeyId"}), "storage"),
+        "aws:efs/fileSystem:FileSystem": ResourceKind(
+            frozenset({"encrypted", "performanceMode", "kmsKeyId", "creationToken",
+                       "availabilityZoneName"}), "storage"),
+        "aws:efs/mountTarget:MountTarget": ResourceKind(
+            frozenset({"fileSystemId", "subnetId", "ipAddress"})),
+        "aws:ebs/volume:Volume": ResourceKind(
+            frozenset({"availabilityZone", "encrypted", "kmsKeyId", "snapshotId"}), "storage"),
         **_kinds(dns=("aws:route53/zone:Zone",)),
     }))
 GCP = BackendTraits(
@@ -148,6 +164,13 @@ GCP = BackendTraits(
             frozenset({"name", "type", "managedZone", "project"}), "dns"),
         "gcp:compute/router:Router": ResourceKind(frozenset({"network", "region", "name"})),
         "gcp:compute/routerNat:RouterNat": ResourceKind(frozenset({"router", "region", "name"})),
+        "gcp:lustre/instance:Instance": ResourceKind(
+            frozenset({"instanceId", "location", "network", "filesystem",
+                       "perUnitStorageThroughput", "project"}), "storage"),
+        "gcp:filestore/instance:Instance": ResourceKind(
+            frozenset({"name", "location", "tier", "networks", "project"}), "storage"),
+        "gcp:compute/disk:Disk": ResourceKind(
+            frozenset({"zone", "name", "image", "snapshot", "project"}), "storage"),
         **_kinds(dns=("gcp:dns/managedZone:ManagedZone",)),
     }))
 AZURE = BackendTraits(
@@ -189,6 +212,16 @@ AZURE = BackendTraits(
         "azure-native:dns:RecordSet": ResourceKind(
             frozenset({"zoneName", "relativeRecordSetName", "recordType",
                        "resourceGroupName"}), "dns"),
+        "azure-native:storagecache:AmlFilesystem": ResourceKind(
+            frozenset({"amlFilesystemName", "location", "resourceGroupName",
+                       "filesystemSubnet", "sku", "zones"}), "storage"),
+        "azure-native:storage:StorageAccount": ResourceKind(
+            frozenset({"accountName", "location", "resourceGroupName"}), "storage"),
+        "azure-native:storage:FileShare": ResourceKind(
+            frozenset({"accountName", "shareName", "resourceGroupName", "enabledProtocols"}),
+            "storage"),
+        "azure-native:compute:Disk": ResourceKind(
+            frozenset({"diskName", "location", "resourceGroupName", "zones"}), "storage"),
         **_kinds(dns=("azure-native:dns:Zone",)),
     }))
 

@@ -207,8 +207,6 @@ def test_a_filesystem_touches_only_the_fleet_that_mounts_it(tmp_path: Path) -> N
     ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /mnt/d, "
      "fleets: [train]}\n  - {name: yy, backend: aws, region: us-east-1, kind: nfs, "
      "mount: /mnt/d, fleets: [train]}\n", "V003", "is mounted at /mnt/d on the same fleet"),
-    ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, fleets: [train, dev]}\n",
-     "V006", "gpufleet builds no peering"),
 ])
 def test_what_cannot_work_is_refused_where_it_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, code: str,

@@ -3,6 +3,8 @@ sit in (``network``). Makes no decisions: every number and name comes from the p
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
@@ -19,8 +21,8 @@ def provider(p: ProviderPlan) -> pulumi.ProviderResource:
     return aws.Provider(p.name, region=p.region)
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
-    return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}))
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}), hosted)
 
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:

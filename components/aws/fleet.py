@@ -29,12 +29,25 @@ from .network import Network, tags
 class Fleet(pulumi.ComponentResource):
     """A fleet: network, cluster placement group, launch template and one instance per node."""
 
-    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+                 hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:aws:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         net_plan = plan.networks[0]
-        self.network = Network(net_plan, plan, child)
+        hosted = {} if hosted is None else hosted
+        # filesystems another fleet holds: peer with its network, routed to their subnets
+        remote = [fs for fs in plan.filesystems if fs.host]
+        self.network = Network(
+            net_plan, plan, child,
+            peers={fs.host: hosted[fs.name].vpc_id for fs in remote if fs.host},
+            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote])
+        for fs in remote:  # the way back, in the filesystem's own route table
+            aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
+                          route_table_id=hosted[fs.name].route_table_id,
+                          destination_cidr_block=net_plan.cidr,
+                          vpc_peering_connection_id=self.network.peerings[str(fs.host)].id,
+                          opts=child)
         placement: pulumi.Input[str] | None = None
         if plan.placement is not None and plan.placement.existing:
             placement = plan.placement.existing  # a Capacity Block's own group
@@ -56,9 +69,9 @@ class Fleet(pulumi.ComponentResource):
         # The host setup script rides on each instance, not on the template: a template
         # edit makes a new version, which replaces every node. A node keeps the script it
         # booted with (EC2 runs user data once): changing it never touches running nodes.
-        self.filesystems = {fs.name: aws_filesystem(
-            fs, plan, self.network.vpc_id, self.network.subnet_ids[plan.nics[0].subnet], child)
-            for fs in plan.filesystems}
+        self.filesystems = {fs.name: hosted[fs.name].target if fs.host else aws_filesystem(
+            fs, plan, self.network.vpc_id, self.network.subnet_ids[plan.nics[0].subnet],
+            self.network.zone, child, hosted) for fs in plan.filesystems}
         script = boot_script_b64(plan, self.filesystems)
         node_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             ignore_changes=["userDataBase64"]))

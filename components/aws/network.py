@@ -4,6 +4,7 @@ groups of a fleet or gateway. Makes no decisions: every number and name comes fr
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -34,8 +35,14 @@ class Network(pulumi.ComponentResource):
     subnet_ids: dict[str, pulumi.Output[str]]
     zone: pulumi.Output[str]
 
-    def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions) -> None:
+    def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions,
+                 peers: Mapping[str, pulumi.Input[str]] | None = None,
+                 peer_routes: Sequence[tuple[str, str]] = ()) -> None:
+        """``peers``: fleet name -> the VPC to peer with (a fleet holding filesystems this one
+        mounts); ``peer_routes``: (a filesystem's subnet, its fleet), routed through that
+        peering from this network's route tables."""
         super().__init__("gpufleet:aws:Network", net.name, None, opts)
+        self.peerings: dict[str, aws.ec2.VpcPeeringConnection] = {}
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
         self._azs: pulumi.Output[list[str]] | None = None
@@ -50,7 +57,7 @@ class Network(pulumi.ComponentResource):
         if net.existing:
             self._existing(net, invoke)
         else:
-            self._create(net, plan, child)
+            self._create(net, plan, child, peers or {}, peer_routes)
         self.bastion_sg: aws.ec2.SecurityGroup | None = None
         access = plan.access if isinstance(plan, FleetPlan) else None
         if access is not None and access.bastion is not None:
@@ -132,10 +139,21 @@ class Network(pulumi.ComponentResource):
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
 
-    def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions) -> None:
+    def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions,
+                peers: Mapping[str, pulumi.Input[str]],
+                peer_routes: Sequence[tuple[str, str]]) -> None:
         vpc = aws.ec2.Vpc(net.name, cidr_block=net.cidr, enable_dns_support=True,
                           enable_dns_hostnames=True, tags=tags(plan, net.name), opts=child)
         self.vpc_id = vpc.id
+        for host, host_vpc in sorted(peers.items()):  # same account and region: accepted
+            name = naming.child(net.name, f"peer-{host}")
+            self.peerings[host] = aws.ec2.VpcPeeringConnection(
+                name, vpc_id=vpc.id, peer_vpc_id=host_vpc, auto_accept=True,
+                tags=tags(plan, name), opts=child)
+        # to each shared filesystem's subnet only, through its fleet's peering
+        to_peers = [aws.ec2.RouteTableRouteArgs(cidr_block=cidr,
+                                                vpc_peering_connection_id=self.peerings[h].id)
+                    for cidr, h in sorted(peer_routes)]
         for s in net.subnets:
             zone = s.zone or (self.nth_zone(s.zone_index) if s.zone_index is not None
                               else self.zone)
@@ -151,7 +169,8 @@ class Network(pulumi.ComponentResource):
                                       opts=child)
         public_rt = aws.ec2.RouteTable(
             naming.child(net.name, "public-rt"), vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id),
+                    *to_peers],
             tags=tags(plan, naming.child(net.name, "public-rt")), opts=child)
         for s in net.subnets:
             if s.public:
@@ -170,7 +189,7 @@ class Network(pulumi.ComponentResource):
             private_rt = aws.ec2.RouteTable(
                 naming.child(net.name, "private-rt"), vpc_id=vpc.id,
                 routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0",
-                                                    nat_gateway_id=nat.id)],
+                                                    nat_gateway_id=nat.id), *to_peers],
                 tags=tags(plan, naming.child(net.name, "private-rt")), opts=child)
             for s in net.subnets:
                 if not s.public:

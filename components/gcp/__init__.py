@@ -4,6 +4,8 @@ provider is passed in explicitly and inherited by every child through ``parent=s
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -20,8 +22,8 @@ def provider(p: ProviderPlan) -> pulumi.ProviderResource:
     return gcp.Provider(p.name, region=p.region, project=p.scope or None)
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource) -> Fleet:
-    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))
+def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))  # no shared ones
 
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:

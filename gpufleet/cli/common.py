@@ -62,7 +62,7 @@ def guard_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="URN or resource-name glob exempt from the guards (repeatable).")(f)
     return click.option("--forbid", default="", metavar="OPS",
                         help="Comma list of ops (replace,delete) that must not touch gateways, "
-                             "addresses, DNS records or networks.")(f)
+                             "addresses, DNS records, networks or storage.")(f)
 
 
 def parse_forbid(text: str) -> tuple[str, ...]:

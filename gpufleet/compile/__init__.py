@@ -6,6 +6,7 @@ from gpufleet.compile.backends import BACKENDS_BY_NAME
 from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
+from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
 from gpufleet.compile.hostsetup import node_script, render_server
@@ -65,6 +66,7 @@ __all__ = [
     "address_key",
     "compile_files",
     "compile_inputs",
+    "emission_order",
     "gateway_key",
     "host_script",
     "input_digest",

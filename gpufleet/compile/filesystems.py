@@ -1,11 +1,17 @@
-"""The backends file's `filesystems:` -> a FilesystemPlan on the fleet that mounts it. Pure.
+"""The backends file's `filesystems:` -> a FilesystemPlan on each fleet that mounts it. Pure.
 
-A filesystem is built in its fleet's network with the cloud's managed service: lustre is FSx
-for Lustre (aws), Managed Lustre (gcp) or Azure Managed Lustre; nfs is EFS (aws), Filestore
-zonal (gcp) or Azure Files premium NFS. Only the fleet's node subnets may reach it (Lustre
-988, NFS 2049). Fleets have networks of their own and gpufleet builds no peering between
-them, so a filesystem mounted by two fleets is refused (V006), as are a fleet on another cloud
-or in another region (V004); another zone than the fleet's warns (V005).
+A filesystem is built in its first fleet's network with the cloud's managed service: lustre
+is FSx for Lustre (aws), Managed Lustre (gcp) or Azure Managed Lustre; nfs is EFS (aws),
+Filestore zonal (gcp) or Azure Files premium NFS. Only the mounting fleets' node subnets may
+reach it (Lustre 988, NFS 2049). A fleet on another cloud or in another region is refused
+(V004); another zone warns (V005).
+
+Several fleets (aws only): the filesystem gets a subnet of its own in the first fleet's
+network, and each other fleet a VPC peering to that network with a route to that subnet only
+(and the subnet's route table one back to the fleet), so no fleet's existing routes change
+but the mounting fleet's own. GCP's Filestore and Managed Lustre are reached through a
+peering of one network that a second, peered network cannot use, and gpufleet builds no
+Azure VNet peering: there a filesystem has one fleet (V006).
 """
 
 from __future__ import annotations
@@ -35,23 +41,29 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     """The fleets with the filesystems they mount, and what cannot be built."""
     by_name = {p.name: p for p in plans}
     mounts: dict[str, list[FilesystemPlan]] = {}
+    taken: dict[str, list[str]] = {}  # a holding fleet's ranges given to its filesystems
+    hosts: dict[str, set[str]] = {}  # peer fleet -> the fleets whose filesystems it mounts
     diags: list[Diagnostic] = []
     # by name, so the order of the entries in the file never moves a filesystem's range
     for fs in sorted(specs, key=lambda f: f.name):
-        if len(fs.fleets) > 1:
-            diags.append(fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
-                                      f"{len(fs.fleets)} fleets; each fleet has a network of "
-                                      "its own and gpufleet builds no peering between them",
-                                      "give the filesystem one fleet, or declare one per fleet"))
-            continue
-        fleet = by_name.get(fs.fleets[0])
-        if fleet is None:  # a subset of the files (or a typo: the hint names the fleets)
-            names = sorted(by_name)
+        names = list(dict.fromkeys(fs.fleets))
+        absent = [n for n in names if n not in by_name]
+        if absent:  # a subset of the files (or a typo: the hint names the fleets)
+            known = sorted(by_name)
+            first = names[0] in absent
             diags.append(fs.origin.at(
-                "fleets", "V008", f"filesystem '{fs.name}' is not built: no fleet named "
-                f"'{fs.fleets[0]}' is planned from these files",
-                did_you_mean(fs.fleets[0], names) or f"fleets: {', '.join(names) or 'none'}",
+                "fleets", "V008", f"filesystem '{fs.name}' "
+                + ("is not built" if first else f"is not mounted by {', '.join(absent)}")
+                + f": no fleet named '{absent[0]}' is planned from these files",
+                did_you_mean(absent[0], known) or f"fleets: {', '.join(known) or 'none'}",
                 severity=Severity.WARNING))
+            if first:
+                continue
+        fleet = by_name[names[0]]
+        peers = [by_name[n] for n in names[1:] if n in by_name]
+        problem = _shared_problem(fs, fleet, peers, hosts) if peers else None
+        if problem is not None:
+            diags.append(problem)
             continue
         mine = mounts.setdefault(fleet.name, [])
         if fs.backend == "gcp" and fs.kind == "lustre" and any(
@@ -62,11 +74,18 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
                                       "Managed Lustre per fleet", "grow the first one instead"))
             continue
         plan, problem = _plan(fs, fleet, blocks.get(fleet.name),
-                              [m.subnet for m in mine if m.subnet])
+                              taken.setdefault(fleet.name, []), peers)
         if problem is not None:
             diags.append(problem)
-        if plan is not None:
-            mine.append(plan)
+        if plan is None:
+            continue
+        mine.append(plan)
+        if plan.subnet:
+            taken[fleet.name].append(plan.subnet)
+        for peer in peers:
+            hosts.setdefault(peer.name, set()).add(fleet.name)
+            mounts.setdefault(peer.name, []).append(
+                dataclasses.replace(plan, peers=(), host=fleet.name))
     out = []
     for p in plans:
         fleet_mounts = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
@@ -74,18 +93,81 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     return out, diags
 
 
-def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
-          taken: Sequence[str]) -> tuple[FilesystemPlan | None, Diagnostic | None]:
+def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
+    """The fleets in the order the stack program builds them: a fleet holding a filesystem
+    other fleets mount before them (they peer with its network), else as given.
+    `attach_filesystems` refuses the filesystems that would make a circle."""
+    after = {p.name: {fs.host for fs in p.filesystems if fs.host} for p in plans}
+    done: set[str] = set()
+    order: list[FleetPlan] = []
+    while len(order) < len(plans):
+        ready = [p for p in plans if p.name not in done and after[p.name] <= done]
+        if not ready:  # a circle (refused when compiling): the rest as given
+            ready = [p for p in plans if p.name not in done]
+        for p in ready:
+            order.append(p)
+            done.add(p.name)
+    return order
+
+
+def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | None:
     if fleet.backend != fs.backend:
-        return None, fs.origin.at("fleets", "V004", f"filesystem '{fs.name}' is on "
-                                  f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
-                                  "a node cannot mount storage on another cloud",
-                                  f"declare the filesystem on {fleet.backend}")
+        return fs.origin.at("fleets", "V004", f"filesystem '{fs.name}' is on "
+                            f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
+                            "a node cannot mount storage on another cloud",
+                            f"declare the filesystem on {fleet.backend}")
     if fleet.region != fs.region:
-        return None, fs.origin.at("region", "V004", f"filesystem '{fs.name}' is in "
-                                  f"{fs.region}, fleet '{fleet.name}' in {fleet.region}: "
-                                  "storage must sit in its accelerators' region",
-                                  f"set region: {fleet.region}")
+        return fs.origin.at("region", "V004", f"filesystem '{fs.name}' is in "
+                            f"{fs.region}, fleet '{fleet.name}' in {fleet.region}: "
+                            "storage must sit in its accelerators' region",
+                            f"set region: {fleet.region}")
+    return None
+
+
+def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetPlan],
+                    hosts: Mapping[str, set[str]]) -> Diagnostic | None:
+    """Why a filesystem cannot be mounted by these several fleets, or None."""
+    if fs.backend == "gcp":
+        return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
+                            f"{len(peers) + 1} fleets: Filestore and Managed Lustre are "
+                            "reached through a peering of one fleet's network, which a second "
+                            "network cannot use (Google: only through Network Connectivity "
+                            "Center, which gpufleet does not build)",
+                            "give the filesystem one fleet, or declare one per fleet")
+    if fs.backend == "azure":
+        return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
+                            f"{len(peers) + 1} fleets: each Azure fleet has a VNet of its own "
+                            "and gpufleet builds no VNet peering between them",
+                            "give the filesystem one fleet, or declare one per fleet")
+    for f in (fleet, *peers):
+        problem = _placement_problem(fs, f)
+        if problem is not None:
+            return problem
+        if f.network("main").existing:
+            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is shared by "
+                                f"several fleets, and fleet '{f.name}' uses an existing VPC: "
+                                "gpufleet adds no subnet, peering or route to a network it "
+                                "does not own", "mount it from fleets whose VPCs gpufleet "
+                                "creates, or give it this one fleet")
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return start == goal or any(reaches(h, goal, seen | {start})
+                                    for h in hosts.get(start, ()) if h not in seen)
+    for peer in peers:  # peering the other way round already: the fleets would wait on
+        if reaches(fleet.name, peer.name, set()):  # each other
+            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
+                                f"'{fleet.name}' mounts a filesystem of fleet '{peer.name}' "
+                                "already, and would hold one it mounts", "keep the shared "
+                                f"filesystems in one fleet's network ('{peer.name}')")
+    return None
+
+
+def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
+          taken: Sequence[str], peers: Sequence[FleetPlan] = ()
+          ) -> tuple[FilesystemPlan | None, Diagnostic | None]:
+    problem = _placement_problem(fs, fleet)
+    if problem is not None:
+        return None, problem
     service = SERVICE[(fs.backend, fs.kind)]
     # Azure Managed Lustre takes one availability zone (the API's `zones`, which azurerm
     # requires); a fleet without one (a regional scale set) gets zone 1 unless `zone` says
@@ -101,9 +183,9 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
                                "is slower and billed", f"set zone: {fleet.zone}",
                                severity=Severity.WARNING)
     main = fleet.network("main")
-    admit = tuple(s.cidr for s in main.subnets if not s.public and s.purpose is None)
+    admit = tuple(c for f in (fleet, *peers) for c in _node_cidrs(f))
     subnet = None
-    if service in ("amlfs", "managed-lustre"):
+    if service in ("amlfs", "managed-lustre") or peers:
         subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0, taken)
         if subnet is None:
             return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
@@ -116,8 +198,13 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
         zone=zone if service in ZONAL else None, capacity_gib=fs.capacity_gib,
         throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
         subnet=subnet, labels=gcp_labels(labels) if fs.backend == "gcp" else labels,
-        price=fs.price,
+        price=fs.price, peers=tuple(p.name for p in peers),
     ), warning
+
+
+def _node_cidrs(fleet: FleetPlan) -> tuple[str, ...]:
+    return tuple(s.cidr for s in fleet.network("main").subnets
+                 if not s.public and s.purpose is None)
 
 
 def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
@@ -125,12 +212,16 @@ def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
     """A range of the fleet's own address block no subnet of it uses, so no other fleet's
     block is touched: Azure Managed Lustre's subnet, a /24 up to 196 TiB and a /23 above
     (Microsoft's "Network size requirements": /24 or larger for 96-196 TiB, /23 for
-    200-400 TiB; a /22 above), or Managed Lustre's private services access range (a /20)."""
-    space = IPv4Network(main.cidr) if fleet.backend == "azure" and main.cidr else block
+    200-400 TiB; a /22 above), Managed Lustre's private services access range (a /20), or a
+    shared AWS filesystem's own subnet (FSx sized like Azure's, one IP per file server; an
+    EFS mount target takes one address: a /28)."""
+    space = IPv4Network(main.cidr) if fleet.backend in ("azure", "aws") and main.cidr \
+        else block
     if space is None:
         return None
     tib = capacity_gib / 1024
-    prefix = 20 if service != "amlfs" else 24 if tib <= 196 else 23 if tib <= 400 else 22
+    prefix = 20 if service == "managed-lustre" else 28 if service == "efs" else \
+        24 if tib <= 196 else 23 if tib <= 400 else 22
     if space.prefixlen > prefix:
         return None
     used = [IPv4Network(s.cidr) for n in fleet.networks for s in n.subnets]
@@ -149,13 +240,15 @@ def _with(plan: FleetPlan, mounts: tuple[FilesystemPlan, ...]) -> FleetPlan:
     VPC")."""
     extra = []
     for fs in mounts:
-        if fs.subnet is not None:
-            extra.append(FirewallRule(f"{plan.name}-fs-{fs.name}", "gpufleet: Lustre servers "
-                                      f"of filesystem {fs.name}", "tcp", ("988",), (fs.subnet,)))
-        elif fs.service == "fsx-lustre":
-            extra.append(FirewallRule(f"{plan.name}-fs-{fs.name}", "gpufleet: Lustre servers "
-                                      f"of filesystem {fs.name}", "tcp",
-                                      ("988", *map(str, range(1018, 1024))), fs.admit))
+        if fs.kind != "lustre":
+            continue
+        ports = ("988", *map(str, range(1018, 1024))) if fs.service == "fsx-lustre" \
+            else ("988",)
+        # from the servers' own range where they have one, else (FSx of one fleet) from the
+        # node subnets where FSx puts its interfaces
+        extra.append(FirewallRule(f"{plan.name}-fs-{fs.name}", "gpufleet: Lustre servers "
+                                  f"of filesystem {fs.name}", "tcp", ports,
+                                  (fs.subnet,) if fs.subnet is not None else fs.admit))
     if not extra:
         return dataclasses.replace(plan, filesystems=mounts)
     networks = tuple(dataclasses.replace(n, firewall=(*n.firewall, *extra))

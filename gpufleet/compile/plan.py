@@ -216,6 +216,10 @@ class FilesystemPlan:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     # the backends file's own price (USD per GB-month, its source), over the bundled table
     price: tuple[float, str] | None = field(default=None, metadata=OMIT_NONE)
+    # shared by several fleets (aws): on the fleet whose network holds it, the other fleets
+    # that mount it through a peering (`peers`); on each of those, the holding fleet (`host`)
+    peers: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)
+    host: str | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def throughput_mbps(self) -> int | None:

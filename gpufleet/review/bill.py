@@ -185,6 +185,8 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
         if net.nat:
             b.nat("network", f.backend, net.name, f.nodes)
     for fs in f.filesystems:
+        if fs.host:  # another fleet's: on that fleet's bill
+            continue
         key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
         p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.price is None \
             else Price(fs.price[0] * (fs.capacity_gib or 0) / prices.hours_per_month,

@@ -88,7 +88,7 @@ class Change:
 
     @property
     def category(self) -> str | None:
-        """What the guards protect: gateway, address, dns, network or instance."""
+        """What the guards protect: gateway, address, dns, network, storage or instance."""
         if self.type.endswith(":Gateway"):
             return "gateway"
         qualified = self.urn.split("::")[2] if self.urn.count("::") >= 3 else ""
@@ -268,7 +268,8 @@ def advise(op: str, klass: str, protect: bool) -> str:
 
 def guard(changes: Iterable[Change], forbid: Sequence[str], allow: Sequence[str],
           max_instances: int | None) -> list[str]:
-    """Violations of `--forbid OPS` for gateways, addresses, DNS records and networks, and of
+    """Violations of `--forbid OPS` for gateways, addresses, DNS records, networks and storage
+    (filesystems, volumes), and of
     `--max-instances N` for instances, unless a change matches an `--allow` glob."""
     violations = []
     instance_ops = 0
@@ -276,7 +277,7 @@ def guard(changes: Iterable[Change], forbid: Sequence[str], allow: Sequence[str]
         if any(fnmatch.fnmatchcase(ch.urn, g) or fnmatch.fnmatchcase(ch.name, g) for g in allow):
             continue
         cat = ch.category
-        if ch.op in forbid and cat in ("gateway", "address", "dns", "network"):
+        if ch.op in forbid and cat in ("gateway", "address", "dns", "network", "storage"):
             violations.append(f"{ch.op} of {cat} {ch.name} ({ch.type}) is forbidden")
         if cat == "instance" and ch.op in (*forbid, "replace", "delete"):
             instance_ops += 1

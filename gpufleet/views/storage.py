@@ -22,7 +22,14 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
     if item is not None and fs.price is not None:
         cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
     service = FILESYSTEM_SERVICES[fs.service]
-    return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}; "
+    if fs.host:  # held in another fleet's network
+        return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host} "
+                f"(its subnet {fs.subnet}), reached through a VPC peering routed to that "
+                f"subnet only; mounted at {fs.mount} by every node at boot; on fleet "
+                f"{fs.host}'s bill")
+    shared = f"; its own subnet {fs.subnet}, peered with fleets {', '.join(fs.peers)}" \
+        if fs.peers else ""
+    return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}{shared}; "
             f"mounted at {fs.mount} by every node at boot; port {fs.port} from "
             f"{', '.join(fs.admit)} only; protected from deletion; {cost}")
 
