@@ -29,7 +29,12 @@ from gpufleet.compile import (
 )
 
 from .access import boot_script_b64, public_key, server_script_b64
-from .filesystems import azure_filesystem
+from .filesystems import (
+    azure_files_target,
+    azure_filesystem,
+    azure_peering,
+    shared_subnets_key,
+)
 from .renames import rename_options
 
 Owner = FleetPlan | GatewayPlan
@@ -231,14 +236,27 @@ class Fleet(pulumi.ComponentResource):
     """A fleet: its network, then one InfiniBand scale set or one VM per node."""
 
     def __init__(self, plan: FleetPlan, rg: pulumi.Output[str],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None,
+                 hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
         self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
         self.rg = rg
-        self.filesystems = {fs.name: azure_filesystem(
-            fs, plan, rg, self.network.vnet_name, self.network.subnet_id,
-            pulumi.ResourceOptions(parent=self)) for fs in plan.filesystems}
+        hosted = {} if hosted is None else hosted
+        child = pulumi.ResourceOptions(parent=self)
+        self.filesystems: dict[str, Any] = {}
+        for fs in plan.filesystems:
+            if fs.host and fs.service == "amlfs":  # held by a fleet built before this one
+                azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
+                              hosted, child)
+                self.filesystems[fs.name] = hosted[fs.name].target
+            elif fs.host:  # Azure Files: its account, built after this fleet, admits us
+                hosted.setdefault(shared_subnets_key(fs), []).append(self.network.subnet_id)
+                self.filesystems[fs.name] = azure_files_target(fs.host, fs)
+            else:
+                self.filesystems[fs.name] = azure_filesystem(
+                    fs, plan, rg, (self.network.vnet_id, self.network.vnet_name),
+                    self.network.subnet_id, child, hosted)
         self.public_ips: list[Any] = []
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
@@ -379,8 +397,8 @@ class Fleet(pulumi.ComponentResource):
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
-    rg = resource_group(plan, prov)  # no shared filesystems on azure (V006)
-    return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}))
+    rg = resource_group(plan, prov)
+    return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}), hosted)
 
 
 class Gateway(pulumi.ComponentResource):

@@ -12,7 +12,9 @@ the fleet's node subnets only; each function returns the mount target the nodes 
 - gcp: Managed Lustre on a private services access range of the fleet's block, or Filestore
   zonal exporting to the node subnets only;
 - azure: Azure Managed Lustre in a subnet of its own, or premium Azure Files over NFS with
-  the storage account closed to everything but the node subnet (its service endpoint).
+  the storage account closed to everything but the node subnets (their service endpoint).
+  Azure Managed Lustre mounted by several fleets: each other fleet peers its VNet with the
+  first one's, both ways; Azure Files: the account admits each fleet's node subnet.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pulumi_gcp as gcp
 from pulumi_azure_native import network as az_network
 from pulumi_azure_native import storage, storagecache
 
-from gpufleet.compile import FilesystemPlan, FleetPlan
+from gpufleet.compile import FilesystemPlan, FleetPlan, naming
 
 SHARE = "share"  # the NFS export / file share's name
 LUSTRE_FSNAME = "lustrefs"  # Managed Lustre's and AMLFS's file system name
@@ -168,18 +170,59 @@ def gcp_filesystem(fs: FilesystemPlan, plan: FleetPlan, network_id: pulumi.Input
         if nets and nets[0].ip_addresses else None)
 
 
-def storage_account_name(plan: FleetPlan, fs: FilesystemPlan) -> str:
+def storage_account_name(fleet: str, fs: FilesystemPlan) -> str:
     """A storage account name (3-24 lowercase letters and digits, unique in Azure): the
-    filesystem's name and a digest of the fleet's, so two fleets' names differ."""
-    digest = hashlib.sha256(f"{plan.name}/{fs.name}".encode()).hexdigest()[:6]
+    filesystem's name and a digest of its (first) fleet's, so two fleets' names differ."""
+    digest = hashlib.sha256(f"{fleet}/{fs.name}".encode()).hexdigest()[:6]
     return ("gf" + re.sub(r"[^a-z0-9]", "", fs.name))[:18] + digest
 
 
-def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Input[str],
-                     vnet_name: pulumi.Input[str], node_subnet_id: pulumi.Input[str],
-                     child: pulumi.ResourceOptions) -> pulumi.Output[str | None]:
+def azure_files_target(fleet: str, fs: FilesystemPlan) -> pulumi.Output[str | None]:
+    account = storage_account_name(fleet, fs)
+    return pulumi.Output.from_input(f"{account}.file.core.windows.net:/{account}/{SHARE}")
+
+
+@dataclass(frozen=True)
+class AzureHosted:
+    """An Azure Managed Lustre other fleets mount: the VNet they peer with, and its target."""
+
+    vnet_id: pulumi.Output[str]
+    vnet_name: pulumi.Output[str]
+    resource_group: pulumi.Output[str]
+    target: pulumi.Output[str | None]
+
+
+def shared_subnets_key(fs: FilesystemPlan) -> str:
+    """Where the fleets sharing an Azure Files filesystem leave their node subnets for the
+    first fleet's storage account (they are built before it)."""
+    return f"{fs.name}:subnets"
+
+
+def azure_peering(plan: FleetPlan, fs: FilesystemPlan, rg: pulumi.Input[str],
+                  vnet_id: pulumi.Input[str], vnet_name: pulumi.Input[str],
+                  hosted: dict[str, Any], child: pulumi.ResourceOptions) -> None:
+    """This fleet's VNet and the one holding ``fs`` peered both ways (a peering is one-way
+    in Azure): this fleet's nodes reach the Lustre servers, and they call the nodes back."""
+    h: AzureHosted = hosted[fs.name]
+    name = naming.child(plan.name, f"peer-{fs.host}")
+    az_network.VirtualNetworkPeering(
+        name, resource_group_name=rg, virtual_network_name=vnet_name,
+        remote_virtual_network={"id": h.vnet_id}, allow_virtual_network_access=True,
+        allow_forwarded_traffic=False, opts=child)
+    az_network.VirtualNetworkPeering(
+        naming.child(name, "back"), resource_group_name=h.resource_group,
+        virtual_network_name=h.vnet_name, remote_virtual_network={"id": vnet_id},
+        allow_virtual_network_access=True, allow_forwarded_traffic=False, opts=child)
+
+
+def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Output[str],
+                     vnet: tuple[pulumi.Output[str], pulumi.Output[str]],
+                     node_subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions,
+                     hosted: dict[str, Any]) -> pulumi.Output[str | None]:
+    """``vnet``: the fleet's VNet (id, name)."""
     name = f"fs-{fs.name}"
     tags = dict(fs.labels)
+    vnet_id, vnet_name = vnet
     if fs.service == "amlfs":
         assert fs.subnet is not None and fs.capacity_gib is not None
         subnet = az_network.Subnet(f"{name}-subnet", resource_group_name=rg,
@@ -192,8 +235,13 @@ def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Input[str],
             "maintenance_window": {"day_of_week": "Sunday", "time_of_day_utc": "02:00"},
             "tags": tags, **({"zones": [fs.zone]} if fs.zone else {})}
         lustre = storagecache.AmlFilesystem(name, **args, opts=_protected(child))
-        return lustre.client_info.apply(_amlfs_target)
-    account = storage_account_name(plan, fs)
+        target = lustre.client_info.apply(_amlfs_target)
+        if fs.peers:
+            hosted[fs.name] = AzureHosted(vnet_id, vnet_name, rg, target)
+        return target
+    account = storage_account_name(plan.name, fs)
+    # the fleets sharing it were built first and left their node subnets
+    subnets = [node_subnet_id, *hosted.get(shared_subnets_key(fs), [])]
     account_args: dict[str, Any] = {
         "account_name": account, "resource_group_name": rg, "location": plan.region,
         "kind": "FileStorage", "sku": {"name": "Premium_LRS"},
@@ -201,15 +249,14 @@ def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Input[str],
         "enable_https_traffic_only": False, "minimum_tls_version": "TLS1_2",
         "allow_blob_public_access": False, "public_network_access": "Enabled",
         "network_rule_set": {"default_action": "Deny", "bypass": "None",
-                             "virtual_network_rules": [{"virtual_network_resource_id":
-                                                        node_subnet_id, "action": "Allow"}]},
+                             "virtual_network_rules": [{"virtual_network_resource_id": s,
+                                                        "action": "Allow"} for s in subnets]},
         "tags": tags}
     acct = storage.StorageAccount(name, **account_args, opts=_protected(child))
     storage.FileShare(f"{name}-share", account_name=acct.name, resource_group_name=rg,
                       share_name=SHARE, enabled_protocols="NFS", root_squash="NoRootSquash",
                       share_quota=fs.capacity_gib, opts=_protected(child))
-    return pulumi.Output.from_input(
-        f"{account}.file.core.windows.net:/{account}/{SHARE}")
+    return azure_files_target(plan.name, fs)
 
 
 def _amlfs_target(info: Any) -> str | None:

@@ -191,10 +191,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V005": Code("a filesystem in another zone than the fleet that mounts it (cross-zone "
                  "traffic is slower and billed)", "put the filesystem in the fleet's zone"),
     "V006": Code("a filesystem that cannot be built for its fleets: shared by several fleets "
-                 "on GCP or Azure or from an existing VPC (gpufleet peers created AWS VPCs "
-                 "only), fleets that would peer both ways, a second Managed Lustre on one GCP "
-                 "fleet, or no room left for its range", "give the filesystem one fleet, or "
-                 "one filesystem per fleet"),
+                 "on GCP or from an existing VPC or VNet (gpufleet peers the networks it "
+                 "creates on AWS and Azure only), fleets sharing filesystems both ways round, "
+                 "a second Managed Lustre on one GCP fleet, or no room left for its range",
+                 "give the filesystem one fleet, or one filesystem per fleet"),
     "V007": Code("a Lustre filesystem without about 25% headroom over its expected usage "
                  "(Lustre can fail writes at about 80% full)",
                  "raise capacity_gib to 1.25 x expected_usage_gib or more"),

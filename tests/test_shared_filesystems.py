@@ -91,8 +91,9 @@ def test_a_lustre_shared_by_two_aws_fleets_is_peered_to_its_own_subnet_only(
     assert [i.kind for i in report.bills["train"].items].count("filesystem") == 1
     assert "filesystem" not in [i.kind for i in report.bills["dev"].items]
     text = render_plan_text(report)
-    assert "held by fleet train (its subnet " + host.subnet in text
-    assert "peered with fleets dev" in text
+    assert f"held by fleet train, reached through a VPC peering routed to its subnet " \
+        f"{host.subnet} only" in text
+    assert f"shared with fleets dev (peered, to its own subnet {host.subnet})" in text
 
 
 def test_sharing_moves_nothing_of_a_fleet_not_involved(tmp_path: Path) -> None:
@@ -122,9 +123,7 @@ def test_an_efs_shared_by_two_fleets_gets_a_small_subnet(tmp_path: Path) -> None
 @pytest.mark.parametrize(("section", "fleets", "words"), [
     ("  - {name: xx, backend: gcp, region: us-west2, kind: lustre, capacity_gib: 36000, "
      "fleets: [a4, a4b]}\n", ("a4", "a4b"), "Network Connectivity"),
-    ("  - {name: xx, backend: azure, region: eastus, kind: nfs, capacity_gib: 200, "
-     "fleets: [nd, ndb]}\n", ("nd", "ndb"), "no VNet peering"),
-    # peering the other way round already: the fleets would wait on each other
+    # shared the other way round already: each fleet would be built before the other
     ("  - {name: aa, backend: aws, region: us-east-1, kind: nfs, fleets: [train, dev]}\n"
      "  - {name: bb, backend: aws, region: us-east-1, kind: nfs, fleets: [dev, train]}\n",
      ("train", "dev"), "keep the shared filesystems in one fleet's network"),
@@ -145,7 +144,7 @@ def test_a_fleet_in_an_existing_vpc_cannot_share(
              *(write(tmp_path, f"{f}.dstack.yml", MORE[f]) for f in ("train", "dev"))]
     assert main(["plan", *paths]) == 1
     text = "".join(capsys.readouterr())
-    assert "error[V006]" in text and "uses an existing VPC" in text
+    assert "error[V006]" in text and "uses an existing network" in text
 
 
 def test_a_mounting_fleet_not_among_the_files_warns_and_the_rest_mount_it(
@@ -200,3 +199,82 @@ def test_the_forbid_guard_stops_a_filesystem_replacement(tmp_path: Path) -> None
     allowed = CliRunner().invoke(cli, [*args, "--forbid", "replace,delete",
                                        "--allow", "fs-data*"])
     assert "of storage fs-data" not in allowed.output
+
+
+def test_an_azure_lustre_shared_by_two_fleets_peers_their_vnets_both_ways(
+        tmp_path: Path) -> None:
+    section = ("filesystems:\n  - {name: data, backend: azure, region: eastus, kind: lustre, "
+               "capacity_gib: 8192, throughput: 250, fleets: [nd, ndb]}\n")
+    report = plan_files(files(tmp_path, section, ("nd", "ndb")))
+    nd = next(p for p in report.fleets if p.name == "nd")
+    [held] = nd.filesystems
+    peerings = by_type(report, "azure-native:network:VirtualNetworkPeering")
+    assert sorted(p["name"] for p in peerings) == ["ndb-peer-nd", "ndb-peer-nd-back"]
+    there = named(report, "ndb-peer-nd")["inputs"]
+    back = named(report, "ndb-peer-nd-back")["inputs"]
+    assert there["remoteVirtualNetwork"] == {"id": "nd-vnet-id"}
+    assert there["virtualNetworkName"] == "ndb-vnet-mock"
+    assert back["remoteVirtualNetwork"] == {"id": "ndb-vnet-id"}
+    assert back["virtualNetworkName"] == "nd-vnet-mock"
+    assert all(p["inputs"]["allowForwardedTraffic"] is False for p in peerings)
+    # one AMLFS, in nd's own filesystem subnet; ndb's nodes let its servers call back
+    [aml] = by_type(report, "azure-native:storagecache:AmlFilesystem")
+    assert aml["protect"] is True
+    ndb = next(p for p in report.fleets if p.name == "ndb")
+    [rule] = [r for r in ndb.network("main").firewall if r.name == "ndb-fs-data"]
+    assert rule.sources == (held.subnet,) and rule.ports == ("988",)
+    text = render_plan_text(report)
+    assert f"reached through a VNet peering both ways (its subnet {held.subnet})" in text
+
+
+def test_azure_files_shared_by_two_fleets_admits_both_node_subnets_without_peering(
+        tmp_path: Path) -> None:
+    section = ("filesystems:\n  - {name: home, backend: azure, region: eastus, kind: nfs, "
+               "capacity_gib: 200, fleets: [nd, ndb]}\n")
+    report = plan_files(files(tmp_path, section, ("nd", "ndb")))
+    [acct] = by_type(report, "azure-native:storage:StorageAccount")
+    rules = acct["inputs"]["networkRuleSet"]["virtualNetworkRules"]
+    assert sorted(r["virtualNetworkResourceId"] for r in rules) == [
+        "nd-subnet-id", "ndb-subnet-id"]
+    assert acct["inputs"]["networkRuleSet"]["defaultAction"] == "Deny"
+    assert not by_type(report, "azure-native:network:VirtualNetworkPeering")
+    # both fleets mount the same share
+    for vmss in by_type(report, "azure-native:compute:VirtualMachineScaleSet"):
+        script = base64.b64decode(
+            vmss["inputs"]["virtualMachineProfile"]["osProfile"]["customData"]).decode()
+        [line] = [x.removeprefix("MOUNTS='") for x in script.splitlines()
+                  if x.startswith("MOUNTS='home nfs ")]
+        assert line.split()[2] == f"{acct['inputs']['accountName']}.file.core.windows.net:/" \
+            f"{acct['inputs']['accountName']}/share" and line.split()[3] == "/mnt/home"
+
+
+def subtree(report: Any, root: str) -> list[str]:
+    """A component's resources (the component, its children and theirs), canonical JSON."""
+    by_urn = {r["urn"]: r for r in report.resources}
+    top = next(r["urn"] for r in report.resources if r["name"] == root
+               and r["type"].startswith("gpufleet:"))
+
+    def under(r: dict[str, Any]) -> bool:
+        while r is not None:
+            if r["urn"] == top:
+                return True
+            r = by_urn.get(r.get("parent") or "")
+        return False
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in report.resources
+                  if under(r))
+
+
+def test_sharing_an_azure_lustre_leaves_its_fleet_untouched(tmp_path: Path) -> None:
+    """The holder's AMLFS already has its subnet: a second fleet adds only its own
+    resources (its peerings, the way back included)."""
+    one = ("filesystems:\n  - {name: data, backend: azure, region: eastus, kind: lustre, "
+           "capacity_gib: 8192, throughput: 250, fleets: [nd]}\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    alone = plan_files(files(tmp_path / "a", one, ("nd", "ndb")))
+    both = plan_files(files(tmp_path / "b", one.replace("[nd]", "[nd, ndb]"), ("nd", "ndb")))
+    def cloud(report: Any) -> list[str]:  # the component's own record carries the plan's
+        return [x for x in subtree(report, "nd")  # digest, which changes with it
+                if json.loads(x)["type"] != "gpufleet:azure:Fleet"]
+    assert cloud(alone) == cloud(both) and len(cloud(both)) > 10
+    assert len(subtree(both, "ndb")) == len(subtree(alone, "ndb")) + 2  # the two peerings

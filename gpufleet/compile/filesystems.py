@@ -6,12 +6,14 @@ Filestore zonal (gcp) or Azure Files premium NFS. Only the mounting fleets' node
 reach it (Lustre 988, NFS 2049). A fleet on another cloud or in another region is refused
 (V004); another zone warns (V005).
 
-Several fleets (aws only): the filesystem gets a subnet of its own in the first fleet's
-network, and each other fleet a VPC peering to that network with a route to that subnet only
-(and the subnet's route table one back to the fleet), so no fleet's existing routes change
-but the mounting fleet's own. GCP's Filestore and Managed Lustre are reached through a
-peering of one network that a second, peered network cannot use, and gpufleet builds no
-Azure VNet peering: there a filesystem has one fleet (V006).
+Several fleets: on AWS the filesystem gets a subnet of its own in the first fleet's network,
+and each other fleet a VPC peering to that network with a route to that subnet only (and the
+subnet's route table one back to the fleet), so no fleet's existing routes change but the
+mounting fleet's own. On Azure, Azure Managed Lustre (already in a subnet of its own) is
+reached through a VNet peering each other fleet builds both ways; Azure Files needs none:
+its storage account admits each fleet's node subnet (their Microsoft.Storage service
+endpoint). GCP's Filestore and Managed Lustre are reached through a peering of one network
+that a second, peered network cannot use: there a filesystem has one fleet (V006).
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ SERVICE_NAME = {"fsx-lustre": "FSx for Lustre (PERSISTENT_2 SSD)", "efs": "EFS (
                 "amlfs": "Azure Managed Lustre", "azure-files-nfs": "Azure Files (premium NFS)"}
 ZONAL = {"fsx-lustre", "managed-lustre", "filestore", "amlfs"}
 PORT = {"lustre": 988, "nfs": 2049}
+# shared services whose first fleet is built after the others (its storage account lists
+# their subnets); the others wait for the first fleet (they peer with its network)
+BUILT_AFTER_PEERS = frozenset({"azure-files-nfs"})
+
+
+def waits(service: str, holder: str, peers: Sequence[str]) -> list[tuple[str, str]]:
+    """(fleet, the fleet it is built after) for one shared filesystem."""
+    if service in BUILT_AFTER_PEERS:
+        return [(holder, p) for p in peers]
+    return [(p, holder) for p in peers]
 
 
 def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpec],
@@ -42,7 +54,7 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     by_name = {p.name: p for p in plans}
     mounts: dict[str, list[FilesystemPlan]] = {}
     taken: dict[str, list[str]] = {}  # a holding fleet's ranges given to its filesystems
-    hosts: dict[str, set[str]] = {}  # peer fleet -> the fleets whose filesystems it mounts
+    after: dict[str, set[str]] = {}  # fleet -> the fleets it is built after
     diags: list[Diagnostic] = []
     # by name, so the order of the entries in the file never moves a filesystem's range
     for fs in sorted(specs, key=lambda f: f.name):
@@ -61,7 +73,7 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
                 continue
         fleet = by_name[names[0]]
         peers = [by_name[n] for n in names[1:] if n in by_name]
-        problem = _shared_problem(fs, fleet, peers, hosts) if peers else None
+        problem = _shared_problem(fs, fleet, peers, after) if peers else None
         if problem is not None:
             diags.append(problem)
             continue
@@ -82,8 +94,9 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
         mine.append(plan)
         if plan.subnet:
             taken[fleet.name].append(plan.subnet)
+        for waiter, waited in waits(plan.service, fleet.name, [p.name for p in peers]):
+            after.setdefault(waiter, set()).add(waited)
         for peer in peers:
-            hosts.setdefault(peer.name, set()).add(fleet.name)
             mounts.setdefault(peer.name, []).append(
                 dataclasses.replace(plan, peers=(), host=fleet.name))
     out = []
@@ -95,9 +108,14 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
 
 def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
     """The fleets in the order the stack program builds them: a fleet holding a filesystem
-    other fleets mount before them (they peer with its network), else as given.
+    other fleets mount before them (they peer with its network; Azure Files the other way
+    round: its storage account lists their subnets), else as given.
     `attach_filesystems` refuses the filesystems that would make a circle."""
-    after = {p.name: {fs.host for fs in p.filesystems if fs.host} for p in plans}
+    after: dict[str, set[str]] = {p.name: set() for p in plans}
+    for p in plans:  # the holding fleet's plan lists the others (`peers`)
+        for fs in p.filesystems:
+            for waiter, waited in waits(fs.service, p.name, fs.peers):
+                after.setdefault(waiter, set()).add(waited)
     done: set[str] = set()
     order: list[FleetPlan] = []
     while len(order) < len(plans):
@@ -125,7 +143,7 @@ def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | Non
 
 
 def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetPlan],
-                    hosts: Mapping[str, set[str]]) -> Diagnostic | None:
+                    after: Mapping[str, set[str]]) -> Diagnostic | None:
     """Why a filesystem cannot be mounted by these several fleets, or None."""
     if fs.backend == "gcp":
         return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
@@ -134,31 +152,29 @@ def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetP
                             "network cannot use (Google: only through Network Connectivity "
                             "Center, which gpufleet does not build)",
                             "give the filesystem one fleet, or declare one per fleet")
-    if fs.backend == "azure":
-        return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
-                            f"{len(peers) + 1} fleets: each Azure fleet has a VNet of its own "
-                            "and gpufleet builds no VNet peering between them",
-                            "give the filesystem one fleet, or declare one per fleet")
     for f in (fleet, *peers):
         problem = _placement_problem(fs, f)
         if problem is not None:
             return problem
         if f.network("main").existing:
             return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is shared by "
-                                f"several fleets, and fleet '{f.name}' uses an existing VPC: "
+                                f"several fleets, and fleet '{f.name}' uses an existing network: "
                                 "gpufleet adds no subnet, peering or route to a network it "
-                                "does not own", "mount it from fleets whose VPCs gpufleet "
+                                "does not own", "mount it from fleets whose networks gpufleet "
                                 "creates, or give it this one fleet")
 
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
         return start == goal or any(reaches(h, goal, seen | {start})
-                                    for h in hosts.get(start, ()) if h not in seen)
-    for peer in peers:  # peering the other way round already: the fleets would wait on
-        if reaches(fleet.name, peer.name, set()):  # each other
-            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
-                                f"'{fleet.name}' mounts a filesystem of fleet '{peer.name}' "
-                                "already, and would hold one it mounts", "keep the shared "
-                                f"filesystems in one fleet's network ('{peer.name}')")
+                                    for h in after.get(start, ()) if h not in seen)
+    service = SERVICE[(fs.backend, fs.kind)]
+    for waiter, waited in waits(service, fleet.name, [p.name for p in peers]):
+        if reaches(waited, waiter, set()):  # the fleets would wait on each other
+            other = waiter if waiter != fleet.name else waited
+            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleets "
+                                f"'{fleet.name}' and '{other}' already share a filesystem "
+                                "the other way round, and each would be built before the "
+                                "other", "keep the shared filesystems in one fleet's network "
+                                "(list the same fleet first)")
     return None
 
 
@@ -185,7 +201,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
     main = fleet.network("main")
     admit = tuple(c for f in (fleet, *peers) for c in _node_cidrs(f))
     subnet = None
-    if service in ("amlfs", "managed-lustre") or peers:
+    if service in ("amlfs", "managed-lustre") or (peers and fs.backend == "aws"):
         subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0, taken)
         if subnet is None:
             return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "

@@ -23,12 +23,19 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
         cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
     service = FILESYSTEM_SERVICES[fs.service]
     if fs.host:  # held in another fleet's network
-        return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host} "
-                f"(its subnet {fs.subnet}), reached through a VPC peering routed to that "
-                f"subnet only; mounted at {fs.mount} by every node at boot; on fleet "
+        way = ("through its storage account, which admits this fleet's node subnet (their "
+               "service endpoint)") if fs.subnet is None else \
+            f"through a VNet peering both ways (its subnet {fs.subnet})" \
+            if fs.backend == "azure" else \
+            f"through a VPC peering routed to its subnet {fs.subnet} only"
+        return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host}, "
+                f"reached {way}; mounted at {fs.mount} by every node at boot; on fleet "
                 f"{fs.host}'s bill")
-    shared = f"; its own subnet {fs.subnet}, peered with fleets {', '.join(fs.peers)}" \
-        if fs.peers else ""
+    shared = ""
+    if fs.peers:
+        shared = f"; shared with fleets {', '.join(fs.peers)}" + (
+            f" (peered, to its own subnet {fs.subnet})" if fs.subnet else
+            " (their node subnets admitted)")
     return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}{shared}; "
             f"mounted at {fs.mount} by every node at boot; port {fs.port} from "
             f"{', '.join(fs.admit)} only; protected from deletion; {cost}")
