@@ -278,3 +278,31 @@ def test_sharing_an_azure_lustre_leaves_its_fleet_untouched(tmp_path: Path) -> N
                 if json.loads(x)["type"] != "gpufleet:azure:Fleet"]
     assert cloud(alone) == cloud(both) and len(cloud(both)) > 10
     assert len(subtree(both, "ndb")) == len(subtree(alone, "ndb")) + 2  # the two peerings
+
+
+def test_a_third_fleet_joins_a_shared_filesystem_without_replacing_anything(
+        tmp_path: Path) -> None:
+    """Once shared, a filesystem takes more fleets in place: their peering and routes are
+    created, its security group and their route tables updated; nothing is replaced."""
+    from click.testing import CliRunner
+    from exportutil import export, write_export
+
+    from gpufleet.cli import cli
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    state = write_export(tmp_path / "state.json",
+                         export(files(tmp_path / "old", shared())))
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--format", "json",
+                                 *files(tmp_path / "new", shared(fleets="train, dev, other"))])
+    data = json.loads(r.stdout)
+    ops = {c["name"]: c["op"] for c in data["changes"]}
+    assert not [n for n, op in ops.items() if op in ("replace", "delete",
+                                                     "create-replacement")], ops
+    # the joining fleet's route tables read the new peering's id: the offline diff says it
+    # cannot tell (`pulumi preview` will), and only there
+    assert {n for n, op in ops.items() if op == "unknown"} <= {
+        "other-vpc-private-rt", "other-vpc-public-rt"}, ops
+    assert ops["other-vpc-peer-train"] == "create" and ops["other-fs-data-return"] == "create"
+    assert ops["fs-data"] == "update"  # the security group admits other's nodes
+    assert not any(n.startswith(("train-", "dev-")) for n in ops), ops
