@@ -306,3 +306,17 @@ def test_a_third_fleet_joins_a_shared_filesystem_without_replacing_anything(
     assert ops["other-vpc-peer-train"] == "create" and ops["other-fs-data-return"] == "create"
     assert ops["fs-data"] == "update"  # the security group admits other's nodes
     assert not any(n.startswith(("train-", "dev-")) for n in ops), ops
+
+
+def test_a_fleet_sharing_from_another_zone_warns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    devb = MORE["dev"].replace("name: dev", "name: devb").replace(
+        "regions: [us-east-1]", "availability_zones: [us-east-1b]")
+    train = MORE["train"].replace("regions: [us-east-1]", "availability_zones: [us-east-1a]")
+    paths = [write(tmp_path, "backends.yml", BACKENDS + shared(fleets="train, devb")),
+             write(tmp_path, "train.dstack.yml", train),
+             write(tmp_path, "devb.dstack.yml", devb)]
+    assert main(["plan", *paths]) == 0
+    cap = capsys.readouterr()
+    text = cap.out + cap.err
+    assert "warning[V005]" in text and "fleet 'devb' in us-east-1b" in text, text

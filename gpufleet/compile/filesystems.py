@@ -96,9 +96,15 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
             taken[fleet.name].append(plan.subnet)
         for waiter, waited in waits(plan.service, fleet.name, [p.name for p in peers]):
             after.setdefault(waiter, set()).add(waited)
+        where = plan.zone or fleet.zone
         for peer in peers:
             mounts.setdefault(peer.name, []).append(
                 dataclasses.replace(plan, peers=(), host=fleet.name))
+            if plan.service in ZONAL and where and peer.zone and peer.zone != where:
+                diags.append(fs.origin.at(
+                    "fleets", "V005", f"filesystem '{fs.name}' is in {where}, fleet "
+                    f"'{peer.name}' in {peer.zone}: cross-zone traffic is slower and billed",
+                    "put the fleets sharing it in one zone", severity=Severity.WARNING))
     out = []
     for p in plans:
         fleet_mounts = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
