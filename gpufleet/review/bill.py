@@ -191,7 +191,8 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
         p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.price is None \
             else Price(fs.price[0] * (fs.capacity_gib or 0) / prices.hours_per_month,
                        f"{fs.price[1]} (the backends file's price)")
-        why = (f"{prices.describe()} has no {key} price" if p is None else
+        why = (f"{prices.describe()} has no {key} price; the filesystem's `price` gives one"
+               if p is None else
                "elastic size: set capacity_gib to price it" if not fs.capacity_gib else "")
         b.add("storage", "filesystem", f"{fs.capacity_gib or '?'} GiB {fs.service} "
               f"(filesystem {fs.name})", 1, None if why or p is None else p.per_hour,
