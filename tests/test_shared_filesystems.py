@@ -90,6 +90,9 @@ def test_a_lustre_shared_by_two_aws_fleets_is_peered_to_its_own_subnet_only(
         node["userDataBase64"]).decode()
     assert [i.kind for i in report.bills["train"].items].count("filesystem") == 1
     assert "filesystem" not in [i.kind for i in report.bills["dev"].items]
+    # the hand-off: dev's stack output names it, so `export dstack` gives dev's fleet and
+    # storage task the instance volume
+    assert report.exports["dev"]["filesystems"]["data"]["mount"] == "/mnt/data"
     text = render_plan_text(report)
     assert f"held by fleet train, reached through a VPC peering routed to its subnet " \
         f"{host.subnet} only" in text
