@@ -245,10 +245,13 @@ class Fleet(pulumi.ComponentResource):
         hosted = {} if hosted is None else hosted
         child = pulumi.ResourceOptions(parent=self)
         self.filesystems: dict[str, Any] = {}
+        peered: set[str] = set()  # one peering per fleet holding filesystems we mount
         for fs in plan.filesystems:
             if fs.host and fs.service == "amlfs":  # held by a fleet built before this one
-                azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
-                              hosted, child)
+                if fs.host not in peered:
+                    azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
+                                  hosted, child)
+                    peered.add(fs.host)
                 self.filesystems[fs.name] = hosted[fs.name].target
             elif fs.host:  # Azure Files: its account, built after this fleet, admits us
                 hosted.setdefault(shared_subnets_key(fs), []).append(self.network.subnet_id)

@@ -323,3 +323,25 @@ def test_a_fleet_sharing_from_another_zone_warns(
     cap = capsys.readouterr()
     text = cap.out + cap.err
     assert "warning[V005]" in text and "fleet 'devb' in us-east-1b" in text, text
+
+
+def test_two_lustres_of_one_fleet_shared_with_another_take_one_peering(tmp_path: Path) -> None:
+    section = ("filesystems:\n"
+               "  - {name: data, backend: azure, region: eastus, kind: lustre, "
+               "capacity_gib: 8192, throughput: 250, fleets: [nd, ndb]}\n"
+               "  - {name: ckpt, backend: azure, region: eastus, kind: lustre, "
+               "capacity_gib: 8192, throughput: 250, mount: /mnt/ckpt, fleets: [nd, ndb]}\n")
+    report = plan_files(files(tmp_path, section, ("nd", "ndb")))
+    peerings = by_type(report, "azure-native:network:VirtualNetworkPeering")
+    assert sorted(p["name"] for p in peerings) == ["ndb-peer-nd", "ndb-peer-nd-back"]
+    assert len(by_type(report, "azure-native:storagecache:AmlFilesystem")) == 2
+    aws = ("filesystems:\n"
+           "  - {name: data, backend: aws, region: us-east-1, kind: nfs, fleets: [train, dev]}\n"
+           "  - {name: home, backend: aws, region: us-east-1, kind: nfs, mount: /mnt/home, "
+           "fleets: [train, dev]}\n")
+    (tmp_path / "aws").mkdir()
+    report = plan_files(files(tmp_path / "aws", aws, ("train", "dev")))
+    assert len(by_type(report, "aws:ec2/vpcPeeringConnection:VpcPeeringConnection")) == 1
+    routes = named(report, "dev-vpc-private-rt")["inputs"]["routes"]
+    assert len([r for r in routes if r.get("vpcPeeringConnectionId")]) == 2
+    assert len(by_type(report, "aws:ec2/route:Route")) == 2  # one back per filesystem table
