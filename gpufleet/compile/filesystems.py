@@ -211,8 +211,8 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
         subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0, taken)
         if subnet is None:
             return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
-                                      f"'{fleet.name}' has no free /24 left in its address "
-                                      "block for the filesystem's servers",
+                                      f"'{fleet.name}' has no free range left in its address "
+                                      "block for the filesystem's own subnet",
                                       "give the backend a larger `cidr`")
     labels = {**dict(fleet.labels), "gpufleet-filesystem": fs.name}
     return FilesystemPlan(

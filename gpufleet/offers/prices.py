@@ -66,17 +66,22 @@ class PriceTable:
         return None
 
 
-    def filesystem(self, backend: str, key: str, gib: int) -> Price | None:
-        """A shared filesystem's hourly price (per GB-month of its capacity), or None where
-        the table has none."""
+    def filesystem(self, backend: str, key: str, gib: int,
+                   declared: tuple[float, str] | None = None) -> Price | None:
+        """A shared filesystem's hourly price (per GB-month of its capacity): the one the
+        backends file declares (USD per GB-month, its source), else the table's, else None."""
+        if declared is not None:
+            return self._per_gb(declared[0], gib, f"{declared[1]} (the backends file's price)")
         return self._per_gb_month(backend, "filesystems", key, gib)
 
     def _per_gb_month(self, backend: str, section: str, key: str, gib: int) -> Price | None:
         per_gb = self.data.get(backend, {}).get(section, {}).get(key)
         if not isinstance(per_gb, Mapping):
             return None
-        return Price(float(per_gb["per_gb_month"]) * gib / self.hours_per_month,
-                     str(per_gb["source"]))
+        return self._per_gb(float(per_gb["per_gb_month"]), gib, str(per_gb["source"]))
+
+    def _per_gb(self, per_gb_month: float, gib: int, source: str) -> Price:
+        return Price(per_gb_month * gib / self.hours_per_month, source)
 
 
 @cache

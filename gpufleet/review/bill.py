@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan, VolumePlan
-from gpufleet.offers import Catalog, Price, PriceTable, load_bundled
+from gpufleet.offers import Catalog, PriceTable, load_bundled
 
 PARTS = ("nodes", "network", "storage")
 # The resource types gpufleet's components create, by what they bill as: a test runs the
@@ -188,9 +188,7 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
         if fs.host:  # another fleet's: on that fleet's bill
             continue
         key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
-        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0) if fs.price is None \
-            else Price(fs.price[0] * (fs.capacity_gib or 0) / prices.hours_per_month,
-                       f"{fs.price[1]} (the backends file's price)")
+        p = prices.filesystem(f.backend, key, fs.capacity_gib or 0, fs.price)
         why = (f"{prices.describe()} has no {key} price; the filesystem's `price` gives one"
                if p is None else
                "elastic size: set capacity_gib to price it" if not fs.capacity_gib else "")

@@ -23,11 +23,13 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
         cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
     service = FILESYSTEM_SERVICES[fs.service]
     if fs.host:  # held in another fleet's network
-        way = ("through its storage account, which admits this fleet's node subnet (their "
-               "service endpoint)") if fs.subnet is None else \
-            f"through a VNet peering both ways (its subnet {fs.subnet})" \
-            if fs.backend == "azure" else \
-            f"through a VPC peering routed to its subnet {fs.subnet} only"
+        if fs.subnet is None:  # Azure Files
+            way = ("through its storage account, which admits this fleet's node subnet "
+                   "(their service endpoint)")
+        elif fs.backend == "azure":
+            way = f"through a VNet peering both ways (its subnet {fs.subnet})"
+        else:
+            way = f"through a VPC peering routed to its subnet {fs.subnet} only"
         return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host}, "
                 f"reached {way}; mounted at {fs.mount} by every node at boot; on fleet "
                 f"{fs.host}'s bill")

@@ -22,7 +22,6 @@ Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` wit
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -36,33 +35,43 @@ HEADROOM = 1.25
 SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32",
                          "proc", "root", "run", "sbin", "snap", "sys", "tmp", "usr", "var"})
 
+
+
 @dataclass(frozen=True)
 class LustreTier:
-    """A throughput tier's sizes: multiples of `step` from `step`; above `switch`, multiples
-    of `big_step`; `largest` the service's maximum (None: a quota, not a size rule)."""
+    """A throughput tier's sizes: multiples of `step` from `step` (and `smallest`, one size
+    below it); above `switch`, multiples of `big_step`; `largest` the service's maximum
+    (None: a quota, not a size rule)."""
 
     step: int
     largest: int | None = None
     switch: int | None = None
     big_step: int | None = None
     hard_max: bool = True  # False: the maximum is a default a support request raises
+    smallest: int | None = None
 
     def valid(self, gib: int) -> bool:
-        if gib < self.step or (self.largest is not None and gib > self.largest):
+        """A size the service offers; above a soft maximum counts (it warns, V009)."""
+        if gib == self.smallest:
+            return True
+        if gib < self.step or (self.hard_max and self.largest is not None
+                               and gib > self.largest):
             return False
         if self.switch is not None and self.big_step is not None and gib > self.switch:
             return gib % self.big_step == 0
         return gib % self.step == 0
 
     def first(self) -> list[int]:
-        return [self.step * i for i in range(1, 5)]
+        """The first valid sizes (for the hint)."""
+        sizes = [self.step * i for i in range(1, 5)]
+        return [self.smallest, *sizes][:4] if self.smallest else sizes
 
 
-# backend -> throughput tier (MB/s per TiB) -> its sizes; FSx has its own rule (1,200, 2,400,
-# then multiples of 2,400) and no maximum but the account's quota
+# backend -> throughput tier (MB/s per TiB) -> its sizes; FSx has no maximum but the
+# account's quota
 _TIB = 1024
 LUSTRE_SIZES: Mapping[str, Mapping[int, LustreTier]] = {
-    "aws": {t: LustreTier(1200) for t in (125, 250, 500, 1000)},
+    "aws": {t: LustreTier(2400, smallest=1200) for t in (125, 250, 500, 1000)},
     "gcp": {125: LustreTier(72000, 12_240_000),
             250: LustreTier(36000, 40_032_000, 6_120_000, 288_000),
             500: LustreTier(18000, 20_016_000, 3_060_000, 144_000),
@@ -83,32 +92,14 @@ def filestore_step(gib: int) -> int:
     return 256 if gib < 10 * 1024 else 2560
 
 
-def lustre_sizes(backend: str, tier: int) -> list[int]:
-    """The first valid capacities of a tier (for the hint)."""
-    if backend == "aws":
-        return [1200, 2400, 4800, 7200]
-    return LUSTRE_SIZES[backend][tier].first()
-
-
-def valid_lustre_size(backend: str, tier: int, gib: int) -> bool:
-    if backend == "aws":
-        return gib in (1200, 2400) or (gib >= 2400 and gib % 2400 == 0)
-    spec = LUSTRE_SIZES[backend][tier]
-    if not spec.hard_max:  # above the default maximum is a warning, not a wrong size
-        spec = dataclasses.replace(spec, largest=None)
-    return spec.valid(gib)
-
-
-def _size_hint(backend: str, tier: int, gib: int) -> str:
-    spec = LUSTRE_SIZES[backend][tier]
-    if backend != "aws" and spec.largest is not None and spec.hard_max and gib > spec.largest:
+def _size_hint(spec: LustreTier, gib: int) -> str:
+    if spec.largest is not None and spec.hard_max and gib > spec.largest:
         return f"the largest at this tier is {spec.largest:,} GiB"
     if spec.switch is not None and spec.big_step is not None and gib > spec.switch:
         low = gib // spec.big_step * spec.big_step
         return (f"above {spec.switch:,} GiB it grows in {spec.big_step:,} GiB steps: use "
                 f"{max(low, spec.switch):,} or {low + spec.big_step:,} GiB")
-    return "valid sizes start " + ", ".join(f"{s:,}" for s in lustre_sizes(backend, tier)) \
-        + " GiB"
+    return "valid sizes start " + ", ".join(f"{s:,}" for s in spec.first()) + " GiB"
 
 
 def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic]]:
@@ -155,18 +146,17 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
             ctx.error((*base, "throughput"), f"{backend} Lustre has no {tier} MB/s per TiB "
                       "tier", "V003", hint="pick one of " + ", ".join(map(str, tiers)))
             return None
+        spec = tiers[tier]
         if capacity is None:
             ctx.error(base, f"filesystem '{name}' has no capacity_gib", "V003",
-                      hint=f"set capacity_gib: {lustre_sizes(backend, tier)[0]} (the "
-                      "smallest at this tier)")
+                      hint=f"set capacity_gib: {spec.first()[0]} (the smallest at this tier)")
             return None
         gib = int(str(capacity))
-        if not valid_lustre_size(backend, tier, gib):
+        if not spec.valid(gib):
             ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a size {backend} "
                       f"Lustre offers at {tier} MB/s per TiB", "V003",
-                      hint=_size_hint(backend, tier, gib))
+                      hint=_size_hint(spec, gib))
             return None
-        spec = LUSTRE_SIZES[backend][tier]
         if not spec.hard_max and spec.largest is not None and gib > spec.largest:
             ctx.error((*base, "capacity_gib"), f"{capacity} GiB is above the "
                       f"{spec.largest // _TIB} TiB {backend} Lustre offers at {tier} MB/s per "
