@@ -57,13 +57,12 @@ def child_gpufleet(path: str, dump: str, backend: str) -> dict[str, Any]:
     import jsonschema  # noqa: F401
     import referencing  # noqa: F401
 
-    from gpufleet.compile.backends import BACKENDS_BY_NAME
     from gpufleet.components.run.plan import build_report
     from gpufleet.input.validate import validate_paths
     from gpufleet.offers.catalog import load_catalog
     from gpufleet.views.plan import render_plan_json
 
-    warm(BACKENDS_BY_NAME[backend].component)  # only this backend's SDK, as for the floor
+    warm(f"gpufleet.components.{backend}")  # only this backend's SDK, as for the floor
     small = str(Path(path).with_name("warmup.yml"))
     Path(small).write_text(re.sub(r"^nodes: \d+$", f"nodes: {WARMUP_NODES}",
                                   Path(path).read_text(), count=1, flags=re.M))
@@ -103,7 +102,9 @@ def warm(module: str) -> None:
     import re
 
     mod = importlib.import_module(module)
-    src = Path(str(mod.__file__)).read_text()
+    first = Path(str(mod.__file__))  # a package: every module of its folder
+    files = sorted(first.parent.glob("*.py")) if first.name == "__init__.py" else [first]
+    src = "\n".join(f.read_text() for f in files)
     pkg = {"gcp": "pulumi_gcp", "aws": "pulumi_aws", "azure": "pulumi_azure_native"}[
         module.rsplit(".", 1)[1]]
     alias = {"pulumi_gcp": "gcp", "pulumi_aws": "aws", "pulumi_azure_native": "azure_native"}

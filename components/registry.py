@@ -1,16 +1,19 @@
-"""The typed registry of backend component modules: backend name -> a loader returning the
-module, which provides ``provider``, ``emit`` and ``emit_gateway``. A module loads on first
+"""The typed registry of backend component modules, derived from ``gpufleet.backends``:
+backend name -> a loader returning the package ``components/<backend>/``, which provides
+``provider``, ``emit``, ``emit_gateway`` and ``emit_volume``. A module loads on first
 use; a failing import is an error, never a silently missing backend."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
 import pulumi
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan
+from gpufleet.backends import BACKENDS
+from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
 
 class FleetResources(Protocol):
@@ -49,24 +52,22 @@ class BackendComponents(Protocol):
     def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource
                      ) -> GatewayResources: ...
 
-
-def _aws() -> BackendComponents:
-    from . import aws
-    return aws
-
-
-def _gcp() -> BackendComponents:
-    from . import gcp
-    return gcp
+    def emit_volume(self, plan: VolumePlan, opts: pulumi.ResourceOptions
+                    ) -> pulumi.Output[str]:
+        """A new volume's disk; its id (what dstack's `volume_id` takes)."""
+        ...
 
 
-def _azure() -> BackendComponents:
-    from . import azure
-    return azure
+def _loader(backend: str) -> Callable[[], BackendComponents]:
+    def load() -> BackendComponents:
+        module: BackendComponents = importlib.import_module(f"{__package__}.{backend}")
+        return module
+    return load
 
 
+# One loader per backend of the registry (gpufleet.backends): the package of the same name.
 COMPONENTS_BY_NAME: Mapping[str, Callable[[], BackendComponents]] = MappingProxyType(
-    {"aws": _aws, "gcp": _gcp, "azure": _azure})
+    {t.name: _loader(t.name) for t in BACKENDS})
 
 
 def components_for(backend: str) -> BackendComponents:

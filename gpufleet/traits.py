@@ -1,19 +1,20 @@
-"""What each backend can do, declared once: capabilities with the reason a missing one is
-missing, region shapes and login defaults. Pure data, shared by every stage.
+"""The shape of what a backend declares: capabilities with the reason a missing one is
+missing, region shapes, login defaults and the per-cloud tables shared code reads. Pure data,
+shared by every stage. Each backend fills one :class:`BackendTraits` in its own folder
+(``gpufleet/backends/<cloud>/__init__.py``); ``gpufleet.backends`` lists them.
 
 Modelled on dstack's compute mixins (``ComputeWithMultinodeSupport``,
 ``ComputeWithReservationSupport``, ``ComputeWithPrivateGatewaySupport``, ...): checks, offer
 filters and messages ask ``supports(backend, Feature.X)`` instead of keeping their own lists
-of backend names, so a new backend is one entry here plus its planner and components.
+of backend names, so a new backend is one folder (see README, "Adding a backend").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from types import MappingProxyType
+from enum import Enum, StrEnum
 
 
 class Feature(StrEnum):
@@ -32,6 +33,7 @@ class Feature(StrEnum):
     IAP = "Identity-Aware Proxy access"
     SSM = "Session Manager access"
     KEY_PAIRS = "existing key pairs (key_name)"
+    SHARED_FILESYSTEMS = "a filesystem mounted by several fleets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +53,103 @@ class ResourceKind:
     versioned: bool = False
 
 
-def _kinds(**by_category: tuple[str, ...]) -> dict[str, ResourceKind]:
-    return {t: ResourceKind(category=c) for c, types in by_category.items() for t in types}
+@dataclass(frozen=True)
+class LustreTier:
+    """A throughput tier's sizes: multiples of `step` from `step` (and `smallest`, one size
+    below it); above `switch`, multiples of `big_step`; `largest` the service's maximum
+    (None: a quota, not a size rule)."""
+
+    step: int
+    largest: int | None = None
+    switch: int | None = None
+    big_step: int | None = None
+    hard_max: bool = True  # False: the maximum is a default a support request raises
+    smallest: int | None = None
+
+    def valid(self, gib: int) -> bool:
+        """A size the service offers; above a soft maximum counts (it warns, V009)."""
+        if gib == self.smallest:
+            return True
+        if gib < self.step or (self.hard_max and self.largest is not None
+                               and gib > self.largest):
+            return False
+        if self.switch is not None and self.big_step is not None and gib > self.switch:
+            return gib % self.big_step == 0
+        return gib % self.step == 0
+
+    def first(self) -> list[int]:
+        """The first valid sizes (for the hint)."""
+        sizes = [self.step * i for i in range(1, 5)]
+        return [self.smallest, *sizes][:4] if self.smallest else sizes
+
+
+
+def _any_size(gib: int) -> int:
+    return 1
+
+
+@dataclass(frozen=True, slots=True)
+class NfsSizes:
+    """A managed NFS service's sizes: from ``smallest`` to ``largest`` GiB, in ``step(gib)``
+    GiB steps around a size."""
+
+    service: str
+    smallest: int
+    largest: int
+    step: Callable[[int], int] = _any_size
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemService:
+    """The managed service a backend builds for one filesystem kind (lustre, nfs)."""
+
+    key: str  # how plans name it: fsx-lustre, managed-lustre, ...
+    title: str  # how the plan prints it
+    zonal: bool
+    # the zone it gets when neither the filesystem nor its fleet names one (the API needs one)
+    default_zone: str | None = None
+    needs_zone: bool = False  # refused (V004) when the fleet has no zone to give it
+    # a range of the fleet's block of its own (a subnet, or a private services access range)
+    own_range: bool = False
+    range_prefix: int | None = None  # its size; None: by capacity (a /24 up to 196 TiB, ...)
+    # built after the fleets sharing it (its account lists their subnets), not before them
+    built_after_peers: bool = False
+    one_per_fleet: bool = False  # one per fleet network (one private services connection)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityCode:
+    """A cloud's documented out-of-capacity error (what makes `gpufleet up` fall back)."""
+
+    backend: str
+    code: str  # the cloud's error code, or the stable phrase of its message
+    source: str
+
+
+class ZoneModel(Enum):
+    """How a backend's offers and reservations name zones."""
+
+    PER_ZONE = "per-zone"  # an offer row per zone (GCP)
+    PER_REGION = "per-region"  # rows per region; a requested zone is pinned (AWS)
+    NONE = "none"  # no zones in dstack's offers; a reservation's `zone` is its region (Azure)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A small utility machine gpufleet adds (bastion, gateway, control plane server)."""
+
+    instance_type: str
+    image: str
+    disk_gib: int
+    disk_type: str
+
+
+def _as_is(tags: Mapping[str, str]) -> dict[str, str]:
+    return dict(tags)
+
+
+def _whole_name(instance_type: str) -> str:
+    return instance_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +163,61 @@ class BackendTraits:
     region_pattern: re.Pattern[str]
     region_example: str
     default_user: str
-    # Offer rows are per zone (GCP) rather than per region (AWS, Azure).
-    zonal_offers: bool = False
+    zones: ZoneModel = ZoneModel.PER_REGION
     # Pulumi resource types of this backend's nodes (what a fleet's instances are).
     node_types: tuple[str, ...] = field(default=())
     resources: Mapping[str, ResourceKind] = field(default_factory=dict)
+    # --- tables shared code reads (each cloud's folder cites its sources) ---
+    bastion: Machine | None = None
+    gateway: Machine | None = None
+    server_size: str = ""  # the control plane's dstack server
+    address_pool: str = "10.0.0.0/8"  # where fleets' blocks come from unless `cidr` says
+    # the backends-file key naming the provider's scope (project, subscription), if any
+    scope_key: str | None = None
+    # the host-setup image family of gpufleet's default GPU image
+    gpu_image_family: str = "ubuntu"
+    volume_disk_type: str | None = None  # None: no dstack volumes on this backend
+    lustre_tiers: Mapping[int, LustreTier] = field(default_factory=dict)
+    default_lustre_throughput: int = 0
+    nfs_sizes: NfsSizes | None = None  # None: elastic (no size to give)
+    filesystems: Mapping[str, FilesystemService] = field(default_factory=dict)  # by kind
+    # a filesystem's own range comes from the fleet's network (else from its address block)
+    filesystem_range_in_network: bool = False
+    # a filesystem several fleets mount gets a subnet of its own in the holder's network
+    shared_filesystem_subnet: bool = False
+    shared_filesystem_way: str = ""  # how the other fleets reach it (the plan says)
+    # --- gateways ---
+    lb_certificate: str | None = None  # the certificate type its load balancer holds
+    lb_certificate_hint: str = ""  # the HTTPS a multi-replica gateway can have instead
+    load_balancer_title: str = "{name}"  # {name}; {scope}: external or internal
+    address_kinds: Mapping[bool, str] = field(default_factory=dict)  # by public or not
+    gateway_admin_key: bool = False  # its gateway VMs need an SSH key for the admin account
+    # the DNS zone found at `pulumi up` ({zone}: the offline guess), else None
+    zone_walk_text: str | None = None
+    # --- reservations, zones, billing ---
+    # only reservations declared in the backends file (not dstack's `reservation` alone)
+    declared_reservations_only: bool = False
+    # how the nodes consume a reservation, by market (None: any other)
+    reservation_use: Mapping[str | None, str] = field(default_factory=dict)
+    reservation_zone_hint: str = "use a regional reservation, or one the plan's zone matches"
+    zone_at_deploy: str | None = None  # {region}, {instance_type}: when no zone is planned
+    nat_priced_per_vm: bool = False  # the NAT is billed per VM it serves (Cloud NAT)
+    spot_addresses_priced: bool = False  # spot VMs' addresses have a price of their own
+    # what `export dstack` needs in the backends entry, beside the stack outputs
+    export_requires: tuple[str, ...] = ()
+    reservation_kinds: tuple[str, ...] = ()
+    capacity_errors: tuple[CapacityCode, ...] = ()
+    # instance-type prefixes that take no cluster placement
+    no_cluster_families: tuple[str, ...] = ()
+    # the instance family as the cloud names it (m7i, e2-standard, Dsv5)
+    family: Callable[[str], str] = _whole_name
+    # tags as the cloud accepts them as labels
+    labels: Callable[[Mapping[str, str]], dict[str, str]] = _as_is
+
+    @property
+    def zonal_offers(self) -> bool:
+        """Offer rows are per zone (GCP) rather than per region (AWS, Azure)."""
+        return self.zones is ZoneModel.PER_ZONE
 
     def supports(self, feature: Feature) -> bool:
         return feature in self.features
@@ -79,173 +226,8 @@ class BackendTraits:
         return self.unsupported.get(feature, f"{self.name} does not support {feature}")
 
 
-_ALL = frozenset(Feature)
-
-AWS = BackendTraits(
-    "aws", _ALL - {Feature.IAP, Feature.GCP_CM_CERTIFICATES},
-    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
-                      Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for "
-                                                   "gcp backend only"}),
-    re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
-    node_types=("aws:ec2/instance:Instance",),
-    resources=MappingProxyType({
-        "aws:ec2/vpc:Vpc": ResourceKind(frozenset({"cidrBlock"}), "network"),
-        "aws:ec2/subnet:Subnet": ResourceKind(
-            frozenset({"cidrBlock", "availabilityZone", "vpcId"}), "network"),
-        "aws:ec2/instance:Instance": ResourceKind(
-            frozenset({"ami", "availabilityZone", "subnetId", "launchTemplate",
-                       "networkInterfaces", "keyName"}), "instance"),
-        "aws:ec2/securityGroup:SecurityGroup": ResourceKind(
-            frozenset({"vpcId", "name", "description"})),
-        "aws:ec2/placementGroup:PlacementGroup": ResourceKind(frozenset({"strategy", "name"})),
-        # An instance's launch template (id or version) is replace-on-change: "Updating Launch
-        # Template specification will force new instance" (hashicorp/terraform-provider-aws
-        # #10807), so a new template version replaces the instances launched from it.
-        "aws:ec2/launchTemplate:LaunchTemplate": ResourceKind(versioned=True),
-        "aws:ec2/eip:Eip": ResourceKind(frozenset({"domain"}), "address"),
-        "aws:route53/record:Record": ResourceKind(frozenset({"name", "type", "zoneId"}), "dns"),
-        "aws:ec2/routeTable:RouteTable": ResourceKind(frozenset({"vpcId"})),
-        "aws:ec2/routeTableAssociation:RouteTableAssociation": ResourceKind(
-            frozenset({"subnetId", "gatewayId"})),
-        "aws:ec2/natGateway:NatGateway": ResourceKind(
-            frozenset({"subnetId", "allocationId", "connectivityType"})),
-        "aws:ec2/eipAssociation:EipAssociation": ResourceKind(
-            frozenset({"allocationId", "instanceId", "networkInterfaceId",
-                       "privateIpAddress"})),
-        "aws:ec2/networkInterface:NetworkInterface": ResourceKind(frozenset({"subnetId"})),
-        "aws:ec2/keyPair:KeyPair": ResourceKind(frozenset({"publicKey", "keyName"})),
-        "aws:lb/targetGroup:TargetGroup": ResourceKind(
-            frozenset({"vpcId", "port", "protocol", "targetType"})),
-        "aws:lb/targetGroupAttachment:TargetGroupAttachment": ResourceKind(
-            frozenset({"targetGroupArn", "targetId", "port"})),
-        "aws:ec2/vpcPeeringConnection:VpcPeeringConnection": ResourceKind(
-            frozenset({"vpcId", "peerVpcId", "peerOwnerId", "peerRegion"}), "network"),
-        "aws:ec2/route:Route": ResourceKind(
-            frozenset({"routeTableId", "destinationCidrBlock"})),
-        # storage: replacing one loses its data (the providers' ForceNew arguments)
-        "aws:fsx/lustreFileSystem:LustreFileSystem": ResourceKind(
-            frozenset({"subnetIds", "deploymentType", "storageType", "securityGroupIds",
-                       "fileSystemTypeVersion", "kmsKeyId"}), "storage"),
-        "aws:efs/fileSystem:FileSystem": ResourceKind(
-            frozenset({"encrypted", "performanceMode", "kmsKeyId", "creationToken",
-                       "availabilityZoneName"}), "storage"),
-        "aws:efs/mountTarget:MountTarget": ResourceKind(
-            frozenset({"fileSystemId", "subnetId", "ipAddress"})),
-        "aws:ebs/volume:Volume": ResourceKind(
-            frozenset({"availabilityZone", "encrypted", "kmsKeyId", "snapshotId"}), "storage"),
-        **_kinds(dns=("aws:route53/zone:Zone",)),
-    }))
-GCP = BackendTraits(
-    "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,
-                   Feature.CAPACITY_BLOCKS},
-    MappingProxyType({
-        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
-        Feature.SSM: "Session Manager is an AWS service",
-        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
-        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
-    re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zonal_offers=True,
-    node_types=("gcp:compute/instance:Instance",),
-    resources=MappingProxyType({
-        "gcp:compute/network:Network": ResourceKind(
-            frozenset({"autoCreateSubnetworks", "networkProfile", "name", "project"}),
-            "network"),
-        "gcp:compute/subnetwork:Subnetwork": ResourceKind(
-            frozenset({"ipCidrRange", "network", "region", "name", "project"}), "network"),
-        "gcp:compute/instance:Instance": ResourceKind(
-            frozenset({"zone", "bootDisk", "networkInterfaces", "reservationAffinity", "name",
-                       "project"}), "instance"),
-        "gcp:compute/firewall:Firewall": ResourceKind(
-            frozenset({"network", "direction", "name", "project"})),
-        "gcp:compute/resourcePolicy:ResourcePolicy": ResourceKind(
-            frozenset({"groupPlacementPolicy", "region", "name", "project"})),
-        "gcp:compute/address:Address": ResourceKind(
-            frozenset({"addressType", "region", "subnetwork", "name"}), "address"),
-        "gcp:dns/recordSet:RecordSet": ResourceKind(
-            frozenset({"name", "type", "managedZone", "project"}), "dns"),
-        "gcp:compute/router:Router": ResourceKind(frozenset({"network", "region", "name"})),
-        "gcp:compute/routerNat:RouterNat": ResourceKind(frozenset({"router", "region", "name"})),
-        "gcp:lustre/instance:Instance": ResourceKind(
-            frozenset({"instanceId", "location", "network", "filesystem",
-                       "perUnitStorageThroughput", "project"}), "storage"),
-        "gcp:filestore/instance:Instance": ResourceKind(
-            frozenset({"name", "location", "tier", "networks", "project"}), "storage"),
-        "gcp:compute/disk:Disk": ResourceKind(
-            frozenset({"zone", "name", "image", "snapshot", "project"}), "storage"),
-        **_kinds(dns=("gcp:dns/managedZone:ManagedZone",)),
-    }))
-AZURE = BackendTraits(
-    "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
-                     Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
-                     Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
-                     Feature.GATEWAY_LOAD_BALANCER},
-    MappingProxyType({
-        Feature.RESERVATIONS: "dstack's azure backend takes no reservation; gpufleet joins "
-                              "a capacity reservation group declared in the backends file",
-        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
-        Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
-        Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",
-        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
-        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
-        Feature.GATEWAY_LOAD_BALANCER: "dstack fronts gateways with a load balancer on aws and "
-                                       "gcp only",
-        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
-        Feature.SSM: "Session Manager is an AWS service",
-        Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
-    re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser",
-    node_types=("azure-native:compute:VirtualMachine",),
-    resources=MappingProxyType({
-        "azure-native:network:VirtualNetwork": ResourceKind(
-            frozenset({"location", "resourceGroupName"}), "network"),
-        "azure-native:network:Subnet": ResourceKind(
-            frozenset({"addressPrefix", "virtualNetworkName", "resourceGroupName"}), "network"),
-        "azure-native:compute:VirtualMachineScaleSet": ResourceKind(
-            frozenset({"location", "singlePlacementGroup", "orchestrationMode",
-                       "resourceGroupName"}), "instance",
-            replaced_with=frozenset({"virtualMachineProfile"})),
-        "azure-native:compute:VirtualMachine": ResourceKind(
-            frozenset({"location", "resourceGroupName", "osProfile"}), "instance",
-            replaced_with=frozenset({"networkProfile"})),
-        "azure-native:network:NetworkInterface": ResourceKind(
-            replaced_with=frozenset({"ipConfigurations"})),
-        "azure-native:network:PublicIPAddress": ResourceKind(
-            frozenset({"location", "sku", "resourceGroupName"}), "address"),
-        "azure-native:dns:RecordSet": ResourceKind(
-            frozenset({"zoneName", "relativeRecordSetName", "recordType",
-                       "resourceGroupName"}), "dns"),
-        "azure-native:storagecache:AmlFilesystem": ResourceKind(
-            frozenset({"amlFilesystemName", "location", "resourceGroupName",
-                       "filesystemSubnet", "sku", "zones"}), "storage"),
-        "azure-native:storage:StorageAccount": ResourceKind(
-            frozenset({"accountName", "location", "resourceGroupName"}), "storage"),
-        "azure-native:storage:FileShare": ResourceKind(
-            frozenset({"accountName", "shareName", "resourceGroupName", "enabledProtocols"}),
-            "storage"),
-        "azure-native:compute:Disk": ResourceKind(
-            frozenset({"diskName", "location", "resourceGroupName", "zones"}), "storage"),
-        **_kinds(dns=("azure-native:dns:Zone",)),
-    }))
-
-TRAITS_BY_NAME: Mapping[str, BackendTraits] = MappingProxyType(
-    {t.name: t for t in (AWS, GCP, AZURE)})
-# The backends gpufleet builds, in the order messages list them.
-SUPPORTED_BACKENDS: tuple[str, ...] = ("aws", "gcp", "azure")
+ALL_FEATURES = frozenset(Feature)
 
 
-def supports(backend: str, feature: Feature) -> bool:
-    """Whether gpufleet can build ``feature`` on ``backend`` (False for unknown backends)."""
-    traits = TRAITS_BY_NAME.get(backend)
-    return traits is not None and traits.supports(feature)
-
-
-def backends_with(feature: Feature) -> tuple[str, ...]:
-    return tuple(b for b in SUPPORTED_BACKENDS if TRAITS_BY_NAME[b].supports(feature))
-
-
-def node_types() -> tuple[str, ...]:
-    """Pulumi types of fleet nodes on every backend."""
-    return tuple(t for b in SUPPORTED_BACKENDS for t in TRAITS_BY_NAME[b].node_types)
-
-
-def resource_kinds() -> dict[str, ResourceKind]:
-    """Every resource type of every backend, with its replacing inputs and category."""
-    return {t: k for b in SUPPORTED_BACKENDS for t, k in TRAITS_BY_NAME[b].resources.items()}
+def kinds(**by_category: tuple[str, ...]) -> dict[str, ResourceKind]:
+    return {t: ResourceKind(category=c) for c, types in by_category.items() for t in types}

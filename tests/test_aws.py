@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.compile.backends.aws import efa_layout
+from gpufleet.backends.aws.compile import efa_layout
 from gpufleet.review import PlanReport
 
 from planutil import EXAMPLES, SHARED, by_type, named, plan_files, write

@@ -166,7 +166,7 @@ def test_zone_is_the_domains_parent_unless_dns_zone_is_set(tmp_path: Path) -> No
     rec = named(report, "gw1-dns", "gcp:dns/recordSet:RecordSet")
     assert rec["inputs"]["name"] == "*.a.gpu.example.com."
     assert rec["inputs"]["managedZone"] == "mock-gpu-example-com-public"
-    from gpufleet.compile.backends.gateway import zone_of
+    from gpufleet.compile.gateway import zone_of
     from gpufleet.input.spec import GatewaySpec, Origin
     spec = GatewaySpec("g1", "gcp", "r", Origin("f", 1, 1), domain="a.b.example.com")
     assert zone_of(spec) == "b.example.com"

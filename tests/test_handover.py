@@ -119,7 +119,7 @@ def test_a_scale_set_without_its_nic_list_is_named_with_the_command_to_get_it(
 def test_resolve_scale_sets_reads_the_nics_from_azure(
         state: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from gpufleet.live.probes.azure import scale_set_nics
+    from gpufleet.backends.azure.live import scale_set_nics
 
     # the offline run's scale set ids are placeholders ("nd-h100-vmss-id")
     arm = "https://management.azure.com"

@@ -23,6 +23,9 @@ from botocore.stub import Stubber
 from click.testing import CliRunner
 from moto import mock_aws
 
+from gpufleet.backends.aws.live import AwsProbe, quota_code
+from gpufleet.backends.azure.live import AzureProbe
+from gpufleet.backends.gcp.live import GcpProbe, gpu_metric
 from gpufleet.cli import cli
 from gpufleet.live import UpError, UpOptions, deploy
 from gpufleet.live.preflight import (
@@ -34,9 +37,6 @@ from gpufleet.live.preflight import (
     stack_needs,
 )
 from gpufleet.live.probes import default_probes
-from gpufleet.live.probes.aws import AwsProbe, quota_code
-from gpufleet.live.probes.azure import AzureProbe
-from gpufleet.live.probes.gcp import GcpProbe, gpu_metric
 
 from planutil import TEST_KEY, write
 

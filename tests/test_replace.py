@@ -245,7 +245,7 @@ class ArmSession:
 
 def test_a_scale_set_instance_is_redeployed_onto_a_new_host(
         stack: ReplaceStack, tmp_path: Path) -> None:
-    from gpufleet.live.probes.azure import ScaleSetApi
+    from gpufleet.backends.azure.live import ScaleSetApi
 
     vmss = next(r["id"] for r in stack.deployed["deployment"]["resources"]
                 if r["type"] == "azure-native:compute:VirtualMachineScaleSet")

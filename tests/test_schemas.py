@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from gpufleet.backends import SUPPORTED_BACKENDS
 from gpufleet.input.schema_files import schema, validator
 from gpufleet.input.validate import validate_paths
-from gpufleet.traits import SUPPORTED_BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["fleet", "gateway", "profiles", "backends", "lock", "defs"]

@@ -8,13 +8,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan
+from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
 from .fleet import Fleet
 from .gateway import Gateway
 from .network import Network
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:
@@ -27,3 +27,11 @@ def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any])
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
     return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}))
+
+
+def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """An encrypted EBS volume; its id."""
+    vol = aws.ebs.Volume(plan.name, availability_zone=plan.zone, size=plan.size_gib,
+                         type=plan.disk_type, encrypted=True,
+                         tags={**dict(plan.labels), "Name": plan.name}, opts=opts)
+    return vol.id

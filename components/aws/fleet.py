@@ -1,6 +1,6 @@
 """AWS fleets: a FleetPlan -> its network, cluster placement group, launch template with
 the EFA layout, instances, Elastic IPs and way in (bastion, SSM or key pair). Makes no
-decisions: every number and name comes from the plan (gpufleet.compile.backends.aws)."""
+decisions: every number and name comes from the plan (gpufleet.backends.aws.compile)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.backends.aws import BASTION
 from gpufleet.compile import (
-    BASTION_DISK,
     DIGEST_OUTPUT,
     AwsOptions,
     FleetPlan,
@@ -21,8 +21,8 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script_b64, public_key, server_script_b64
-from ..filesystems import aws_filesystem
 from ..renames import rename_options
+from .filesystems import aws_filesystem
 from .network import Network, tags
 
 
@@ -147,8 +147,8 @@ class Fleet(pulumi.ComponentResource):
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                encrypted=True, volume_type=BASTION_DISK["aws"][1],
-                volume_size=BASTION_DISK["aws"][0]),
+                encrypted=True, volume_type=BASTION.disk_type,
+                volume_size=BASTION.disk_gib),
             availability_zone=self.network.zone, tags=tags(plan, b.name),
             volume_tags=tags(plan, b.name),
             # control_plane: the dstack server; a new script makes a new bastion (EC2 runs

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.backends.aws import GATEWAY
 from gpufleet.compile import (
     DIGEST_OUTPUT,
-    GATEWAY_DISK,
     DnsRecordPlan,
     GatewayPlan,
     input_digest,
@@ -147,6 +147,6 @@ def _gateway_vm(name: str, plan: GatewayPlan, ami: pulumi.Input[str],
         vpc_security_group_ids=vpc_security_group_ids, network_interfaces=network_interfaces,
         metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
         root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-            volume_size=GATEWAY_DISK["aws"][0], volume_type=GATEWAY_DISK["aws"][1],
+            volume_size=GATEWAY.disk_gib, volume_type=GATEWAY.disk_type,
             encrypted=True),
         tags=tags(plan, name), opts=child)

@@ -1,6 +1,6 @@
 """AWS networks: the VPC (created or looked up), its subnets, routes, NAT and the security
 groups of a fleet or gateway. Makes no decisions: every number and name comes from the plan
-(gpufleet.compile.backends.aws and .gateway)."""
+(gpufleet.backends.aws.compile)."""
 
 from __future__ import annotations
 

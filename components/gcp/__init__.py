@@ -9,13 +9,13 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan
+from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
 from .fleet import Fleet
 from .gateway import Gateway
 from .network import Network
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:
@@ -28,3 +28,10 @@ def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any])
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
     return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}))
+
+
+def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """A persistent disk (encrypted at rest by Google); its name, dstack's gcp volume_id."""
+    disk = gcp.compute.Disk(plan.name, zone=plan.zone, size=plan.size_gib,
+                            type=plan.disk_type, labels=dict(plan.labels), opts=opts)
+    return disk.name

@@ -1,6 +1,6 @@
 """GCP fleets: a FleetPlan -> its networks, compact placement policy, VMs (gVNIC/RoCE NICs,
 reservations, spot) and bastion. Makes no decisions: every number and name comes from the
-plan (gpufleet.compile.backends.gcp)."""
+plan (gpufleet.backends.gcp.compile)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
+from gpufleet.backends.gcp import BASTION
 from gpufleet.compile import (
-    BASTION_DISK,
     DIGEST_OUTPUT,
     FleetPlan,
     GcpOptions,
@@ -19,8 +19,8 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script, public_key, server_script
-from ..filesystems import gcp_filesystem
 from ..renames import rename_options
+from .filesystems import gcp_filesystem
 from .network import Network, bastion_tag
 
 
@@ -143,8 +143,8 @@ class Fleet(pulumi.ComponentResource):
             b.name, machine_type=b.instance_type, zone=plan.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=b.image, size=BASTION_DISK["gcp"][0],
-                    type=BASTION_DISK["gcp"][1])),
+                    image=b.image, size=BASTION.disk_gib,
+                    type=BASTION.disk_type)),
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                 network=main.network_id, subnetwork=main.subnet_links[b.subnet],
                 access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(

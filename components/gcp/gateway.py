@@ -10,7 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import DIGEST_OUTPUT, GATEWAY_DISK, GatewayPlan, input_digest, naming
+from gpufleet.backends.gcp import GATEWAY
+from gpufleet.compile import DIGEST_OUTPUT, GatewayPlan, input_digest, naming
 
 from .network import Network, owner_options
 
@@ -58,8 +59,8 @@ class Gateway(pulumi.ComponentResource):
                 zone=zones.names.apply(functools.partial(_nth_zone, i=i)),
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=plan.image, size=GATEWAY_DISK["gcp"][0],
-                        type=GATEWAY_DISK["gcp"][1])),
+                        image=plan.image, size=GATEWAY.disk_gib,
+                        type=GATEWAY.disk_type)),
                 network_interfaces=[nic], tags=[owner_options(plan).network_tag],
                 labels=dict(plan.labels), metadata={"enable-oslogin": "TRUE"},
                 shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(

@@ -1,6 +1,6 @@
 """GCP networks: a NetworkPlan -> a VPC (created or looked up), its subnets, firewall rules
 and Cloud NAT. Makes no decisions: every number and name comes from the plan
-(gpufleet.compile.backends.gcp and .gateway)."""
+(gpufleet.backends.gcp.compile)."""
 
 from __future__ import annotations
 

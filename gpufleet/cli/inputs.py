@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import click
 
+from gpufleet.backends import SUPPORTED_BACKENDS
 from gpufleet.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -20,7 +21,6 @@ from gpufleet.cli.common import (
     validated_or_exit,
 )
 from gpufleet.diagnostics import render_text
-from gpufleet.traits import SUPPORTED_BACKENDS
 
 
 @click.command()

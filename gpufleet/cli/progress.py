@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from gpufleet.codes import C018
 from gpufleet.diagnostics import Diagnostic, Severity
 
 INTERVAL = 0.1  # seconds between redraws
@@ -68,7 +69,7 @@ def cost_warning(report: Any, inputs: Any, paths: Sequence[str],
     top = sorted(report.bills.values(), key=lambda b: -b.total)[:3]
     most = ", ".join(f"{b.owner} ${b.total * HOURS_PER_MONTH:,.0f}" for b in top)
     where = inputs.backends[0].origin.file if inputs.backends else paths[0]
-    return [Diagnostic(where, 1, 1, "C018", f"the plan costs ${month:,.0f}/month, over the "
+    return [Diagnostic(where, 1, 1, C018, f"the plan costs ${month:,.0f}/month, over the "
                        f"warning threshold ${threshold:,.0f}/month (most: {most})",
                        severity=Severity.WARNING,
                        hint="set `cost: {warn_per_month: USD}` in the backends file or "

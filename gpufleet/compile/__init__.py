@@ -2,8 +2,6 @@
 
 from gpufleet.compile import naming
 from gpufleet.compile.addresses import address_key, gateway_key
-from gpufleet.compile.backends import BACKENDS_BY_NAME
-from gpufleet.compile.backends.base import IAP_RANGE, KEY_CONFIG
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
@@ -13,9 +11,7 @@ from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.plan import (
     ANY_SUBNET,
-    BASTION_DISK,
     DIGEST_OUTPUT,
-    GATEWAY_DISK,
     AccessPlan,
     AwsOptions,
     AzureOptions,
@@ -35,18 +31,18 @@ from gpufleet.compile.plan import (
     options_of,
     plan_to_json,
 )
+from gpufleet.compile.planners import PLANNERS
+from gpufleet.compile.seam import IAP_RANGE, KEY_CONFIG
 
 __all__ = [
     "ANY_SUBNET",
-    "BACKENDS_BY_NAME",
-    "BASTION_DISK",
     "DIGEST_OUTPUT",
     "FILESYSTEM_SERVICES",
-    "GATEWAY_DISK",
     "HOST_FAMILIES",
     "HOST_MARKER_DIR",
     "IAP_RANGE",
     "KEY_CONFIG",
+    "PLANNERS",
     "AccessPlan",
     "AwsOptions",
     "AzureOptions",

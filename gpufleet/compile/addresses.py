@@ -16,8 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
-from gpufleet.compile.backends import BACKENDS_BY_NAME
-from gpufleet.compile.cidr import DEFAULT_POOLS, AllocationError, allocate_blocks, fits
+from gpufleet.backends import traits_of
+from gpufleet.codes import C004, C010, C016
+from gpufleet.compile.cidr import AllocationError, allocate_blocks, fits
+from gpufleet.compile.planners import PLANNERS
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import FleetSpec, Inputs, Lock, LockEntry, Origin
 from gpufleet.offers import LockStatus, Selection
@@ -36,7 +38,7 @@ def gateway_key(name: str) -> str:
 
 def pool_for(inputs: Inputs, backend: str) -> str:
     cfg = inputs.backend(backend)
-    return (cfg.cidr if cfg is not None and cfg.cidr else None) or DEFAULT_POOLS[backend]
+    return (cfg.cidr if cfg is not None and cfg.cidr else None) or traits_of(backend).address_pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +107,11 @@ def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection], lock: Lock |
     moved: dict[str, str] = {}
     for backend in sorted(set(by_backend) | {g.backend for g in inputs.gateways}):
         sels = by_backend.get(backend, [])
-        impl = BACKENDS_BY_NAME.get(backend)
+        impl = PLANNERS.get(backend)
         if impl is None:
-            diags += [s.fleet.origin.at("backends", "C010", f"fleet '{s.fleet.name}': the "
+            diags += [s.fleet.origin.at("backends", C010, f"fleet '{s.fleet.name}': the "
                               f"cheapest offer is on {backend}, which gpufleet cannot build yet",
-                              f"set `backends:` to {', '.join(sorted(BACKENDS_BY_NAME))}")
+                              f"set `backends:` to {', '.join(sorted(PLANNERS))}")
                       for s in sels]
             continue
         claims = _claims(inputs, sels, backend, fleet_locks or {}, gateway_locks or {})
@@ -124,7 +126,7 @@ def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection], lock: Lock |
             hint = ("the lock was edited or merged by hand: restore it, or run `gpufleet lock`"
                     if "both record" in str(e) else
                     "give the backend a larger `cidr` in the backends file, or fewer fleets")
-            diags += [c.origin.at("backends", "C004", f"address pool for {backend}: {e}", hint)
+            diags += [c.origin.at("backends", C004, f"address pool for {backend}: {e}", hint)
                       for c in claims]
             continue
         for c in claims:
@@ -133,7 +135,7 @@ def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection], lock: Lock |
             if old is not None and not fits(old, pool, impl.fleet_prefix):
                 moved[c.name] = str(old)
                 diags.append(c.origin.at(
-                    "backends", "C016", f"{c.name.replace('gateway:', 'gateway ')}: the lock "
+                    "backends", C016, f"{c.name.replace('gateway:', 'gateway ')}: the lock "
                     f"records the address block {old}, which the {backend} pool {pool} no "
                     f"longer holds; it moves to {allocated[c.key]}, and `pulumi up` replaces "
                     "its networks and every node on them", "keep the old `cidr` in the "

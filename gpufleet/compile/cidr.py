@@ -17,7 +17,6 @@ import ipaddress
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from ipaddress import IPv4Network
 
-DEFAULT_POOLS = {"aws": "10.0.0.0/8", "gcp": "10.0.0.0/8", "azure": "10.128.0.0/9"}
 FLEET_PREFIX = 16
 MAX_PROBES = 64
 

@@ -13,12 +13,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
+from gpufleet.backends import traits_of
+from gpufleet.codes import G013
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
-from gpufleet.compile.backends import BACKENDS_BY_NAME
-from gpufleet.compile.backends.gateway import plan_gateway
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.volumes import plan_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
@@ -79,7 +80,7 @@ class Compiled:
         `pulumi up` (the backends file gives none)."""
         fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
                      for p in self.plans)
-        gateways = any(g.backend == "azure" and g.options is not None
+        gateways = any(traits_of(g.backend).gateway_admin_key and g.options is not None
                        and not g.options.ssh_public_key for g in self.gateways)
         return fleets or gateways
 
@@ -185,7 +186,7 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
     diags: list[Diagnostic] = []
     for s in chosen:
         assert s.best is not None
-        impl = BACKENDS_BY_NAME.get(s.best.backend)
+        impl = PLANNERS.get(s.best.backend)
         if impl is None or s.fleet.name not in blocks:
             continue
         fleet, declared = reserved_fleet(s.fleet, inputs)
@@ -209,10 +210,11 @@ def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network]
     gateways: list[GatewayPlan] = []
     diags: list[Diagnostic] = []
     for g in inputs.gateways:
-        if gateway_key(g.name) not in blocks:
+        impl = PLANNERS.get(g.backend)
+        if impl is None or gateway_key(g.name) not in blocks:
             continue
-        gplan, gdiags = plan_gateway(g, blocks[gateway_key(g.name)], inputs.backend(g.backend),
-                                     access_for(inputs, g.backend))
+        gplan, gdiags = impl.plan_gateway(g, blocks[gateway_key(g.name)],
+                                          inputs.backend(g.backend), access_for(inputs, g.backend))
         diags += gdiags
         if gplan is not None:
             gateways.append(gplan)
@@ -228,7 +230,7 @@ def check_zone_owners(inputs: Inputs, gateways: Sequence[GatewayPlan]) -> list[D
             continue
         key = (gp.backend, gp.record.zone)
         if key in owners:
-            diags.append(g.origin.at("create_dns_zone", "G013", f"gateway '{g.name}' and "
+            diags.append(g.origin.at("create_dns_zone", G013, f"gateway '{g.name}' and "
                                     f"'{owners[key]}' both create the zone {key[1]}",
                                     "let one gateway create it; the other looks it up"))
         owners.setdefault(key, g.name)

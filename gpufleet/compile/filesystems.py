@@ -21,28 +21,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Network
+from types import MappingProxyType
 
-from gpufleet.compile.backends.base import gcp_labels
+from gpufleet.backends import BACKENDS, supports, traits_of
+from gpufleet.codes import V004, V005, V006, V008
 from gpufleet.compile.plan import FilesystemPlan, FirewallRule, FleetPlan, NetworkPlan
 from gpufleet.diagnostics import Diagnostic, Severity, did_you_mean
 from gpufleet.input import FilesystemSpec
+from gpufleet.traits import Feature, FilesystemService
 
-SERVICE = {("aws", "lustre"): "fsx-lustre", ("aws", "nfs"): "efs",
-           ("gcp", "lustre"): "managed-lustre", ("gcp", "nfs"): "filestore",
-           ("azure", "lustre"): "amlfs", ("azure", "nfs"): "azure-files-nfs"}
-SERVICE_NAME = {"fsx-lustre": "FSx for Lustre (PERSISTENT_2 SSD)", "efs": "EFS (elastic)",
-                "managed-lustre": "Managed Lustre", "filestore": "Filestore (zonal)",
-                "amlfs": "Azure Managed Lustre", "azure-files-nfs": "Azure Files (premium NFS)"}
-ZONAL = {"fsx-lustre", "managed-lustre", "filestore", "amlfs"}
+# every service of every backend, by its key (fsx-lustre, managed-lustre, ...)
+SERVICES: Mapping[str, FilesystemService] = MappingProxyType(
+    {s.key: s for t in BACKENDS for s in t.filesystems.values()})
+SERVICE_NAME: Mapping[str, str] = MappingProxyType({k: s.title for k, s in SERVICES.items()})
 PORT = {"lustre": 988, "nfs": 2049}
-# shared services whose first fleet is built after the others (its storage account lists
-# their subnets); the others wait for the first fleet (they peer with its network)
-BUILT_AFTER_PEERS = frozenset({"azure-files-nfs"})
+
+
+def service_of(fs: FilesystemSpec) -> FilesystemService:
+    return traits_of(fs.backend).filesystems[fs.kind]
 
 
 def waits(service: str, holder: str, peers: Sequence[str]) -> list[tuple[str, str]]:
-    """(fleet, the fleet it is built after) for one shared filesystem."""
-    if service in BUILT_AFTER_PEERS:
+    """(fleet, the fleet it is built after) for one shared filesystem: the others wait for
+    the first fleet (they peer with its network), or the first waits for the others (its
+    storage account lists their subnets)."""
+    if SERVICES[service].built_after_peers:
         return [(holder, p) for p in peers]
     return [(p, holder) for p in peers]
 
@@ -64,7 +67,7 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
             known = sorted(by_name)
             first = names[0] in absent
             diags.append(fs.origin.at(
-                "fleets", "V008", f"filesystem '{fs.name}' "
+                "fleets", V008, f"filesystem '{fs.name}' "
                 + ("is not built" if first else f"is not mounted by {', '.join(absent)}")
                 + f": no fleet named '{absent[0]}' is planned from these files",
                 did_you_mean(absent[0], known) or f"fleets: {', '.join(known) or 'none'}",
@@ -78,9 +81,9 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
             diags.append(problem)
             continue
         mine = mounts.setdefault(fleet.name, [])
-        if fs.backend == "gcp" and fs.kind == "lustre" and any(
-                m.service == "managed-lustre" for m in mine):
-            diags.append(fs.origin.at("fleets", "V006", f"fleet '{fleet.name}' already mounts "
+        if service_of(fs).one_per_fleet and any(m.service == service_of(fs).key
+                                                for m in mine):
+            diags.append(fs.origin.at("fleets", V006, f"fleet '{fleet.name}' already mounts "
                                       "a Managed Lustre filesystem: its network has one "
                                       "private services access connection, gpufleet builds one "
                                       "Managed Lustre per fleet", "grow the first one instead"))
@@ -100,9 +103,9 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
         for peer in peers:
             mounts.setdefault(peer.name, []).append(
                 dataclasses.replace(plan, peers=(), host=fleet.name))
-            if plan.service in ZONAL and where and peer.zone and peer.zone != where:
+            if SERVICES[plan.service].zonal and where and peer.zone and peer.zone != where:
                 diags.append(fs.origin.at(
-                    "fleets", "V005", f"filesystem '{fs.name}' is in {where}, fleet "
+                    "fleets", V005, f"filesystem '{fs.name}' is in {where}, fleet "
                     f"'{peer.name}' in {peer.zone}: cross-zone traffic is slower and billed",
                     "put the fleets sharing it in one zone", severity=Severity.WARNING))
     out = []
@@ -136,12 +139,12 @@ def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
 
 def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | None:
     if fleet.backend != fs.backend:
-        return fs.origin.at("fleets", "V004", f"filesystem '{fs.name}' is on "
+        return fs.origin.at("fleets", V004, f"filesystem '{fs.name}' is on "
                             f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
                             "a node cannot mount storage on another cloud",
                             f"declare the filesystem on {fleet.backend}")
     if fleet.region != fs.region:
-        return fs.origin.at("region", "V004", f"filesystem '{fs.name}' is in "
+        return fs.origin.at("region", V004, f"filesystem '{fs.name}' is in "
                             f"{fs.region}, fleet '{fleet.name}' in {fleet.region}: "
                             "storage must sit in its accelerators' region",
                             f"set region: {fleet.region}")
@@ -151,19 +154,17 @@ def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | Non
 def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetPlan],
                     after: Mapping[str, set[str]]) -> Diagnostic | None:
     """Why a filesystem cannot be mounted by these several fleets, or None."""
-    if fs.backend == "gcp":
-        return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is mounted by "
-                            f"{len(peers) + 1} fleets: Filestore and Managed Lustre are "
-                            "reached through a peering of one fleet's network, which a second "
-                            "network cannot use (Google: only through Network Connectivity "
-                            "Center, which gpufleet does not build)",
+    if not supports(fs.backend, Feature.SHARED_FILESYSTEMS):
+        return fs.origin.at("fleets", V006, f"filesystem '{fs.name}' is mounted by "
+                            f"{len(peers) + 1} fleets: "
+                            f"{traits_of(fs.backend).why_not(Feature.SHARED_FILESYSTEMS)}",
                             "give the filesystem one fleet, or declare one per fleet")
     for f in (fleet, *peers):
         problem = _placement_problem(fs, f)
         if problem is not None:
             return problem
         if f.network("main").existing:
-            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}' is shared by "
+            return fs.origin.at("fleets", V006, f"filesystem '{fs.name}' is shared by "
                                 f"several fleets, and fleet '{f.name}' uses an existing network: "
                                 "gpufleet adds no subnet, peering or route to a network it "
                                 "does not own", "mount it from fleets whose networks gpufleet "
@@ -172,11 +173,11 @@ def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetP
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
         return start == goal or any(reaches(h, goal, seen | {start})
                                     for h in after.get(start, ()) if h not in seen)
-    service = SERVICE[(fs.backend, fs.kind)]
+    service = service_of(fs).key
     for waiter, waited in waits(service, fleet.name, [p.name for p in peers]):
         if reaches(waited, waiter, set()):  # the fleets would wait on each other
             other = waiter if waiter != fleet.name else waited
-            return fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleets "
+            return fs.origin.at("fleets", V006, f"filesystem '{fs.name}': fleets "
                                 f"'{fleet.name}' and '{other}' already share a filesystem "
                                 "the other way round, and each would be built before the "
                                 "other", "keep the shared filesystems in one fleet's network "
@@ -190,36 +191,37 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
     problem = _placement_problem(fs, fleet)
     if problem is not None:
         return None, problem
-    service = SERVICE[(fs.backend, fs.kind)]
+    kind = service_of(fs)
+    service = kind.key
     # Azure Managed Lustre takes one availability zone (the API's `zones`, which azurerm
     # requires); a fleet without one (a regional scale set) gets zone 1 unless `zone` says
-    zone = fs.zone or fleet.zone or ("1" if service == "amlfs" else None)
-    if zone is None and fs.backend == "gcp" and service in ZONAL:
-        return None, fs.origin.at("region", "V004", f"filesystem '{fs.name}': {service} is "
+    zone = fs.zone or fleet.zone or kind.default_zone
+    if zone is None and kind.needs_zone:
+        return None, fs.origin.at("region", V004, f"filesystem '{fs.name}': {service} is "
                                   f"zonal and fleet '{fleet.name}' has no zone",
                                   "set `zone` on the filesystem")
     warning = None
     if fs.zone is not None and fleet.zone is not None and fs.zone != fleet.zone:
-        warning = fs.origin.at("zone", "V005", f"filesystem '{fs.name}' is in {fs.zone}, "
+        warning = fs.origin.at("zone", V005, f"filesystem '{fs.name}' is in {fs.zone}, "
                                f"fleet '{fleet.name}' in {fleet.zone}: cross-zone traffic "
                                "is slower and billed", f"set zone: {fleet.zone}",
                                severity=Severity.WARNING)
     main = fleet.network("main")
     admit = tuple(c for f in (fleet, *peers) for c in _node_cidrs(f))
     subnet = None
-    if service in ("amlfs", "managed-lustre") or (peers and fs.backend == "aws"):
-        subnet = _own_range(fleet, main, block, service, fs.capacity_gib or 0, taken)
+    if kind.own_range or (peers and traits_of(fs.backend).shared_filesystem_subnet):
+        subnet = _own_range(fleet, main, block, kind, fs.capacity_gib or 0, taken)
         if subnet is None:
-            return None, fs.origin.at("fleets", "V006", f"filesystem '{fs.name}': fleet "
+            return None, fs.origin.at("fleets", V006, f"filesystem '{fs.name}': fleet "
                                       f"'{fleet.name}' has no free range left in its address "
                                       "block for the filesystem's own subnet",
                                       "give the backend a larger `cidr`")
     labels = {**dict(fleet.labels), "gpufleet-filesystem": fs.name}
     return FilesystemPlan(
         name=fs.name, backend=fs.backend, kind=fs.kind, service=service, region=fs.region,
-        zone=zone if service in ZONAL else None, capacity_gib=fs.capacity_gib,
+        zone=zone if kind.zonal else None, capacity_gib=fs.capacity_gib,
         throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
-        subnet=subnet, labels=gcp_labels(labels) if fs.backend == "gcp" else labels,
+        subnet=subnet, labels=traits_of(fs.backend).labels(labels),
         price=fs.price, peers=tuple(p.name for p in peers),
     ), warning
 
@@ -230,20 +232,20 @@ def _node_cidrs(fleet: FleetPlan) -> tuple[str, ...]:
 
 
 def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
-               service: str, capacity_gib: int, taken: Sequence[str]) -> str | None:
+               service: FilesystemService, capacity_gib: int, taken: Sequence[str]
+               ) -> str | None:
     """A range of the fleet's own address block no subnet of it uses, so no other fleet's
     block is touched: Azure Managed Lustre's subnet, a /24 up to 196 TiB and a /23 above
     (Microsoft's "Network size requirements": /24 or larger for 96-196 TiB, /23 for
     200-400 TiB; a /22 above), Managed Lustre's private services access range (a /20), or a
     shared AWS filesystem's own subnet (FSx sized like Azure's, one IP per file server; an
     EFS mount target takes one address: a /28)."""
-    space = IPv4Network(main.cidr) if fleet.backend in ("azure", "aws") and main.cidr \
-        else block
+    space = IPv4Network(main.cidr) if traits_of(fleet.backend).filesystem_range_in_network \
+        and main.cidr else block
     if space is None:
         return None
     tib = capacity_gib / 1024
-    prefix = 20 if service == "managed-lustre" else 28 if service == "efs" else \
-        24 if tib <= 196 else 23 if tib <= 400 else 22
+    prefix = service.range_prefix or (24 if tib <= 196 else 23 if tib <= 400 else 22)
     if space.prefixlen > prefix:
         return None
     used = [IPv4Network(s.cidr) for n in fleet.networks for s in n.subnets]

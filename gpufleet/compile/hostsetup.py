@@ -23,6 +23,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from gpufleet.backends import traits_of
 from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, ServerPlan
 
 # The versions installed where an image lacks them: the one place they are named.
@@ -78,8 +79,7 @@ def image_family(backend: str, gpu: bool, default_image: bool) -> ImageFamily:
         return FAMILIES["custom-gpu" if gpu else "custom"]
     if not gpu:
         return FAMILIES["ubuntu"]
-    return FAMILIES[{"aws": "aws-dlami", "gcp": "gcp-ubuntu-accelerator",
-                     "azure": "azure-ubuntu-hpc"}[backend]]
+    return FAMILIES[traits_of(backend).gpu_image_family]
 
 
 def render(family: ImageFamily, user: str) -> str:

@@ -365,12 +365,6 @@ class GatewayPlan:
         return self.load_balancer is not None and bool(self.address_names)
 
 
-# The boot disks of what gpufleet runs beside the nodes, per backend: (GiB, disk type). The
-# components create them; the bill prices them.
-BASTION_DISK = {"aws": (8, "gp3"), "gcp": (10, "pd-balanced"), "azure": (30, "StandardSSD_LRS")}
-GATEWAY_DISK = {"aws": (20, "gp3"), "gcp": (20, "pd-balanced"), "azure": (30, "StandardSSD_LRS")}
-
-
 def options_of(plan: FleetPlan | GatewayPlan, kind: type[OptionsT]) -> OptionsT:
     """A plan's typed options, checked: a component never reads another backend's fields."""
     if not isinstance(plan.options, kind):

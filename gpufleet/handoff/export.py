@@ -10,6 +10,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, role_module, traits_of
 from gpufleet.fileio import write_many
 from gpufleet.input import JsonInputError, parse_json, validate_texts
 from gpufleet.input import schema_validator as validator
@@ -214,7 +216,9 @@ def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     """dstack's volume file for a volume of the stack: an external volume (`volume_id`), so
     dstack attaches the disk the stack created (or was given) instead of making one."""
     volume_id = _secret(out.get("volume_id"))
-    if not volume_id or out.get("backend") not in ("aws", "gcp"):
+    backend = out.get("backend")
+    if not volume_id or backend not in TRAITS_BY_NAME or \
+            not traits_of(str(backend)).volume_disk_type:
         return None, f"volume {name}: the stack outputs carry no volume id; no volume file"
     doc: dict[str, Any] = {"type": "volume", "name": name, "backend": out["backend"],
                            "region": out["region"]}
@@ -271,35 +275,11 @@ def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
     nets = out.get("networks") or {}
     main = nets.get("main") or {}
     entry: dict[str, Any] = {"type": backend, "regions": [region]}
-    if backend == "gcp":
-        if not out.get("scope"):
-            raise ExportError("a GCP fleet's backends entry sets no `project_id`, which dstack's "
-                              "gcp backend requires: set it in the backends file and re-run "
-                              "`pulumi up`")
-        entry["project_id"] = out["scope"]
-        entry["vpc_name"] = _secret(main.get("name"))
-        if main.get("project"):  # a Shared VPC of this host project
-            entry["vpc_project_id"] = main["project"]
-        if out.get("extra_vpcs"):
-            entry["extra_vpcs"] = [_secret(v) for v in out["extra_vpcs"]]
-        if out.get("roce_vpcs"):
-            entry["roce_vpcs"] = [_secret(v) for v in out["roce_vpcs"]]
-    elif backend == "aws":
-        entry["vpc_ids"] = {region: _secret(main.get("id"))}
-        entry["default_vpcs"] = False
-    elif backend == "azure":
-        for key, value in (("tenant_id", out.get("tenant_id")),
-                           ("subscription_id", out.get("scope"))):
-            if not value:
-                raise ExportError(f"an Azure fleet's backends entry sets no `{key}`, which "
-                                  "dstack's azure backend requires: set it in the backends "
-                                  "file and re-run `pulumi up`")
-            entry[key] = value
-        rg = _secret(out.get("resource_group"))
-        subnet_ids = out.get("subnets") or {}
-        subnet = next(iter(subnet_ids.values()), None) if subnet_ids else None
-        sub_name = str(_secret(subnet) or "").rsplit("/", 1)[-1]
-        entry["subnet_ids"] = {region: f"{rg}/{_secret(main.get('name'))}/{sub_name}"}
+    try:
+        entry |= importlib.import_module(role_module(backend, "handoff")).backend_entry(
+            out, main, _secret)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     entry["public_ips"] = bool(out.get("public_ips"))
     entry["creds"] = {"type": "default"}
     return entry
@@ -320,7 +300,7 @@ def check_shape(name: str, out: Mapping[str, Any]) -> None:
     networks: dict[str, Any] = raw_networks if isinstance(raw_networks, dict) else {}
     wrong += [f"nodes[{i}]" for i, n in enumerate(nodes) if not isinstance(n, dict)]
     wrong += [f"networks.{k}" for k, v in networks.items() if not isinstance(v, dict)]
-    if out.get("backend") not in ("aws", "gcp", "azure") or "region" not in out:
+    if out.get("backend") not in SUPPORTED_BACKENDS or "region" not in out:
         wrong.append("backend/region")
     if wrong:
         raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet output "

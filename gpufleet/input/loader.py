@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from gpufleet.codes import L000, L001, L002, L003, L004, L005, L006, L009, L010, L011, L012
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, display_path
 from gpufleet.input.spec import LOCK_FILE, SETTINGS_KEYS
 
@@ -192,13 +193,13 @@ def load_file(path: Path, result: LoadResult) -> None:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
             result.diagnostics.append(Diagnostic(
-                name, 1, 1, "L000", "not a regular file (a device, pipe or socket)",
+                name, 1, 1, L000, "not a regular file (a device, pipe or socket)",
                 hint="give gpufleet the YAML files themselves"))
             return
         size = st.st_size
         if size > MAX_FILE_BYTES:
             result.diagnostics.append(
-                Diagnostic(name, 1, 1, "L001", f"file is {size:,} bytes; the limit is "
+                Diagnostic(name, 1, 1, L001, f"file is {size:,} bytes; the limit is "
                            f"{MAX_FILE_BYTES:,} (10 MB)",
                            hint="split the file or check that it is a fleet/gateway file")
             )
@@ -207,12 +208,12 @@ def load_file(path: Path, result: LoadResult) -> None:
             raw = fh.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
             result.diagnostics.append(Diagnostic(
-                name, 1, 1, "L001", f"file grew past the limit of {MAX_FILE_BYTES:,} bytes "
+                name, 1, 1, L001, f"file grew past the limit of {MAX_FILE_BYTES:,} bytes "
                 "while being read"))
             return
     except OSError as e:
         result.diagnostics.append(
-            Diagnostic(name, 1, 1, "L000", f"cannot read file: {e.strerror or e}")
+            Diagnostic(name, 1, 1, L000, f"cannot read file: {e.strerror or e}")
         )
         return
     load_bytes(name, raw, result)
@@ -226,7 +227,7 @@ def load_bytes(name: str, raw: bytes, result: LoadResult) -> None:
         line = raw.count(b"\n", 0, e.start) + 1
         col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
         result.diagnostics.append(
-            Diagnostic(name, line, col, "L002",
+            Diagnostic(name, line, col, L002,
                        f"file is not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})",
                        hint="save the file as UTF-8")
         )
@@ -268,7 +269,7 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
     depth, line = nesting_depth(text, MAX_TEXT_DEPTH)
     if depth:
         result.diagnostics.append(Diagnostic(
-            name, line, 1, "L005", f"the YAML nests deeper than {MAX_TEXT_DEPTH} levels",
+            name, line, 1, L005, f"the YAML nests deeper than {MAX_TEXT_DEPTH} levels",
             hint="fleet and gateway files need a handful of levels; check for a runaway "
                  "`[` or `{`"))
         return
@@ -296,17 +297,17 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
         msg = e.problem or e.context or "invalid YAML"
         if e.context and e.problem and e.context_mark is not None:
             msg += f" ({e.context} started on line {e.context_mark.line + 1})"
-        result.diagnostics.append(Diagnostic(name, line, col, "L003", f"YAML syntax error: {msg}"))
+        result.diagnostics.append(Diagnostic(name, line, col, L003, f"YAML syntax error: {msg}"))
         return
     except yaml.YAMLError as e:
-        result.diagnostics.append(Diagnostic(name, 1, 1, "L003", f"YAML error: {e}"))
+        result.diagnostics.append(Diagnostic(name, 1, 1, L003, f"YAML error: {e}"))
         return
     except RecursionError:
-        result.diagnostics.append(Diagnostic(name, 1, 1, "L005", "the YAML nests too deeply"))
+        result.diagnostics.append(Diagnostic(name, 1, 1, L005, "the YAML nests too deeply"))
         return
     if documents == 0:
         result.diagnostics.append(Diagnostic(
-            name, 1, 1, "L011", "the file holds no YAML document (it is empty or only `---`)",
+            name, 1, 1, L011, "the file holds no YAML document (it is empty or only `---`)",
             severity=Severity.WARNING, hint="remove the file, or add a fleet or gateway"))
 
 
@@ -338,20 +339,20 @@ class _Builder:
         if again or self.expanding:
             self.count += 1  # every value an alias expands to, scalars included
         if self.count > MAX_VALUES:
-            raise self.fail(node, "L005", f"document expands to more than {MAX_VALUES:,} values "
+            raise self.fail(node, L005, f"document expands to more than {MAX_VALUES:,} values "
                             "(anchors and aliases are expanded)",
                             hint="this looks like an alias bomb; remove the nested aliases")
         if len(path) > MAX_DEPTH:
-            raise self.fail(node, "L005", f"document is nested deeper than {MAX_DEPTH} levels")
+            raise self.fail(node, L005, f"document is nested deeper than {MAX_DEPTH} levels")
         self.source.values.setdefault(path, _pos(node))
         if isinstance(node, ScalarNode):
             return self.scalar(node, path)
         if node.tag not in (_MAP_TAG, _SEQ_TAG):
-            raise self.fail(node, "L010", f"unsupported YAML tag {_tag(node.tag)}",
+            raise self.fail(node, L010, f"unsupported YAML tag {_tag(node.tag)}",
                             hint="gpufleet reads plain mappings, lists, strings, numbers and "
                                  "booleans; remove the tag")
         if id(node) in self.active:
-            raise self.fail(node, "L006", "recursive alias: a node contains itself")
+            raise self.fail(node, L006, "recursive alias: a node contains itself")
         self.active.add(id(node))
         self.expanding += again
         try:
@@ -365,7 +366,7 @@ class _Builder:
 
     def scalar(self, node: ScalarNode, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
-            raise self.fail(node, "L010", f"unsupported YAML tag {_tag(node.tag)}",
+            raise self.fail(node, L010, f"unsupported YAML tag {_tag(node.tag)}",
                             hint="gpufleet reads plain mappings, lists, strings, numbers and "
                                  "booleans; remove the tag")
         if node.tag in _STR_TAGS:
@@ -373,7 +374,7 @@ class _Builder:
         if node.tag == _YAML + "int":
             digits = sum(c.isdigit() for c in node.value)
             if digits > MAX_INT_DIGITS:
-                raise self.fail(node, "L009", f"{_where(path)}: a {digits}-digit integer; "
+                raise self.fail(node, L009, f"{_where(path)}: a {digits}-digit integer; "
                                 f"gpufleet reads at most {MAX_INT_DIGITS} digits")
         ctor = self._scalars.yaml_constructors[node.tag]
         try:
@@ -381,7 +382,7 @@ class _Builder:
         except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as e:
             kind = node.tag.rsplit(":", 1)[-1]
             shown = node.value if len(node.value) <= 40 else node.value[:40] + "..."
-            raise self.fail(node, "L009", f"{_where(path)}: cannot read {shown!r} as {kind}",
+            raise self.fail(node, L009, f"{_where(path)}: cannot read {shown!r} as {kind}",
                             hint=f"remove the `!!{kind}` tag or write a valid {kind}") from e
         self.check_number(node, path, value)
         return value
@@ -410,13 +411,13 @@ class _Builder:
         line, col = _pos(node)
         shown = f"{value:g}" if isinstance(value, float) else str(value)
         self.warnings.append(Diagnostic(
-            self.name, line, col, "L012", f"{_where(path)}: `{raw}` is read as {shown} "
+            self.name, line, col, L012, f"{_where(path)}: `{raw}` is read as {shown} "
             f"(YAML 1.1 {why}, as dstack's loader reads it)", severity=Severity.WARNING,
             hint=f"write {shown}, or quote `{raw}` if it is text"))
 
     def key_of(self, node: Node) -> str:
         if not isinstance(node, ScalarNode):
-            raise self.fail(node, "L004", "mapping keys must be plain scalars")
+            raise self.fail(node, L004, "mapping keys must be plain scalars")
         return str(node.value)
 
     def mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
@@ -430,7 +431,7 @@ class _Builder:
             key = self.key_of(knode)
             if key in first:
                 line = first[key].start_mark.line + 1
-                raise self.fail(knode, "L004", f"duplicate key '{key}' (first defined on line "
+                raise self.fail(knode, L004, f"duplicate key '{key}' (first defined on line "
                                 f"{line})", hint="remove one of the two entries")
             first[key] = knode
             self.source.keys[(*path, key)] = _pos(knode)
@@ -441,7 +442,7 @@ class _Builder:
 
     def merge_into(self, out: dict[str, Any], src: Node, path: KeyPath) -> None:
         if not isinstance(src, MappingNode):
-            raise self.fail(src, "L004", "a merge key (<<) needs a mapping or a list of mappings")
+            raise self.fail(src, L004, "a merge key (<<) needs a mapping or a list of mappings")
         value = self.build(src, (*path, "<<"))
         where = {knode.value: knode for knode, _ in src.value if isinstance(knode, ScalarNode)}
         for key, item in value.items():

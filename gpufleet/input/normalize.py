@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpufleet.codes import F020
 from gpufleet.input.spec import CPUSpec, GPUSpec, Nodes, Range, ResourcesSpec, RetrySpec
 
 
@@ -30,7 +31,7 @@ class SpecError(ValueError):
 
 # Values dstack's models read but gpufleet refuses (README, "dstack conformance"): no offer
 # matches them, and the arithmetic of a plan cannot carry them.
-OWN_BOUND = "F020"
+OWN_BOUND = F020
 
 
 def _own(message: str, subpath: tuple[str | int, ...] = ()) -> SpecError:

@@ -12,11 +12,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.codes import (
+    F006,
+    F020,
+    F022,
+    L007,
+    L008,
+    L013,
+    S001,
+    S002,
+    S003,
+    S004,
+    S005,
+    S006,
+    S007,
+    S009,
+    S010,
+)
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean, format_path
 from gpufleet.input.loader import Document
 from gpufleet.input.schema_files import validator
 from gpufleet.input.spec import DSTACK_BACKENDS, SETTINGS_KEYS
-from gpufleet.traits import SUPPORTED_BACKENDS
 
 DSTACK_RUN_KINDS = ("dev-environment", "task", "service", "preset")
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
@@ -47,7 +64,7 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
     data = doc.data
     if not isinstance(data, dict):
         got = _describe(data)
-        return None, [doc.at_value((), "L007", f"expected a mapping with a `type` key, got {got}",
+        return None, [doc.at_value((), L007, f"expected a mapping with a `type` key, got {got}",
                                    hint="start the document with `type: fleet` or "
                                         "`type: gateway`")]
     kind = data.get("type")
@@ -61,20 +78,20 @@ def detect_kind(doc: Document) -> tuple[str | None, list[Diagnostic]]:
             return "backends", []
         if SETTINGS_KEYS & set(data) and "backends" not in data:
             return "backends", []  # gpufleet's settings only (`gateways: {gw: {dns_zone}}`)
-        return None, [doc.at_key((), "L007", "missing `type`: cannot tell what this document is",
+        return None, [doc.at_key((), L007, "missing `type`: cannot tell what this document is",
                                  hint="add `type: fleet` or `type: gateway`")]
     if kind in ("fleet", "gateway", "volume"):
         return kind, []
     if isinstance(kind, bool | int | float):
-        return None, [doc.at_value(("type",), "L007", f"`type` must be `fleet` or `gateway`, "
+        return None, [doc.at_value(("type",), L007, f"`type` must be `fleet` or `gateway`, "
                                    f"not the {type(kind).__name__} {str(kind).lower()}",
                                    hint="YAML reads an unquoted yes/no/on/off as a boolean; "
                                         "write `type: fleet` or `type: gateway`")]
     if isinstance(kind, str) and kind in DSTACK_RUN_KINDS:
-        return None, [doc.at_value(("type",), "L008", f"`type: {kind}` is a dstack {kind} "
+        return None, [doc.at_value(("type",), L008, f"`type: {kind}` is a dstack {kind} "
                                    "configuration; gpufleet only reads fleets and gateways "
                                    "(skipped)", severity=Severity.WARNING)]
-    return None, [doc.at_value(("type",), "L007", f"unknown configuration type '{kind}'",
+    return None, [doc.at_value(("type",), L007, f"unknown configuration type '{kind}'",
                                hint=did_you_mean(str(kind), ["fleet", "gateway"])
                                or "gpufleet reads `type: fleet` and `type: gateway`")]
 
@@ -90,7 +107,7 @@ def check_schema(doc: Document) -> Checked:
     for path, value in _not_finite(doc.data, ()):
         checked.bad.add(path)
         checked.diagnostics.append(doc.at_value(
-            path, "F020", f"{_where(path, kind)} must be a finite number, not {value}; "
+            path, F020, f"{_where(path, kind)} must be a finite number, not {value}; "
             "gpufleet's rule (dstack reads some of these): no bound or price holds for it",
             hint="YAML reads .nan and .inf as numbers; write a number"))
     for err in validator(kind).iter_errors(doc.data):
@@ -168,7 +185,7 @@ def coerce(doc: Document, kind: str) -> list[Diagnostic]:
                 continue
             changed = True
             done.add(path)
-            out.append(doc.at_value(path, "L013", f"{_where(path, kind)}: {err.instance!r} is "
+            out.append(doc.at_value(path, L013, f"{_where(path, kind)}: {err.instance!r} is "
                                     f"read as {json.dumps(new)}, as dstack's models convert it",
                                     severity=Severity.WARNING,
                                     hint=f"write {json.dumps(new)} to say so"))
@@ -202,7 +219,7 @@ def narrow_backends(doc: Document, kind: str) -> list[Diagnostic]:
         if not kept or not dropped or any(b not in DSTACK_BACKENDS for _, b in dropped):
             continue
         for i, b in dropped:
-            out.append(doc.at_value((*path, i), "F022", f"backend '{b}' is left out: gpufleet "
+            out.append(doc.at_value((*path, i), F022, f"backend '{b}' is left out: gpufleet "
                                     f"builds on {', '.join(SUPPORTED_BACKENDS)}; this "
                                     f"{'fleet' if kind == 'fleet' else 'profile'} uses "
                                     f"{', '.join(kept)}", severity=Severity.WARNING,
@@ -267,12 +284,12 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
                 _moved(c, key, kind)
         for key in unknown[:MAX_UNKNOWN_KEYS]:
             c.diagnostics.append(doc.at_key(
-                (*path, key), "S001", f"unknown key '{key}' in {_where(path, kind)}",
+                (*path, key), S001, f"unknown key '{key}' in {_where(path, kind)}",
                 hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
         if len(unknown) > MAX_UNKNOWN_KEYS:
             rest = unknown[MAX_UNKNOWN_KEYS:]
             c.diagnostics.append(doc.at_key(
-                (*path, rest[0]), "S001", f"{len(rest)} more unknown key(s) in "
+                (*path, rest[0]), S001, f"{len(rest)} more unknown key(s) in "
                 f"{_where(path, kind)}", hint=f"allowed keys: {', '.join(allowed)}"))
         return
     if v == "required":
@@ -281,7 +298,7 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
                     (*path, key) not in c.bad):
                 c.bad.add((*path, key))
                 c.diagnostics.append(doc.at_key(
-                    path, "S004", f"missing required key '{key}' in {_where(path, kind)}",
+                    path, S004, f"missing required key '{key}' in {_where(path, kind)}",
                     hint=f"add `{key}:`"))
         return
     if v == "anyOf" and err.context:
@@ -307,34 +324,34 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
     elif v == "enum":
         _enum_error(c, path, err.validator_value, err.instance, kind)
     elif v == "const":
-        c.diagnostics.append(doc.at_value(path, "S003", f"{_where(path, kind)} must be "
+        c.diagnostics.append(doc.at_value(path, S003, f"{_where(path, kind)} must be "
                                           f"'{err.validator_value}'"))
     elif (v == "pattern" and err.validator_value == _NAME_PATTERN
           and re.match(_NAME_PATTERN, err.instance)):  # Python's `$` lets a final "\n" in
         c.diagnostics.append(doc.at_value(
-            path, "S010", f"{_where(path, kind)} ends in a line break; gpufleet's rule (dstack's "
+            path, S010, f"{_where(path, kind)} ends in a line break; gpufleet's rule (dstack's "
             "pattern lets it through): no cloud takes a line break in a resource name",
             hint="remove the line break (a `|` block or a \"\\n\" escape puts it there)"))
     elif v == "pattern" and err.validator_value == _NAME_PATTERN:
         c.diagnostics.append(doc.at_value(
-            path, "S005", f"Resource name should match regex '{_NAME_PATTERN}'",
+            path, S005, f"Resource name should match regex '{_NAME_PATTERN}'",
             hint="use lower-case letters, digits and dashes, starting with a letter "
                  "(2-41 characters)"))
     elif v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
                  "maximum": "less than or equal to", "exclusiveMaximum": "less than"}[v]
         c.diagnostics.append(doc.at_value(
-            path, "S006", f"Input should be {words} {err.validator_value}",
+            path, S006, f"Input should be {words} {err.validator_value}",
             hint=err.schema.get("x-hint") or f"check `{_where(path, kind)}`"))
     elif v == "minLength":
-        c.diagnostics.append(doc.at_value(path, "S006", f"{_where(path, kind)} must not be empty"))
+        c.diagnostics.append(doc.at_value(path, S006, f"{_where(path, kind)} must not be empty"))
     elif v == "maxItems":
         c.diagnostics.append(doc.at_value(
-            path, "S006", f"{_where(path, kind)} takes at most {err.validator_value} item(s)"))
+            path, S006, f"{_where(path, kind)} takes at most {err.validator_value} item(s)"))
     elif v == "False" or err.validator_value is False:
-        c.diagnostics.append(doc.at_key(path, "S001", f"'{path[-1]}' is not allowed here"))
+        c.diagnostics.append(doc.at_key(path, S001, f"'{path[-1]}' is not allowed here"))
     else:
-        c.diagnostics.append(doc.at_value(path, "S007", f"{_where(path, kind)}: {err.message}"))
+        c.diagnostics.append(doc.at_value(path, S007, f"{_where(path, kind)}: {err.message}"))
 
 
 # gpufleet settings that once sat in dstack's files (which dstack refuses): where they are now.
@@ -347,7 +364,7 @@ def _moved(c: Checked, key: str, kind: str) -> None:
     value = c.doc.data.get(key)
     shown = json.dumps(value) if isinstance(value, list | bool) else value
     c.diagnostics.append(c.doc.at_key(
-        (key,), "S009", f"`{key}` is a gpufleet setting, and dstack refuses a {kind} file that "
+        (key,), S009, f"`{key}` is a gpufleet setting, and dstack refuses a {kind} file that "
         "carries it; it moved to the backends file",
         hint=f"remove it here and write in the backends file: `{kind}s: {{{name or '<name>'}: "
              f"{{{key}: {shown}}}}}`"))
@@ -366,7 +383,7 @@ def _choice_error(c: Checked, path: KeyPath, context: Iterable[Any], instance: A
     unique = list(dict.fromkeys(words))
     c.bad.add(path)
     c.diagnostics.append(c.doc.at_value(
-        path, "S003", f"{_where(path, kind)} must be {' or '.join(unique)}, not "
+        path, S003, f"{_where(path, kind)} must be {' or '.join(unique)}, not "
         f"{json.dumps(instance) if not isinstance(instance, str) else repr(instance)}"))
 
 
@@ -390,7 +407,7 @@ def _type_error(c: Checked, path: KeyPath, types: Iterable[str], instance: Any) 
     elif isinstance(instance, int | float) and "string" in types:
         hint = f"YAML reads {instance!r} as a number; quote it: '{instance!r}'"
     c.diagnostics.append(c.doc.at_value(
-        path, "S002", f"{_where(path, c.kind or '')} must be {want}, not {_describe(instance)}",
+        path, S002, f"{_where(path, c.kind or '')} must be {want}, not {_describe(instance)}",
         hint=hint))
 
 
@@ -403,11 +420,11 @@ def _enum_error(c: Checked, path: KeyPath, allowed: list[Any], value: Any, kind:
         else:
             msg = f"backend '{value}' is not supported by gpufleet"
         c.diagnostics.append(c.doc.at_value(
-            path, "F006", msg, hint=f"gpufleet builds infrastructure on {supported}; "
+            path, F006, msg, hint=f"gpufleet builds infrastructure on {supported}; "
                                     f"remove '{value}'"))
         return
     choices = ", ".join(f"'{a}'" for a in allowed)
     what = "backend" if is_backend else _where(path, kind)
     hint = did_you_mean(str(value), [str(a) for a in allowed]) if isinstance(value, str) else None
     c.diagnostics.append(c.doc.at_value(
-        path, "S003", f"invalid {what} '{value}': expected one of {choices}", hint=hint))
+        path, S003, f"invalid {what} '{value}': expected one of {choices}", hint=hint))

@@ -246,9 +246,6 @@ NO_ACCESS = AccessSpec()
 SETTINGS_KEYS = frozenset({"fleets", "gateways", "access", "cost", "reservations",
                            "control_plane"})
 
-RESERVATION_KINDS = {"gcp": ("specific", "calendar"),
-                     "aws": ("capacity-reservation", "capacity-block"),
-                     "azure": ("capacity-reservation-group",)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from gpufleet.backends import TRAITS_BY_NAME, traits_of
+from gpufleet.codes import B001, F012, F019, F021, G008, K003, L014
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
     check_backends,
@@ -88,13 +90,13 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     volumes: list[VolumeSpec] = []
     filesystems: list[FilesystemSpec] = []
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
-    azure_groups = _azure_reservations(loaded.documents)
+    declared_groups = _declared_groups(loaded.documents)
     for doc in loaded.documents:
         c = check_schema(doc)
         kinds.setdefault(doc.file, []).append((doc, c.kind))
         diags.extend(c.diagnostics)
         if c.kind == "fleet":
-            spec, more = check_fleet(c, azure_groups)
+            spec, more = check_fleet(c, declared_groups)
             if isinstance(spec, SshFleetSpec):
                 ssh_fleets.append(spec)
             elif spec is not None:
@@ -140,16 +142,19 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
 
 
-def _azure_reservations(documents: Sequence[Document]) -> frozenset[str]:
-    """The names and ids of the capacity reservation groups the backends files declare: the
-    fleet checks need them before the backends file's turn comes."""
+def _declared_groups(documents: Sequence[Document]) -> frozenset[str]:
+    """The names and ids of the reservations the backends files declare on backends that take
+    declared ones only (Azure's capacity reservation groups): the fleet checks need them
+    before the backends file's turn comes."""
     out: set[str] = set()
     for doc in documents:
         data = doc.data
         if not isinstance(data, dict) or not isinstance(data.get("reservations"), list):
             continue
         for r in data["reservations"]:
-            if isinstance(r, dict) and r.get("backend") == "azure":
+            backend = r.get("backend") if isinstance(r, dict) else None
+            if isinstance(r, dict) and isinstance(backend, str) and \
+                    backend in TRAITS_BY_NAME and traits_of(backend).declared_reservations_only:
                 out.update(str(r[k]) for k in ("name", "id") if r.get(k))
     return frozenset(out)
 
@@ -165,7 +170,7 @@ def _one_configuration_per_file(kinds: Mapping[str, list[tuple[Document, str | N
     for docs in kinds.values():
         if len(docs) > 1 and any(kind in DSTACK_KINDS for _, kind in docs):
             second = docs[1][0]
-            out.append(second.at_key((), "L014", f"this file holds {len(docs)} YAML documents; "
+            out.append(second.at_key((), L014, f"this file holds {len(docs)} YAML documents; "
                                      "dstack reads one configuration per file and refuses it",
                                      hint="put each fleet and gateway in a file of its own"))
     return out
@@ -211,7 +216,7 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
     for kind, name, origin in named:
         first = seen.setdefault((kind, name), (origin.file, origin.line))
         if first != (origin.file, origin.line):
-            code = {"fleet": "F012", "gateway": "G008", "backend": "B001"}[kind]
+            code = {"fleet": F012, "gateway": G008, "backend": B001}[kind]
             out.append(Diagnostic(origin.file, origin.line, origin.column, code,
                                   f"{kind} '{name}' is defined twice (first at "
                                   f"{first[0]}:{first[1]})",
@@ -222,7 +227,7 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
             other = live.get(old)
             if other is not None and other is not fleet:
                 out.append(Diagnostic(
-                    fleet.origin.file, fleet.origin.line, fleet.origin.column, "F019",
+                    fleet.origin.file, fleet.origin.line, fleet.origin.column, F019,
                     f"fleet '{fleet.name}' lists '{old}' in previous_names, but fleet '{old}' "
                     f"is still defined ({other.origin.file}:{other.origin.line})",
                     hint="a fleet keeps the resources of a name it no longer has; rename the "
@@ -232,7 +237,7 @@ def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],
         for h in f.hosts:
             owner = hosts.setdefault(h.address, f.name or f"{f.origin.file}:{f.origin.line}")
             if owner != (f.name or f"{f.origin.file}:{f.origin.line}"):
-                out.append(Diagnostic(f.origin.file, f.origin.line, f.origin.column, "F021",
+                out.append(Diagnostic(f.origin.file, f.origin.line, f.origin.column, F021,
                                       f"Instances [{h.address_text}] are already "
                                       f"assigned to a fleet ('{owner}')",
                                       hint="a host belongs to one SSH fleet only"))
@@ -248,7 +253,7 @@ def load_lock(path: str | os.PathLike[str]) -> tuple[Lock | None, Validated]:
     if result.ok and len(result.locks) != 1:
         name = result.files[0] if result.files else str(path)
         result.diagnostics.append(Diagnostic(
-            name, 1, 1, "K003", "this is not a gpufleet lock file (no `lock_version`)",
+            name, 1, 1, K003, "this is not a gpufleet lock file (no `lock_version`)",
             hint="point `--lock` / `gpufleet:lock` at the file `gpufleet lock` writes"))
     if not result.ok:
         return None, result

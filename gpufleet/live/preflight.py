@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol
 
+from gpufleet.backends import traits_of
 from gpufleet.compile import FleetPlan
 from gpufleet.input import Lock, ReservationSpec
 from gpufleet.live.runner import LiveError
@@ -228,9 +229,7 @@ def _reservations(report: PreflightReport, needs: Sequence[Need],
             problems.append(f"it is in {facts.zone}, the plan is in {', '.join(sorted(zones))}")
         elif facts.zone and len(zones) < len(group):
             # the nodes land in whatever zone their subnet (AWS) or scale set (Azure) gets
-            hint = (f"set `availability_zones: [{facts.zone}]` on the fleet, or declare the "
-                    "reservation with its zone in the backends file") if backend == "aws" \
-                else "use a regional reservation, or one the plan's zone matches"
+            hint = traits_of(backend).reservation_zone_hint.format(zone=facts.zone)
             problems.append(f"it is in zone {facts.zone}, and the plan does not pin the nodes "
                             f"to it: {hint}")
         if facts.free < new:

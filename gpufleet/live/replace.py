@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.backends import node_types
+from gpufleet.backends.azure.live import ScaleSetApi
 from gpufleet.live.drift import changes_from_events
 from gpufleet.live.preflight import ProbeError
-from gpufleet.live.probes.azure import ScaleSetApi
 from gpufleet.live.runner import DeployRunner, LiveError
 from gpufleet.live.stack import StackFilesError, compile_stack
 from gpufleet.live.up import stack_files
 from gpufleet.review import Change, StateError, owner_map, parse_export
-from gpufleet.traits import node_types
 
 SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet.backends import BACKENDS
 from gpufleet.compile import Compiled
 from gpufleet.fileio import folder_lock
 from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
@@ -41,55 +42,12 @@ from gpufleet.review import (
     parse_export,
     running_nodes,
 )
+from gpufleet.traits import CapacityCode
 
-
-@dataclass(frozen=True, slots=True)
-class CapacityCode:
-    backend: str
-    code: str  # the cloud's error code, or the stable phrase of its message
-    source: str
-
-
-# The clouds' documented out-of-capacity errors, the only ones that trigger a fallback.
-# Quota errors are not here: another offer on the same account would hit the same quota.
-CAPACITY_ERRORS: tuple[CapacityCode, ...] = (
-    CapacityCode("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED",
-                 "cloud.google.com/compute/docs/troubleshooting/"
-                 "troubleshooting-resource-availability"),
-    CapacityCode("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-                 "cloud.google.com/compute/docs/troubleshooting/"
-                 "troubleshooting-resource-availability"),
-    CapacityCode("gcp", "does not have enough resources available to fulfill the request",
-                 "cloud.google.com/compute/docs/troubleshooting/"
-                 "troubleshooting-resource-availability (the message the Terraform-bridged "
-                 "provider prints for ZONE_RESOURCE_POOL_EXHAUSTED)"),
-    CapacityCode("gcp", "insufficientCapacity",
-                 "cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation"),
-    CapacityCode("aws", "InsufficientInstanceCapacity",
-                 "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html"),
-    CapacityCode("aws", "InsufficientCapacityOnHost",
-                 "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html"),
-    CapacityCode("aws", "InsufficientReservedInstanceCapacity",
-                 "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html"),
-    CapacityCode("aws", "Unsupported",
-                 "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html "
-                 "(the instance type is not offered in the requested Availability Zone)"),
-    CapacityCode("azure", "SkuNotAvailable",
-                 "learn.microsoft.com/azure/azure-resource-manager/troubleshooting/"
-                 "error-sku-not-available"),
-    CapacityCode("azure", "AllocationFailed",
-                 "learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/"
-                 "allocation-failure"),
-    CapacityCode("azure", "ZonalAllocationFailed",
-                 "learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/"
-                 "allocation-failure"),
-    CapacityCode("azure", "OverconstrainedAllocationRequest",
-                 "learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/"
-                 "allocation-failure"),
-    CapacityCode("azure", "OverconstrainedZonalAllocationRequest",
-                 "learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/"
-                 "allocation-failure"),
-)
+# The clouds' documented out-of-capacity errors (each backend's table), the only ones that
+# trigger a fallback. Quota errors are not there: another offer on the same account would hit
+# the same quota.
+CAPACITY_ERRORS: tuple[CapacityCode, ...] = tuple(c for t in BACKENDS for c in t.capacity_errors)
 
 
 def capacity_code(backend: str, message: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpufleet.traits import SUPPORTED_BACKENDS
+from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, traits_of
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
@@ -63,17 +62,9 @@ class Row:
         return instance_family(self.backend, self.instance_type)
 
 
-_AZURE_SIZE = re.compile(r"^Standard_([A-Z]+)\d+(?:-\d+)?([a-z]*)_(v\d+)$")
-
-
 def instance_family(backend: str, instance_type: str) -> str:
-    if backend == "aws":
-        return instance_type.split(".")[0]
-    if backend == "gcp":
-        head, _, size = instance_type.rpartition("-")
-        return head if head and size.isdigit() else instance_type
-    m = _AZURE_SIZE.match(instance_type)
-    return "".join(m.groups()) if m else instance_type
+    return traits_of(backend).family(instance_type) if backend in TRAITS_BY_NAME \
+        else instance_type
 
 
 # eq=False: a catalog is identified by the object (hashing 10k rows for every cached lookup

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from gpufleet.backends import TRAITS_BY_NAME
+from gpufleet.codes import O010, O011
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.fileio import check_file, write_text
 from gpufleet.input import (
@@ -34,7 +36,6 @@ from gpufleet.input import (
 )
 from gpufleet.offers.catalog import Catalog
 from gpufleet.offers.select import Offer, Selection, apply_profile, effective_backends, select
-from gpufleet.traits import TRAITS_BY_NAME
 
 # Statuses of a fleet's or gateway's offer against the lock.
 LOCKED = "locked"  # the lock entry is used (requirements unchanged)
@@ -153,7 +154,7 @@ def select_locked(fleet: FleetSpec, catalog: Catalog, inputs: Inputs,
     diags = []
     if not listed:
         diags.append(fleet.origin.at(
-            "resources", "O010", f"fleet '{fleet.name}': the locked offer ({entry.short()}) is "
+            "resources", O010, f"fleet '{fleet.name}': the locked offer ({entry.short()}) is "
             f"not in the {catalog.describe()}; keeping it - the cloud decides at `pulumi up`",
             "to move to an offer the catalog lists, run `gpufleet lock --upgrade --fleet "
             f"{fleet.name}`", Severity.WARNING))
@@ -185,7 +186,7 @@ def stale_diagnostic(kind: str, name: str, origin: Origin, st: LockStatus,
     else:
         msg = (f"the requirements of {kind} '{name}' changed since {where} was written "
                f"(locked: {st.previous.short() if st.previous else '?'})")
-    return origin.at("name", "O011", msg, "run `gpufleet lock` and commit the lock file; "
+    return origin.at("name", O011, msg, "run `gpufleet lock` and commit the lock file; "
                      "the plan then shows the new offer for review")
 
 

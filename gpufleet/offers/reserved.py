@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from gpufleet.codes import O003, O004
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import FleetSpec, ReservationSpec, parse_time
 
@@ -22,13 +23,13 @@ def check_reserved(fleet: FleetSpec, res: ReservationSpec | None,
     out = []
     target, top = fleet.nodes.target, fleet.nodes.max
     if target > res.count:
-        out.append(fleet.origin.at("nodes", "O003", f"fleet '{fleet.name}' wants {target} "
+        out.append(fleet.origin.at("nodes", O003, f"fleet '{fleet.name}' wants {target} "
                                    f"node(s) but reservation '{res.name}' holds {res.count} "
                                    f"({res.instance_type} in {res.zone})",
                                    hint=f"lower `nodes` to {res.count}, or declare the larger "
                                         "reservation you have"))
     elif top is not None and top > res.count:
-        out.append(fleet.origin.at("nodes", "O003", f"fleet '{fleet.name}' may grow to {top} "
+        out.append(fleet.origin.at("nodes", O003, f"fleet '{fleet.name}' may grow to {top} "
                                    f"node(s) but reservation '{res.name}' holds {res.count}; "
                                    "the nodes past it get no capacity",
                                    severity=Severity.WARNING))
@@ -36,13 +37,13 @@ def check_reserved(fleet: FleetSpec, res: ReservationSpec | None,
     if ends is not None:
         now = now or datetime.now(UTC)
         if ends <= now:
-            out.append(fleet.origin.at("reservation", "O004", f"reservation '{res.name}' "
+            out.append(fleet.origin.at("reservation", O004, f"reservation '{res.name}' "
                                        f"({res.kind}) ended at {res.ends}",
                                        hint="declare the block or reservation you have now",
                                        severity=Severity.WARNING))
         elif ends - now <= HORIZON:
             left = ends - now
-            out.append(fleet.origin.at("reservation", "O004", f"reservation '{res.name}' "
+            out.append(fleet.origin.at("reservation", O004, f"reservation '{res.name}' "
                                        f"({res.kind}) ends at {res.ends}, in "
                                        f"{left.days} day(s) {left.seconds // 3600} hour(s): "
                                        "its nodes are reclaimed then",

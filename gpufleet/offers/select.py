@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gpufleet.backends import (
+    BACKENDS,
+    SUPPORTED_BACKENDS,
+    TRAITS_BY_NAME,
+    backends_with,
+    supports,
+    traits_of,
+)
+from gpufleet.codes import O001, O002
 from gpufleet.diagnostics import Diagnostic, did_you_mean
 from gpufleet.input import (
     FleetSpec,
@@ -25,13 +34,14 @@ from gpufleet.input import (
     region_of_zone,
 )
 from gpufleet.offers.catalog import Catalog, Row
-from gpufleet.traits import SUPPORTED_BACKENDS, TRAITS_BY_NAME, Feature, backends_with, supports
+from gpufleet.traits import Feature, ZoneModel
 
 HOURS_PER_MONTH = 730
 # Families that cannot join a cluster placement: AWS burstable types (dstackai/dstack#2872);
 # GCP E2, which compact placement policies do not support (they take C2, C2D, C3, C3D, H3,
 # N2, N2D and the accelerator series; GKE's compact-placement page lists the same).
-NO_CLUSTER_FAMILIES = ("t2.", "t3.", "t3a.", "e2-")
+# instance-type prefixes that take no cluster placement, on every backend
+NO_CLUSTER_FAMILIES = tuple(p for t in BACKENDS for p in t.no_cluster_families)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +232,9 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
             if TRAITS_BY_NAME[o.backend].zonal_offers:
                 if o.zone and o.zone.lower() in wanted:
                     out.append(o)
-            elif o.backend == "aws":
-                # AWS rows are per region (the source has AZ ids, not names): pin the
-                # first requested AZ of that region. Azure offers no zones in dstack.
+            elif traits_of(o.backend).zones is ZoneModel.PER_REGION:
+                # rows per region (AWS: the source has AZ ids, not names): pin the first
+                # requested AZ of that region. Azure offers no zones in dstack.
                 azs = sorted(z for z in wanted if region_of_zone(z) == o.region)
                 if azs:
                     out.append(dataclasses.replace(o, zone=azs[0]))
@@ -282,7 +292,8 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
     if fleet.is_cluster:
         out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
                     lambda os: [o for o in os
-                                if not o.instance_type.startswith(NO_CLUSTER_FAMILIES)]))
+                                if not o.instance_type.startswith(
+                                    traits_of(o.backend).no_cluster_families)]))
     return out
 
 
@@ -338,7 +349,7 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
             hint = _hint(key, fleet.spot_policy)
             if profile is not None and key in profile.values and key not in fleet.explicit:
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
-            return Selection(fleet, (), fleet.origin.at(key, "O001", msg, hint), pname, extra)
+            return Selection(fleet, (), fleet.origin.at(key, O001, msg, hint), pname, extra)
         candidates = survivors
     return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
 
@@ -354,14 +365,15 @@ def in_reservation(res: ReservationSpec) -> Callable[[list[Offer]], list[Offer]]
                 continue
             if o.zone is not None and o.zone.lower() != res.zone.lower():
                 continue
-            if o.zone is None and o.backend == "aws" and \
+            zones = traits_of(o.backend).zones
+            if o.zone is None and zones is ZoneModel.PER_REGION and \
                     (region_of_zone(res.zone) or "").lower() != o.region.lower():
                 continue
-            if o.backend == "azure" and o.region.lower() != res.zone.lower():
+            if zones is ZoneModel.NONE and o.region.lower() != res.zone.lower():
                 continue  # an Azure capacity reservation group's `zone` is its region
             price = res.price if res.price is not None else o.price
-            out.append(dataclasses.replace(o, zone=res.zone if o.backend != "azure" else None,
-                                           price=price))
+            out.append(dataclasses.replace(o, zone=res.zone if zones is not ZoneModel.NONE
+                                           else None, price=price))
         return out
     return run
 
@@ -410,7 +422,7 @@ def _no_match(fleet: FleetSpec, catalog: Catalog, what: str) -> Diagnostic:
     if exact:
         hint = (f"{exact} in dstack's grammar; write a range such as `"
                 f"{exact.split('`')[1]}..` for at least that much; " + hint)
-    return fleet.origin.at("resources", "O002",
+    return fleet.origin.at("resources", O002,
                f"no offer for fleet '{fleet.name}': no catalog offer matches {what}", hint)
 
 

@@ -22,8 +22,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.backends import SUPPORTED_BACKENDS
 from gpufleet.offers.catalog import CatalogError, bundled_dir, parse_rows, user_cache_dir
-from gpufleet.traits import SUPPORTED_BACKENDS
 
 # gpuhunt's published location (dstackai/gpuhunt: src/gpuhunt/_internal/catalog.py); the
 # same environment variable gpuhunt reads points both tools at a mirror.

@@ -14,8 +14,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.compile import BASTION_DISK, GATEWAY_DISK, FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.backends import traits_of
+from gpufleet.compile import PLANNERS, FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.offers import Catalog, PriceTable, load_bundled
+from gpufleet.traits import Machine
 
 PARTS = ("nodes", "network", "storage")
 # The resource types gpufleet's components create, by what they bill as: a test runs the
@@ -131,8 +133,8 @@ class _Biller:
 
     def nat(self, part: str, backend: str, name: str, vms: int) -> None:
         """One NAT gateway and the public address it sends from."""
-        if backend == "gcp":
-            raw = self.prices.raw("gcp", "nat_gateway")
+        if traits_of(backend).nat_priced_per_vm:
+            raw = self.prices.raw(backend, "nat_gateway")
             if raw:
                 cap = int(raw["max_vms"])
                 hour = float(raw["above_max_per_hour"]) if vms > cap else \
@@ -141,7 +143,7 @@ class _Biller:
                          str(raw["source"]))
             else:
                 self.add(part, "nat", f"Cloud NAT {name}", 1, None, "no price")
-            self.fixed(part, "implicit_address", "gcp", "nat_address",
+            self.fixed(part, "implicit_address", backend, "nat_address",
                        f"NAT address of {name} (allocated by Cloud NAT)")
             return
         self.fixed(part, "nat", backend, "nat_gateway", f"NAT gateway {name}")
@@ -164,11 +166,9 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
     per_node_ips = sum(1 for n in f.nics if n.public_ip) or (1 if f.public_ip else 0)
     # AWS multi-NIC nodes get an Elastic IP each, Azure VMs (no scale set) a public IP
     # resource; the others' addresses are assigned with the instance
-    explicit = (f.backend == "aws" and getattr(f.options, "eip_per_node", False)) or (
-        f.backend == "azure" and (f.placement is None or f.placement.kind != "scale-set"))
-    kind = "address" if explicit else "implicit_address"
-    if f.backend == "gcp" and f.spot:
-        raw = prices.raw("gcp", "public_ipv4")
+    kind = "address" if PLANNERS[f.backend].billed_addresses(f) else "implicit_address"
+    if traits_of(f.backend).spot_addresses_priced and f.spot:
+        raw = prices.raw(f.backend, "public_ipv4")
         b.add("network", kind, f"{f.nodes * per_node_ips} node address(es)",
               f.nodes * per_node_ips, raw.get("spot_per_hour"), str(raw.get("source", "")))
     else:
@@ -177,8 +177,8 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
     if f.access is not None and f.access.bastion is not None:
         bastion = f.access.bastion
         b.instance("network", f.backend, f.region, bastion.instance_type, 1, "bastion")
-        gib, dtype = BASTION_DISK[f.backend]
-        b.disk("storage", f.backend, dtype, gib, 1, "bastion boot disk")
+        disk = _machine(f.backend, "bastion")
+        b.disk("storage", f.backend, disk.disk_type, disk.disk_gib, 1, "bastion boot disk")
         b.fixed("network", "address", f.backend, "public_ipv4",
                 f"bastion address {bastion.address_name}")
     for net in f.networks:
@@ -198,11 +198,19 @@ def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None)
     return b.bill(f.name, "fleet")
 
 
+
+def _machine(backend: str, role: str) -> Machine:
+    """The bastion or gateway machine a backend declares (its boot disk is billed)."""
+    machine: Machine | None = getattr(traits_of(backend), role)
+    assert machine is not None, f"{backend} plans a {role} but declares no {role} machine"
+    return machine
+
+
 def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
     b = _Biller(prices, catalog)
     b.instance("nodes", g.backend, g.region, g.instance_type, g.replicas, "gateway")
-    gib, dtype = GATEWAY_DISK[g.backend]
-    b.disk("storage", g.backend, dtype, gib, g.replicas, "gateway boot disk")
+    disk = _machine(g.backend, "gateway")
+    b.disk("storage", g.backend, disk.disk_type, disk.disk_gib, g.replicas, "gateway boot disk")
     if g.public:
         b.fixed("network", "address", g.backend, "public_ipv4",
                 f"address(es) {', '.join(g.address_names)}", len(g.address_names))

@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpufleet.backends import resource_kinds
 from gpufleet.review.changes import Change, advise, root_of
-from gpufleet.traits import ResourceKind, resource_kinds
+from gpufleet.traits import ResourceKind
 
 # Launch template inputs that do not make a new version.
 UNVERSIONED = frozenset({"tags", "tagsAll", "description", "updateDefaultVersion"})

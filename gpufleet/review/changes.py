@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.backends import node_types, resource_kinds
 from gpufleet.input import stackconfig
 from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
-from gpufleet.traits import node_types, resource_kinds
 
 CHANGE_OPS = ("create", "update", "replace", "delete", "unknown")
 UNKNOWN = "<computed>"

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.backends import node_types
 from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
 from gpufleet.review.bill import BILLED_AS
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.review.owners import is_top, owner_map
 from gpufleet.review.state import STACK_TYPE, State
-from gpufleet.traits import node_types
 
 DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
         "export and the YAML: providers make the final update-or-replace call, and edits made "

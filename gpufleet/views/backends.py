@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpufleet.traits import SUPPORTED_BACKENDS, TRAITS_BY_NAME, Feature
+from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME
+from gpufleet.traits import Feature
 
 
 def capability_markdown() -> str:

@@ -14,6 +14,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.backends import traits_of
+from gpufleet.codes import C011
 from gpufleet.compile import (
     ANY_SUBNET,
     HOST_FAMILIES,
@@ -97,16 +99,10 @@ def ssh_summary(s: SshFleetSpec) -> dict[str, Any]:
             "placement": s.placement, "network": s.network, "note": SSH_NOTE}
 
 
-ADDRESS_KINDS = {("aws", True): "Elastic IP", ("aws", False): "fixed private ENI",
-                 ("gcp", True): "static external address",
-                 ("gcp", False): "static internal address",
-                 ("azure", True): "Standard static public IP"}
-
-
 def _address_kind(g: GatewayPlan) -> str:
     if g.load_balancer and not g.address_names:
         return "none of its own: the load balancer's DNS name"
-    kind = ADDRESS_KINDS.get((g.backend, g.public), "address")
+    kind = traits_of(g.backend).address_kinds.get(g.public, "address")
     return f"{kind} of the load balancer" if g.address_of_load_balancer else kind
 
 
@@ -145,9 +141,8 @@ def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
 def _tls(g: GatewayPlan) -> str:
     if not g.load_balancer:
         return g.certificate or "none at the gateway"
-    where = (f"ALB {g.load_balancer} (two AZs)" if g.backend == "aws" else
-             f"regional {'external' if g.public else 'internal'} Application Load Balancer "
-             f"{g.load_balancer}")
+    where = traits_of(g.backend).load_balancer_title.format(
+        name=g.load_balancer, scope="external" if g.public else "internal")
     if g.certificate == "gcp-cm":
         return f"gcp-cm {g.certificate_name} on {where}"
     return f"{g.certificate} on {where}" if g.certificate else f"none: plain HTTP on {where}"
@@ -181,9 +176,9 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None, bill: Bill | No
         lines.append(f"  dns:      {rec['type']} {rec['fqdn']} -> {target} (zone {rec['zone']}"
                      f"{', private' if rec['private'] else ''}, TTL {rec['ttl']})")
         if g.record is not None and g.record.zone_walk:
+            walk = traits_of(g.backend).zone_walk_text
             lines.append("  zone:     " + (
-                "the closest Cloud DNS zone that contains the domain, found at `pulumi up` "
-                f"(offline: {rec['zone']})" if g.backend == "gcp" else
+                walk.format(zone=rec["zone"]) if walk else
                 (f"{rec['zone']}, the domain itself (it has no parent below the top-level "
                  "domain)" if rec["zone"] == (g.domain or "").rstrip(".").lower() else
                  f"{rec['zone']}, the domain's parent") + "; if your zone sits elsewhere, set "
@@ -286,13 +281,8 @@ def host_setup_text(f: FleetPlan) -> str:
 def reservation_text(f: FleetPlan) -> str:
     """What the nodes of a fleet with `reservation` are built to consume."""
     market = getattr(f.options, "market", None)
-    how = {"gcp": "SPECIFIC reservation affinity, STANDARD provisioning; no placement policy "
-                  "of gpufleet's (the reservation's placement holds)",
-           "aws": "the Capacity Block (market type capacity-block)" if market ==
-                  "capacity-block" else "a Capacity Reservation targeted by the launch "
-                                        "template",
-           "azure": "the capacity reservation group the VMs or scale set join"
-           }.get(f.backend, "")
+    use = traits_of(f.backend).reservation_use
+    how = use.get(market) or use.get(None, "")
     price = "" if f.price_known else "; the price paid for it is not declared"
     what = f"declared: {f.reservation_declared}" if f.reservation_declared else \
         "not declared in the backends file: zone and type are the offer's"
@@ -324,10 +314,10 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
     lock = lock_text(st, f)
     if lock:
         lines.insert(2, f"  lock:     {lock}")
-    if f.backend == "aws" and not f.zone:
-        lines.append(f"  zone:     chosen at `pulumi up`: the first Availability Zone of "
-                     f"{f.region} (by name) that offers {f.instance_type}; Local and "
-                     "Wavelength zones are skipped")
+    at_deploy = traits_of(f.backend).zone_at_deploy
+    if at_deploy and not f.zone:
+        lines.append("  zone:     " + at_deploy.format(region=f.region,
+                                                       instance_type=f.instance_type))
     access = access_text(f)
     if access:
         lines.append(f"  access:   {access}")
@@ -404,7 +394,7 @@ def next_step(report: PlanReport) -> str:
     """What to do after reading the plan."""
     if any(v.level == "mandatory" for v in report.violations):
         return "next: fix the mandatory policy violations above; `pulumi up` refuses them"
-    if any(d.code == "C011" for d in report.diagnostics):
+    if any(d.code == C011 for d in report.diagnostics):
         return ("next: set the SSH public key (warning C011), then `gpufleet lock` and "
                 "`gpufleet up`")
     news = [n for n, st in {**report.fleet_locks, **report.gateway_locks}.items()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpufleet.backends import traits_of
 from gpufleet.compile import FILESYSTEM_SERVICES, FilesystemPlan, VolumePlan
 from gpufleet.offers import HOURS_PER_MONTH
 from gpufleet.review import Bill
@@ -14,7 +15,8 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
     speed = f" x {fs.throughput} MB/s/TiB = {fs.throughput_mbps:,} MB/s" \
         if fs.throughput_mbps is not None else ""
     where = (f"{fs.region} zone {fs.zone}" if fs.zone.isdigit() else fs.zone) if fs.zone \
-        else "the node subnet's zone" if fs.service in ("fsx-lustre", "efs") else fs.region
+        else "the node subnet's zone" if traits_of(fs.backend).shared_filesystem_subnet \
+        else fs.region
     item = next((i for i in (bill.items if bill else ()) if i.kind == "filesystem"
                  and f"(filesystem {fs.name})" in i.what), None)
     cost = f"${item.per_hour * HOURS_PER_MONTH:,.2f}/month" if item is not None \
@@ -26,10 +28,8 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
         if fs.subnet is None:  # Azure Files
             way = ("through its storage account, which admits this fleet's node subnet "
                    "(their service endpoint)")
-        elif fs.backend == "azure":
-            way = f"through a VNet peering both ways (its subnet {fs.subnet})"
         else:
-            way = f"through a VPC peering routed to its subnet {fs.subnet} only"
+            way = traits_of(fs.backend).shared_filesystem_way.format(subnet=fs.subnet)
         return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host}, "
                 f"reached {way}; mounted at {fs.mount} by every node at boot; on fleet "
                 f"{fs.host}'s bill")

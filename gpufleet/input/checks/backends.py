@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import os
 import re
 from typing import Any
 
+from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_module, supports
+from gpufleet.codes import B005, B006, B008, B010, B011
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
 from gpufleet.input.loader import read_small_text
@@ -21,7 +24,7 @@ from gpufleet.input.spec import (
     Origin,
     frozen_map,
 )
-from gpufleet.traits import Feature, backends_with, supports
+from gpufleet.traits import Feature
 
 _SSH_KEY = re.compile(r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|"
                       r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+=*"
@@ -40,7 +43,7 @@ def _access(ctx: Ctx, path: KeyPath, raw: dict[str, Any] | None, parent: AccessS
         clouds = backends_with(feature)
         if raw.get(opt) and backend is not None and not supports(backend, feature):
             ctx.error((*path, opt), f"`{opt}` is an option of the {' or '.join(clouds)} "
-                      f"backend, not {backend}", "B010", key=True,
+                      f"backend, not {backend}", B010, key=True,
                       hint=f"move it to the {' or '.join(clouds)} entry")
     key: str | None = parent.ssh_public_key
     source: str | None = parent.key_file
@@ -61,18 +64,18 @@ def _public_key(ctx: Ctx, path: KeyPath, value: str) -> tuple[str | None, str | 
         try:
             text = read_small_text(full, 16 * 1024).strip()
         except OSError as e:
-            ctx.error(path, f"cannot read the SSH public key {rel}: {e.strerror or e}", "B011",
+            ctx.error(path, f"cannot read the SSH public key {rel}: {e.strerror or e}", B011,
                       hint="the path is relative to the backends file")
             return None, None
         source = rel
         if "PRIVATE KEY" in text:
-            ctx.error(path, f"{rel} is a private key", "B011",
+            ctx.error(path, f"{rel} is a private key", B011,
                       hint="point `ssh_public_key` at the `.pub` file; the private key never "
                            "leaves your machine")
             return None, None
     if not _SSH_KEY.match(text):
         ctx.error(path, "not an OpenSSH public key (expected `ssh-ed25519 AAAA...`, "
-                  "`ssh-rsa AAAA...` or `ecdsa-sha2-...`)", "B011",
+                  "`ssh-rsa AAAA...` or `ecdsa-sha2-...`)", B011,
                   hint="paste the `.pub` file's line, or write `file:path/to/key.pub`")
         return None, None
     return text, source
@@ -117,32 +120,15 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
 
 def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
     t = raw["type"]
-    if t == "aws":
-        if "vpc_name" in raw and "vpc_ids" in raw:
-            ctx.error((*base, "vpc_ids"), "Only one of `vpc_name` and `vpc_ids` can be "
-                      "specified", "B002", key=True)
-        if raw.get("default_vpcs") is False and not ("vpc_name" in raw or "vpc_ids" in raw):
-            ctx.error((*base, "default_vpcs"), "`default_vpcs: false` needs `vpc_name` or "
-                      "`vpc_ids`", "B003", key=True)
-    if t == "gcp" and raw.get("vpc_project_id") and not raw.get("vpc_name"):
-        ctx.error((*base, "vpc_project_id"), "`vpc_project_id` (a Shared VPC's host project) "
-                  "needs `vpc_name`, the host project's network the nodes join", "B009",
-                  key=True, hint="set `vpc_name` to the shared network's name")
-    if t == "azure":
-        vpcs, subnets = raw.get("vpc_ids") or {}, raw.get("subnet_ids") or {}
-        if raw.get("public_ips") is False and not (vpcs or subnets):
-            ctx.error((*base, "public_ips"), "`vpc_ids` or `subnet_ids` must be specified if "
-                      "`public_ips: false`.", "B004", key=True)
-        for loc in sorted(set(vpcs) & set(subnets)):
-            ctx.error((*base, "subnet_ids", loc), f"location '{loc}' is in both `vpc_ids` and "
-                      "`subnet_ids`", "B007", key=True, hint="keep one of the two")
+    if t in TRAITS_BY_NAME:  # the rules of dstack's own config model for this backend
+        importlib.import_module(role_module(t, "input")).backend_rules(ctx, base, raw)
     if "cidr" in raw:
         _check_cidr(ctx, (*base, "cidr"), raw["cidr"], private=True)
     for j, cidr in enumerate(raw.get("ssh_cidrs") or []):
         net = _check_cidr(ctx, (*base, "ssh_cidrs", j), cidr, private=False)
         if net is not None and net.prefixlen == 0:
             ctx.error((*base, "ssh_cidrs", j), f"{cidr} opens SSH to the whole internet",
-                      "B006", severity=Severity.WARNING,
+                      B006, severity=Severity.WARNING,
                       hint="list your office or bastion ranges instead")
 
 
@@ -151,10 +137,10 @@ def _check_cidr(ctx: Ctx, path: KeyPath, value: str, *, private: bool
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as e:
-        ctx.error(path, f"invalid CIDR '{value}': {e}", "B005",
+        ctx.error(path, f"invalid CIDR '{value}': {e}", B005,
                   hint="write a network address with a prefix, e.g. 10.0.0.0/16")
         return None
     if private and (net.version != 4 or not net.is_private or net.prefixlen > 24):
         ctx.error(path, f"`cidr` must be a private IPv4 range of /24 or larger, not {value}",
-                  "B008", hint="use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
+                  B008, hint="use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
     return net

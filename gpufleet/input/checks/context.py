@@ -7,11 +7,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.backends import TRAITS_BY_NAME
+from gpufleet.codes import F004
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.normalize import SpecError, check_tags
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import Origin, frozen_map
-from gpufleet.traits import TRAITS_BY_NAME
 
 _GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
 _AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
@@ -71,7 +72,7 @@ def tags_of(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
         return {}
     tags = {str(k): str(v) for k, v in (raw["tags"] or {}).items()}
     for e in check_tags(tags):
-        ctx.error((*base, "tags", *e.subpath), e.message, "F004", key=True)
+        ctx.error((*base, "tags", *e.subpath), e.message, F004, key=True)
     return tags
 
 

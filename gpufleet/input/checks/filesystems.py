@@ -23,73 +23,22 @@ Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` wit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from gpufleet.backends import traits_of
+from gpufleet.codes import V003, V007, V009
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import FilesystemSpec, Origin, frozen_map
+from gpufleet.traits import LustreTier
+
+_TIB = 1024
 
 HEADROOM = 1.25
 # top-level directories a filesystem must not be mounted over (or inside of)
 SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32",
                          "proc", "root", "run", "sbin", "snap", "sys", "tmp", "usr", "var"})
 
-
-
-@dataclass(frozen=True)
-class LustreTier:
-    """A throughput tier's sizes: multiples of `step` from `step` (and `smallest`, one size
-    below it); above `switch`, multiples of `big_step`; `largest` the service's maximum
-    (None: a quota, not a size rule)."""
-
-    step: int
-    largest: int | None = None
-    switch: int | None = None
-    big_step: int | None = None
-    hard_max: bool = True  # False: the maximum is a default a support request raises
-    smallest: int | None = None
-
-    def valid(self, gib: int) -> bool:
-        """A size the service offers; above a soft maximum counts (it warns, V009)."""
-        if gib == self.smallest:
-            return True
-        if gib < self.step or (self.hard_max and self.largest is not None
-                               and gib > self.largest):
-            return False
-        if self.switch is not None and self.big_step is not None and gib > self.switch:
-            return gib % self.big_step == 0
-        return gib % self.step == 0
-
-    def first(self) -> list[int]:
-        """The first valid sizes (for the hint)."""
-        sizes = [self.step * i for i in range(1, 5)]
-        return [self.smallest, *sizes][:4] if self.smallest else sizes
-
-
-# backend -> throughput tier (MB/s per TiB) -> its sizes; FSx has no maximum but the
-# account's quota
-_TIB = 1024
-LUSTRE_SIZES: Mapping[str, Mapping[int, LustreTier]] = {
-    "aws": {t: LustreTier(2400, smallest=1200) for t in (125, 250, 500, 1000)},
-    "gcp": {125: LustreTier(72000, 12_240_000),
-            250: LustreTier(36000, 40_032_000, 6_120_000, 288_000),
-            500: LustreTier(18000, 20_016_000, 3_060_000, 144_000),
-            1000: LustreTier(9000, 10_008_000, 1_530_000, 72_000)},
-    "azure": {40: LustreTier(48 * _TIB, 768 * _TIB, hard_max=False),
-              125: LustreTier(16 * _TIB, 128 * _TIB, hard_max=False),
-              250: LustreTier(8 * _TIB, 128 * _TIB, hard_max=False),
-              500: LustreTier(4 * _TIB, 128 * _TIB, hard_max=False)},
-}
-DEFAULT_THROUGHPUT = {"aws": 250, "gcp": 250, "azure": 125}
-NFS_SIZES: Mapping[str, tuple[int, int] | None] = {  # (minimum, maximum) GiB
-    "aws": None, "gcp": (1024, 102400), "azure": (100, 102400)}
-
-
-def filestore_step(gib: int) -> int:
-    """Filestore zonal's scaling unit: 256 GiB from 1 to 9.75 TiB, 2.5 TiB from 10 TiB
-    (cloud.google.com/filestore/docs/service-tiers-zonal)."""
-    return 256 if gib < 10 * 1024 else 2560
 
 
 def _size_hint(spec: LustreTier, gib: int) -> str:
@@ -117,11 +66,11 @@ def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic
                       and set(o.fleets) & set(fs.fleets)), None)
         if clash is not None:
             ctx.error((*base, "mount"), f"filesystem '{clash.name}' is mounted at "
-                      f"{fs.mount} on the same fleet", "V003",
+                      f"{fs.mount} on the same fleet", V003,
                       hint="give each filesystem a mount path of its own")
             continue
         if fs.name in seen:
-            ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", "V003",
+            ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", V003,
                       hint="keep one entry per filesystem")
             continue
         seen.add(fs.name)
@@ -137,54 +86,17 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
     name = str(raw["name"])
     if kind == "nfs" and tier is not None:
         ctx.error((*base, "throughput"), "`throughput` is a Lustre tier; an nfs filesystem "
-                  "has none", "V003", hint="remove `throughput`")
+                  "has none", V003, hint="remove `throughput`")
         return None
     if kind == "lustre":
-        tier = int(str(tier)) if tier is not None else DEFAULT_THROUGHPUT[backend]
-        tiers = LUSTRE_SIZES[backend]
-        if tier not in tiers:
-            ctx.error((*base, "throughput"), f"{backend} Lustre has no {tier} MB/s per TiB "
-                      "tier", "V003", hint="pick one of " + ", ".join(map(str, tiers)))
+        if not _lustre_size(ctx, base, backend, name, tier, capacity):
             return None
-        spec = tiers[tier]
-        if capacity is None:
-            ctx.error(base, f"filesystem '{name}' has no capacity_gib", "V003",
-                      hint=f"set capacity_gib: {spec.first()[0]} (the smallest at this tier)")
-            return None
-        gib = int(str(capacity))
-        if not spec.valid(gib):
-            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a size {backend} "
-                      f"Lustre offers at {tier} MB/s per TiB", "V003",
-                      hint=_size_hint(spec, gib))
-            return None
-        if not spec.hard_max and spec.largest is not None and gib > spec.largest:
-            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is above the "
-                      f"{spec.largest // _TIB} TiB {backend} Lustre offers at {tier} MB/s per "
-                      "TiB without a support request", "V009",
-                      hint="ask the cloud to raise the limit before `gpufleet up`, or stay "
-                      f"at {spec.largest:,} GiB", severity=Severity.WARNING)
-    else:
-        bounds = NFS_SIZES[backend]
-        if bounds is not None and capacity is None:
-            ctx.error(base, f"filesystem '{name}' has no capacity_gib", "V003",
-                      hint=f"set capacity_gib: {bounds[0]} or more")
-            return None
-        if bounds is not None and not bounds[0] <= int(str(capacity)) <= bounds[1]:
-            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is outside what {backend} "
-                      f"NFS offers ({bounds[0]:,} to {bounds[1]:,} GiB)", "V003",
-                      hint=f"pick a size from {bounds[0]:,} to {bounds[1]:,} GiB")
-            return None
-        step = filestore_step(int(str(capacity))) if backend == "gcp" and capacity else 1
-        if capacity is not None and int(str(capacity)) % step:
-            ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a Filestore zonal "
-                      f"size: it grows in {step:,} GiB steps in this range", "V003",
-                      hint=f"use {int(str(capacity)) // step * step:,} or "
-                      f"{(int(str(capacity)) // step + 1) * step:,} GiB")
-            return None
+    elif not _nfs_size(ctx, base, backend, name, capacity):
+        return None
     mount = str(raw.get("mount") or f"/mnt/{name}")
     top = mount.split("/")[1]
     if top in SYSTEM_DIRS or ".." in mount.split("/"):
-        ctx.error((*base, "mount"), f"{mount} would cover the system's own files", "V003",
+        ctx.error((*base, "mount"), f"{mount} would cover the system's own files", V003,
                   hint=f"mount it under /mnt or a directory of its own, like /mnt/{name}")
         return None
     usage = raw.get("expected_usage_gib")
@@ -192,7 +104,7 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
             and int(str(capacity)) < HEADROOM * int(str(usage)):
         ctx.error((*base, "capacity_gib"), f"{capacity} GiB leaves "
                  f"{100 * (int(str(capacity)) / int(str(usage)) - 1):.0f}% headroom over the "
-                 f"expected {usage} GiB; Lustre can fail writes at about 80% full", "V007",
+                 f"expected {usage} GiB; Lustre can fail writes at about 80% full", V007,
                   hint="size it at least 25% above expected_usage_gib",
                   severity=Severity.WARNING)
     line, col = c.doc.source.key(base)
@@ -217,3 +129,56 @@ def _price(value: object) -> tuple[float, str] | None:
 
 def _names(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _lustre_size(ctx: Ctx, base: KeyPath, backend: str, name: str, tier: object,
+                 capacity: object) -> bool:
+    """The throughput tier and size of a Lustre filesystem are ones the service offers."""
+    t = traits_of(backend)
+    tier = int(str(tier)) if tier is not None else t.default_lustre_throughput
+    tiers = t.lustre_tiers
+    if tier not in tiers:
+        ctx.error((*base, "throughput"), f"{backend} Lustre has no {tier} MB/s per TiB "
+                  "tier", V003, hint="pick one of " + ", ".join(map(str, tiers)))
+        return False
+    spec = tiers[tier]
+    if capacity is None:
+        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V003,
+                  hint=f"set capacity_gib: {spec.first()[0]} (the smallest at this tier)")
+        return False
+    gib = int(str(capacity))
+    if not spec.valid(gib):
+        ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a size {backend} "
+                  f"Lustre offers at {tier} MB/s per TiB", V003, hint=_size_hint(spec, gib))
+        return False
+    if not spec.hard_max and spec.largest is not None and gib > spec.largest:
+        ctx.error((*base, "capacity_gib"), f"{capacity} GiB is above the "
+                  f"{spec.largest // _TIB} TiB {backend} Lustre offers at {tier} MB/s per "
+                  "TiB without a support request", V009,
+                  hint="ask the cloud to raise the limit before `gpufleet up`, or stay "
+                  f"at {spec.largest:,} GiB", severity=Severity.WARNING)
+    return True
+
+
+def _nfs_size(ctx: Ctx, base: KeyPath, backend: str, name: str, capacity: object) -> bool:
+    """An NFS filesystem's size is within the service's bounds and steps."""
+    sizes = traits_of(backend).nfs_sizes
+    if sizes is None:  # elastic
+        return True
+    if capacity is None:
+        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V003,
+                  hint=f"set capacity_gib: {sizes.smallest} or more")
+        return False
+    gib = int(str(capacity))
+    if not sizes.smallest <= gib <= sizes.largest:
+        ctx.error((*base, "capacity_gib"), f"{capacity} GiB is outside what {backend} "
+                  f"NFS offers ({sizes.smallest:,} to {sizes.largest:,} GiB)", V003,
+                  hint=f"pick a size from {sizes.smallest:,} to {sizes.largest:,} GiB")
+        return False
+    step = sizes.step(gib)
+    if gib % step:
+        ctx.error((*base, "capacity_gib"), f"{capacity} GiB is not a {sizes.service} "
+                  f"size: it grows in {step:,} GiB steps in this range", V003,
+                  hint=f"use {gib // step * step:,} or {(gib // step + 1) * step:,} GiB")
+        return False
+    return True

@@ -9,6 +9,25 @@ from __future__ import annotations
 
 import ipaddress
 
+from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
+from gpufleet.codes import (
+    F001,
+    F002,
+    F003,
+    F005,
+    F007,
+    F008,
+    F009,
+    F010,
+    F011,
+    F013,
+    F014,
+    F015,
+    F016,
+    F017,
+    F018,
+    F021,
+)
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import (
     Ctx,
@@ -20,7 +39,7 @@ from gpufleet.input.checks.context import (
 from gpufleet.input.normalize import parse_idle_duration, parse_nodes, parse_resources, parse_retry
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import DEFAULT_RESOURCES, FleetSpec, SshFleetSpec, SshHost, frozen_map
-from gpufleet.traits import TRAITS_BY_NAME, Feature, backends_with, supports
+from gpufleet.traits import Feature
 
 # Fields a profile may fill in on a fleet (FleetSpec attribute names).
 PROFILE_FIELDS = ("resources", "backends", "regions", "availability_zones", "instance_types",
@@ -34,36 +53,36 @@ BACKEND_ONLY_KEYS = ("reservation", "resources", "backends", "regions", "availab
                      "tags", "backend_options")
 
 
-def check_fleet(c: Checked, azure_reservations: frozenset[str] = frozenset()
+def check_fleet(c: Checked, declared_groups: frozenset[str] = frozenset()
                 ) -> tuple[FleetSpec | SshFleetSpec | None, list[Diagnostic]]:
-    """``azure_reservations``: the capacity reservation groups the backends files declare
+    """``declared_groups``: the capacity reservation groups the backends files declare
     (names and ids); a fleet on azure alone may name one of those."""
     ctx = Ctx(c)
     d = ctx.data()
     if "ssh_config" in d:
         if "nodes" in d:
-            ctx.error(("nodes",), "ssh_config and nodes are mutually exclusive", "F007",
+            ctx.error(("nodes",), "ssh_config and nodes are mutually exclusive", F007,
                       key=True, hint="an SSH fleet lists its hosts; remove `nodes`")
         return check_ssh_fleet(ctx)
     if "nodes" not in d:
-        ctx.error((), "No ssh_config or nodes specified", "F008", key=True,
+        ctx.error((), "No ssh_config or nodes specified", F008, key=True,
                   hint="add `nodes: N` (the number of instances)")
     if "env" in d:
         ctx.error(("env",), "Backend fleet configuration does not support the following "
-                  "fields: ['env']", "F007", key=True, hint="remove `env`")
+                  "fields: ['env']", F007, key=True, hint="remove `env`")
     if "name" not in d:
         ctx.error((), "fleet has no `name`; gpufleet derives stable resource names from it",
-                  "F009", key=True, hint="add `name: <lower-case name>`")
-    nodes = ctx.parse("nodes", parse_nodes, "F001")
+                  F009, key=True, hint="add `name: <lower-case name>`")
+    nodes = ctx.parse("nodes", parse_nodes, F001)
     resources = DEFAULT_RESOURCES
     if ctx.has("resources"):
         resources, errors = parse_resources(d["resources"])
         for e in errors:
-            ctx.error(("resources", *e.subpath), e.message, e.code or "F002")
-    retry = ctx.parse("retry", parse_retry, "F005")
-    idle = ctx.parse("idle_duration", parse_idle_duration, "F003")
+            ctx.error(("resources", *e.subpath), e.message, e.code or F002)
+    retry = ctx.parse("retry", parse_retry, F005)
+    idle = ctx.parse("idle_duration", parse_idle_duration, F003)
     tags = tags_of(ctx, (), d)
-    _fleet_rules(ctx, azure_reservations)
+    _fleet_rules(ctx, declared_groups)
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
     spec = FleetSpec(
@@ -78,7 +97,7 @@ def check_fleet(c: Checked, azure_reservations: frozenset[str] = frozenset()
     return spec, ctx.diags
 
 
-def _fleet_rules(ctx: Ctx, azure_reservations: frozenset[str] = frozenset()) -> None:
+def _fleet_rules(ctx: Ctx, declared_groups: frozenset[str] = frozenset()) -> None:
     d = ctx.data()
     backends = d.get("backends") if ctx.has("backends") else None
     if ctx.has("regions") and backends:
@@ -86,13 +105,14 @@ def _fleet_rules(ctx: Ctx, azure_reservations: frozenset[str] = frozenset()) -> 
         for i, region in enumerate(d["regions"]):
             if known and not any(t.region_pattern.fullmatch(str(region).lower())
                                  for t in known):
-                check_region(ctx, ("regions", i), known[0].name, str(region), "F018")
+                check_region(ctx, ("regions", i), known[0].name, str(region), F018)
     if ctx.has("reservation") and backends is not None and not any(
             supports(b, Feature.RESERVATIONS) for b in backends) and not (
-            "azure" in backends and str(d["reservation"]) in azure_reservations):
+            any(b in TRAITS_BY_NAME and traits_of(b).declared_reservations_only
+                for b in backends) and str(d["reservation"]) in declared_groups):
         able = backends_with(Feature.RESERVATIONS)
         ctx.error(("reservation",), "`reservation` needs a backend with reservation support "
-                  f"({', '.join(able)}), but backends are {', '.join(backends)}", "F011",
+                  f"({', '.join(able)}), but backends are {', '.join(backends)}", F011,
                   key=True, hint=f"add {' or '.join(able)} to `backends`, or remove "
                   "`reservation`")
     if d.get("placement") == "cluster" and ctx.has("availability_zones"):
@@ -100,14 +120,14 @@ def _fleet_rules(ctx: Ctx, azure_reservations: frozenset[str] = frozenset()) -> 
         if len(regions) > 1:
             ctx.error(("availability_zones",), "placement: cluster puts every node in one "
                       f"backend region, but availability_zones span {', '.join(regions)}",
-                      "F010", key=True, hint="list zones of a single region")
+                      F010, key=True, hint="list zones of a single region")
     if ctx.has("backend_options"):
         seen: set[str] = set()
         for i, opt in enumerate(d["backend_options"]):
             t = str(opt.get("type"))
             if t in seen:
                 ctx.error(("backend_options", i), "backend_options contains duplicate entry "
-                          f"for backend '{t}'", "F013")
+                          f"for backend '{t}'", F013)
             seen.add(t)
 
 
@@ -120,7 +140,7 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
     extra = [k for k in BACKEND_ONLY_KEYS if k in d]
     if extra:
         ctx.error((extra[0],), f"SSH fleet configuration does not support the following "
-                  f"fields: {extra}", "F007", key=True,
+                  f"fields: {extra}", F007, key=True,
                   hint="an SSH fleet describes machines that exist; remove these keys")
     if not ctx.c.ok(("ssh_config",)):
         return None, ctx.diags
@@ -131,11 +151,11 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
         try:
             net = ipaddress.ip_network(network, strict=False)
         except ValueError:
-            ctx.error((*base, "network"), f"Failed to parse network: {network}", "F014")
+            ctx.error((*base, "network"), f"Failed to parse network: {network}", F014)
         else:
             if not net.is_private:
                 ctx.error((*base, "network"), "Public network is specified when private "
-                          "network is required", "F014")
+                          "network is required", F014)
     hosts: list[SshHost] = []
     seen: dict[tuple[str, int], int] = {}
     for i, raw in enumerate(cfg["hosts"]):
@@ -144,10 +164,10 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
         at: KeyPath = (*base, "hosts", i) if isinstance(raw, str) else (*base, "hosts", i,
                                                                           "hostname")
         if cfg.get("user") is None and h.get("user") is None:
-            ctx.error(at, f"No ssh user specified for host {name}", "F015",
+            ctx.error(at, f"No ssh user specified for host {name}", F015,
                       hint="set `ssh_config.user`, or `user` on the host")
         if not any(x.get(k) for x in (cfg, h) for k in ("identity_file", "ssh_key")):
-            ctx.error(at, f"No ssh key specified for host {name}", "F015",
+            ctx.error(at, f"No ssh key specified for host {name}", F015,
                       hint="set `ssh_config.identity_file`, or `identity_file` on the host")
         ip = h.get("internal_ip")
         if ip is not None:
@@ -155,30 +175,30 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
                 addr = ipaddress.ip_address(ip)
             except ValueError:
                 ctx.error((*base, "hosts", i, "internal_ip"), f"Invalid IP address: {ip}",
-                          "F016")
+                          F016)
             else:
                 if not addr.is_private:
                     ctx.error((*base, "hosts", i, "internal_ip"), "IP address is not private",
-                              "F016")
+                              F016)
         host = SshHost(name, h.get("port", cfg.get("port")), h.get("user", cfg.get("user")),
                        h.get("identity_file", cfg.get("identity_file")), ip)
         if host.address in seen:  # one jump host on several ports is several hosts
             ctx.error(at, f"host {host.address_text} is listed twice (first as "
                       f"hosts[{seen[host.address]}]); gpufleet's rule: dstack would add the "
-                      "same machine twice", "F021", hint="list each host once")
+                      "same machine twice", F021, hint="list each host once")
         seen.setdefault(host.address, i)
         hosts.append(host)
     with_ip = sum(1 for h in hosts if h.internal_ip is not None)
     if with_ip and with_ip != len(hosts):
-        ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", "F016",
+        ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", F016,
                   key=True)
     if with_ip and network is not None:
-        ctx.error((*base, "network"), "internal_ip is mutually exclusive with network", "F016",
+        ctx.error((*base, "network"), "internal_ip is mutually exclusive with network", F016,
                   key=True)
     if d.get("placement") == "cluster" and network is None and not with_ip:
         ctx.error(("placement",), "placement: cluster with neither `ssh_config.network` nor "
                   "`internal_ip` on the hosts: dstack takes the hosts' common private network "
-                  "at apply time, and fails if they do not share one", "F017", key=True,
+                  "at apply time, and fails if they do not share one", F017, key=True,
                   hint="set `ssh_config.network` to the hosts' private subnet",
                   severity=Severity.WARNING)
     if any(x.is_error for x in (*ctx.diags, *ctx.c.diagnostics)):

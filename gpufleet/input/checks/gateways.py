@@ -6,11 +6,13 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
+from gpufleet.codes import G002, G003, G004, G005, G006, G007, G009, G014, G015, G016
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx, check_region, tags_of
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import CertificateSpec, GatewaySpec, frozen_map
-from gpufleet.traits import TRAITS_BY_NAME, Feature, backends_with, supports
+from gpufleet.traits import Feature
 
 
 def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
@@ -19,52 +21,50 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
     backend = d.get("backend") if ctx.has("backend") else None
     if "name" not in d:
         ctx.error((), "gateway has no `name`; gpufleet derives stable resource names from it",
-                  "G007", key=True, hint="add `name: <lower-case name>`")
+                  G007, key=True, hint="add `name: <lower-case name>`")
     if backend is not None and "instance_type" in d \
             and _lacks(backend, Feature.GATEWAY_INSTANCE_TYPE):
         ctx.error(("instance_type",), f"The `{backend}` backend does not support the "
-                  "`instance_type` gateway configuration property", "G002", key=True,
+                  "`instance_type` gateway configuration property", G002, key=True,
                   hint=f"remove `instance_type`: "
                   f"{TRAITS_BY_NAME[backend].why_not(Feature.GATEWAY_INSTANCE_TYPE)}")
     public = d.get("public_ip", True)
     if public is False and backend is not None and _lacks(backend, Feature.PRIVATE_GATEWAYS):
         ctx.error(("public_ip",), f"private gateways (`public_ip: false`) are not supported "
-                  f"for {backend} backend", "G003", key=True,
+                  f"for {backend} backend", G003, key=True,
                   hint=f"use {' or '.join(backends_with(Feature.PRIVATE_GATEWAYS))}")
     cert = _certificate(ctx)
     if cert is not None and cert.type == "lets-encrypt" and public is False:
         ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
-                  "lets-encrypt certificate type is not supported for private gateways", "G004",
+                  "lets-encrypt certificate type is not supported for private gateways", G004,
                   key=True, hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
-    for ctype, feature, home in (("acm", Feature.ACM_CERTIFICATES, "aws"),
-                                 ("gcp-cm", Feature.GCP_CM_CERTIFICATES, "gcp")):
+    for ctype, feature in (("acm", Feature.ACM_CERTIFICATES),
+                           ("gcp-cm", Feature.GCP_CM_CERTIFICATES)):
         if cert is not None and cert.type == ctype and backend is not None \
                 and _lacks(backend, feature):
-            ctx.error(("certificate", "type"), f"{ctype} certificate type is supported for "
-                      f"{home} backend only", "G005")
+            ctx.error(("certificate", "type"), traits_of(backend).why_not(feature), G005)
     if cert is not None and cert.type == "acm" and not _ACM_ARN.fullmatch(cert.arn or ""):
         ctx.error(("certificate", "arn"), f"'{cert.arn}' is not an ACM certificate ARN; "
                   "gpufleet's rule (dstack takes any text here, and its load balancer then "
-                  "fails at creation)", "G015",
+                  "fails at creation)", G015,
                   hint="give `arn:aws:acm:<region>:<account>:certificate/<id>`")
     if cert is not None and cert.type == "gcp-cm" and not _GCP_CM_NAME.fullmatch(cert.name or ""):
         ctx.error(("certificate", "name"), f"'{cert.name}' is not a Certificate Manager "
                   "certificate's resource name; gpufleet's rule (dstack takes any text here, "
-                  "and its load balancer then fails at creation)", "G015",
+                  "and its load balancer then fails at creation)", G015,
                   hint="give `projects/<project>/locations/<region>/certificates/<name>`")
     _check_load_balancer(ctx, backend, cert)
     replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
     if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
-        other = {"aws": ", or `{type: acm, arn: <arn>}` (AWS ACM)",
-                 "gcp": ", or `{type: gcp-cm, name: <name>}` with `load_balancer: {type: alb}` "
-                        "(GCP Certificate Manager)"}.get(str(backend), "")
+        other = traits_of(str(backend)).lb_certificate_hint \
+            if str(backend) in TRAITS_BY_NAME else ""
         ctx.error(("replicas",), "lets-encrypt certificate type is not supported for gateways "
-                  "with several replicas", "G006", key=True,
+                  "with several replicas", G006, key=True,
                   hint=f"set `certificate: null` (no HTTPS){other}")
     if ctx.has("domain"):
         _check_domain(ctx, d["domain"])
     if backend is not None and ctx.has("region"):
-        check_region(ctx, ("region",), backend, str(d["region"]), "G014")
+        check_region(ctx, ("region",), backend, str(d["region"]), G014)
     tags = tags_of(ctx, (), d)
     if any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
@@ -87,13 +87,13 @@ def _check_domain(ctx: Ctx, domain: str) -> None:
             "services get `<run>.<domain>`")
     if name.startswith("*."):
         ctx.error(("domain",), f"invalid domain '{domain}': the wildcard is added by the "
-                  "gateway", "G009", hint=f"write `domain: {name[2:]}`")
+                  "gateway", G009, hint=f"write `domain: {name[2:]}`")
     elif _is_ip(name):
         ctx.error(("domain",), f"invalid domain '{domain}': an IP address is not a domain",
-                  "G009", hint=hint)
+                  G009, hint=hint)
     elif len(labels) < 2 or not all(_LABEL.fullmatch(lbl) for lbl in labels) \
             or len(name) > 253 or labels[-1].isdigit():
-        ctx.error(("domain",), f"invalid domain '{domain}'", "G009", hint=hint)
+        ctx.error(("domain",), f"invalid domain '{domain}'", G009, hint=hint)
 
 
 def _is_ip(text: str) -> bool:
@@ -130,7 +130,7 @@ def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | 
     alb = ctx.c.ok(("load_balancer",)) and _load_balancer(d) == "alb"
     if cert is not None and cert.type == "gcp-cm" and not alb:
         ctx.error(("certificate", "type"), "`certificate: { type: gcp-cm }` requires "
-                  "`load_balancer: { type: alb }`", "G016",
+                  "`load_balancer: { type: alb }`", G016,
                   hint="add `load_balancer: {type: alb}`: the certificate sits on the load "
                        "balancer")
     if not alb or backend is None:
@@ -138,13 +138,13 @@ def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | 
     if _lacks(backend, Feature.GATEWAY_LOAD_BALANCER):
         ctx.error(("load_balancer",), "`load_balancer: { type: alb }` is supported for "
                   f"{' and '.join(f'`{b}`' for b in backends_with(Feature.GATEWAY_LOAD_BALANCER))}"
-                  " backends only", "G016", key=True)
+                  " backends only", G016, key=True)
         return
-    allowed = {"aws": "acm", "gcp": "gcp-cm"}.get(backend)
+    allowed = traits_of(backend).lb_certificate if backend in TRAITS_BY_NAME else None
     if cert is not None and cert.type != allowed:
         ctx.error(("certificate",), f"`load_balancer: {{ type: alb }}` on the `{backend}` backend "
                   f"can only be used with `certificate: null` or `certificate: {{ type: "
-                  f"{allowed} }}`", "G016", key=True,
+                  f"{allowed} }}`", G016, key=True,
                   hint=f"the load balancer holds the certificate: use `{{type: {allowed}, ...}}`"
                        ", or `null` for plain HTTP")
 

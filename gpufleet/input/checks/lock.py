@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from gpufleet.codes import K002, K004
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx, region_of_zone
 from gpufleet.input.schema import Checked
@@ -25,7 +26,7 @@ def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:
                 continue
             zone, region = raw.get("zone"), raw["region"]
             if zone and region_of_zone(zone) not in (None, region):
-                ctx.error((*base, "zone"), f"zone {zone} is not in region {region}", "K002",
+                ctx.error((*base, "zone"), f"zone {zone} is not in region {region}", K002,
                           hint="run `gpufleet lock --upgrade --fleet NAME` to pick the offer "
                                "again instead of editing the lock by hand")
                 continue
@@ -54,7 +55,7 @@ def _cidr(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> str | None:
         why = f"not a network address ({ipaddress.IPv4Network(value, strict=False)} is)"
     except ValueError:
         why = "not an IPv4 network such as 10.30.0.0/16"
-    ctx.error((*base, "cidr"), f"invalid address block '{value}': {why}", "K004",
+    ctx.error((*base, "cidr"), f"invalid address block '{value}': {why}", K004,
               hint="run `gpufleet lock` to record the block again instead of editing it")
     return None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.codes import F002, F005, P001, P002
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx, strs, tags_of
 from gpufleet.input.normalize import SpecError, parse_idle_duration, parse_resources, parse_retry
@@ -25,7 +26,7 @@ def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
         name = str(raw.get("name"))
         if name in seen:
             ctx.error(("profiles", i, "name"), f"duplicate profile '{name}' (first at "
-                      f"profiles[{seen[name]}])", "P001")
+                      f"profiles[{seen[name]}])", P001)
         seen.setdefault(name, i)
         values = _profile_values(ctx, ("profiles", i), raw)
         line, col = c.doc.source.key(("profiles", i))
@@ -34,7 +35,7 @@ def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
     defaults = [p for p in out if p.default]
     if len(defaults) > 1:
         ctx.error(("profiles",), "several profiles set `default: true`: "
-                  f"{', '.join(p.name for p in defaults)}", "P002", key=True,
+                  f"{', '.join(p.name for p in defaults)}", P002, key=True,
                   hint="keep `default: true` on one profile")
     return out, ctx.diags
 
@@ -55,12 +56,12 @@ def _profile_values(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, A
             try:
                 values[key] = fn(raw[key])
             except SpecError as e:
-                ctx.error((*base, key, *e.subpath), e.message, e.code or "F005")
+                ctx.error((*base, key, *e.subpath), e.message, e.code or F005)
     if "resources" in raw:
         res, errors = parse_resources(raw["resources"])
         for err in errors:
             ctx.error((*base, "resources", *err.subpath), err.message,
-                      err.code or "F002")
+                      err.code or F002)
         values["resources"] = res
     if "tags" in raw:
         values["tags"] = frozen_map(tags_of(ctx, base, raw))

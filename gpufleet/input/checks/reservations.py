@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from ipaddress import ip_network
 
+from gpufleet.backends import traits_of
+from gpufleet.codes import B012, B013, B014
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
-from gpufleet.input.spec import RESERVATION_KINDS, ControlPlaneSpec, Origin, ReservationSpec
+from gpufleet.input.spec import ControlPlaneSpec, Origin, ReservationSpec
 
 
 def parse_time(text: str) -> datetime | None:
@@ -30,22 +32,22 @@ def check_reservations(c: Checked) -> tuple[list[ReservationSpec], list[Diagnost
         if not c.ok(base):
             continue
         backend = raw["backend"]
-        kinds = RESERVATION_KINDS[backend]
+        kinds = traits_of(backend).reservation_kinds
         kind = raw.get("kind", kinds[0])
         if kind not in kinds:
             article = "an" if backend[0] in "aeiou" else "a"
             ctx.error((*base, "kind"), f"{article} {backend} reservation is "
-                      f"{' or '.join(kinds)}, not {kind}", "B012",
+                      f"{' or '.join(kinds)}, not {kind}", B012,
                       hint=f"set `kind: {kinds[0]}` or remove `kind`")
             continue
         ends = raw.get("ends")
         if ends is not None and parse_time(str(ends)) is None:
             ctx.error((*base, "ends"), f"'{ends}' is not an ISO 8601 time with its offset",
-                      "B013", hint="write it like 2026-12-01T12:00:00Z")
+                      B013, hint="write it like 2026-12-01T12:00:00Z")
             continue
         if raw["name"] in seen:
             ctx.error((*base, "name"), f"reservation '{raw['name']}' is declared twice",
-                      "B012", hint="keep one entry per reservation")
+                      B012, hint="keep one entry per reservation")
             continue
         seen[raw["name"]] = base
         line, col = c.doc.source.key(base)
@@ -70,12 +72,12 @@ def check_control_plane(c: Checked) -> tuple[ControlPlaneSpec | None, list[Diagn
         try:
             net = ip_network(str(cidr), strict=False)
         except ValueError:
-            ctx.error((*base, "allow", i), f"'{cidr}' is not a CIDR range", "B014",
+            ctx.error((*base, "allow", i), f"'{cidr}' is not a CIDR range", B014,
                       hint="write it like 203.0.113.0/24")
             return None, ctx.diags
         if net.prefixlen == 0:
             ctx.error((*base, "allow", i), f"'{cidr}' opens the dstack server to the whole "
-                      "internet", "B014", hint="name the ranges your team connects from")
+                      "internet", B014, hint="name the ranges your team connects from")
             return None, ctx.diags
     line, col = c.doc.source.key(base)
     return ControlPlaneSpec(

@@ -7,13 +7,16 @@ placed later by dstack)."""
 
 from __future__ import annotations
 
+from gpufleet.backends import BACKENDS
+from gpufleet.codes import V001, V002
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.normalize import SpecError, parse_memory
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import Origin, VolumeSpec
 
-VOLUME_BACKENDS = ("aws", "gcp")  # dstack 0.22.5's volume backends that gpufleet builds on
+# dstack 0.22.5's volume backends that gpufleet builds on: those with a volume disk type
+VOLUME_BACKENDS = tuple(t.name for t in BACKENDS if t.volume_disk_type)
 DSTACK_VOLUME_BACKENDS = ("aws", "gcp", "runpod", "kubernetes", "daytona", "lium")
 
 
@@ -26,19 +29,19 @@ def check_volume(c: Checked) -> tuple[VolumeSpec | None, list[Diagnostic]]:
     if backend not in VOLUME_BACKENDS:
         if backend in DSTACK_VOLUME_BACKENDS:
             ctx.error(("backend",), f"gpufleet builds volumes on {' and '.join(VOLUME_BACKENDS)}"
-                      f", not {backend}", "V001", hint="let dstack manage this volume")
+                      f", not {backend}", V001, hint="let dstack manage this volume")
         else:
             ctx.error(("backend",), f"dstack 0.22.5 has no {backend} volumes (its volume "
-                      f"backends: {', '.join(DSTACK_VOLUME_BACKENDS)})", "V001",
+                      f"backends: {', '.join(DSTACK_VOLUME_BACKENDS)})", V001,
                       hint="on azure, mount a filesystem on the hosts and pass it to runs as "
                            "an instance volume")
         return None, ctx.diags
     if "name" not in d:
         ctx.error((), "volume has no `name`; gpufleet derives the disk's resource name from it",
-                  "V002", key=True, hint="add `name: <lower-case name>`")
+                  V002, key=True, hint="add `name: <lower-case name>`")
         return None, ctx.diags
     if "region" not in d:
-        ctx.error((), f"a {backend} volume needs `region` (dstack: Field required)", "V002",
+        ctx.error((), f"a {backend} volume needs `region` (dstack: Field required)", V002,
                   key=True, hint="add `region: <the fleets' region>`")
         return None, ctx.diags
     volume_id = d.get("volume_id")
@@ -46,21 +49,21 @@ def check_volume(c: Checked) -> tuple[VolumeSpec | None, list[Diagnostic]]:
     if volume_id is None:
         if "size" not in d:
             ctx.error((), "a new volume needs `size` (dstack: \"must be specified when creating "
-                      "new volumes\"); or name an existing one with `volume_id`", "V002",
+                      "new volumes\"); or name an existing one with `volume_id`", V002,
                       key=True, hint="add `size: 100GB`")
             return None, ctx.diags
         try:
             size = parse_memory(d["size"])
         except SpecError as e:
-            ctx.error(("size",), f"`size`: {e}", "V002", hint="write it like 100GB or 1TB")
+            ctx.error(("size",), f"`size`: {e}", V002, hint="write it like 100GB or 1TB")
             return None, ctx.diags
         if size < 1:
-            ctx.error(("size",), "a volume holds at least 1GB", "V002", hint="write 1GB or more")
+            ctx.error(("size",), "a volume holds at least 1GB", V002, hint="write 1GB or more")
             return None, ctx.diags
         if "availability_zone" not in d:
             ctx.error((), "a new volume needs `availability_zone`: gpufleet builds the disk "
                       "there (gpufleet's rule; dstack would pick one when it creates it)",
-                      "V002", key=True, hint="set it to the zone of the fleet that mounts it")
+                      V002, key=True, hint="set it to the zone of the fleet that mounts it")
             return None, ctx.diags
     line, col = c.doc.source.key(())
     return VolumeSpec(

@@ -12,6 +12,7 @@ from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
     Need,
+    Probe,
     QuotaFacts,
     QuotaKey,
     ReservationFacts,
@@ -130,3 +131,9 @@ class GcpProbe:
             self._regions[(project, region)] = get_json(
                 self._get, f"{API}/projects/{project}/regions/{region}", "gcp")
         return self._regions[(project, region)]
+
+
+def probe() -> Probe:
+    """The probe over Google Cloud's default credentials; raises MissingAccess naming what is
+    missing."""
+    return GcpProbe(*google_get())

@@ -10,8 +10,23 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet.compile import naming
-from gpufleet.compile.backends.base import (
+from gpufleet.backends.azure import TRAITS
+from gpufleet.codes import C006, C008, C011, C014, G010
+from gpufleet.compile import gateway, naming
+from gpufleet.compile.cidr import pack
+from gpufleet.compile.hostsetup import host_setup_plan
+from gpufleet.compile.plan import (
+    AzureOptions,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    NicPlan,
+    PlacementOptions,
+    PlacementPlan,
+    SubnetPlan,
+)
+from gpufleet.compile.seam import (
+    KEY_CONFIG,
     Planned,
     access_method,
     access_plan,
@@ -20,21 +35,9 @@ from gpufleet.compile.backends.base import (
     node_ssh_rules,
     public_ips,
 )
-from gpufleet.compile.cidr import pack
-from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import (
-    AzureOptions,
-    FleetPlan,
-    NetworkPlan,
-    NicPlan,
-    PlacementOptions,
-    PlacementPlan,
-    SubnetPlan,
-)
-from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec
+from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
 from gpufleet.offers import Offer
-from gpufleet.traits import AZURE
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
@@ -48,7 +51,7 @@ NODE_PREFIX = 18
 
 class AzureBackend:
     name = "azure"
-    traits = AZURE
+    traits = TRAITS
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -96,23 +99,23 @@ class AzureBackend:
         if fleet.is_cluster and offer.rdma == "infiniband":
             limit = int(cfg.get("max_scale_set_nodes") or DEFAULT_SCALE_SET_LIMIT)
             if wanted > MAX_SCALE_SET:
-                diags.append(fleet.origin.at("nodes", "C008", f"an InfiniBand cluster is one "
+                diags.append(fleet.origin.at("nodes", C008, f"an InfiniBand cluster is one "
                                      f"scale set with a single placement group, which holds at "
                                      f"most {MAX_SCALE_SET} VMs; fleet '{fleet.name}' wants "
                                      f"{wanted}", "split the fleet into several clusters"))
             elif wanted > limit:
-                diags.append(fleet.origin.at("nodes", "C008", f"fleet '{fleet.name}' wants "
+                diags.append(fleet.origin.at("nodes", C008, f"fleet '{fleet.name}' wants "
                                      f"{wanted} nodes, but a single-placement-group scale set "
                                      f"holds {limit} unless Azure support raised the limit",
                                      "after Azure support raises the limit, set "
                                      "`max_scale_set_nodes` (<= 300) for azure in the "
                                      "backends file"))
             if block.overlaps(RDMA_RESERVED):
-                diags.append(fleet.origin.at("backends", "C006", f"the VNet range {block} "
+                diags.append(fleet.origin.at("backends", C006, f"the VNet range {block} "
                                      f"overlaps {RDMA_RESERVED}, which Azure's RDMA network "
                                      "reserves", "give azure a `cidr` outside 172.16.0.0/16"))
         if not (fleet.is_cluster and offer.rdma == "infiniband") and wanted > MAX_PLAIN_VMS:
-            diags.append(fleet.origin.at("nodes", "C014", f"fleet '{fleet.name}' wants {wanted} "
+            diags.append(fleet.origin.at("nodes", C014, f"fleet '{fleet.name}' wants {wanted} "
                                  f"Azure VMs; gpufleet creates at most {MAX_PLAIN_VMS} plain VMs "
                                  "per fleet", "split the fleet, or use `placement: cluster` on "
                                  "an InfiniBand size (a scale set)"))
@@ -133,6 +136,34 @@ class AzureBackend:
                            existing=existing_subnet or existing_vnet,
                            firewall=node_ssh_rules(name, config, method),
                            nat=created and not public_ips(config))
+
+
+    def billed_addresses(self, plan: FleetPlan) -> bool:
+        """Plain VMs get a public IP resource each; a scale set's come with its instances."""
+        return plan.placement is None or plan.placement.kind != "scale-set"
+
+    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """One subnet and an address per instance; Azure DNS needs the zone's resource group,
+        and the VM an SSH key for its admin account."""
+        diags: list[Diagnostic] = []
+        dns = gateway.record(gw, diags)
+        cfg = config.settings if config is not None else {}
+        if dns is not None and not cfg.get("dns_resource_group"):
+            diags.append(gw.origin.at("domain", G010, "Azure DNS needs the resource group of "
+                                      f"the zone {dns.zone}", "set `dns_resource_group` for "
+                                      "azure in the backends file"))
+        if not access.ssh_public_key:
+            diags.append(gw.origin.at("backend", C011, f"gateway '{gw.name}': Azure needs an "
+                                      "SSH public key for the admin account and the backends "
+                                      "file has none; `pulumi up` reads it from the stack "
+                                      f"config `{KEY_CONFIG}`", "set `access: {ssh_public_key: "
+                                      "file:~/.ssh/id_ed25519.pub}` in the backends file",
+                                      Severity.WARNING))
+        layout = gateway.GatewayLayout((gateway.one_subnet(gw, block),),
+                                       gateway.direct_web_rule(gw, block),
+                                       addresses=gateway.replica_addresses(gw))
+        return gateway.build(gw, block, config, access, layout, dns, diags)
 
 
 BACKEND = AzureBackend()

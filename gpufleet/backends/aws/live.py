@@ -13,6 +13,7 @@ from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
     Need,
+    Probe,
     ProbeError,
     QuotaFacts,
     QuotaKey,
@@ -171,3 +172,9 @@ class AwsProbe:
         except (ClientError, BotoCoreError) as e:
             raise ProbeError(f"aws ec2 describe_instances in {need.region}: {e}") from None
         return used
+
+
+def probe() -> Probe:
+    """The probe over AWS's default credentials; raises MissingAccess naming what is
+    missing."""
+    return AwsProbe(boto3_client())

@@ -1,26 +1,41 @@
 """The backend seam: what every backend provides to the pure planner. Pure.
 
-A backend is one object with a name, its traits (what it can do, ``gpufleet.traits``), the
-size of the address block each fleet gets and a ``plan`` that turns a fleet and its chosen
-offer into a finished :class:`FleetPlan` (with located diagnostics). Its Pulumi components
-are found by name in ``gpufleet.components.registry``.
+A backend's planner (``gpufleet/backends/<cloud>/compile.py``) is one object with a name, its
+traits (what it can do and its tables, ``gpufleet.backends``), the size of the address block
+each fleet gets, a ``plan`` that turns a fleet and its chosen offer into a finished
+:class:`FleetPlan` and a ``plan_gateway`` for its gateways (with located diagnostics). Its
+Pulumi components are ``gpufleet.components.<cloud>``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any, Protocol
 
+from gpufleet.backends import supports, traits_of
+from gpufleet.codes import C011, C012, C013
 from gpufleet.compile import naming
-from gpufleet.compile.plan import AccessPlan, BastionPlan, FirewallRule, FleetPlan, ProviderPlan
+from gpufleet.compile.plan import (
+    AccessPlan,
+    BastionPlan,
+    FirewallRule,
+    FleetPlan,
+    GatewayPlan,
+    ProviderPlan,
+)
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec, stackconfig
+from gpufleet.input import (
+    AccessSpec,
+    BackendConfig,
+    FleetSpec,
+    GatewaySpec,
+    ReservationSpec,
+    stackconfig,
+)
 from gpufleet.offers import Offer
-from gpufleet.traits import TRAITS_BY_NAME, BackendTraits, Feature, supports
+from gpufleet.traits import BackendTraits, Feature
 
 DEFAULT_DISK_GIB = 100
 
@@ -40,6 +55,16 @@ class Backend(Protocol):
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         """``reservation``: the declared reservation the fleet names, if any."""
+        ...
+
+    def billed_addresses(self, plan: FleetPlan) -> bool:
+        """Whether the nodes' public addresses are resources of their own (billed as such),
+        rather than assigned with the instance."""
+        ...
+
+    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """The backend's gateway: its layout, built by ``gpufleet.compile.gateway.build``."""
         ...
 
 
@@ -76,20 +101,6 @@ def merged_tags(fleet: FleetSpec, config: BackendConfig | None) -> dict[str, str
     return tags
 
 
-_LABEL_BAD = re.compile(r"[^a-z0-9_-]")
-
-
-def gcp_labels(tags: Mapping[str, str]) -> dict[str, str]:
-    """GCP labels: lower case, [a-z0-9_-], keys start with a letter, at most 63 chars, 64 labels."""
-    out: dict[str, str] = {}
-    for k, v in tags.items():
-        key = _LABEL_BAD.sub("_", k.lower())[:63]
-        if not key or not key[0].isalpha():
-            key = ("t" + key)[:63]
-        out[key] = _LABEL_BAD.sub("_", str(v).lower())[:63]
-    return dict(sorted(out.items())[:64])
-
-
 def ssh_rule(fleet: str, config: BackendConfig | None) -> tuple[FirewallRule, ...]:
     cidrs = tuple(config.ssh_cidrs) if config is not None else ()
     if not cidrs:
@@ -106,12 +117,6 @@ def public_ips(config: BackendConfig | None) -> bool:
 # --- access: one model for every cloud --------------------------------------------------
 
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP forwarding range (cloud.google.com/iap)
-# The smallest general-purpose x86 size of each cloud, with an Ubuntu 22.04 image.
-BASTION = {
-    "aws": ("t3.nano", "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
-    "gcp": ("e2-micro", "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"),
-    "azure": ("Standard_B1ls", "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"),
-}
 KEY_CONFIG = stackconfig.SSH_PUBLIC_KEY
 
 
@@ -146,16 +151,17 @@ def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
     diags: list[Diagnostic] = []
     bastion = None
     if method == "bastion":
-        itype, image = BASTION[backend]
+        machine = traits_of(backend).bastion
+        assert machine is not None, f"{backend} declares no bastion machine"
         name = naming.child(fleet.name, "bastion")
         cidrs = tuple(config.ssh_cidrs) if config is not None else ()
-        bastion = BastionPlan(name, itype, image, naming.child(name, "ip"),
+        bastion = BastionPlan(name, machine.instance_type, machine.image, naming.child(name, "ip"),
                               FirewallRule(naming.child(name, "ssh"), "SSH to the bastion from "
                                            "the ranges in ssh_cidrs", "tcp", ("22",), cidrs),
                               subnet)
     os_login = method == "iap"
     key_name = access.key_name if supports(backend, Feature.KEY_PAIRS) else None
-    plan = AccessPlan(access.ssh_user or TRAITS_BY_NAME[backend].default_user, method,
+    plan = AccessPlan(access.ssh_user or traits_of(backend).default_user, method,
                       access.ssh_public_key, key_name, None, os_login, bastion)
     if supports(backend, Feature.KEY_PAIRS) and plan.needs_key:
         plan = dataclasses.replace(plan, key_pair=naming.child("key", region))
@@ -167,21 +173,21 @@ def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
            "none": "not at all from outside their network (private, `bastion: none`)"}[method]
     if plan.needs_key and plan.public_key is None:
         diags.append(fleet.origin.at(
-            "name", "C011", f"fleet '{fleet.name}': no SSH public key in the backends file; "
+            "name", C011, f"fleet '{fleet.name}': no SSH public key in the backends file; "
             f"`pulumi up` reads it from the stack config `{KEY_CONFIG}` and fails without it. "
             f"Nodes are reached {how}", "set `access: {ssh_public_key: file:~/.ssh/"
             f"id_ed25519.pub}}` in the backends file, or run `pulumi config set {KEY_CONFIG} "
             "\"$(cat ~/.ssh/id_ed25519.pub)\"`", Severity.WARNING))
     if method == "none":
         diags.append(fleet.origin.at(
-            "name", "C012", f"fleet '{fleet.name}': nodes have no public IP and `bastion: "
+            "name", C012, f"fleet '{fleet.name}': nodes have no public IP and `bastion: "
             "none`: nobody outside their network can reach them over SSH",
             "use `bastion: auto`, or `iap: true` (gcp) / `ssm: true` (aws)", Severity.WARNING))
     cidrs = tuple(config.ssh_cidrs) if config is not None else ()
     if method in ("public", "bastion") and not cidrs:
         where = "the bastion accepts" if method == "bastion" else "the nodes accept"
         diags.append(fleet.origin.at(
-            "name", "C013", f"fleet '{fleet.name}': `ssh_cidrs` is empty, so {where} "
+            "name", C013, f"fleet '{fleet.name}': `ssh_cidrs` is empty, so {where} "
             "SSH from nowhere", f"add your office or VPN range to `ssh_cidrs` for {backend} in "
             "the backends file", Severity.WARNING))
     return plan, diags

@@ -17,6 +17,7 @@ from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
     Need,
+    Probe,
     ProbeError,
     QuotaFacts,
     QuotaKey,
@@ -234,3 +235,9 @@ def _message(resp: Any) -> str:
         return ""
     err = body.get("error") if isinstance(body, dict) else None
     return str(err.get("message") or err.get("code") or "") if isinstance(err, dict) else ""
+
+
+def probe() -> Probe:
+    """The probe over Azure's default credentials; raises MissingAccess naming what is
+    missing."""
+    return AzureProbe(azure_get())

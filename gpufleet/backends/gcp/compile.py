@@ -12,23 +12,16 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet.compile import naming
-from gpufleet.compile.backends.base import (
-    Planned,
-    access_method,
-    access_plan,
-    common_fields,
-    gcp_labels,
-    merged_tags,
-    node_ssh_rules,
-    public_ips,
-)
+from gpufleet.backends.gcp import TRAITS, labels
+from gpufleet.codes import C001, C002, C003, C015, C017
+from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
     ANY_SUBNET,
     FirewallRule,
     FleetPlan,
+    GatewayPlan,
     GcpOptions,
     NetworkPlan,
     NicPlan,
@@ -36,10 +29,18 @@ from gpufleet.compile.plan import (
     PlacementPlan,
     SubnetPlan,
 )
+from gpufleet.compile.seam import (
+    Planned,
+    access_method,
+    access_plan,
+    common_fields,
+    merged_tags,
+    node_ssh_rules,
+    public_ips,
+)
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
 from gpufleet.offers import Offer
-from gpufleet.traits import GCP
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")
@@ -51,6 +52,10 @@ ROCE_SUBNETS = 8
 MTU_ROCE = 8896  # "the maximum supported MTU and a recommended choice" (Google Cloud docs)
 MTU_TCPX = 8244  # dstack's and Cluster Toolkit's A3 High/Mega recipe
 MAIN_PREFIX, EXTRA_PREFIX, ROCE_PREFIX = 19, 20, 18
+PROXY_PURPOSE = "REGIONAL_MANAGED_PROXY"
+# Where Google's load balancer health checks come from (cloud.google.com/load-balancing/docs/
+# health-check-concepts, "Probe IP ranges and firewall rules").
+HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 # Fabrics whose instances need software gpufleet does not install (cloud-recipes.md 2.3-2.4).
 GPUDIRECT = {"gpudirect-tcpx": "TCPX", "gpudirect-tcpxo": "TCPXO"}
 # What a cluster loses without the GPUDirect software, per machine type (cloud-recipes.md
@@ -73,7 +78,7 @@ def roce_subnet_count(offer: Offer) -> int:
 
 class GcpBackend:
     name = "gcp"
-    traits = GCP
+    traits = TRAITS
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -104,7 +109,7 @@ class GcpBackend:
             image=(config.get("image") if config is not None else None)
             or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public, placement=placement, reservation=fleet.reservation,
-            labels=gcp_labels(merged_tags(fleet, config)),
+            labels=labels(merged_tags(fleet, config)),
             host_setup=host_setup_plan("gcp", config.settings if config is not None else {},
                                        bool(offer.gpu_count),
                                        config is None or not config.get("image"), way_in.user),
@@ -126,17 +131,17 @@ class GcpBackend:
         capacity = usable_hosts(IPv4Network(f"10.0.0.0/{MAIN_PREFIX}"), RESERVED_PER_SUBNET)
         wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
         if wanted > capacity:
-            diags.append(fleet.origin.at("nodes", "C001", f"fleet '{fleet.name}' wants up to "
+            diags.append(fleet.origin.at("nodes", C001, f"fleet '{fleet.name}' wants up to "
                                  f"{wanted} nodes, but its /{MAIN_PREFIX} subnet holds "
                                  f"{capacity}", "split the fleet into several fleets"))
         if fleet.reservation is not None and offer.spot:
-            diags.append(fleet.origin.at("reservation", "C002", "a GCP reservation is consumed "
+            diags.append(fleet.origin.at("reservation", C002, "a GCP reservation is consumed "
                                  "by on-demand VMs, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
         if offer.rdma in GPUDIRECT and fleet.is_cluster and fleet.nodes.target > 0:
             stack = GPUDIRECT[offer.rdma]
             diags.append(fleet.origin.at(
-                "placement", "C015", f"{offer.instance_type} clusters need GPUDirect-{stack}: "
+                "placement", C015, f"{offer.instance_type} clusters need GPUDirect-{stack}: "
                 "the Container-Optimized OS image, the receive-data-path daemon and the "
                 f"{stack} NCCL plugin, which gpufleet does not set up; without them NCCL falls "
                 "back to TCP ("
@@ -149,7 +154,7 @@ class GcpBackend:
             ssh = ", ".join(config.ssh_cidrs) if config is not None and config.ssh_cidrs \
                 else "nowhere"
             diags.append(fleet.origin.at(
-                "backends", "C017", f"fleet '{fleet.name}' joins the Shared VPC "
+                "backends", C017, f"fleet '{fleet.name}' joins the Shared VPC "
                 f"{config.get('vpc_name') if config else ''} of host project {host}: its "
                 "firewall rules, routes and Cloud NAT belong to the host project, and gpufleet "
                 "creates none there. The host project must allow all traffic between the "
@@ -159,7 +164,7 @@ class GcpBackend:
                 "lists them again", Severity.WARNING))
         extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
         if extras and len(extras) < extra_vpc_count(offer):
-            diags.append(fleet.origin.at("resources", "C003", f"{offer.instance_type} needs "
+            diags.append(fleet.origin.at("resources", C003, f"{offer.instance_type} needs "
                                  f"{extra_vpc_count(offer)} extra VPCs, but extra_vpcs in "
                                  f"the backends file lists {len(extras)}",
                                  "list enough VPCs, or remove extra_vpcs to let gpufleet "
@@ -223,6 +228,36 @@ class GcpBackend:
                 out.append(NicPlan(net.role, net.subnets[0].name, "GVNIC",
                                    public_ip=public and net.role == "main"))
         return tuple(out)
+
+
+    def billed_addresses(self, plan: FleetPlan) -> bool:
+        """Addresses come with the instance."""
+        return False
+
+    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """One subnet; behind a regional load balancer also its proxy-only subnet, one static
+        address (the load balancer's) and a rule for its proxies and health checks."""
+        diags: list[Diagnostic] = []
+        dns = gateway.record(gw, diags)
+        if not gw.behind_load_balancer:
+            layout = gateway.GatewayLayout((gateway.one_subnet(gw, block),),
+                                           gateway.direct_web_rule(gw, block),
+                                           addresses=gateway.replica_addresses(gw))
+            return gateway.build(gw, block, config, access, layout, dns, diags)
+        # A regional load balancer's proxies take their addresses from a proxy-only subnet of
+        # the region (GCP asks for one per network and region; /24 is within its /26../23).
+        proxy = str(gateway.ranges(block)["c"])
+        subnets = (gateway.one_subnet(gw, block),
+                   SubnetPlan(naming.child(gw.name, "proxy"), proxy, gw.region,
+                              purpose=PROXY_PURPOSE))
+        # The proxies and Google's health checks reach the instances on HTTP; TLS, if any,
+        # ends at the load balancer.
+        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer's "
+                           "proxies and health checks", "tcp", ("80",),
+                           (proxy, *HEALTH_CHECK_RANGES))
+        layout = gateway.GatewayLayout(subnets, web, None, (naming.child(gw.name, "ip"),))
+        return gateway.build(gw, block, config, access, layout, dns, diags)
 
 
 BACKEND = GcpBackend()

@@ -23,8 +23,23 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from gpufleet.compile import naming
-from gpufleet.compile.backends.base import (
+from gpufleet.backends.aws import TRAITS
+from gpufleet.codes import C001, C002, C005
+from gpufleet.compile import gateway, naming
+from gpufleet.compile.cidr import pack, usable_hosts
+from gpufleet.compile.hostsetup import host_setup_plan
+from gpufleet.compile.plan import (
+    AwsOptions,
+    FirewallRule,
+    FleetPlan,
+    GatewayPlan,
+    NetworkPlan,
+    NicPlan,
+    PlacementPlan,
+    SubnetPlan,
+    options_of,
+)
+from gpufleet.compile.seam import (
     Planned,
     access_method,
     access_plan,
@@ -33,21 +48,9 @@ from gpufleet.compile.backends.base import (
     node_ssh_rules,
     public_ips,
 )
-from gpufleet.compile.cidr import pack, usable_hosts
-from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import (
-    AwsOptions,
-    FirewallRule,
-    FleetPlan,
-    NetworkPlan,
-    NicPlan,
-    PlacementPlan,
-    SubnetPlan,
-)
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, ReservationSpec
+from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
 from gpufleet.offers import Offer
-from gpufleet.traits import AWS
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
 NODE_PREFIX, PUBLIC_PREFIX = 18, 24
@@ -94,7 +97,7 @@ def is_capacity_block(fleet: FleetSpec, config: BackendConfig | None,
 
 class AwsBackend:
     name = "aws"
-    traits = AWS
+    traits = TRAITS
     fleet_prefix = 16
 
     def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
@@ -153,20 +156,20 @@ class AwsBackend:
         capacity = usable_hosts(IPv4Network(f"10.0.0.0/{NODE_PREFIX}"), RESERVED_PER_SUBNET)
         wanted = fleet.nodes.max if fleet.nodes.max is not None else fleet.nodes.target
         if wanted * interfaces > capacity:
-            diags.append(fleet.origin.at("nodes", "C001", f"fleet '{fleet.name}' wants up to "
+            diags.append(fleet.origin.at("nodes", C001, f"fleet '{fleet.name}' wants up to "
                                  f"{wanted} nodes x {interfaces} interfaces, but its "
                                  f"/{NODE_PREFIX} subnet holds {capacity} addresses",
                                  "split the fleet into several fleets"))
         if block_kind:
             if fleet.nodes.max is None or fleet.nodes.min != fleet.nodes.max:
-                diags.append(fleet.origin.at("nodes", "C005", "a Capacity Block has a fixed "
+                diags.append(fleet.origin.at("nodes", C005, "a Capacity Block has a fixed "
                                      "size: `nodes` must be a single number",
                                      "set `nodes: N` to the size of the block"))
             if offer.spot:
-                diags.append(fleet.origin.at("reservation", "C002", "a Capacity Block is not "
+                diags.append(fleet.origin.at("reservation", C002, "a Capacity Block is not "
                                      "spot capacity", "set `spot_policy: on-demand`"))
         elif fleet.reservation and offer.spot:
-            diags.append(fleet.origin.at("reservation", "C002", "a Capacity Reservation is "
+            diags.append(fleet.origin.at("reservation", C002, "a Capacity Reservation is "
                                  "used by on-demand instances, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
         return diags
@@ -192,6 +195,44 @@ class AwsBackend:
         return NetworkPlan("main", naming.child(name, "vpc"), tuple(subnets),
                            cidr=None if existing else str(block), existing=existing,
                            firewall=rules, nat=not public and not existing)
+
+
+    def billed_addresses(self, plan: FleetPlan) -> bool:
+        """Multi-NIC nodes get an Elastic IP each."""
+        return options_of(plan, AwsOptions).eip_per_node
+
+    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """Two subnets in two AZs (an ALB needs them; replicas spread over both); behind an
+        ALB the instances sit in private subnets with no address, and the record is an alias
+        of the ALB's DNS name."""
+        diags: list[Diagnostic] = []
+        alb = gw.behind_load_balancer
+        dns = gateway.record(gw, diags, "ALIAS" if alb else "A")
+        r = gateway.ranges(block)
+        subnets = [SubnetPlan(naming.child(gw.name, "subnet", i), str(r[k]), gw.region,
+                              public=gw.public_ip, zone_index=i)
+                   for i, k in enumerate(("a", "b"))]
+        if gw.public_ip and alb:  # TLS ends at the ALB
+            subnets += [SubnetPlan(naming.child(gw.name, "private", i), str(r[k]), gw.region,
+                                   zone_index=i) for i, k in enumerate(("c", "d"))]
+        elif not gw.public_ip:
+            subnets.append(SubnetPlan(naming.child(gw.name, "public"), str(r["nat"]),
+                                      gw.region, public=True, zone_index=0))
+        if not alb:
+            layout = gateway.GatewayLayout(tuple(subnets), gateway.direct_web_rule(gw, block),
+                                           addresses=gateway.replica_addresses(gw))
+            return gateway.build(gw, block, config, access, layout, dns, diags)
+        ports = ("80",) if gw.certificate is None else ("80", "443")
+        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer only",
+                           "tcp", ("80",), from_load_balancer=True)
+        to_alb = FirewallRule(naming.child(gw.name, "alb-web"),
+                              "HTTP and HTTPS to the load balancer" if len(ports) == 2 else
+                              "HTTP to the load balancer", "tcp", ports,
+                              gateway.clients(gw, block))
+        # an ALB has a DNS name, no address of its own
+        layout = gateway.GatewayLayout(tuple(subnets), web, to_alb, (), "ALIAS")
+        return gateway.build(gw, block, config, access, layout, dns, diags)
 
 
 BACKEND = AwsBackend()

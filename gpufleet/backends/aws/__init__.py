@@ -1,0 +1,128 @@
+"""aws: what the backend can do and the tables gpufleet keeps for it. Pure data."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from gpufleet.traits import ALL_FEATURES as _ALL
+from gpufleet.traits import (
+    BackendTraits,
+    CapacityCode,
+    Feature,
+    FilesystemService,
+    LustreTier,
+    Machine,
+    ResourceKind,
+    ZoneModel,
+)
+from gpufleet.traits import kinds as _kinds
+
+# Utility machines: the smallest general-purpose x86 size with Ubuntu 22.04 (Canonical's
+# owner id); disks gp3 (docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html).
+_UBUNTU = "099720109477/ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+_EC2_ERRORS = "docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html"
+
+
+def _family(instance_type: str) -> str:
+    """m7i.large -> m7i."""
+    return instance_type.split(".")[0]
+
+
+BASTION = Machine("t3.nano", _UBUNTU, 8, "gp3")
+GATEWAY = Machine("t3.micro", _UBUNTU, 20, "gp3")
+
+TRAITS = BackendTraits(
+    "aws", _ALL - {Feature.IAP, Feature.GCP_CM_CERTIFICATES},
+    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+                      Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for "
+                                                   "gcp backend only"}),
+    re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
+    zones=ZoneModel.PER_REGION,
+    node_types=("aws:ec2/instance:Instance",),
+    resources=MappingProxyType({
+        "aws:ec2/vpc:Vpc": ResourceKind(frozenset({"cidrBlock"}), "network"),
+        "aws:ec2/subnet:Subnet": ResourceKind(
+            frozenset({"cidrBlock", "availabilityZone", "vpcId"}), "network"),
+        "aws:ec2/instance:Instance": ResourceKind(
+            frozenset({"ami", "availabilityZone", "subnetId", "launchTemplate",
+                       "networkInterfaces", "keyName"}), "instance"),
+        "aws:ec2/securityGroup:SecurityGroup": ResourceKind(
+            frozenset({"vpcId", "name", "description"})),
+        "aws:ec2/placementGroup:PlacementGroup": ResourceKind(frozenset({"strategy", "name"})),
+        # An instance's launch template (id or version) is replace-on-change: "Updating Launch
+        # Template specification will force new instance" (hashicorp/terraform-provider-aws
+        # #10807), so a new template version replaces the instances launched from it.
+        "aws:ec2/launchTemplate:LaunchTemplate": ResourceKind(versioned=True),
+        "aws:ec2/eip:Eip": ResourceKind(frozenset({"domain"}), "address"),
+        "aws:route53/record:Record": ResourceKind(frozenset({"name", "type", "zoneId"}), "dns"),
+        "aws:ec2/routeTable:RouteTable": ResourceKind(frozenset({"vpcId"})),
+        "aws:ec2/routeTableAssociation:RouteTableAssociation": ResourceKind(
+            frozenset({"subnetId", "gatewayId"})),
+        "aws:ec2/natGateway:NatGateway": ResourceKind(
+            frozenset({"subnetId", "allocationId", "connectivityType"})),
+        "aws:ec2/eipAssociation:EipAssociation": ResourceKind(
+            frozenset({"allocationId", "instanceId", "networkInterfaceId",
+                       "privateIpAddress"})),
+        "aws:ec2/networkInterface:NetworkInterface": ResourceKind(frozenset({"subnetId"})),
+        "aws:ec2/keyPair:KeyPair": ResourceKind(frozenset({"publicKey", "keyName"})),
+        "aws:lb/targetGroup:TargetGroup": ResourceKind(
+            frozenset({"vpcId", "port", "protocol", "targetType"})),
+        "aws:lb/targetGroupAttachment:TargetGroupAttachment": ResourceKind(
+            frozenset({"targetGroupArn", "targetId", "port"})),
+        "aws:ec2/vpcPeeringConnection:VpcPeeringConnection": ResourceKind(
+            frozenset({"vpcId", "peerVpcId", "peerOwnerId", "peerRegion"}), "network"),
+        "aws:ec2/route:Route": ResourceKind(
+            frozenset({"routeTableId", "destinationCidrBlock"})),
+        # storage: replacing one loses its data (the providers' ForceNew arguments)
+        "aws:fsx/lustreFileSystem:LustreFileSystem": ResourceKind(
+            frozenset({"subnetIds", "deploymentType", "storageType", "securityGroupIds",
+                       "fileSystemTypeVersion", "kmsKeyId"}), "storage"),
+        "aws:efs/fileSystem:FileSystem": ResourceKind(
+            frozenset({"encrypted", "performanceMode", "kmsKeyId", "creationToken",
+                       "availabilityZoneName"}), "storage"),
+        "aws:efs/mountTarget:MountTarget": ResourceKind(
+            frozenset({"fileSystemId", "subnetId", "ipAddress"})),
+        "aws:ebs/volume:Volume": ResourceKind(
+            frozenset({"availabilityZone", "encrypted", "kmsKeyId", "snapshotId"}), "storage"),
+        **_kinds(dns=("aws:route53/zone:Zone",)),
+    }),
+    bastion=BASTION,
+    gateway=GATEWAY,
+    server_size="t3.medium", address_pool="10.0.0.0/8", gpu_image_family="aws-dlami",
+    volume_disk_type="gp3",
+    # FSx for Lustre PERSISTENT_2 SSD: 1.2 TiB, then 2.4 TiB steps at every tier; no maximum
+    # but the account's quota (docs.aws.amazon.com/fsx/latest/LustreGuide/
+    # managing-storage-capacity.html)
+    lustre_tiers=MappingProxyType({t: LustreTier(2400, smallest=1200)
+                                   for t in (125, 250, 500, 1000)}),
+    default_lustre_throughput=250, nfs_sizes=None,
+    filesystems=MappingProxyType({
+        "lustre": FilesystemService("fsx-lustre", "FSx for Lustre (PERSISTENT_2 SSD)", True,
+                                    range_prefix=None),
+        "nfs": FilesystemService("efs", "EFS (elastic)", False, range_prefix=28)}),
+    filesystem_range_in_network=True, shared_filesystem_subnet=True,
+    shared_filesystem_way="through a VPC peering routed to its subnet {subnet} only",
+    lb_certificate="acm", lb_certificate_hint=", or `{type: acm, arn: <arn>}` (AWS ACM)",
+    load_balancer_title="ALB {name} (two AZs)",
+    reservation_use=MappingProxyType({
+        "capacity-block": "the Capacity Block (market type capacity-block)",
+        None: "a Capacity Reservation targeted by the launch template"}),
+    reservation_zone_hint="set `availability_zones: [{zone}]` on the fleet, or declare the "
+                          "reservation with its zone in the backends file",
+    zone_at_deploy="chosen at `pulumi up`: the first Availability Zone of {region} (by name) "
+                   "that offers {instance_type}; Local and Wavelength zones are skipped",
+    address_kinds=MappingProxyType({True: "Elastic IP", False: "fixed private ENI"}),
+    reservation_kinds=("capacity-reservation", "capacity-block"),
+    capacity_errors=(
+        CapacityCode("aws", "InsufficientInstanceCapacity", _EC2_ERRORS),
+        CapacityCode("aws", "InsufficientCapacityOnHost", _EC2_ERRORS),
+        CapacityCode("aws", "InsufficientReservedInstanceCapacity", _EC2_ERRORS),
+        CapacityCode("aws", "Unsupported", f"{_EC2_ERRORS} (the instance type is not offered "
+                     "in the requested Availability Zone)"),
+    ),
+    # burstable families take no cluster placement group (docs.aws.amazon.com/AWSEC2/latest/
+    # UserGuide/placement-strategies.html)
+    no_cluster_families=("t2.", "t3.", "t3a."),
+    family=_family,
+)

@@ -1,0 +1,126 @@
+"""azure: what the backend can do and the tables gpufleet keeps for it. Pure data."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from gpufleet.traits import ALL_FEATURES as _ALL
+from gpufleet.traits import (
+    BackendTraits,
+    CapacityCode,
+    Feature,
+    FilesystemService,
+    LustreTier,
+    Machine,
+    NfsSizes,
+    ResourceKind,
+    ZoneModel,
+)
+from gpufleet.traits import kinds as _kinds
+
+_UBUNTU = "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest"
+_ALLOCATION = "learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/allocation-failure"
+_SIZE = re.compile(r"^Standard_([A-Z]+)\d+(?:-\d+)?([a-z]*)_(v\d+)$")
+_TIB = 1024
+
+
+def _family(instance_type: str) -> str:
+    """Standard_D4s_v5 -> Dsv5."""
+    m = _SIZE.match(instance_type)
+    return "".join(m.groups()) if m else instance_type
+
+
+BASTION = Machine("Standard_B1ls", _UBUNTU, 30, "StandardSSD_LRS")
+GATEWAY = Machine("Standard_B1ms", _UBUNTU, 30, "StandardSSD_LRS")
+
+TRAITS = BackendTraits(
+    "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
+                     Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
+                     Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
+                     Feature.GATEWAY_LOAD_BALANCER},
+    MappingProxyType({
+        Feature.RESERVATIONS: "dstack's azure backend takes no reservation; gpufleet joins "
+                              "a capacity reservation group declared in the backends file",
+        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
+        Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
+        Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",
+        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
+        Feature.GATEWAY_LOAD_BALANCER: "dstack fronts gateways with a load balancer on aws and "
+                                       "gcp only",
+        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+        Feature.SSM: "Session Manager is an AWS service",
+        Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
+    re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser", zones=ZoneModel.NONE,
+    node_types=("azure-native:compute:VirtualMachine",),
+    resources=MappingProxyType({
+        "azure-native:network:VirtualNetwork": ResourceKind(
+            frozenset({"location", "resourceGroupName"}), "network"),
+        "azure-native:network:Subnet": ResourceKind(
+            frozenset({"addressPrefix", "virtualNetworkName", "resourceGroupName"}), "network"),
+        "azure-native:compute:VirtualMachineScaleSet": ResourceKind(
+            frozenset({"location", "singlePlacementGroup", "orchestrationMode",
+                       "resourceGroupName"}), "instance",
+            replaced_with=frozenset({"virtualMachineProfile"})),
+        "azure-native:compute:VirtualMachine": ResourceKind(
+            frozenset({"location", "resourceGroupName", "osProfile"}), "instance",
+            replaced_with=frozenset({"networkProfile"})),
+        "azure-native:network:NetworkInterface": ResourceKind(
+            replaced_with=frozenset({"ipConfigurations"})),
+        "azure-native:network:PublicIPAddress": ResourceKind(
+            frozenset({"location", "sku", "resourceGroupName"}), "address"),
+        "azure-native:dns:RecordSet": ResourceKind(
+            frozenset({"zoneName", "relativeRecordSetName", "recordType",
+                       "resourceGroupName"}), "dns"),
+        "azure-native:storagecache:AmlFilesystem": ResourceKind(
+            frozenset({"amlFilesystemName", "location", "resourceGroupName",
+                       "filesystemSubnet", "sku", "zones"}), "storage"),
+        "azure-native:storage:StorageAccount": ResourceKind(
+            frozenset({"accountName", "location", "resourceGroupName"}), "storage"),
+        "azure-native:storage:FileShare": ResourceKind(
+            frozenset({"accountName", "shareName", "resourceGroupName", "enabledProtocols"}),
+            "storage"),
+        "azure-native:compute:Disk": ResourceKind(
+            frozenset({"diskName", "location", "resourceGroupName", "zones"}), "storage"),
+        **_kinds(dns=("azure-native:dns:Zone",)),
+    }),
+    bastion=BASTION,
+    gateway=GATEWAY,
+    # Azure's RDMA network reserves 172.16.0.0/16: the pool stays in 10.128.0.0/9
+    server_size="Standard_B2s", address_pool="10.128.0.0/9", scope_key="subscription_id",
+    gpu_image_family="azure-ubuntu-hpc", volume_disk_type=None,
+    # Azure Managed Lustre: sizes per throughput tier; the maximum is a default a support
+    # request raises (learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites)
+    lustre_tiers=MappingProxyType({
+        40: LustreTier(48 * _TIB, 768 * _TIB, hard_max=False),
+        125: LustreTier(16 * _TIB, 128 * _TIB, hard_max=False),
+        250: LustreTier(8 * _TIB, 128 * _TIB, hard_max=False),
+        500: LustreTier(4 * _TIB, 128 * _TIB, hard_max=False)}),
+    # premium Azure Files over NFS (learn.microsoft.com/azure/storage/files/
+    # understanding-billing#provisioned-v1-model)
+    default_lustre_throughput=125, nfs_sizes=NfsSizes("Azure Files premium NFS", 100, 102400),
+    filesystems=MappingProxyType({
+        "lustre": FilesystemService("amlfs", "Azure Managed Lustre", True, default_zone="1",
+                                    own_range=True),
+        "nfs": FilesystemService("azure-files-nfs", "Azure Files (premium NFS)", False,
+                                 built_after_peers=True)}),
+    filesystem_range_in_network=True,
+    shared_filesystem_way="through a VNet peering both ways (its subnet {subnet})",
+    gateway_admin_key=True, declared_reservations_only=True,
+    reservation_use=MappingProxyType({
+        None: "the capacity reservation group the VMs or scale set join"}),
+    export_requires=("tenant_id", "subscription_id"),
+    address_kinds=MappingProxyType({True: "Standard static public IP"}),
+    reservation_kinds=("capacity-reservation-group",),
+    capacity_errors=(
+        CapacityCode("azure", "SkuNotAvailable",
+                     "learn.microsoft.com/azure/azure-resource-manager/troubleshooting/"
+                     "error-sku-not-available"),
+        CapacityCode("azure", "AllocationFailed", _ALLOCATION),
+        CapacityCode("azure", "ZonalAllocationFailed", _ALLOCATION),
+        CapacityCode("azure", "OverconstrainedAllocationRequest", _ALLOCATION),
+        CapacityCode("azure", "OverconstrainedZonalAllocationRequest", _ALLOCATION),
+    ),
+    family=_family,
+)

@@ -1,0 +1,141 @@
+"""gcp: what the backend can do and the tables gpufleet keeps for it. Pure data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from gpufleet.traits import ALL_FEATURES as _ALL
+from gpufleet.traits import (
+    BackendTraits,
+    CapacityCode,
+    Feature,
+    FilesystemService,
+    LustreTier,
+    Machine,
+    NfsSizes,
+    ResourceKind,
+    ZoneModel,
+)
+from gpufleet.traits import kinds as _kinds
+
+_UBUNTU = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
+_POOL_DOCS = "cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability"
+_LABEL_BAD = re.compile(r"[^a-z0-9_-]")
+
+
+def labels(tags: Mapping[str, str]) -> dict[str, str]:
+    """GCP labels: lower case, [a-z0-9_-], keys start with a letter, at most 63 chars, 64 labels
+    (cloud.google.com/compute/docs/labeling-resources#requirements)."""
+    out: dict[str, str] = {}
+    for k, v in tags.items():
+        key = _LABEL_BAD.sub("_", k.lower())[:63]
+        if not key or not key[0].isalpha():
+            key = ("t" + key)[:63]
+        out[key] = _LABEL_BAD.sub("_", str(v).lower())[:63]
+    return dict(sorted(out.items())[:64])
+
+
+def filestore_step(gib: int) -> int:
+    """Filestore zonal's scaling unit: 256 GiB from 1 to 9.75 TiB, 2.5 TiB from 10 TiB
+    (cloud.google.com/filestore/docs/service-tiers-zonal)."""
+    return 256 if gib < 10 * 1024 else 2560
+
+
+def _family(instance_type: str) -> str:
+    """e2-standard-4 -> e2-standard; a name without a size is its own family."""
+    head, _, size = instance_type.rpartition("-")
+    return head if head and size.isdigit() else instance_type
+
+
+BASTION = Machine("e2-micro", _UBUNTU, 10, "pd-balanced")
+GATEWAY = Machine("e2-medium", _UBUNTU, 20, "pd-balanced")
+
+TRAITS = BackendTraits(
+    "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,
+                   Feature.CAPACITY_BLOCKS, Feature.SHARED_FILESYSTEMS},
+    MappingProxyType({
+        Feature.SHARED_FILESYSTEMS: "Filestore and Managed Lustre are reached through a "
+                                    "peering of one fleet's network, which a second network "
+                                    "cannot use (Google: only through Network Connectivity "
+                                    "Center, which gpufleet does not build)",
+        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.SSM: "Session Manager is an AWS service",
+        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
+        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
+    re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zones=ZoneModel.PER_ZONE,
+    node_types=("gcp:compute/instance:Instance",),
+    resources=MappingProxyType({
+        "gcp:compute/network:Network": ResourceKind(
+            frozenset({"autoCreateSubnetworks", "networkProfile", "name", "project"}),
+            "network"),
+        "gcp:compute/subnetwork:Subnetwork": ResourceKind(
+            frozenset({"ipCidrRange", "network", "region", "name", "project"}), "network"),
+        "gcp:compute/instance:Instance": ResourceKind(
+            frozenset({"zone", "bootDisk", "networkInterfaces", "reservationAffinity", "name",
+                       "project"}), "instance"),
+        "gcp:compute/firewall:Firewall": ResourceKind(
+            frozenset({"network", "direction", "name", "project"})),
+        "gcp:compute/resourcePolicy:ResourcePolicy": ResourceKind(
+            frozenset({"groupPlacementPolicy", "region", "name", "project"})),
+        "gcp:compute/address:Address": ResourceKind(
+            frozenset({"addressType", "region", "subnetwork", "name"}), "address"),
+        "gcp:dns/recordSet:RecordSet": ResourceKind(
+            frozenset({"name", "type", "managedZone", "project"}), "dns"),
+        "gcp:compute/router:Router": ResourceKind(frozenset({"network", "region", "name"})),
+        "gcp:compute/routerNat:RouterNat": ResourceKind(frozenset({"router", "region", "name"})),
+        "gcp:lustre/instance:Instance": ResourceKind(
+            frozenset({"instanceId", "location", "network", "filesystem",
+                       "perUnitStorageThroughput", "project"}), "storage"),
+        "gcp:filestore/instance:Instance": ResourceKind(
+            frozenset({"name", "location", "tier", "networks", "project"}), "storage"),
+        "gcp:compute/disk:Disk": ResourceKind(
+            frozenset({"zone", "name", "image", "snapshot", "project"}), "storage"),
+        **_kinds(dns=("gcp:dns/managedZone:ManagedZone",)),
+    }),
+    bastion=BASTION,
+    gateway=GATEWAY,
+    server_size="e2-medium", address_pool="10.0.0.0/8", scope_key="project_id",
+    gpu_image_family="gcp-ubuntu-accelerator", volume_disk_type="pd-balanced",
+    # Managed Lustre's tier table (cloud.google.com/managed-lustre/docs/create-instance)
+    lustre_tiers=MappingProxyType({
+        125: LustreTier(72000, 12_240_000),
+        250: LustreTier(36000, 40_032_000, 6_120_000, 288_000),
+        500: LustreTier(18000, 20_016_000, 3_060_000, 144_000),
+        1000: LustreTier(9000, 10_008_000, 1_530_000, 72_000)}),
+    # Filestore zonal (cloud.google.com/filestore/docs/service-tiers-zonal)
+    default_lustre_throughput=250,
+    nfs_sizes=NfsSizes("Filestore zonal", 1024, 102400, filestore_step),
+    filesystems=MappingProxyType({
+        "lustre": FilesystemService("managed-lustre", "Managed Lustre", True, needs_zone=True,
+                                    own_range=True, range_prefix=20, one_per_fleet=True),
+        "nfs": FilesystemService("filestore", "Filestore (zonal)", True, needs_zone=True)}),
+    lb_certificate="gcp-cm",
+    lb_certificate_hint=", or `{type: gcp-cm, name: <name>}` with `load_balancer: {type: alb}` "
+                        "(GCP Certificate Manager)",
+    load_balancer_title="regional {scope} Application Load Balancer {name}",
+    zone_walk_text="the closest Cloud DNS zone that contains the domain, found at `pulumi up` "
+                   "(offline: {zone})",
+    reservation_use=MappingProxyType({
+        None: "SPECIFIC reservation affinity, STANDARD provisioning; no placement policy of "
+              "gpufleet's (the reservation's placement holds)"}),
+    nat_priced_per_vm=True, spot_addresses_priced=True,
+    address_kinds=MappingProxyType({True: "static external address",
+                                   False: "static internal address"}),
+    reservation_kinds=("specific", "calendar"),
+    capacity_errors=(
+        CapacityCode("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED", _POOL_DOCS),
+        CapacityCode("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", _POOL_DOCS),
+        CapacityCode("gcp", "does not have enough resources available to fulfill the request",
+                     f"{_POOL_DOCS} (the message the Terraform-bridged provider prints for "
+                     "ZONE_RESOURCE_POOL_EXHAUSTED)"),
+        CapacityCode("gcp", "insufficientCapacity",
+                     "cloud.google.com/compute/docs/troubleshooting/"
+                     "troubleshooting-bulk-vm-creation"),
+    ),
+    # shared-core E2 takes no compact placement policy (cloud.google.com/compute/docs/
+    # instances/use-compact-placement-policies#restrictions)
+    no_cluster_families=("e2-",),
+    family=_family, labels=labels,
+)

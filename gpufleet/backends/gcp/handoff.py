@@ -1,0 +1,25 @@
+"""gcp: the dstack backend config entry for the networks of one fleet, from its stack
+outputs (what `gpufleet export dstack` writes). Handoff stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def backend_entry(out: Mapping[str, Any], main: Mapping[str, Any],
+                  plain: Callable[[Any], Any]) -> dict[str, Any]:
+    """dstack's settings for this fleet's network (``plain`` unwraps a secret output); a
+    ValueError says what the backends file lacks."""
+    if not out.get("scope"):
+        raise ValueError("a GCP fleet's backends entry sets no `project_id`, which dstack's "
+                         "gcp backend requires: set it in the backends file and re-run "
+                         "`pulumi up`")
+    entry: dict[str, Any] = {"project_id": out["scope"], "vpc_name": plain(main.get("name"))}
+    if main.get("project"):  # a Shared VPC of this host project
+        entry["vpc_project_id"] = main["project"]
+    if out.get("extra_vpcs"):
+        entry["extra_vpcs"] = [plain(v) for v in out["extra_vpcs"]]
+    if out.get("roce_vpcs"):
+        entry["roce_vpcs"] = [plain(v) for v in out["roce_vpcs"]]
+    return entry
