@@ -11,7 +11,7 @@ from typing import Any
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.components.run.harness import deployment_v3
 from gpufleet.components.run.plan import run_offline
-from gpufleet.input.spec import Lock
+from gpufleet.input.lockspec import Lock
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 

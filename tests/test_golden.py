@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.compile.compiler import compile_inputs
-from gpufleet.compile.plan import plan_to_json
+from gpufleet.compile.digest import plan_to_json
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 

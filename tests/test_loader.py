@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, expand_paths, load_paths, load_text
+from gpufleet.input.files import expand_paths, load_paths
+from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
 
 
 def _load(text: str) -> LoadResult:

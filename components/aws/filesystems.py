@@ -32,37 +32,9 @@ def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str
     name = f"fs-{fs.name}"
     route_table: aws.ec2.RouteTable | None = None
     if fs.peers:  # shared: a subnet of its own, with a route table the mounting fleets fill
-        assert fs.subnet is not None
-        subnet = aws.ec2.Subnet(
-            f"{name}-subnet", vpc_id=vpc_id, cidr_block=fs.subnet, availability_zone=zone,
-            map_public_ip_on_launch=False, tags={**dict(fs.labels), "Name": f"{name}-subnet"},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                replace_on_changes=["cidr_block", "availability_zone"])))
-        # no inline routes: each mounting fleet adds its own way back as a Route
-        route_table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc_id,
-                                         tags={**dict(fs.labels), "Name": f"{name}-rt"},
-                                         opts=child)
-        aws.ec2.RouteTableAssociation(f"{name}-rt-assoc", subnet_id=subnet.id,
-                                      route_table_id=route_table.id, opts=child)
-        subnet_id = subnet.id
-    ranges = [(988, 988), (1018, 1023)] if fs.kind == "lustre" else [(2049, 2049)]
+        subnet_id, route_table = _own_subnet(fs, name, vpc_id, zone, child)
     tags = {**dict(fs.labels), "Name": name}
-    whose = f"fleet {plan.name}'s nodes" if not fs.peers else \
-        f"the nodes of fleets {', '.join((plan.name, *fs.peers))}"
-    ingress = [aws.ec2.SecurityGroupIngressArgs(
-        protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
-        description=f"{fs.kind} from {whose}") for lo, hi in ranges]
-    if fs.kind == "lustre":  # FSx's servers talk to each other through the same group
-        ingress += [aws.ec2.SecurityGroupIngressArgs(
-            protocol="tcp", from_port=lo, to_port=hi, self=True,
-            description="lustre between the file servers") for lo, hi in ranges]
-    sg = aws.ec2.SecurityGroup(
-        name, vpc_id=vpc_id, description=f"gpufleet filesystem {fs.name} of fleet {plan.name}",
-        ingress=ingress,
-        egress=[aws.ec2.SecurityGroupEgressArgs(
-            protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
-            description=f"{fs.kind} to {whose}") for lo, hi in ranges],
-        tags=tags, opts=child)
+    sg = _security_group(fs, plan, name, vpc_id, tags, child)
     if fs.service == "fsx-lustre":
         lustre = aws.fsx.LustreFileSystem(
             name, storage_capacity=fs.capacity_gib, subnet_ids=subnet_id,
@@ -92,3 +64,45 @@ def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str
         hosted[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
                                  mount_target(mount.ip_address, fmt="{}:/"))
     return mount_target(efs.dns_name, fmt="{}:/")
+
+
+def _own_subnet(fs: FilesystemPlan, name: str, vpc_id: pulumi.Input[str],
+                zone: pulumi.Input[str], child: pulumi.ResourceOptions
+                ) -> tuple[pulumi.Output[str], aws.ec2.RouteTable]:
+    """A shared filesystem's subnet and its route table (no inline routes: each mounting
+    fleet adds its own way back as a Route)."""
+    assert fs.subnet is not None
+    subnet = aws.ec2.Subnet(
+        f"{name}-subnet", vpc_id=vpc_id, cidr_block=fs.subnet, availability_zone=zone,
+        map_public_ip_on_launch=False, tags={**dict(fs.labels), "Name": f"{name}-subnet"},
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            replace_on_changes=["cidr_block", "availability_zone"])))
+    route_table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc_id,
+                                     tags={**dict(fs.labels), "Name": f"{name}-rt"},
+                                     opts=child)
+    aws.ec2.RouteTableAssociation(f"{name}-rt-assoc", subnet_id=subnet.id,
+                                  route_table_id=route_table.id, opts=child)
+    return subnet.id, route_table
+
+
+def _security_group(fs: FilesystemPlan, plan: FleetPlan, name: str, vpc_id: pulumi.Input[str],
+                    tags: dict[str, str], child: pulumi.ResourceOptions
+                    ) -> aws.ec2.SecurityGroup:
+    """The filesystem's ports from and to the mounting fleets' node subnets only."""
+    ranges = [(988, 988), (1018, 1023)] if fs.kind == "lustre" else [(2049, 2049)]
+    whose = f"fleet {plan.name}'s nodes" if not fs.peers else \
+        f"the nodes of fleets {', '.join((plan.name, *fs.peers))}"
+    ingress = [aws.ec2.SecurityGroupIngressArgs(
+        protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
+        description=f"{fs.kind} from {whose}") for lo, hi in ranges]
+    if fs.kind == "lustre":  # FSx's servers talk to each other through the same group
+        ingress += [aws.ec2.SecurityGroupIngressArgs(
+            protocol="tcp", from_port=lo, to_port=hi, self=True,
+            description="lustre between the file servers") for lo, hi in ranges]
+    return aws.ec2.SecurityGroup(
+        name, vpc_id=vpc_id, description=f"gpufleet filesystem {fs.name} of fleet {plan.name}",
+        ingress=ingress,
+        egress=[aws.ec2.SecurityGroupEgressArgs(
+            protocol="tcp", from_port=lo, to_port=hi, cidr_blocks=list(fs.admit),
+            description=f"{fs.kind} to {whose}") for lo, hi in ranges],
+        tags=tags, opts=child)

@@ -36,25 +36,8 @@ class Fleet(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         net_plan = plan.networks[0]
         hosted = {} if hosted is None else hosted
-        # filesystems another fleet holds: peer with its network, routed to their subnets
-        remote = [fs for fs in plan.filesystems if fs.host]
-        self.network = Network(
-            net_plan, plan, child,
-            peers={fs.host: hosted[fs.name].vpc_id for fs in remote if fs.host},
-            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote])
-        for fs in remote:  # the way back, in the filesystem's own route table
-            aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
-                          route_table_id=hosted[fs.name].route_table_id,
-                          destination_cidr_block=net_plan.cidr,
-                          vpc_peering_connection_id=self.network.peerings[str(fs.host)].id,
-                          opts=child)
-        placement: pulumi.Input[str] | None = None
-        if plan.placement is not None and plan.placement.existing:
-            placement = plan.placement.existing  # a Capacity Block's own group
-        elif plan.placement is not None:
-            placement = aws.ec2.PlacementGroup(plan.placement.name, strategy="cluster",
-                                               tags=tags(plan, plan.placement.name),
-                                               opts=child).name
+        self.network = self._network(plan, hosted, child)
+        placement = self._placement(plan, child)
         options = options_of(plan, AwsOptions)
         ami = aws.ec2.get_ami_output(
             most_recent=True, owners=[options.ami_owner],
@@ -83,15 +66,7 @@ class Fleet(pulumi.ComponentResource):
                                       for n in self.nodes]
         if options.eip_per_node:
             # AWS cannot auto-assign a public IPv4 to a multi-NIC instance (dstack#3865).
-            self.public_ips = []
-            for name, node in zip(plan.node_names, self.nodes, strict=True):
-                eip = aws.ec2.Eip(naming.child(name, "eip"), domain="vpc",
-                                  tags=tags(plan, naming.child(name, "eip")), opts=child)
-                aws.ec2.EipAssociation(naming.child(name, "eip-assoc"),
-                                       allocation_id=eip.allocation_id,
-                                       network_interface_id=node.primary_network_interface_id,
-                                       opts=child)
-                self.public_ips.append(eip.public_ip)
+            self.public_ips = self._elastic_ips(plan, child)
         self.bastion_address: pulumi.Output[str] | None = None
         if plan.access is not None and plan.access.bastion is not None:
             self.bastion_address = self._bastion(plan, child)
@@ -104,6 +79,47 @@ class Fleet(pulumi.ComponentResource):
                                "internal_ips": self.internal_ips,
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
+
+    def _network(self, plan: FleetPlan, hosted: dict[str, Any],
+                 child: pulumi.ResourceOptions) -> Network:
+        """The fleet's network; filesystems another fleet holds: peer with its network,
+        routed to their subnets, and the way back in the filesystem's own route table."""
+        net_plan = plan.networks[0]
+        remote = [fs for fs in plan.filesystems if fs.host]
+        network = Network(
+            net_plan, plan, child,
+            peers={fs.host: hosted[fs.name].vpc_id for fs in remote if fs.host},
+            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote])
+        for fs in remote:
+            aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
+                          route_table_id=hosted[fs.name].route_table_id,
+                          destination_cidr_block=net_plan.cidr,
+                          vpc_peering_connection_id=network.peerings[str(fs.host)].id,
+                          opts=child)
+        return network
+
+    @staticmethod
+    def _placement(plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Input[str] | None:
+        if plan.placement is not None and plan.placement.existing:
+            return plan.placement.existing  # a Capacity Block's own group
+        if plan.placement is not None:
+            return aws.ec2.PlacementGroup(plan.placement.name, strategy="cluster",
+                                          tags=tags(plan, plan.placement.name),
+                                          opts=child).name
+        return None
+
+    def _elastic_ips(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> list[Any]:
+        """An Elastic IP on each node's primary interface."""
+        out: list[Any] = []
+        for name, node in zip(plan.node_names, self.nodes, strict=True):
+            eip = aws.ec2.Eip(naming.child(name, "eip"), domain="vpc",
+                              tags=tags(plan, naming.child(name, "eip")), opts=child)
+            aws.ec2.EipAssociation(naming.child(name, "eip-assoc"),
+                                   allocation_id=eip.allocation_id,
+                                   network_interface_id=node.primary_network_interface_id,
+                                   opts=child)
+            out.append(eip.public_ip)
+        return out
 
     def _key(self, plan: FleetPlan) -> pulumi.Input[str] | None:
         access = plan.access

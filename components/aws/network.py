@@ -177,34 +177,40 @@ class Network(pulumi.ComponentResource):
                 aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
                                               subnet_id=self.subnet_ids[s.name],
                                               route_table_id=public_rt.id, opts=child)
-        if net.nat:
-            public = next(s for s in net.subnets if s.public)
-            eip = aws.ec2.Eip(naming.child(net.name, "nat-eip"), domain="vpc",
-                              tags=tags(plan, naming.child(net.name, "nat-eip")), opts=child)
-            nat = aws.ec2.NatGateway(
-                naming.child(net.name, "nat"), allocation_id=eip.allocation_id,
-                subnet_id=self.subnet_ids[public.name],
-                tags=tags(plan, naming.child(net.name, "nat")),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
-            private_rt = aws.ec2.RouteTable(
-                naming.child(net.name, "private-rt"), vpc_id=vpc.id,
-                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0",
-                                                    nat_gateway_id=nat.id), *to_peers],
-                tags=tags(plan, naming.child(net.name, "private-rt")), opts=child)
-            for s in net.subnets:
-                if not s.public:
-                    aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
-                                                  subnet_id=self.subnet_ids[s.name],
-                                                  route_table_id=private_rt.id, opts=child)
+        private_rt = self._nat(net, plan, vpc, igw, to_peers, child) if net.nat else None
         if isinstance(plan, FleetPlan):
             # S3 through a gateway endpoint (free): datasets and checkpoints reach S3 without
             # the NAT gateway's per-GB processing charge
-            tables = [public_rt.id, *([private_rt.id] if net.nat else [])]
+            tables = [public_rt.id, *([private_rt.id] if private_rt is not None else [])]
             aws.ec2.VpcEndpoint(
                 naming.child(net.name, "s3"), vpc_id=vpc.id,
                 service_name=f"com.amazonaws.{plan.region}.s3", vpc_endpoint_type="Gateway",
                 route_table_ids=tables, tags=tags(plan, naming.child(net.name, "s3")),
                 opts=child)
+
+    def _nat(self, net: NetworkPlan, plan: Owner, vpc: aws.ec2.Vpc,
+             igw: aws.ec2.InternetGateway, to_peers: Sequence[aws.ec2.RouteTableRouteArgs],
+             child: pulumi.ResourceOptions) -> aws.ec2.RouteTable:
+        """A NAT gateway in the public subnet, and the private subnets' route table to it."""
+        public = next(s for s in net.subnets if s.public)
+        eip = aws.ec2.Eip(naming.child(net.name, "nat-eip"), domain="vpc",
+                          tags=tags(plan, naming.child(net.name, "nat-eip")), opts=child)
+        nat = aws.ec2.NatGateway(
+            naming.child(net.name, "nat"), allocation_id=eip.allocation_id,
+            subnet_id=self.subnet_ids[public.name],
+            tags=tags(plan, naming.child(net.name, "nat")),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
+        private_rt = aws.ec2.RouteTable(
+            naming.child(net.name, "private-rt"), vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0",
+                                                nat_gateway_id=nat.id), *to_peers],
+            tags=tags(plan, naming.child(net.name, "private-rt")), opts=child)
+        for s in net.subnets:
+            if not s.public:
+                aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"),
+                                              subnet_id=self.subnet_ids[s.name],
+                                              route_table_id=private_rt.id, opts=child)
+        return private_rt
 
     def _security_group(self, net: NetworkPlan, plan: Owner,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:

@@ -31,22 +31,9 @@ class Network(pulumi.ComponentResource):
             self.bastion_asg = network.ApplicationSecurityGroup(
                 asg, resource_group_name=rg, location=plan.region, tags=dict(plan.labels),
                 opts=child)
-        rules: list[network.SecurityRuleArgsDict] = []
-        for i, rule in enumerate(net.firewall):
-            entry: network.SecurityRuleArgsDict = {
-                "name": rule.name, "priority": 100 + i, "direction": "Inbound",
-                "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
-                "destination_port_ranges": list(rule.ports),
-                "destination_address_prefix": "*", "description": rule.description}
-            if rule.from_bastion:
-                assert self.bastion_asg is not None
-                entry["source_application_security_groups"] = [{"id": self.bastion_asg.id}]
-            else:
-                entry["source_address_prefixes"] = list(rule.sources)
-            rules.append(entry)
         self.nsg = network.NetworkSecurityGroup(
             opts_of(plan).nsg, resource_group_name=rg, location=plan.region,
-            security_rules=rules, tags=dict(plan.labels), opts=child)
+            security_rules=self._rules(net), tags=dict(plan.labels), opts=child)
         subnet = net.subnets[0]
         if net.existing and subnet.existing not in (None, "lookup"):
             self.subnet_id = self._subnet_by_path(str(subnet.existing), plan, invoke)
@@ -62,36 +49,58 @@ class Network(pulumi.ComponentResource):
             self.subnet_id = found.subnets.apply(
                 lambda subs: str(sorted(subs or [], key=lambda s: s.name or "")[0].id))
         else:
-            vnet = network.VirtualNetwork(
-                net.name, resource_group_name=rg, location=plan.region,
-                address_space={"address_prefixes": [str(net.cidr)]}, tags=dict(plan.labels),
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]))
-            nat_gateway: network.SubResourceArgsDict | None = None
-            if net.nat:
-                # Private nodes reach the internet (packages, images, dstack) through a NAT
-                # gateway, as on AWS and GCP.
-                pip = network.PublicIPAddress(
-                    naming.child(net.name, "nat-ip"), resource_group_name=rg,
-                    location=plan.region, sku={"name": "Standard"},
-                    public_ip_allocation_method="Static", tags=dict(plan.labels), opts=child)
-                gateway = network.NatGateway(
-                    naming.child(net.name, "nat"), resource_group_name=rg,
-                    location=plan.region, sku={"name": "Standard"},
-                    public_ip_addresses=[{"id": pip.id}], tags=dict(plan.labels), opts=child)
-                nat_gateway = {"id": gateway.id}
-            # Azure Storage over the Microsoft backbone from a fleet's subnet (its service
-            # endpoint), not through the NAT gateway
-            endpoints: list[network.ServiceEndpointPropertiesFormatArgsDict] | None = \
-                [{"service": "Microsoft.Storage"}] if isinstance(plan, FleetPlan) else None
-            sub = network.Subnet(
-                subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
-                address_prefix=subnet.cidr,
-                nat_gateway=nat_gateway, service_endpoints=endpoints,
-                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
-            self.vnet_id, self.subnet_id = vnet.id, sub.id
-            self.vnet_name = vnet.name
+            self._create(net, plan, rg, child)
         self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,
                                "nsg": self.nsg.id})
+
+    def _rules(self, net: NetworkPlan) -> list[network.SecurityRuleArgsDict]:
+        rules: list[network.SecurityRuleArgsDict] = []
+        for i, rule in enumerate(net.firewall):
+            entry: network.SecurityRuleArgsDict = {
+                "name": rule.name, "priority": 100 + i, "direction": "Inbound",
+                "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                "destination_port_ranges": list(rule.ports),
+                "destination_address_prefix": "*", "description": rule.description}
+            if rule.from_bastion:
+                assert self.bastion_asg is not None
+                entry["source_application_security_groups"] = [{"id": self.bastion_asg.id}]
+            else:
+                entry["source_address_prefixes"] = list(rule.sources)
+            rules.append(entry)
+        return rules
+
+    def _create(self, net: NetworkPlan, plan: Owner, rg: pulumi.Output[str],
+                child: pulumi.ResourceOptions) -> None:
+        """A VNet of its own, its subnet, and a NAT gateway for private nodes."""
+        subnet = net.subnets[0]
+        vnet = network.VirtualNetwork(
+            net.name, resource_group_name=rg, location=plan.region,
+            address_space={"address_prefixes": [str(net.cidr)]}, tags=dict(plan.labels),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]))
+        nat_gateway: network.SubResourceArgsDict | None = None
+        if net.nat:
+            # Private nodes reach the internet (packages, images, dstack) through a NAT
+            # gateway, as on AWS and GCP.
+            pip = network.PublicIPAddress(
+                naming.child(net.name, "nat-ip"), resource_group_name=rg,
+                location=plan.region, sku={"name": "Standard"},
+                public_ip_allocation_method="Static", tags=dict(plan.labels), opts=child)
+            gateway = network.NatGateway(
+                naming.child(net.name, "nat"), resource_group_name=rg,
+                location=plan.region, sku={"name": "Standard"},
+                public_ip_addresses=[{"id": pip.id}], tags=dict(plan.labels), opts=child)
+            nat_gateway = {"id": gateway.id}
+        # Azure Storage over the Microsoft backbone from a fleet's subnet (its service
+        # endpoint), not through the NAT gateway
+        endpoints: list[network.ServiceEndpointPropertiesFormatArgsDict] | None = \
+            [{"service": "Microsoft.Storage"}] if isinstance(plan, FleetPlan) else None
+        sub = network.Subnet(
+            subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
+            address_prefix=subnet.cidr,
+            nat_gateway=nat_gateway, service_endpoints=endpoints,
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
+        self.vnet_id, self.subnet_id = vnet.id, sub.id
+        self.vnet_name = vnet.name
 
     @staticmethod
     def _subnet_by_path(path: str, plan: Owner,

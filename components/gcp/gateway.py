@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.backends.gcp import GATEWAY
-from gpufleet.compile import DIGEST_OUTPUT, GatewayPlan, input_digest, naming
+from gpufleet.compile import DIGEST_OUTPUT, DnsRecordPlan, GatewayPlan, input_digest, naming
 
 from .network import Network, owner_options
 
@@ -69,33 +69,36 @@ class Gateway(pulumi.ComponentResource):
         if plan.load_balancer:
             self.addresses.append(self._load_balancer(plan, plan.load_balancer, subnet, keep))
         if plan.record is not None:
-            rec = plan.record
-            opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-            if rec.create_zone:
-                zone = gcp.dns.ManagedZone(
-                    naming.child(plan.name, "zone"), dns_name=rec.zone + ".",
-                    visibility="private" if rec.private else "public",
-                    private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
-                        networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(
-                            network_url=self.network.network_id)]) if rec.private else None,
-                    labels=dict(plan.labels),
-                    opts=pulumi.ResourceOptions(parent=self, protect=True))
-                zone_name: pulumi.Output[str] = zone.name
-                opts = pulumi.ResourceOptions.merge(opts,
-                                                    pulumi.ResourceOptions(deleted_with=zone))
-            else:
-                managed = gcp.dns.get_managed_zones_output(
-                    project=owner_options(plan).project, opts=invoke)
-                zone_name = managed.managed_zones.apply(
-                    lambda zs: _zone_named(zs, rec.zone, rec.private,
-                                           rec.fqdn if rec.zone_walk else None))
-            gcp.dns.RecordSet(rec.name, managed_zone=zone_name, name=rec.fqdn,
-                              type=rec.record_type, ttl=rec.ttl, rrdatas=self.addresses,
-                              opts=opts)
+            self._record(plan, plan.record, invoke)
         self.register_outputs({"addresses": self.addresses,
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
 
+    def _record(self, plan: GatewayPlan, rec: DnsRecordPlan,
+                invoke: pulumi.InvokeOptions) -> None:
+        """The `*.<domain>` record, in the zone it creates or the one that holds the domain."""
+        opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
+        if rec.create_zone:
+            zone = gcp.dns.ManagedZone(
+                naming.child(plan.name, "zone"), dns_name=rec.zone + ".",
+                visibility="private" if rec.private else "public",
+                private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
+                    networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(
+                        network_url=self.network.network_id)]) if rec.private else None,
+                labels=dict(plan.labels),
+                opts=pulumi.ResourceOptions(parent=self, protect=True))
+            zone_name: pulumi.Output[str] = zone.name
+            opts = pulumi.ResourceOptions.merge(opts,
+                                                pulumi.ResourceOptions(deleted_with=zone))
+        else:
+            managed = gcp.dns.get_managed_zones_output(
+                project=owner_options(plan).project, opts=invoke)
+            zone_name = managed.managed_zones.apply(
+                lambda zs: _zone_named(zs, rec.zone, rec.private,
+                                       rec.fqdn if rec.zone_walk else None))
+        gcp.dns.RecordSet(rec.name, managed_zone=zone_name, name=rec.fqdn,
+                          type=rec.record_type, ttl=rec.ttl, rrdatas=self.addresses,
+                          opts=opts)
 
     def _load_balancer(self, plan: GatewayPlan, name: str, subnet: pulumi.Output[str],
                        keep: pulumi.ResourceOptions) -> pulumi.Output[str]:

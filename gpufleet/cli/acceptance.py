@@ -24,108 +24,152 @@ from gpufleet.cli.common import (
 from gpufleet.fileio import check_file_in, check_folder, write_many
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
-@click.argument("args", nargs=-1, required=True)
+class _TaskByDefault(click.Group):
+    """`gpufleet acceptance FLEET PATH...` is `gpufleet acceptance task FLEET PATH...`: a first
+    argument that names no subcommand is the fleet of the task files."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["task", *args]
+        return super().parse_args(ctx, args)
+
+
+_EXPECT = click.option(
+    "--expect-busbw", "expect", multiple=True, metavar="[N=]GBPS",
+    help="The bus bandwidth the contract expects (GB/s), for every node count or, as N=GBPS, "
+         "for N nodes; default the fabric's published figure. Repeatable.")
+_FLEET = click.option("--fleet", "fleet_name", required=True,
+                      help="The fleet the logs belong to.")
+
+
+def _plan_options(f: Any) -> Any:
+    return catalog_option(lock_option(profile_option(f)))
+
+
+@click.group(cls=_TaskByDefault)
+def acceptance() -> None:
+    """Is my cluster healthy? The acceptance tasks per fleet, the checks of their logs, and
+    the scaling report over node counts.
+
+    \b
+    gpufleet acceptance FLEET [PATH...]      (or `acceptance task`): write the tasks
+    gpufleet acceptance check LOG --fleet NAME PATH...: judge one log (exit 0, 1, 2)
+    gpufleet acceptance report LOG... --fleet NAME PATH...: the scaling report
+    """
+
+
+@acceptance.command("task")
+@click.argument("fleet_name", metavar="FLEET")
+@click.argument("paths", nargs=-1)
 @click.option("--out", "out_dir", default=".", show_default=True,
-              type=click.Path(file_okay=False), help="Folder for the task file.")
-@click.option("--fleet", "fleet_name",
-              help="With `check` and `report`: the fleet the logs belong to.")
+              type=click.Path(file_okay=False), help="Folder for the task files.")
 @click.option("--force", is_flag=True,
               help="Replace a task file in --out that gpufleet did not write.")
-@click.option("--expect-busbw", "expect", multiple=True, metavar="[N=]GBPS",
-              help="The bus bandwidth the contract expects (GB/s), for every node count or, "
-                   "as N=GBPS, for N nodes; default the fabric's published figure. Repeatable.")
-@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
-              help="The pass mark as a fraction of the expected bandwidth (report: default "
-                   "0.8; check: the fabric's).")
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
-              help="With `report`: draw busbw vs message size, one line per node count "
-                   "(.png or .svg).")
-@click.option("--margin", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
-              help="With `check` of a burn-in log: a node whose single-node bandwidth is this "
-                   "fraction under the nodes' median fails.")
+@_EXPECT
 @click.option("--dcgm-level", type=click.IntRange(1, 4), default=3, show_default=True,
               help="The burn-in task's `dcgmi diag -r` level.")
 @click.option("--node-counts", "counts", metavar="N,N,...",
               help="Also write the NCCL task at each of these node counts "
                    "(FLEET-nccl-N.dstack.yml), for the scaling report.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
-              default="text", show_default=True,
-              help="With `check` (text, json) and `report`: the verdict's format.")
-@catalog_option
-@lock_option
-@profile_option
-def acceptance(args: Sequence[str], out_dir: str, fleet_name: str | None, force: bool,
-               expect: Sequence[str], threshold: float | None, plot_file: str | None,
-               margin: float, dcgm_level: int, counts: str | None, fmt: str,
-               catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
-    """Is my cluster healthy? An NCCL all-reduce test per fleet, its check, and the scaling
-    report over node counts.
-
-    \b
-    gpufleet acceptance FLEET [PATH...] [--out DIR] [--dcgm-level N] [--node-counts 2,4,8]
-        write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
-        of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node
-        on its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
-        single-node NCCL run) and, for an RDMA fleet, FLEET-pairs.dstack.yml (NCCL over each
-        pair of neighbouring nodes, to find a slow one); print the expected threshold
-    gpufleet acceptance check LOG --fleet NAME PATH... [--expect-busbw GBPS] [--format json]
-        read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes;
-        --margin): exit 0 pass, 1 fail, 2 unreadable log
-    gpufleet acceptance report LOG... --fleet NAME PATH... [--plot FILE.png] [--threshold F]
-        nccl-tests logs of one fleet at several node counts (read from each log's rank
-        lines): busbw per node count and size, each count against the expected figure;
-        exit 0 pass, 1 a count below the pass mark, 2 a log that cannot be read
-    """
+@_plan_options
+def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
+         expect: Sequence[str], dcgm_level: int, counts: str | None, catalog_dir: str | None,
+         lock_file: str | None, profile: str | None) -> None:
+    """Write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
+    of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node on
+    its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
+    single-node NCCL run) and, for an RDMA fleet, FLEET-pairs.dstack.yml (NCCL over each pair
+    of neighbouring nodes, to find a slow one); print the expected threshold."""
     from gpufleet.handoff import TASK_MARKER, task_for
 
-    mode = args[0] if args[0] in ("check", "report") else "task"
-    if mode != "task" and not fleet_name:
-        raise click.UsageError(f"usage: gpufleet acceptance {mode} LOG"
-                               f"{'...' if mode == 'report' else ''} --fleet NAME PATH...")
-    if mode == "check":
-        if len(args) < 2:
-            raise click.UsageError("usage: gpufleet acceptance check LOG --fleet NAME PATH...")
-        logs, paths = [args[1]], list(args[2:])
-    elif mode == "report":
-        logs = [a for a in args[1:] if not _is_input(a)]
-        paths = [a for a in args[1:] if _is_input(a)]
-        if not logs:
-            raise click.UsageError("gpufleet acceptance report: give the nccl-tests logs (and "
-                                   "the fleet's YAML files or folders)")
-    else:
-        fleet_name, paths, logs = args[0], list(args[1:]), []
-    if plot_file is not None and mode != "report":
-        raise click.UsageError("--plot goes with `acceptance report`")
-    if plot_file is not None and not plot_file.lower().endswith((".png", ".svg")):
-        raise click.UsageError(f"--plot {plot_file}: the file ends in .png or .svg")
-    paths = paths or ["."]
-    missing = [p for p in (paths + logs) if not os.path.exists(p)]
-    if missing:
-        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    paths = _existing(paths)
     series = _counts(counts)
-    names = _task_files(str(fleet_name), series)
-    if mode == "task":  # before any work: where the tasks go
-        check_folder(out_dir)
-        for name in names.values():
-            check_file_in(os.path.join(out_dir, name), TASK_MARKER, force)
-    plan, contract, gpu_gib = _fleet_plan(paths, str(fleet_name), catalog_dir, lock_file, profile)
-    task, exp = task_for(plan)
+    names = _task_files(fleet_name, series)
+    check_folder(out_dir)  # before any work: where the tasks go
+    for name in names.values():
+        check_file_in(os.path.join(out_dir, name), TASK_MARKER, force)
+    plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
-    if mode == "report":
-        _report(str(fleet_name), logs, marks, threshold, plot_file, fmt, force)
-    if mode == "check":
-        _check(logs[0], exp, marks, threshold, fmt, (plan.nodes, task["nodes"]), margin,
-               gpu_gib)
-    files = _tasks(plan, task, exp, names, dcgm_level, series)
+    files = _tasks(plan, task_doc, exp, names, dcgm_level, series)
     for out in write_many(out_dir, files, TASK_MARKER, force):
         click.echo(f"wrote {out}")
-    if task["nodes"] > plan.nodes:
-        click.echo(f"the task runs on {task['nodes']} nodes: the fleet holds {plan.nodes} "
+    if task_doc["nodes"] > plan.nodes:
+        click.echo(f"the task runs on {task_doc['nodes']} nodes: the fleet holds {plan.nodes} "
                    "now, and dstack provisions the others for the task (the fleet allows "
                    f"{plan.nodes_max or 'more'})")
-    click.echo(_judged(exp, marks, task["nodes"], None).text() if exp.multi_node
+    click.echo(_judged(exp, marks, task_doc["nodes"], None).text() if exp.multi_node
                else exp.text())
+
+
+@acceptance.command("check")
+@click.argument("log_file", metavar="LOG")
+@click.argument("paths", nargs=-1)
+@_FLEET
+@_EXPECT
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="The pass mark as a fraction of the expected bandwidth (default the "
+                   "fabric's).")
+@click.option("--margin", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
+              help="With a burn-in log: a node whose single-node bandwidth is this fraction "
+                   "under the nodes' median fails.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="The verdict's format.")
+@_plan_options
+def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence[str],
+          threshold: float | None, margin: float, fmt: str, catalog_dir: str | None,
+          lock_file: str | None, profile: str | None) -> None:
+    """Read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes):
+    exit 0 pass, 1 fail, 2 unreadable log."""
+    from gpufleet.handoff import task_for
+
+    paths = _existing(paths, [log_file])
+    plan, contract, gpu_gib = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    task_doc, exp = task_for(plan)
+    _check(log_file, exp, _marks(exp, expect, contract), threshold, fmt,
+           (plan.nodes, task_doc["nodes"]), margin, gpu_gib)
+
+
+@acceptance.command("report")
+@click.argument("args", nargs=-1, required=True, metavar="LOG... PATH...")
+@_FLEET
+@_EXPECT
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
+              help="The pass mark as a fraction of the expected bandwidth (default 0.8).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Draw busbw vs message size, one line per node count (.png or .svg).")
+@click.option("--force", is_flag=True, help="Replace a plot gpufleet did not write.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
+              default="text", show_default=True, help="The report's format.")
+@_plan_options
+def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
+           threshold: float | None, plot_file: str | None, force: bool, fmt: str,
+           catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+    """nccl-tests logs of one fleet at several node counts (read from each log's rank lines):
+    busbw per node count and size, each count against the expected figure; exit 0 pass, 1 a
+    count below the pass mark, 2 a log that cannot be read."""
+    from gpufleet.handoff import task_for
+
+    logs = [a for a in args if not _is_input(a)]
+    paths = [a for a in args if _is_input(a)]
+    if not logs:
+        raise click.UsageError("gpufleet acceptance report: give the nccl-tests logs (and "
+                               "the fleet's YAML files or folders)")
+    if plot_file is not None and not plot_file.lower().endswith((".png", ".svg")):
+        raise click.UsageError(f"--plot {plot_file}: the file ends in .png or .svg")
+    paths = _existing(paths, logs)
+    plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    _, exp = task_for(plan)
+    _report(fleet_name, logs, _marks(exp, expect, contract), threshold, plot_file, fmt, force)
+
+
+def _existing(paths: Sequence[str], logs: Sequence[str] = ()) -> list[str]:
+    """The YAML paths (default: this folder), once every path and log exists."""
+    paths = list(paths) or ["."]
+    missing = [p for p in (*paths, *logs) if not os.path.exists(p)]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    return paths
 
 
 def _counts(text: str | None) -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from gpufleet.cli.common import (
     parse_forbid,
     write_or_print,
 )
+
+if TYPE_CHECKING:  # the live stage loads only when a live command runs
+    from gpufleet.live import UpOptions, UpResult
 
 
 @click.command()
@@ -93,16 +97,24 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     not confirmed, 2 usage, no terminal without --yes, no Pulumi CLI, or no cloud
     credentials for the preflight.
     """
+    from gpufleet.live import UpOptions, default_probes
+
+    options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour,
+                        None if skip_preflight else default_probes)
+    result = _deploy(stack_name, cwd, options, yes)
+    if result.unchanged:
+        click.echo(f"gpufleet up: stack {stack_name} is up to date; nothing was changed")
+        return
+    moved = sum(1 for a in result.attempts if a.moves and a.outcome != "succeeded")
+    click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
+               f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
+                                else ""))
+
+
+def _deploy(stack_name: str, cwd: str, options: UpOptions, yes: bool) -> UpResult:
+    """`gpufleet up`'s run through the Automation API; exits with the error's code."""
     from gpufleet.components.run.automation import AutomationStack
-    from gpufleet.live import (
-        LiveError,
-        MissingAccess,
-        MissingCli,
-        UpOptions,
-        UpPreview,
-        default_probes,
-        deploy,
-    )
+    from gpufleet.live import LiveError, MissingAccess, MissingCli, UpPreview, deploy
 
     def echo(line: str) -> None:
         click.echo(line.rstrip("\n"))
@@ -110,8 +122,6 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     def confirm(_preview: UpPreview) -> bool:
         return yes or click.confirm("gpufleet up: perform this update?", default=False)
 
-    options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour,
-                        None if skip_preflight else default_probes)
     try:
         runner = AutomationStack.open(stack_name, cwd, echo, why="`gpufleet plan` and "
                                       "`gpufleet lock` work without it")
@@ -119,7 +129,7 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
             raise click.UsageError("gpufleet up changes infrastructure and asks first: run "
                                    "it on a terminal, or pass --yes (after reviewing "
                                    "`gpufleet plan` / `gpufleet diff`)")
-        result = deploy(runner, cwd, options, echo, confirm)
+        return deploy(runner, cwd, options, echo, confirm)
     except MissingCli as e:
         click.echo(f"gpufleet up: {e}", err=True)
         sys.exit(EXIT_USAGE)
@@ -130,13 +140,6 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     except LiveError as e:
         click.echo(str(e), err=True)
         sys.exit(EXIT_INVALID)
-    if result.unchanged:
-        click.echo(f"gpufleet up: stack {stack_name} is up to date; nothing was changed")
-        return
-    moved = sum(1 for a in result.attempts if a.moves and a.outcome != "succeeded")
-    click.echo(f"gpufleet up: deployed stack {stack_name} in {len(result.attempts)} "
-               f"attempt(s)" + (f"; {result.lock_file} was updated: commit it" if moved
-                                else ""))
 
 
 @click.command()

@@ -3,6 +3,7 @@
 from gpufleet.compile import naming
 from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
+from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
@@ -11,7 +12,6 @@ from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.plan import (
     ANY_SUBNET,
-    DIGEST_OUTPUT,
     AccessPlan,
     AwsOptions,
     AzureOptions,
@@ -27,9 +27,7 @@ from gpufleet.compile.plan import (
     NetworkPlan,
     ProviderPlan,
     VolumePlan,
-    input_digest,
     options_of,
-    plan_to_json,
 )
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.seam import IAP_RANGE, KEY_CONFIG

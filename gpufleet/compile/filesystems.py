@@ -62,17 +62,10 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     # by name, so the order of the entries in the file never moves a filesystem's range
     for fs in sorted(specs, key=lambda f: f.name):
         names = list(dict.fromkeys(fs.fleets))
-        absent = [n for n in names if n not in by_name]
-        if absent:  # a subset of the files (or a typo: the hint names the fleets)
-            known = sorted(by_name)
-            first = names[0] in absent
-            diags.append(fs.origin.at(
-                "fleets", V008, f"filesystem '{fs.name}' "
-                + ("is not built" if first else f"is not mounted by {', '.join(absent)}")
-                + f": no fleet named '{absent[0]}' is planned from these files",
-                did_you_mean(absent[0], known) or f"fleets: {', '.join(known) or 'none'}",
-                severity=Severity.WARNING))
-            if first:
+        absent = _absent(fs, names, by_name)
+        if absent is not None:  # a subset of the files (or a typo: the hint names them)
+            diags.append(absent)
+            if names[0] not in by_name:
                 continue
         fleet = by_name[names[0]]
         peers = [by_name[n] for n in names[1:] if n in by_name]
@@ -99,20 +92,44 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
             taken[fleet.name].append(plan.subnet)
         for waiter, waited in waits(plan.service, fleet.name, [p.name for p in peers]):
             after.setdefault(waiter, set()).add(waited)
-        where = plan.zone or fleet.zone
         for peer in peers:
             mounts.setdefault(peer.name, []).append(
                 dataclasses.replace(plan, peers=(), host=fleet.name))
-            if SERVICES[plan.service].zonal and where and peer.zone and peer.zone != where:
-                diags.append(fs.origin.at(
-                    "fleets", V005, f"filesystem '{fs.name}' is in {where}, fleet "
-                    f"'{peer.name}' in {peer.zone}: cross-zone traffic is slower and billed",
-                    "put the fleets sharing it in one zone", severity=Severity.WARNING))
+        diags += _cross_zone(fs, plan, fleet, peers)
     out = []
     for p in plans:
         fleet_mounts = tuple(sorted(mounts.get(p.name, ()), key=lambda f: f.name))
         out.append(_with(p, fleet_mounts) if fleet_mounts else p)
     return out, diags
+
+
+def _absent(fs: FilesystemSpec, names: Sequence[str], by_name: Mapping[str, FleetPlan]
+            ) -> Diagnostic | None:
+    """A warning for the fleets the filesystem names that these files do not plan."""
+    absent = [n for n in names if n not in by_name]
+    if not absent:
+        return None
+    known = sorted(by_name)
+    first = names[0] in absent
+    return fs.origin.at(
+        "fleets", V008, f"filesystem '{fs.name}' "
+        + ("is not built" if first else f"is not mounted by {', '.join(absent)}")
+        + f": no fleet named '{absent[0]}' is planned from these files",
+        did_you_mean(absent[0], known) or f"fleets: {', '.join(known) or 'none'}",
+        severity=Severity.WARNING)
+
+
+def _cross_zone(fs: FilesystemSpec, plan: FilesystemPlan, fleet: FleetPlan,
+                peers: Sequence[FleetPlan]) -> list[Diagnostic]:
+    """A warning for each fleet sharing a zonal filesystem from another zone."""
+    where = plan.zone or fleet.zone
+    if not SERVICES[plan.service].zonal or not where:
+        return []
+    return [fs.origin.at("fleets", V005, f"filesystem '{fs.name}' is in {where}, fleet "
+                         f"'{peer.name}' in {peer.zone}: cross-zone traffic is slower and "
+                         "billed", "put the fleets sharing it in one zone",
+                         severity=Severity.WARNING)
+            for peer in peers if peer.zone and peer.zone != where]
 
 
 def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:

@@ -2,29 +2,22 @@
 cluster acceptance tasks with the check of their logs."""
 
 from gpufleet.handoff.acceptance import (
-    MAX_LOG_BYTES,
     TASK_MARKER,
     Expectation,
-    NcclLog,
-    Run,
-    Verdict,
     fabric_facts,
-    parse_log,
     render_task,
     task_for,
-    verdict,
 )
 from gpufleet.handoff.burnin import burnin_task, is_burnin_log, judge, render_burnin
 from gpufleet.handoff.export import (
     Exported,
-    ExportError,
     check_gateway_dns,
     export_dstack,
-    outputs_from_stack_output,
-    outputs_from_state,
     scale_set_hosts,
     write_files,
 )
+from gpufleet.handoff.nccllog import MAX_LOG_BYTES, NcclLog, Run, Verdict, parse_log, verdict
+from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, outputs_from_state
 from gpufleet.handoff.pairs import is_pairs_log, judge_pairs, pairs_task
 from gpufleet.handoff.scaling import (
     DEFAULT_FRACTION,

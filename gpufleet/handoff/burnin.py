@@ -151,6 +151,34 @@ def _label(rank: str, f: NodeFacts) -> str:
     return f"{rank} ({f.hostname})" if f.hostname else rank
 
 
+def _node_problems(f: NodeFacts, gpu_gib: float | None) -> list[str]:
+    """What is wrong with one node by its own lines (not yet its bandwidth)."""
+    why = []
+    if f.host == "fail":
+        why.append("host setup not ready (see /var/log/gpufleet-host-setup.log)")
+    if f.gpus is not None and f.want is not None and f.gpus != f.want:
+        why.append(f"{f.gpus} GPU(s), the plan has {f.want}")
+    short = [g for g, mib in sorted(f.memory.items())
+             if gpu_gib is not None and mib < 0.9 * gpu_gib * 1024]
+    if short:
+        why.append(f"GPU {short[0]} has {f.memory[short[0]]} MiB, the plan's GPU "
+                   f"{gpu_gib:g} GB" + (f" ({len(short)} GPUs short)" if len(short) > 1
+                                        else ""))
+    elif f.memory and len(set(f.memory.values())) > 1:
+        low = min(f.memory, key=lambda g: f.memory[g])
+        why.append(f"GPU {low} has {f.memory[low]} MiB, the others "
+                   f"{max(f.memory.values())} MiB")
+    why += [f"GPU {g}: {n} uncorrected ECC error(s)" for g, n in sorted(f.ecc.items()) if n]
+    why += [f"GPU {g}: retired pages pending" for g, p in sorted(f.pending.items())
+            if p.lower() not in ("no", "0")]
+    if f.mounts == "fail":
+        why.append("the shared filesystems did not mount (see "
+                   "/var/log/gpufleet-mount.log on the node)")
+    if f.dcgm == "fail":
+        why.append("DCGM diagnostics failed (its output is in the log above this line)")
+    return why
+
+
 def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
           gpu_gib: float | None = None) -> tuple[int, list[str]]:
     """(exit code, lines): 0 every node passes, 1 a node named as bad, 2 no verdict.
@@ -160,29 +188,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     lines: list[str] = []
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
-        why = []
-        if f.host == "fail":
-            why.append("host setup not ready (see /var/log/gpufleet-host-setup.log)")
-        if f.gpus is not None and f.want is not None and f.gpus != f.want:
-            why.append(f"{f.gpus} GPU(s), the plan has {f.want}")
-        short = [g for g, mib in sorted(f.memory.items())
-                 if gpu_gib is not None and mib < 0.9 * gpu_gib * 1024]
-        if short:
-            why.append(f"GPU {short[0]} has {f.memory[short[0]]} MiB, the plan's GPU "
-                       f"{gpu_gib:g} GB" + (f" ({len(short)} GPUs short)" if len(short) > 1
-                                            else ""))
-        elif f.memory and len(set(f.memory.values())) > 1:
-            low = min(f.memory, key=lambda g: f.memory[g])
-            why.append(f"GPU {low} has {f.memory[low]} MiB, the others "
-                       f"{max(f.memory.values())} MiB")
-        why += [f"GPU {g}: {n} uncorrected ECC error(s)" for g, n in sorted(f.ecc.items()) if n]
-        why += [f"GPU {g}: retired pages pending" for g, p in sorted(f.pending.items())
-                if p.lower() not in ("no", "0")]
-        if f.mounts == "fail":
-            why.append("the shared filesystems did not mount (see "
-                       "/var/log/gpufleet-mount.log on the node)")
-        if f.dcgm == "fail":
-            why.append("DCGM diagnostics failed (its output is in the log above this line)")
+        why = _node_problems(f, gpu_gib)
         if why:
             bad.append(name)
             lines.append(f"FAIL node {_label(name, f)}: " + "; ".join(why))

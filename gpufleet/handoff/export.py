@@ -11,71 +11,35 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, role_module, traits_of
+from gpufleet.backends import TRAITS_BY_NAME, role_module, traits_of
 from gpufleet.fileio import write_many
-from gpufleet.input import JsonInputError, parse_json, validate_texts
+from gpufleet.handoff.outputs import (
+    _SAFE_MOUNT,
+    _SAFE_NAME,
+    MARKER,
+    ExportError,
+    _secret,
+    check_shape,
+    fleets_in,
+    gateways_in,
+    volumes_in,
+)
 from gpufleet.input import schema_validator as validator
-from gpufleet.review import STACK_TYPE, StateError, is_secret, parse_export
+from gpufleet.input import validate_texts
 
-MARKER = "# Written by `gpufleet export dstack`"
-_SAFE_MOUNT = re.compile(r"(/[A-Za-z0-9._-]+)+")  # the schema's `mount` pattern
-_SAFE_NAME = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")  # the schema's filesystem name
 CONFIG_FILE = "dstack-server-config.yml"
-
-
-class ExportError(Exception):
-    """The outputs cannot be exported; the message says why and what to do."""
 
 
 @dataclass
 class Exported:
     files: dict[str, str] = field(default_factory=dict)  # file name -> text
     notes: list[str] = field(default_factory=list)
-
-
-def outputs_from_stack_output(raw: bytes | str, source: str) -> dict[str, Any]:
-    """`pulumi stack output --json` -> the stack's outputs."""
-    data = raw.encode("utf-8") if isinstance(raw, str) else raw
-    try:
-        outputs = parse_json(data, source, "stack outputs")
-    except JsonInputError as e:
-        raise ExportError(f"not stack outputs: {e}; write them with `pulumi stack output "
-                          "--json --show-secrets > FILE`") from None
-    if not isinstance(outputs, dict):
-        raise ExportError(f"{source}: not stack outputs: expected a JSON object")
-    return outputs
-
-
-def outputs_from_state(raw: bytes | str, source: str) -> dict[str, Any]:
-    """A `pulumi stack export` -> the outputs of its root Stack resource."""
-    try:
-        state = parse_export(raw, source)
-    except StateError as e:
-        raise ExportError(str(e)) from None
-    root = next((r for r in state.resources if r.type == STACK_TYPE), None)
-    if root is None or not root.outputs:
-        raise ExportError(f"{source}: the export has no stack outputs; run `pulumi up` first")
-    return dict(root.outputs)
-
-
-def fleets_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The fleet outputs gpufleet's program exports (gateways and others are skipped)."""
-    return {name: v for name, v in sorted(outputs.items())
-            if isinstance(v, dict) and {"backend", "nodes", "networks"} <= set(v)
-            and not name.startswith("gateway-")}
-
-
-def _secret(value: Any) -> Any:
-    if is_secret(value):
-        return value.get("plaintext", value.get("value"))
-    return value
 
 
 def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
@@ -232,16 +196,6 @@ def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
 
 
-def volumes_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name.removeprefix("volume-"): v for name, v in sorted(outputs.items())
-            if name.startswith("volume-") and isinstance(v, dict)}
-
-
-def gateways_in(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name.removeprefix("gateway-"): v for name, v in sorted(outputs.items())
-            if name.startswith("gateway-") and isinstance(v, dict)}
-
-
 def gateway_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     """dstack's gateway file for a gateway gpufleet deployed, and the hand-over note.
 
@@ -283,29 +237,6 @@ def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
     entry["public_ips"] = bool(out.get("public_ips"))
     entry["creds"] = {"type": "default"}
     return entry
-
-
-_SHAPE: dict[str, tuple[type, ...]] = {
-    "backend": (str,), "region": (str,), "nodes": (list,), "networks": (dict,),
-    "access": (dict, type(None)), "bastion": (dict, type(None)), "extra_vpcs": (list,),
-    "roce_vpcs": (list,), "subnets": (dict,), "public_ips": (bool,),
-}
-
-
-def check_shape(name: str, out: Mapping[str, Any]) -> None:
-    """Stack outputs are data from a file: refuse what gpufleet's program did not write."""
-    wrong = [k for k, types in _SHAPE.items() if k in out and not isinstance(out[k], types)]
-    raw_nodes, raw_networks = out.get("nodes"), out.get("networks")
-    nodes: list[Any] = raw_nodes if isinstance(raw_nodes, list) else []
-    networks: dict[str, Any] = raw_networks if isinstance(raw_networks, dict) else {}
-    wrong += [f"nodes[{i}]" for i, n in enumerate(nodes) if not isinstance(n, dict)]
-    wrong += [f"networks.{k}" for k, v in networks.items() if not isinstance(v, dict)]
-    if out.get("backend") not in SUPPORTED_BACKENDS or "region" not in out:
-        wrong.append("backend/region")
-    if wrong:
-        raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet output "
-                          f"({', '.join(wrong[:5])}); was the stack deployed by gpufleet's "
-                          "program?")
 
 
 def export_dstack(outputs: Mapping[str, Any], identity_file: str,

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.handoff.acceptance import NcclLog, parse_log
+from gpufleet.handoff.nccllog import NcclLog, parse_log
 
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
 DEFAULT_FRACTION = 0.8

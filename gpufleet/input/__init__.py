@@ -4,11 +4,11 @@ from gpufleet.input import stackconfig
 from gpufleet.input.checks import region_of_zone
 from gpufleet.input.checks.reservations import parse_time
 from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
+from gpufleet.input.lockspec import LOCK_FILE, Lock, LockEntry, offer_place
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
 from gpufleet.input.spec import (
     EMPTY_MAP,
-    LOCK_FILE,
     NO_ACCESS,
     AccessSpec,
     BackendConfig,
@@ -17,8 +17,6 @@ from gpufleet.input.spec import (
     FleetSpec,
     GatewaySpec,
     Inputs,
-    Lock,
-    LockEntry,
     Origin,
     ProfileSpec,
     ReservationSpec,
@@ -26,7 +24,6 @@ from gpufleet.input.spec import (
     SshFleetSpec,
     VolumeSpec,
     access_for,
-    offer_place,
 )
 from gpufleet.input.validate import Validated, load_lock, validate_paths, validate_texts
 

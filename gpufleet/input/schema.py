@@ -6,7 +6,6 @@ Never raises on bad input: every problem becomes a :class:`Diagnostic`.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,10 +15,8 @@ from gpufleet.backends import SUPPORTED_BACKENDS
 from gpufleet.codes import (
     F006,
     F020,
-    F022,
     L007,
     L008,
-    L013,
     S001,
     S002,
     S003,
@@ -30,7 +27,8 @@ from gpufleet.codes import (
     S009,
     S010,
 )
-from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean, format_path
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean
+from gpufleet.input.coerce import _as_list, _not_finite, _where, coerce, narrow_backends
 from gpufleet.input.loader import Document
 from gpufleet.input.schema_files import validator
 from gpufleet.input.spec import DSTACK_BACKENDS, SETTINGS_KEYS
@@ -116,138 +114,6 @@ def check_schema(doc: Document) -> Checked:
     return checked
 
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]{1,30}")
-_FLOAT_TEXT = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,3})?")
-_BOOL_TEXT = {"1": True, "on": True, "t": True, "true": True, "y": True, "yes": True,
-              "0": False, "off": False, "f": False, "false": False, "n": False, "no": False}
-_UNSET = object()
-
-
-def _convert(value: Any, types: Iterable[str]) -> Any:
-    """``value`` as pydantic's lax mode (which dstack's models use) reads it for a field of
-    one of ``types``, else _UNSET."""
-    wanted = list(types)
-    if isinstance(value, bool):
-        return _UNSET
-    if isinstance(value, str):
-        text = value.strip()
-        if "integer" in wanted and _INT_TEXT.fullmatch(text):
-            return int(text)
-        if "number" in wanted and _FLOAT_TEXT.fullmatch(text) and math.isfinite(float(text)):
-            return float(text)
-        if "boolean" in wanted and text.lower() in _BOOL_TEXT:
-            return _BOOL_TEXT[text.lower()]
-        return _UNSET
-    if isinstance(value, float) and "object" in wanted:
-        return _UNSET  # `nodes: 2.0`, `gpu: 2.0`: dstack's parsers for these refuse a float
-    if isinstance(value, float) and "integer" in wanted and value.is_integer():
-        return int(value)
-    if isinstance(value, int | float) and "string" in wanted:
-        return str(value)
-    if isinstance(value, int) and "boolean" in wanted and value in (0, 1):
-        return bool(value)
-    return _UNSET
-
-
-def _wanted_types(err: Any) -> list[str]:
-    if err.validator == "type":
-        return _as_list(err.validator_value)
-    if err.validator in ("anyOf", "oneOf") and err.context:
-        return [t for e in err.context if e.validator == "type" and not e.relative_path
-                for t in _as_list(e.validator_value)]
-    return []
-
-
-def _convertible(err: Any) -> Iterable[Any]:
-    """``err`` and, below a union (`cpu: {min: 4.0}`), the errors inside the value of the
-    branch its type matched (a branch of another type has its error at the value itself)."""
-    yield err
-    for e in err.context or ():
-        if e.relative_path:
-            yield from _convertible(e)
-
-
-def coerce(doc: Document, kind: str) -> list[Diagnostic]:
-    """Values of the wrong type that dstack's models convert (`max_price: '1.25'`,
-    `reservation: 12345`, `blocks: '4'`, `default: 'true'`, `replicas: 2.0`): converted the same
-    way, each with a warning, so that gpufleet accepts what dstack accepts."""
-    out: list[Diagnostic] = []
-    done: set[KeyPath] = set()
-    for _ in range(4):  # a conversion can uncover another (a list of them)
-        changed = False
-        errors = [e for top in validator(kind).iter_errors(doc.data) for e in _convertible(top)]
-        for err in errors:
-            path = tuple(err.absolute_path)
-            if err.schema.get("x-coerce") is False or path in done:
-                continue
-            new = _convert(err.instance, _wanted_types(err))
-            if new is _UNSET or not path or not _set(doc.data, path, new):
-                continue
-            changed = True
-            done.add(path)
-            out.append(doc.at_value(path, L013, f"{_where(path, kind)}: {err.instance!r} is "
-                                    f"read as {json.dumps(new)}, as dstack's models convert it",
-                                    severity=Severity.WARNING,
-                                    hint=f"write {json.dumps(new)} to say so"))
-        if not changed:
-            break
-    return out
-
-
-def narrow_backends(doc: Document, kind: str) -> list[Diagnostic]:
-    """`backends: [azure, lambda]`: dstack backends gpufleet does not build are dropped from
-    a list that names one it does, with a warning (dstack would consider them too). A list
-    of such backends only stays an error (F006): nothing would be left."""
-    data = doc.data
-    if kind == "fleet" and isinstance(data, dict):
-        paths: list[KeyPath] = [("backends",)]
-    elif kind == "profiles" and isinstance(data, dict) and isinstance(data.get("profiles"),
-                                                                      list):
-        paths = [("profiles", i, "backends") for i in range(len(data["profiles"]))]
-    else:
-        return []
-    out = []
-    for path in paths:
-        holder = data
-        for key in path[:-1]:
-            holder = holder[key]
-        value = holder.get(path[-1]) if isinstance(holder, dict) else None
-        if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
-            continue
-        kept = [b for b in value if b in SUPPORTED_BACKENDS]
-        dropped = [(i, b) for i, b in enumerate(value) if b not in SUPPORTED_BACKENDS]
-        if not kept or not dropped or any(b not in DSTACK_BACKENDS for _, b in dropped):
-            continue
-        for i, b in dropped:
-            out.append(doc.at_value((*path, i), F022, f"backend '{b}' is left out: gpufleet "
-                                    f"builds on {', '.join(SUPPORTED_BACKENDS)}; this "
-                                    f"{'fleet' if kind == 'fleet' else 'profile'} uses "
-                                    f"{', '.join(kept)}", severity=Severity.WARNING,
-                                    hint=f"dstack still considers '{b}' when it provisions "
-                                         "on its own; remove it here to say so"))
-        holder[path[-1]] = kept
-    return out
-
-
-def _set(data: Any, path: KeyPath, value: Any) -> bool:
-    for key in path[:-1]:
-        data = data[key]
-    if isinstance(data, dict | list):
-        data[path[-1]] = value  # type: ignore[index]
-        return True
-    return False
-
-
-def _not_finite(data: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
-    """Where the document holds .nan or .inf (no bound holds for NaN, so the schema's
-    bounds would let it through)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return [(path, ".nan" if math.isnan(data) else ("-.inf" if data < 0 else ".inf"))]
-    items = data.items() if isinstance(data, dict) else enumerate(data) \
-        if isinstance(data, list) else ()
-    return [hit for k, v in items for hit in _not_finite(v, (*path, k))]
-
-
 def _describe(v: Any) -> str:
     if v is None:
         return "null"
@@ -265,60 +131,74 @@ def _describe(v: Any) -> str:
 MAX_UNKNOWN_KEYS = 20  # per mapping; the rest are summed up in one diagnostic
 
 
-def _where(path: KeyPath, kind: str) -> str:
-    return format_path(path) or kind
-
-
 def _translate(c: Checked, err: Any, kind: str) -> None:
     path: KeyPath = tuple(err.absolute_path)
     v = err.validator
-    doc = c.doc
     if v == "additionalProperties":
-        allowed = list(err.schema.get("properties", {}))
-        unknown = [key for key in err.instance if key not in allowed]
-        for key in unknown:
-            c.bad.add((*path, key))
-        if not path and kind in MOVED_KEYS:
-            for key in [k for k in unknown if k in MOVED_KEYS[kind]]:
-                unknown.remove(key)
-                _moved(c, key, kind)
-        for key in unknown[:MAX_UNKNOWN_KEYS]:
-            c.diagnostics.append(doc.at_key(
-                (*path, key), S001, f"unknown key '{key}' in {_where(path, kind)}",
-                hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
-        if len(unknown) > MAX_UNKNOWN_KEYS:
-            rest = unknown[MAX_UNKNOWN_KEYS:]
-            c.diagnostics.append(doc.at_key(
-                (*path, rest[0]), S001, f"{len(rest)} more unknown key(s) in "
-                f"{_where(path, kind)}", hint=f"allowed keys: {', '.join(allowed)}"))
+        _unknown_keys(c, err, path, kind)
         return
     if v == "required":
         for key in err.validator_value:
             if isinstance(err.instance, dict) and key not in err.instance and (
                     (*path, key) not in c.bad):
                 c.bad.add((*path, key))
-                c.diagnostics.append(doc.at_key(
+                c.diagnostics.append(c.doc.at_key(
                     path, S004, f"missing required key '{key}' in {_where(path, kind)}",
                     hint=f"add `{key}:`"))
         return
-    if v == "anyOf" and err.context:
-        if all(e.validator == "type" and not e.relative_path for e in err.context):
-            types = [t for e in err.context for t in _as_list(e.validator_value)]
-            _type_error(c, path, types, err.instance)
-            return
-        if all(e.validator in ("type", "const", "minimum") and not e.relative_path
-               for e in err.context):  # `blocks`: a number of at least 1, or 'auto'
-            _choice_error(c, path, err.context, err.instance, kind)
-            return
-        # Report the error of the branch that matches the instance's type, if any.
-        same_type = [e for e in err.context if e.validator != "type"]
-        if same_type:
-            _translate(c, min(same_type, key=lambda e: len(e.path)), kind)
-            return
+    if v == "anyOf" and err.context and _any_of(c, err, path, kind):
+        return
     reported = path in c.bad
     c.bad.add(path)
     if reported and v in ("enum", "const"):
         return  # a value of the wrong type (null, a number) is reported once, as such
+    _value_error(c, err, path, kind)
+
+
+def _unknown_keys(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
+    allowed = list(err.schema.get("properties", {}))
+    unknown = [key for key in err.instance if key not in allowed]
+    for key in unknown:
+        c.bad.add((*path, key))
+    if not path and kind in MOVED_KEYS:
+        for key in [k for k in unknown if k in MOVED_KEYS[kind]]:
+            unknown.remove(key)
+            _moved(c, key, kind)
+    for key in unknown[:MAX_UNKNOWN_KEYS]:
+        c.diagnostics.append(c.doc.at_key(
+            (*path, key), S001, f"unknown key '{key}' in {_where(path, kind)}",
+            hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
+    if len(unknown) > MAX_UNKNOWN_KEYS:
+        rest = unknown[MAX_UNKNOWN_KEYS:]
+        c.diagnostics.append(c.doc.at_key(
+            (*path, rest[0]), S001, f"{len(rest)} more unknown key(s) in "
+            f"{_where(path, kind)}", hint=f"allowed keys: {', '.join(allowed)}"))
+
+
+def _any_of(c: Checked, err: Any, path: KeyPath, kind: str) -> bool:
+    """An `anyOf` reported as the one error that fits the value; False: report it plainly."""
+    if all(e.validator == "type" and not e.relative_path for e in err.context):
+        types = [t for e in err.context for t in _as_list(e.validator_value)]
+        _type_error(c, path, types, err.instance)
+        return True
+    if all(e.validator in ("type", "const", "minimum") and not e.relative_path
+           for e in err.context):  # `blocks`: a number of at least 1, or 'auto'
+        _choice_error(c, path, err.context, err.instance, kind)
+        return True
+    # Report the error of the branch that matches the instance's type, if any.
+    same_type = [e for e in err.context if e.validator != "type"]
+    if same_type:
+        _translate(c, min(same_type, key=lambda e: len(e.path)), kind)
+        return True
+    return False
+
+
+_BOUND_WORDS = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
+                "maximum": "less than or equal to", "exclusiveMaximum": "less than"}
+
+
+def _value_error(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
+    v, doc = err.validator, c.doc
     if v == "type":
         _type_error(c, path, _as_list(err.validator_value), err.instance)
     elif v == "enum":
@@ -337,11 +217,9 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
             path, S005, f"Resource name should match regex '{_NAME_PATTERN}'",
             hint="use lower-case letters, digits and dashes, starting with a letter "
                  "(2-41 characters)"))
-    elif v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        words = {"minimum": "greater than or equal to", "exclusiveMinimum": "greater than",
-                 "maximum": "less than or equal to", "exclusiveMaximum": "less than"}[v]
+    elif v in _BOUND_WORDS:
         c.diagnostics.append(doc.at_value(
-            path, S006, f"Input should be {words} {err.validator_value}",
+            path, S006, f"Input should be {_BOUND_WORDS[v]} {err.validator_value}",
             hint=err.schema.get("x-hint") or f"check `{_where(path, kind)}`"))
     elif v == "minLength":
         c.diagnostics.append(doc.at_value(path, S006, f"{_where(path, kind)} must not be empty"))
@@ -385,10 +263,6 @@ def _choice_error(c: Checked, path: KeyPath, context: Iterable[Any], instance: A
     c.diagnostics.append(c.doc.at_value(
         path, S003, f"{_where(path, kind)} must be {' or '.join(unique)}, not "
         f"{json.dumps(instance) if not isinstance(instance, str) else repr(instance)}"))
-
-
-def _as_list(v: Any) -> list[str]:
-    return list(v) if isinstance(v, list) else [v]
 
 
 def _type_error(c: Checked, path: KeyPath, types: Iterable[str], instance: Any) -> None:

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text, read_small_text
-from gpufleet.input.spec import LOCK_FILE
+from gpufleet.input.files import read_small_text
+from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
+from gpufleet.input.lockspec import LOCK_FILE
 
 NAMESPACE = "gpufleet"
 FILES = "gpufleet:files"

@@ -1,6 +1,6 @@
 """Load -> schema pass -> semantic pass for a set of paths: the front half of every command.
 
-The only entry that touches files is :func:`gpufleet.input.loader.load_paths`; everything after it
+The only entry that touches files is :func:`gpufleet.input.files.load_paths`; everything after it
 is pure.
 """
 
@@ -25,17 +25,19 @@ from gpufleet.input.checks import (
 from gpufleet.input.checks.filesystems import check_filesystems
 from gpufleet.input.checks.reservations import check_control_plane, check_reservations
 from gpufleet.input.checks.volumes import check_volume
-from gpufleet.input.loader import Document, LoadResult, load_paths, load_text
-from gpufleet.input.schema import check_schema
+from gpufleet.input.files import load_paths
+from gpufleet.input.loader import Document, LoadResult, load_text
+from gpufleet.input.lockspec import Lock
+from gpufleet.input.schema import Checked, check_schema
 from gpufleet.input.spec import (
     NO_ACCESS,
+    AccessSpec,
     BackendConfig,
     ControlPlaneSpec,
     FilesystemSpec,
     FleetSpec,
     GatewaySpec,
     Inputs,
-    Lock,
     NameSettings,
     ProfileSpec,
     ReservationSpec,
@@ -74,72 +76,88 @@ def validate_texts(texts: Mapping[str, str]) -> Validated:
     return validate_loaded(result)
 
 
+@dataclass(slots=True)
+class _Gathered:
+    """What the documents declare, as they are checked one by one."""
+
+    fleets: list[FleetSpec] = field(default_factory=list)
+    gateways: list[GatewaySpec] = field(default_factory=list)
+    profiles: list[ProfileSpec] = field(default_factory=list)
+    backends: list[BackendConfig] = field(default_factory=list)
+    locks: list[Lock] = field(default_factory=list)
+    ssh_fleets: list[SshFleetSpec] = field(default_factory=list)
+    access: AccessSpec = NO_ACCESS
+    names: NameSettings = field(default_factory=NameSettings)
+    warn_cost: float | None = None
+    reservations: list[ReservationSpec] = field(default_factory=list)
+    control_plane: ControlPlaneSpec | None = None
+    volumes: list[VolumeSpec] = field(default_factory=list)
+    filesystems: list[FilesystemSpec] = field(default_factory=list)
+
+
 def validate_loaded(loaded: LoadResult) -> Validated:
     diags = list(loaded.diagnostics)
-    fleets: list[FleetSpec] = []
-    gateways: list[GatewaySpec] = []
-    profiles: list[ProfileSpec] = []
-    backends: list[BackendConfig] = []
-    locks: list[Lock] = []
-    ssh_fleets: list[SshFleetSpec] = []
-    access = NO_ACCESS
-    names = NameSettings()
-    warn_cost: float | None = None
-    reservations: list[ReservationSpec] = []
-    control_plane: ControlPlaneSpec | None = None
-    volumes: list[VolumeSpec] = []
-    filesystems: list[FilesystemSpec] = []
+    g = _Gathered()
     kinds: dict[str, list[tuple[Document, str | None]]] = {}
     declared_groups = _declared_groups(loaded.documents)
     for doc in loaded.documents:
         c = check_schema(doc)
         kinds.setdefault(doc.file, []).append((doc, c.kind))
         diags.extend(c.diagnostics)
-        if c.kind == "fleet":
-            spec, more = check_fleet(c, declared_groups)
-            if isinstance(spec, SshFleetSpec):
-                ssh_fleets.append(spec)
-            elif spec is not None:
-                fleets.append(spec)
-        elif c.kind == "gateway":
-            gw, more = check_gateway(c)
-            gateways.extend([gw] if gw else [])
-        elif c.kind == "volume":
-            vol, more = check_volume(c)
-            volumes.extend([vol] if vol else [])
-        elif c.kind == "profiles":
-            ps, more = check_profiles(c)
-            profiles.extend(ps)
-        elif c.kind == "backends":
-            bs, more, top, by_name = check_backends(c)
-            backends.extend(bs)
-            access = top if top != NO_ACCESS else access
-            names = NameSettings({**names.fleets, **by_name.fleets},
-                                 {**names.gateways, **by_name.gateways})
-            rs, more_rs = check_reservations(c)
-            reservations.extend(rs)
-            cp, more_cp = check_control_plane(c)
-            control_plane = cp or control_plane
-            fss, more_fs = check_filesystems(c)
-            filesystems.extend(fss)
-            more = [*more, *more_rs, *more_cp, *more_fs]
-            cost = doc.data.get("cost") if isinstance(doc.data, dict) else None
-            if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
-                warn_cost = float(cost["warn_per_month"])
-        elif c.kind == "lock":
-            lock, more = check_lock(c)
-            locks.extend([lock] if lock else [])
-        else:
-            more = []
-        diags.extend(more)
+        diags.extend(_check_document(c, g, declared_groups))
     diags.extend(_one_configuration_per_file(kinds))
-    fleets = [with_settings(f, names) for f in fleets]
-    gateways = [with_gateway_settings(g, names) for g in gateways]
-    diags.extend(_duplicates(fleets, gateways, backends, ssh_fleets))
-    inputs = Inputs(tuple(fleets), tuple(gateways), tuple(profiles), tuple(backends),
-                    tuple(ssh_fleets), access, warn_cost, tuple(reservations), control_plane,
-                    tuple(volumes), tuple(filesystems))
-    return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, locks)
+    fleets = [with_settings(f, g.names) for f in g.fleets]
+    gateways = [with_gateway_settings(gw, g.names) for gw in g.gateways]
+    diags.extend(_duplicates(fleets, gateways, g.backends, g.ssh_fleets))
+    inputs = Inputs(tuple(fleets), tuple(gateways), tuple(g.profiles), tuple(g.backends),
+                    tuple(g.ssh_fleets), g.access, g.warn_cost, tuple(g.reservations),
+                    g.control_plane, tuple(g.volumes), tuple(g.filesystems))
+    return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, g.locks)
+
+
+def _check_document(c: Checked, g: _Gathered, declared_groups: frozenset[str]
+                    ) -> list[Diagnostic]:
+    """One schema-checked document's own checks; what it declares goes into ``g``."""
+    more: list[Diagnostic] = []
+    if c.kind == "fleet":
+        spec, more = check_fleet(c, declared_groups)
+        if isinstance(spec, SshFleetSpec):
+            g.ssh_fleets.append(spec)
+        elif spec is not None:
+            g.fleets.append(spec)
+    elif c.kind == "gateway":
+        gw, more = check_gateway(c)
+        g.gateways.extend([gw] if gw else [])
+    elif c.kind == "volume":
+        vol, more = check_volume(c)
+        g.volumes.extend([vol] if vol else [])
+    elif c.kind == "profiles":
+        ps, more = check_profiles(c)
+        g.profiles.extend(ps)
+    elif c.kind == "backends":
+        more = _backends_file(c, g)
+    elif c.kind == "lock":
+        lock, more = check_lock(c)
+        g.locks.extend([lock] if lock else [])
+    return more
+
+
+def _backends_file(c: Checked, g: _Gathered) -> list[Diagnostic]:
+    bs, more, top, by_name = check_backends(c)
+    g.backends.extend(bs)
+    g.access = top if top != NO_ACCESS else g.access
+    g.names = NameSettings({**g.names.fleets, **by_name.fleets},
+                           {**g.names.gateways, **by_name.gateways})
+    rs, more_rs = check_reservations(c)
+    g.reservations.extend(rs)
+    cp, more_cp = check_control_plane(c)
+    g.control_plane = cp or g.control_plane
+    fss, more_fs = check_filesystems(c)
+    g.filesystems.extend(fss)
+    cost = c.doc.data.get("cost") if isinstance(c.doc.data, dict) else None
+    if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
+        g.warn_cost = float(cost["warn_per_month"])
+    return [*more, *more_rs, *more_cp, *more_fs]
 
 
 def _declared_groups(documents: Sequence[Document]) -> frozenset[str]:

@@ -1,6 +1,7 @@
 """Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order."""
 
 from gpufleet.offers.catalog import Catalog, CatalogError, load_bundled, load_catalog
+from gpufleet.offers.explain import describe_resources
 from gpufleet.offers.lock import (
     CHANGED,
     LOCK_MARKER,
@@ -24,7 +25,6 @@ from gpufleet.offers.select import (
     Offer,
     Selection,
     UnknownProfile,
-    describe_resources,
     pick_profile,
     select,
     select_all,

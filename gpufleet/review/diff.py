@@ -129,23 +129,43 @@ def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled
                                files.get(owner or ""), old.protect))
     registered = {r["urn"] for r in regs}
     kept = _kept_by_skips(state, old_owners, skips, registered) if skips.names else set()
-    for old in state.resources:
-        if old.urn in matched or old.urn in registered or is_bookkeeping(old):
-            continue
-        if old.urn in kept:
-            same += 1
-            continue
+    gone = [old for old in state.resources if old.urn not in matched
+            and old.urn not in registered and not is_bookkeeping(old)]
+    same += sum(1 for old in gone if old.urn in kept)
+    changes += _deletions([old for old in gone if old.urn not in kept], old_owners, files,
+                          notes)
+    if state.pending_operations:
+        notes.append(f"the export lists {state.pending_operations} pending operation(s) from "
+                     "an interrupted update: run `pulumi refresh` first")
+    found = len(changes)
+    changes = cascade(changes, _nodes(regs, owners, state, old_owners, kept, files))
+    same -= len(changes) - found
+    violations = guard(changes, guards.forbid, guards.allow, guards.max_instances)
+    return Report("offline-diff", stack, tuple(changes), same, tuple(notes),
+                  tuple(sorted(set(skipped))), tuple(violations))
+
+
+def _deletions(gone: Sequence[Any], old_owners: Mapping[str, str | None],
+               files: Mapping[str, str], notes: list[str]) -> list[Change]:
+    """The resources of the state the program no longer makes; a note for each owner that
+    left the input files."""
+    out = []
+    for old in gone:
         owner = old_owners.get(old.urn)
-        changes.append(_change(old.urn, old.type, "delete", [], [], owner,
-                               files.get(owner or ""), old.protect or old.retain_on_delete))
+        out.append(_change(old.urn, old.type, "delete", [], [], owner,
+                           files.get(owner or ""), old.protect or old.retain_on_delete))
         if owner and owner not in files:
             note = (f"'{owner}' is not in the input files: its resources are deleted (a "
                     "renamed fleet needs `previous_names`)")
             if note not in notes:
                 notes.append(note)
-    if state.pending_operations:
-        notes.append(f"the export lists {state.pending_operations} pending operation(s) from "
-                     "an interrupted update: run `pulumi refresh` first")
+    return out
+
+
+def _nodes(regs: Sequence[dict[str, Any]], owners: Mapping[str, str | None], state: State,
+           old_owners: Mapping[str, str | None], kept: set[str],
+           files: Mapping[str, str]) -> list[Node]:
+    """The resource graph the cascade walks: what the program makes, and what it keeps."""
     nodes = [Node(r["urn"], r["type"], owners.get(r["urn"]), files.get(owners.get(r["urn"]) or ""),
                   r.get("property_dependencies") or {}, frozenset(r.get("replace_on_changes")
                                                                   or ()), bool(r.get("protect")))
@@ -153,12 +173,7 @@ def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled
     nodes += [Node(old.urn, old.type, old_owners.get(old.urn),
                    files.get(old_owners.get(old.urn) or ""), old.property_dependencies,
                    protect=old.protect) for old in state.resources if old.urn in kept]
-    found = len(changes)
-    changes = cascade(changes, nodes)
-    same -= len(changes) - found
-    violations = guard(changes, guards.forbid, guards.allow, guards.max_instances)
-    return Report("offline-diff", stack, tuple(changes), same, tuple(notes),
-                  tuple(sorted(set(skipped))), tuple(violations))
+    return nodes
 
 
 def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence[str],

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +17,6 @@ from gpufleet.backends import traits_of
 from gpufleet.codes import C011
 from gpufleet.compile import (
     ANY_SUBNET,
-    HOST_FAMILIES,
     FirewallRule,
     FleetPlan,
     GatewayPlan,
@@ -29,7 +27,9 @@ from gpufleet.input import SshFleetSpec
 from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
+from gpufleet.views.fleet_text import access_text, host_setup_text, reservation_text
 from gpufleet.views.storage import filesystem_text, volume_lines
+from gpufleet.views.tree import tree
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -238,57 +238,6 @@ def _money(v: float) -> str:
     return f"${v:,.2f}"
 
 
-def access_text(f: FleetPlan) -> str | None:
-    a = f.access
-    if a is None:
-        return None
-    if a.method == "ssm":
-        key = "no SSH key (Session Manager)"
-    elif a.os_login:
-        key = "OS Login (IAM)"
-    elif a.key_name:
-        key = f"existing key pair {a.key_name}"
-    else:
-        key = "key from the backends file" if a.public_key else \
-            "key from the stack config gpufleet:sshPublicKey"
-    way = {"public": "public IPs, SSH from ssh_cidrs",
-           "iap": "Identity-Aware Proxy (SSH from 35.235.240.0/20 only)",
-           "ssm": "Session Manager (no port 22)",
-           "none": "none (private nodes, bastion: none)"}.get(a.method, "")
-    if a.bastion is not None:
-        b = a.bastion
-        sources = ", ".join(b.firewall.sources) or "nowhere (ssh_cidrs is empty)"
-        way = (f"bastion {b.name} ({b.instance_type}, static address {b.address_name}, SSH "
-               f"from {sources}); nodes take SSH only from it")
-        if b.server is not None:
-            way += (f"; control plane: dstack {b.server.dstack_version} server on the "
-                    f"bastion, port {b.server.port} from "
-                    f"{', '.join(b.server.firewall.sources)}")
-    return f"{way}; user {a.user}, {key}"
-
-
-def host_setup_text(f: FleetPlan) -> str:
-    """The boot script that readies the nodes for dstack's SSH fleets, or its absence."""
-    h = f.host_setup
-    if h is None:
-        return "no host setup (`host_setup: none`: the image must carry Docker, the NVIDIA " \
-               "Container Toolkit and passwordless sudo for dstack)"
-    return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
-            + (", the NVIDIA Container Toolkit" if HOST_FAMILIES[h.family].gpu else "")
-            + f", passwordless sudo for {h.user}")
-
-
-def reservation_text(f: FleetPlan) -> str:
-    """What the nodes of a fleet with `reservation` are built to consume."""
-    market = getattr(f.options, "market", None)
-    use = traits_of(f.backend).reservation_use
-    how = use.get(market) or use.get(None, "")
-    price = "" if f.price_known else "; the price paid for it is not declared"
-    what = f"declared: {f.reservation_declared}" if f.reservation_declared else \
-        "not declared in the backends file: zone and type are the offer's"
-    return f"{f.reservation} ({how}){price}; {what}"
-
-
 def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None = None
                  ) -> list[str]:
     s = fleet_summary(f)
@@ -340,45 +289,6 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
                 f"{len(n.subnets)} subnet(s)" if len(n.subnets) > 1 else ""]
         lines.append(f"  network:  {n.name} [{n.role}] " + ", ".join(b for b in bits if b))
     return lines
-
-
-_NUMBERED = re.compile(r"(.*?)(\d+)(\D*)")
-COLLAPSE_AT = 3  # siblings numbered alike shown as one line from this many on
-
-
-def tree(resources: Sequence[Mapping[str, Any]], expand: bool = False) -> list[str]:
-    """The resources as a tree; siblings of one type numbered alike (node-0 .. node-999)
-    without children of their own fold into one line unless ``expand``."""
-    children: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    urns = {r["urn"] for r in resources}
-    for r in resources:
-        children[r["parent"] if r["parent"] in urns else ""].append(r)
-    out: list[str] = []
-
-    def walk(parent: str, depth: int) -> None:
-        kids = sorted(children.get(parent, []), key=lambda x: (x["type"], x["name"]))
-        runs: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
-        if not expand:
-            for r in kids:
-                m = _NUMBERED.fullmatch(r["name"])
-                if m and not children.get(r["urn"]):
-                    runs[(r["type"], m.group(1), m.group(3))].append((int(m.group(2)),
-                                                                      r["name"]))
-        shown: set[tuple[str, str, str]] = set()
-        for r in kids:
-            m = _NUMBERED.fullmatch(r["name"])
-            key = (r["type"], m.group(1), m.group(3)) if m else None
-            if key is not None and len(runs.get(key, ())) >= COLLAPSE_AT:
-                if key not in shown:
-                    shown.add(key)
-                    run = sorted(runs[key])
-                    out.append(f"{'  ' * depth}+ {r['type']}  {run[0][1]} .. {run[-1][1]}: "
-                               f"{len(run):,} x (`--expand` lists them)")
-                continue
-            out.append(f"{'  ' * depth}+ {r['type']}  {r['name']}")
-            walk(r["urn"], depth + 1)
-    walk("", 1)
-    return out
 
 
 def _lookups(report: PlanReport) -> list[tuple[str, Mapping[str, Any], int]]:

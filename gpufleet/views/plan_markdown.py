@@ -18,8 +18,8 @@ from gpufleet.views.plan import (
     lock_text,
     next_step,
     summary_line,
-    tree,
 )
+from gpufleet.views.tree import tree
 
 
 def _warnings_markdown(report: PlanReport) -> list[str]:
@@ -73,39 +73,65 @@ def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
 
 def render_plan_markdown(report: PlanReport, expand: bool = False) -> str:
     lines = [f"## gpufleet plan: stack `{report.stack}`", "", f"> {NOTE}. {report.catalog}.",
-             ""]
-    if report.costs is not None:
-        c = report.costs
-        pct = c.increase_pct
-        lines += [f"**Cost:** {_money(c.before)}/h -> {_money(c.after)}/h "
-                  f"({_money(c.before * HOURS_PER_MONTH)} -> {_money(c.after * HOURS_PER_MONTH)}"
-                  f"/month{'' if pct is None else f', {pct:+.1f}%'}; before = {c.basis})", ""]
-        changed = [f for f in c.fleets if abs(f.delta) > 1e-4]
-        if changed:
-            lines += ["| fleet | before $/h | after $/h | delta $/h |", "|---|---:|---:|---:|"]
-            lines += [f"| `{f.name}` | {_money(f.before)} | {_money(f.after)} | "
-                      f"{'+' if f.delta >= 0 else '-'}{_money(abs(f.delta))} |" for f in changed]
-            lines.append("")
-    lines += _warnings_markdown(report)
-    if report.violations:
-        mandatory = sum(v.level == "mandatory" for v in report.violations)
-        lines += [f"**Policy:** {len(report.violations)} violation(s), {mandatory} mandatory",
-                  "", "| level | rule | resource | where | message |", "|---|---|---|---|---|"]
-        lines += [f"| {v.level} | `{v.rule}` | `{v.resource}` | {v.where} | {v.message} |"
-                  for v in report.violations]
+             "", *_costs_markdown(report), *_warnings_markdown(report),
+             *_policy_markdown(report), *_new_offers_markdown(report),
+             *_fleets_markdown(report),
+             f"**Total:** {_money(report.per_hour)}/h, "
+             f"{_money(report.per_hour * HOURS_PER_MONTH)}/month (every billable resource; "
+             f"the nodes alone {_money(report.nodes_per_hour)}/h)", "",
+             *bill_markdown(report.bills, report.catalog, report.prices),
+             *_gateways_markdown(report),
+             "### Topology", "", *mermaid(report.fleets), "",
+             f"### Resources ({len(report.resources)} to create)", "",
+             "| type | count |", "|---|---:|"]
+    lines += [f"| `{t}` | {c} |" for t, c in counts(report.resources).items()]
+    lines += ["", "<details><summary>Resource tree</summary>", "", "```",
+              *tree(report.resources, expand), "```", "", "</details>", "",
+              f"**{summary_line(report)}**", "", next_step(report)]
+    return "\n".join(lines)
+
+
+def _costs_markdown(report: PlanReport) -> list[str]:
+    if report.costs is None:
+        return []
+    c = report.costs
+    pct = c.increase_pct
+    lines = [f"**Cost:** {_money(c.before)}/h -> {_money(c.after)}/h "
+             f"({_money(c.before * HOURS_PER_MONTH)} -> {_money(c.after * HOURS_PER_MONTH)}"
+             f"/month{'' if pct is None else f', {pct:+.1f}%'}; before = {c.basis})", ""]
+    changed = [f for f in c.fleets if abs(f.delta) > 1e-4]
+    if changed:
+        lines += ["| fleet | before $/h | after $/h | delta $/h |", "|---|---:|---:|---:|"]
+        lines += [f"| `{f.name}` | {_money(f.before)} | {_money(f.after)} | "
+                  f"{'+' if f.delta >= 0 else '-'}{_money(abs(f.delta))} |" for f in changed]
         lines.append("")
-    else:
-        lines += ["**Policy:** no violations", ""]
+    return lines
+
+
+def _policy_markdown(report: PlanReport) -> list[str]:
+    if not report.violations:
+        return ["**Policy:** no violations", ""]
+    mandatory = sum(v.level == "mandatory" for v in report.violations)
+    return [f"**Policy:** {len(report.violations)} violation(s), {mandatory} mandatory",
+            "", "| level | rule | resource | where | message |", "|---|---|---|---|---|",
+            *(f"| {v.level} | `{v.rule}` | `{v.resource}` | {v.where} | {v.message} |"
+              for v in report.violations), ""]
+
+
+def _new_offers_markdown(report: PlanReport) -> list[str]:
     planned: dict[str, FleetPlan | GatewayPlan] = {p.name: p for p in report.fleets}
     planned.update({g.name: g for g in report.gateways})
     moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())
              if st.is_new_offer]
-    if moved:
-        lines += ["**New offers** (not taken from the lock; `gpufleet lock` records them):", ""]
-        lines += [f"- `{n}`: {lock_text(st, planned.get(n))}" for n, st in moved]
-        lines.append("")
-    lines += ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | nodes $/h | "
-              "nodes $/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
+    if not moved:
+        return []
+    return ["**New offers** (not taken from the lock; `gpufleet lock` records them):", "",
+            *(f"- `{n}`: {lock_text(st, planned.get(n))}" for n, st in moved), ""]
+
+
+def _fleets_markdown(report: PlanReport) -> list[str]:
+    lines = ["| fleet | backend | region / zone | instance | GPUs | nodes | spot | nodes $/h | "
+             "nodes $/month | offer |", "|---|---|---|---|---|---:|---|---:|---:|---|"]
     for f in report.fleets:
         st = report.fleet_locks.get(f.name)
         offer = "-" if st is None or st.status == "unlocked" else (
@@ -116,26 +142,19 @@ def render_plan_markdown(report: PlanReport, expand: bool = False) -> str:
                      f"{_money(f.total_per_hour * HOURS_PER_MONTH)} | {offer} |")
     lines += [f"| `{s.name or '(unnamed)'}` | ssh | - | - | - | {len(s.hosts)} | - | - | - "
               f"| not provisioned |" for s in report.ssh_fleets]
-    lines += ["", f"**Total:** {_money(report.per_hour)}/h, "
-              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month (every billable resource; "
-              f"the nodes alone {_money(report.nodes_per_hour)}/h)", "",
-              *bill_markdown(report.bills, report.catalog, report.prices)]
-    if report.gateways:
-        lines += ["| gateway | backend | region | address | DNS record | TLS |",
-                  "|---|---|---|---|---|---|"]
-        for g in report.gateways:
-            s = gateway_summary(g)
-            rec = s["record"]
-            record = f"{rec['type']} `{rec['fqdn']}`" if rec else "-"
-            protected = " (protected)" if g.protect_address else ""
-            lines.append(f"| `{g.name}` | {g.backend} | {g.region} | {s['address_kind']}"
-                         f"{protected} | {record} | {g.certificate or '-'} |")
-        lines.append("")
-    lines += ["### Topology", "", *mermaid(report.fleets), "",
-              f"### Resources ({len(report.resources)} to create)", "",
-              "| type | count |", "|---|---:|"]
-    lines += [f"| `{t}` | {c} |" for t, c in counts(report.resources).items()]
-    lines += ["", "<details><summary>Resource tree</summary>", "", "```",
-              *tree(report.resources, expand), "```", "", "</details>", "",
-              f"**{summary_line(report)}**", "", next_step(report)]
-    return "\n".join(lines)
+    return [*lines, ""]
+
+
+def _gateways_markdown(report: PlanReport) -> list[str]:
+    if not report.gateways:
+        return []
+    lines = ["| gateway | backend | region | address | DNS record | TLS |",
+             "|---|---|---|---|---|---|"]
+    for g in report.gateways:
+        s = gateway_summary(g)
+        rec = s["record"]
+        record = f"{rec['type']} `{rec['fqdn']}`" if rec else "-"
+        protected = " (protected)" if g.protect_address else ""
+        lines.append(f"| `{g.name}` | {g.backend} | {g.region} | {s['address_kind']}"
+                     f"{protected} | {record} | {g.certificate or '-'} |")
+    return [*lines, ""]

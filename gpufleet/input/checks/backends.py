@@ -14,7 +14,7 @@ from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_module, suppor
 from gpufleet.codes import B005, B006, B008, B010, B011
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
-from gpufleet.input.loader import read_small_text
+from gpufleet.input.files import read_small_text
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import (
     NO_ACCESS,

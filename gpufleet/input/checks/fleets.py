@@ -8,6 +8,7 @@ the shape of the value it reads.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
 from gpufleet.codes import (
@@ -156,6 +157,28 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
             if not net.is_private:
                 ctx.error((*base, "network"), "Public network is specified when private "
                           "network is required", F014)
+    hosts = _ssh_hosts(ctx, cfg, base)
+    with_ip = sum(1 for h in hosts if h.internal_ip is not None)
+    if with_ip and with_ip != len(hosts):
+        ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", F016,
+                  key=True)
+    if with_ip and network is not None:
+        ctx.error((*base, "network"), "internal_ip is mutually exclusive with network", F016,
+                  key=True)
+    if d.get("placement") == "cluster" and network is None and not with_ip:
+        ctx.error(("placement",), "placement: cluster with neither `ssh_config.network` nor "
+                  "`internal_ip` on the hosts: dstack takes the hosts' common private network "
+                  "at apply time, and fails if they do not share one", F017, key=True,
+                  hint="set `ssh_config.network` to the hosts' private subnet",
+                  severity=Severity.WARNING)
+    if any(x.is_error for x in (*ctx.diags, *ctx.c.diagnostics)):
+        return None, ctx.diags
+    return SshFleetSpec(d.get("name"), ctx.origin(), tuple(hosts), d.get("placement", "any"),
+                        network), ctx.diags
+
+
+def _ssh_hosts(ctx: Ctx, cfg: dict[str, Any], base: KeyPath) -> list[SshHost]:
+    """Each host with a user, a key, a private internal_ip if any, listed once."""
     hosts: list[SshHost] = []
     seen: dict[tuple[str, int], int] = {}
     for i, raw in enumerate(cfg["hosts"]):
@@ -188,20 +211,4 @@ def check_ssh_fleet(ctx: Ctx) -> tuple[SshFleetSpec | None, list[Diagnostic]]:
                       "same machine twice", F021, hint="list each host once")
         seen.setdefault(host.address, i)
         hosts.append(host)
-    with_ip = sum(1 for h in hosts if h.internal_ip is not None)
-    if with_ip and with_ip != len(hosts):
-        ctx.error((*base, "hosts"), "internal_ip must be specified for all hosts", F016,
-                  key=True)
-    if with_ip and network is not None:
-        ctx.error((*base, "network"), "internal_ip is mutually exclusive with network", F016,
-                  key=True)
-    if d.get("placement") == "cluster" and network is None and not with_ip:
-        ctx.error(("placement",), "placement: cluster with neither `ssh_config.network` nor "
-                  "`internal_ip` on the hosts: dstack takes the hosts' common private network "
-                  "at apply time, and fails if they do not share one", F017, key=True,
-                  hint="set `ssh_config.network` to the hosts' private subnet",
-                  severity=Severity.WARNING)
-    if any(x.is_error for x in (*ctx.diags, *ctx.c.diagnostics)):
-        return None, ctx.diags
-    return SshFleetSpec(d.get("name"), ctx.origin(), tuple(hosts), d.get("placement", "any"),
-                        network), ctx.diags
+    return hosts

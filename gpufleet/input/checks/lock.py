@@ -8,8 +8,9 @@ from typing import Any
 from gpufleet.codes import K002, K004
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx, region_of_zone
+from gpufleet.input.lockspec import Lock, LockEntry
 from gpufleet.input.schema import Checked
-from gpufleet.input.spec import Lock, LockEntry, Origin
+from gpufleet.input.spec import Origin
 
 
 def check_lock(c: Checked) -> tuple[Lock | None, list[Diagnostic]]:

@@ -1,0 +1,61 @@
+"""How a fleet's nodes are reached, set up and fed from a reservation, in the words the plan
+prints."""
+
+from __future__ import annotations
+
+from gpufleet.backends import traits_of
+from gpufleet.compile import (
+    HOST_FAMILIES,
+    FleetPlan,
+)
+
+
+def access_text(f: FleetPlan) -> str | None:
+    a = f.access
+    if a is None:
+        return None
+    if a.method == "ssm":
+        key = "no SSH key (Session Manager)"
+    elif a.os_login:
+        key = "OS Login (IAM)"
+    elif a.key_name:
+        key = f"existing key pair {a.key_name}"
+    else:
+        key = "key from the backends file" if a.public_key else \
+            "key from the stack config gpufleet:sshPublicKey"
+    way = {"public": "public IPs, SSH from ssh_cidrs",
+           "iap": "Identity-Aware Proxy (SSH from 35.235.240.0/20 only)",
+           "ssm": "Session Manager (no port 22)",
+           "none": "none (private nodes, bastion: none)"}.get(a.method, "")
+    if a.bastion is not None:
+        b = a.bastion
+        sources = ", ".join(b.firewall.sources) or "nowhere (ssh_cidrs is empty)"
+        way = (f"bastion {b.name} ({b.instance_type}, static address {b.address_name}, SSH "
+               f"from {sources}); nodes take SSH only from it")
+        if b.server is not None:
+            way += (f"; control plane: dstack {b.server.dstack_version} server on the "
+                    f"bastion, port {b.server.port} from "
+                    f"{', '.join(b.server.firewall.sources)}")
+    return f"{way}; user {a.user}, {key}"
+
+
+def host_setup_text(f: FleetPlan) -> str:
+    """The boot script that readies the nodes for dstack's SSH fleets, or its absence."""
+    h = f.host_setup
+    if h is None:
+        return "no host setup (`host_setup: none`: the image must carry Docker, the NVIDIA " \
+               "Container Toolkit and passwordless sudo for dstack)"
+    return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
+            + (", the NVIDIA Container Toolkit" if HOST_FAMILIES[h.family].gpu else "")
+            + f", passwordless sudo for {h.user}")
+
+
+def reservation_text(f: FleetPlan) -> str:
+    """What the nodes of a fleet with `reservation` are built to consume."""
+    market = getattr(f.options, "market", None)
+    use = traits_of(f.backend).reservation_use
+    how = use.get(market) or use.get(None, "")
+    price = "" if f.price_known else "; the price paid for it is not declared"
+    what = f"declared: {f.reservation_declared}" if f.reservation_declared else \
+        "not declared in the backends file: zone and type are the offer's"
+    return f"{f.reservation} ({how}){price}; {what}"
