@@ -182,7 +182,7 @@ def _ssh_hosts(ctx: Ctx, cfg: dict[str, Any], base: KeyPath) -> list[SshHost]:
     hosts: list[SshHost] = []
     seen: dict[tuple[str, int], int] = {}
     for i, raw in enumerate(cfg["hosts"]):
-        h = {"hostname": raw} if isinstance(raw, str) else raw
+        h: dict[str, Any] = {"hostname": raw} if isinstance(raw, str) else raw
         name = str(h["hostname"])
         at: KeyPath = (*base, "hosts", i) if isinstance(raw, str) else (*base, "hosts", i,
                                                                           "hostname")
