@@ -1,6 +1,8 @@
-"""Every diagnostic code gpufleet prints, in one registry: code -> title and a one-line fix.
-Pure data; ``docs/diagnostics.md`` is generated from it (a test keeps both in step, and
-checks that every code the sources emit is listed here and every listed code is emitted).
+"""Every diagnostic code gpufleet prints, in one registry: code -> title and a one-line fix,
+and each code as a name the checks import. Pure data; ``docs/diagnostics.md`` is generated
+from it by ``gpufleet.views.codes`` (a test keeps both in step, and checks that every code
+the sources emit is listed here and every listed code is emitted). One code, one condition:
+a code that once covered several keeps the first, and the others say "(was X)".
 
 Codes by pass: L loading, S schema, F fleet rules, G gateway rules, P profiles, B backends
 file, K lock file, O offers, C compile (per-cloud limits).
@@ -176,25 +178,26 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C018": Code("the plan's whole bill is over the monthly warning threshold",
                  "check the fleets' sizes; raise `cost: {warn_per_month}` in the backends file "
                  "or `--warn-cost-per-month` when the spend is intended"),
-    "B012": Code("a declared reservation's kind is not one of its backend's, or a name twice",
-                 "gcp: specific or calendar; aws: capacity-reservation or capacity-block; "
-                 "azure: capacity-reservation-group"),
+    "B012": Code("a declared reservation's kind is not one of its backend's",
+                 "gcp: specific or calendar; aws: capacity-reservation or capacity-block; azure: "
+                 "capacity-reservation-group"),
     "B013": Code("a declared reservation's `ends` is not an ISO 8601 time",
                  "write it like 2026-12-01T12:00:00Z"),
     "V001": Code("a volume on a backend gpufleet builds no volumes on (dstack 0.22.5 has none "
                  "on azure)", "use aws or gcp, or let dstack manage it"),
-    "V002": Code("a volume file gpufleet cannot build: no name, region, size or zone",
+    "V002": Code("a volume file without a key gpufleet needs: `name`, `region`, `size` (new "
+                 "volumes) or `availability_zone`",
                  "add what the message names"),
-    "V003": Code("a filesystem the service cannot build: a size or throughput tier it does not "
-                 "offer, no capacity, or a name twice", "pick a size and tier the message lists"),
-    "V004": Code("a filesystem's fleet is missing, on another cloud or in another region",
+    "V003": Code("a filesystem size the service does not offer (Lustre's steps per tier, NFS "
+                 "bounds and steps)",
+                 "pick a size the hint lists"),
+    "V004": Code("a filesystem's fleet on another cloud or in another region",
                  "mount a fleet of the filesystem's cloud and region"),
     "V005": Code("a filesystem in another zone than the fleet that mounts it (cross-zone "
                  "traffic is slower and billed)", "put the filesystem in the fleet's zone"),
-    "V006": Code("a filesystem that cannot be built for its fleets: shared by several fleets "
-                 "on GCP or from an existing VPC or VNet (gpufleet peers the networks it "
-                 "creates on AWS and Azure only), fleets sharing filesystems both ways round, "
-                 "a second Managed Lustre on one GCP fleet, or no room left for its range",
+    "V006": Code("a filesystem shared by several fleets that cannot share it: on a backend without"
+                 " shared filesystems (GCP), or from an existing VPC or VNet (gpufleet peers only "
+                 "the networks it creates)",
                  "give the filesystem one fleet, or one filesystem per fleet"),
     "V007": Code("a Lustre filesystem without about 25% headroom over its expected usage "
                  "(Lustre can fail writes at about 80% full)",
@@ -204,15 +207,53 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V009": Code("a Lustre filesystem above the size the service offers without a support "
                  "request (Azure Managed Lustre: 768 TiB at 40 MB/s per TiB, 128 TiB above)",
                  "ask the cloud to raise the limit before `gpufleet up`, or size it smaller"),
-    "B014": Code("a `control_plane` setting that cannot be built: a bad or open `allow` "
-                 "range, or a fleet that is missing, on public nodes or without a bastion",
-                 "fix the range, or name a fleet whose private nodes sit behind a bastion"),
+    "B014": Code("a `control_plane.allow` range that is not a CIDR or opens the server to the "
+                 "whole internet",
+                 "name the ranges your team connects from"),
     "O003": Code("a fleet wants more nodes than its declared reservation holds",
                  "lower `nodes`, or declare the reservation you have"),
     "O004": Code("a Capacity Block or calendar reservation ends within 7 days, or has ended",
                  "plan for the end, or declare the block you have now"),
     "C016": Code("the pool no longer holds the block the lock records: networks and nodes "
                  "are replaced", "keep the old `cidr` in the backends file if not intended"),
+    "V010": Code("a filesystem without `capacity_gib` on a service that needs a size (was V003)",
+                 "set `capacity_gib` to a size the hint lists"),
+    "V011": Code("a Lustre throughput tier the service does not have, or `throughput` on an nfs "
+                 "filesystem (was V003)",
+                 "pick a tier the hint lists, or remove `throughput`"),
+    "V012": Code("a mount path over the system's own files (/, a system directory, or `..`) (was "
+                 "V003)",
+                 "mount it under /mnt or a directory of its own"),
+    "V013": Code("two filesystems at one mount path on one fleet (was V003)",
+                 "give each filesystem its own `mount`"),
+    "V014": Code("a filesystem name declared twice in the backends file (was V003)",
+                 "give each filesystem its own name"),
+    "V015": Code("a volume `size` that cannot be read or is under 1GB (was V002)",
+                 "write it like 100GB or 1TB"),
+    "V016": Code("a volume name declared twice (was V002)",
+                 "give each volume file its own name"),
+    "V017": Code("a volume's `availability_zone` outside its `region` (was V002)",
+                 "pick a zone of the volume's region"),
+    "V018": Code("a zonal filesystem service whose fleet has no zone to give it (was V004)",
+                 "set `zone` on the filesystem"),
+    "V019": Code("fleets sharing filesystems both ways round, so each would be built before the "
+                 "other (was V006)",
+                 "keep the shared filesystems in one fleet's network"),
+    "V020": Code("a second Managed Lustre on one GCP fleet network (one private services access "
+                 "connection) (was V006)",
+                 "grow the first one instead"),
+    "V021": Code("no free range left in the fleet's address block for the filesystem's own subnet "
+                 "(was V006)",
+                 "give the backend a larger `cidr`"),
+    "B015": Code("`control_plane.fleet` names no fleet of the files given (was B014)",
+                 "name a fleet planned from these files"),
+    "B016": Code("the `control_plane` fleet has no bastion to host the dstack server (was B014)",
+                 "name a fleet whose private nodes sit behind a bastion"),
+    "B017": Code("the dstack server's port would be open to no one: no `allow` and no `ssh_cidrs` "
+                 "(was B014)",
+                 "list the ranges your team connects from in `allow`"),
+    "B018": Code("a declared reservation name used twice (was B012)",
+                 "give each reservation its own name"),
 })
 
 
@@ -329,21 +370,19 @@ V006: Final = "V006"
 V007: Final = "V007"
 V008: Final = "V008"
 V009: Final = "V009"
-
-
-def render_markdown() -> str:
-    """docs/diagnostics.md: every code with its title and fix, grouped by pass."""
-    lines = ["# gpufleet diagnostic codes", "",
-             "Generated from `gpufleet/codes.py` (`python -m gpufleet.codes > "
-             "docs/diagnostics.md`); every diagnostic prints as "
-             "`file:line:col: severity[CODE]: message` with a hint.", ""]
-    for prefix, name in PASSES.items():
-        lines += [f"## {prefix}: {name}", "", "| code | what | fix |", "|---|---|---|"]
-        lines += [f"| `{code}` | {c.title} | {c.fix} |" for code, c in sorted(CODES.items())
-                  if code.startswith(prefix)]
-        lines.append("")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(render_markdown(), end="")
+V010: Final = "V010"
+V011: Final = "V011"
+V012: Final = "V012"
+V013: Final = "V013"
+V014: Final = "V014"
+V015: Final = "V015"
+V016: Final = "V016"
+V017: Final = "V017"
+V018: Final = "V018"
+V019: Final = "V019"
+V020: Final = "V020"
+V021: Final = "V021"
+B015: Final = "B015"
+B016: Final = "B016"
+B017: Final = "B017"
+B018: Final = "B018"

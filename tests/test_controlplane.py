@@ -93,20 +93,22 @@ def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
            "198.51.100.0/24" in text
 
 
-@pytest.mark.parametrize(("control", "message"), [
-    ("control_plane:\n  fleet: nope\n", "control_plane.fleet 'nope' names no fleet"),
-    ("control_plane:\n  fleet: a4\n  allow: [0.0.0.0/0]\n", "opens the dstack server to the "
-                                                              "whole internet"),
-    ("control_plane:\n  fleet: a4\n  allow: [not-a-range]\n", "is not a CIDR range"),
-    ("control_plane:\n  port: 3000\n", "is not valid under any of the given schemas"),
+@pytest.mark.parametrize(("control", "code", "message"), [
+    ("control_plane:\n  fleet: nope\n", "B015", "control_plane.fleet 'nope' names no fleet"),
+    ("control_plane:\n  fleet: a4\n  allow: [0.0.0.0/0]\n", "B014",
+     "opens the dstack server to the whole internet"),
+    ("control_plane:\n  fleet: a4\n  allow: [not-a-range]\n", "B014", "is not a CIDR range"),
+    ("control_plane:\n  fleet: a4\n  allow: []\n", "B017",
+     "the dstack server's port would be open to no one"),
+    ("control_plane:\n  port: 3000\n", "S007", "is not valid under any of the given schemas"),
 ])
 def test_a_control_plane_that_cannot_be_built_is_refused_where_it_is_written(
-        tmp_path: Path, control: str, message: str,
+        tmp_path: Path, control: str, code: str, message: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     paths = files(tmp_path, control)
     assert main(["plan", *paths]) == 1
     err = capsys.readouterr().err
-    assert message in err and "backends.yml:" in err
+    assert f"error[{code}]" in err and message in err and "backends.yml:" in err, err
 
 
 def test_public_nodes_have_no_bastion_to_host_the_server(tmp_path: Path) -> None:
@@ -120,7 +122,7 @@ def test_public_nodes_have_no_bastion_to_host_the_server(tmp_path: Path) -> None
     from gpufleet.offers import load_catalog
 
     compiled = compile_inputs(validated.inputs, load_catalog())
-    [diag] = [d for d in compiled.diagnostics if d.code == "B014"]
+    [diag] = [d for d in compiled.diagnostics if d.code == "B016"]
     assert "fleet 'a4' has no bastion to host the dstack server" in diag.message
 
 

@@ -203,10 +203,20 @@ def test_a_filesystem_touches_only_the_fleet_that_mounts_it(tmp_path: Path) -> N
     ("  - {name: xx, backend: gcp, region: us-west2, kind: nfs, capacity_gib: 11000, "
      "fleets: [a4]}\n", "V003", "use 10,240 or 12,800 GiB"),
     ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /usr/data, "
-     "fleets: [train]}\n", "V003", "would cover the system's own files"),
+     "fleets: [train]}\n", "V012", "would cover the system's own files"),
     ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, mount: /mnt/d, "
      "fleets: [train]}\n  - {name: yy, backend: aws, region: us-east-1, kind: nfs, "
-     "mount: /mnt/d, fleets: [train]}\n", "V003", "is mounted at /mnt/d on the same fleet"),
+     "mount: /mnt/d, fleets: [train]}\n", "V013", "is mounted at /mnt/d on the same fleet"),
+    # each condition its own code (they were V003, V004 and V006)
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: lustre, fleets: [train]}\n",
+     "V010", "has no capacity_gib"),
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, throughput: 250, "
+     "fleets: [train]}\n", "V011", "an nfs filesystem has none"),
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: lustre, capacity_gib: 1200, "
+     "throughput: 300, fleets: [train]}\n", "V011", "has no 300 MB/s per TiB tier"),
+    ("  - {name: xx, backend: aws, region: us-east-1, kind: nfs, fleets: [train]}\n"
+     "  - {name: xx, backend: aws, region: us-east-1, kind: nfs, fleets: [train]}\n",
+     "V014", "is declared twice"),
 ])
 def test_what_cannot_work_is_refused_where_it_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, code: str,
@@ -488,5 +498,5 @@ def test_two_filesystems_of_a_fleet_get_ranges_of_their_own_in_any_order(
            "kind: lustre, capacity_gib: 36000, mount: /mnt/bb, fleets: [a4]}\n")
     assert main(["plan", *files(tmp_path, gcp, ("a4",))]) == 1
     cap = capsys.readouterr()
-    assert "error[V006]" in cap.out + cap.err and "already mounts a Managed Lustre" in \
+    assert "error[V020]" in cap.out + cap.err and "already mounts a Managed Lustre" in \
         cap.out + cap.err

@@ -356,7 +356,8 @@ def test_every_diagnostic_code_is_registered_and_documented(update_golden: bool)
     import re
 
     import gpufleet.codes as codes
-    from gpufleet.codes import CODES, render_markdown
+    from gpufleet.codes import CODES
+    from gpufleet.views.codes import render_markdown
 
     from conftest import compare_or_update
 
@@ -373,10 +374,27 @@ def test_every_diagnostic_code_is_registered_and_documented(update_golden: bool)
                     and re.fullmatch(r"[LSFGPBKOCV]\d{3}", node.value):
                 literals.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
     assert literals == []  # codes by name: a misspelt one is an import error
-    assert used - {"CODES", "Code", "PASSES", "render_markdown"} == set(CODES), \
+    assert used - {"CODES", "Code", "PASSES"} == set(CODES), \
         (sorted(used - set(CODES)), sorted(set(CODES) - used))
     assert all(getattr(codes, c) == c for c in CODES)
     compare_or_update(ROOT / "docs" / "diagnostics.md", render_markdown(), update_golden)
+
+
+def test_no_module_branches_on_a_code() -> None:
+    """A code names a diagnostic for the reader; behaviour follows from facts, not from which
+    diagnostic was printed."""
+    import re
+
+    def is_code(n: ast.AST) -> bool:
+        text = n.id if isinstance(n, ast.Name) else n.value if isinstance(
+            n, ast.Constant) and isinstance(n.value, str) else ""
+        return re.fullmatch(r"[LSFGPBKOCV]\d{3}", text) is not None
+
+    bad = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sources()
+           if path.name != "codes.py" for node in ast.walk(ast.parse(path.read_text()))
+           if isinstance(node, ast.Compare)
+           and any(is_code(x) for x in (node.left, *node.comparators))]
+    assert bad == []
 
 
 def test_the_readme_shows_the_capability_table() -> None:

@@ -141,10 +141,14 @@ def test_declared_reservations_are_validated(tmp_path: Path) -> None:
               "    kind: specific\n  - name: r2\n    backend: gcp\n    zone: us-west2-c\n"
               "    instance_type: a4-highgpu-8g\n    count: 0\n  - name: r3\n"
               "    backend: aws\n    zone: us-east-1a\n    instance_type: p5.48xlarge\n"
-              "    count: 1\n    ends: next tuesday\n")
+              "    count: 1\n    ends: next tuesday\n"
+              + "  - name: r4\n    backend: aws\n    zone: us-east-1a\n"
+                "    instance_type: p5.48xlarge\n    count: 1\n" * 2)
     diags = validate_paths([b]).diagnostics
     codes = sorted(d.code for d in diags)
-    assert codes == ["B012", "B013", "S006"], diags
+    assert codes == ["B012", "B013", "B018", "S006"], diags
+    assert "reservation 'r4' is declared twice" in next(d.message for d in diags
+                                                        if d.code == "B018")
     b010 = next(d for d in diags if d.code == "B012")
     assert "an aws reservation is capacity-reservation or capacity-block, not specific" \
         in b010.message and b010.line == 12

@@ -123,21 +123,21 @@ def test_an_efs_shared_by_two_fleets_gets_a_small_subnet(tmp_path: Path) -> None
     assert not [r for r in dev.network("main").firewall if r.name == "dev-fs-data"]
 
 
-@pytest.mark.parametrize(("section", "fleets", "words"), [
+@pytest.mark.parametrize(("section", "fleets", "code", "words"), [
     ("  - {name: xx, backend: gcp, region: us-west2, kind: lustre, capacity_gib: 36000, "
-     "fleets: [a4, a4b]}\n", ("a4", "a4b"), "Network Connectivity"),
+     "fleets: [a4, a4b]}\n", ("a4", "a4b"), "V006", "Network Connectivity"),
     # shared the other way round already: each fleet would be built before the other
     ("  - {name: aa, backend: aws, region: us-east-1, kind: nfs, fleets: [train, dev]}\n"
      "  - {name: bb, backend: aws, region: us-east-1, kind: nfs, fleets: [dev, train]}\n",
-     ("train", "dev"), "keep the shared filesystems in one fleet's network"),
+     ("train", "dev"), "V019", "keep the shared filesystems in one fleet's network"),
 ])
 def test_what_cannot_be_shared_is_refused_where_it_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str,
-        fleets: tuple[str, ...], words: str) -> None:
+        fleets: tuple[str, ...], code: str, words: str) -> None:
     assert main(["plan", *files(tmp_path, "filesystems:\n" + section, fleets)]) == 1
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "error[V006]" in text and words in text and "backends.yml:" in text, text
+    assert f"error[{code}]" in text and words in text and "backends.yml:" in text, text
 
 
 def test_a_fleet_in_an_existing_vpc_cannot_share(

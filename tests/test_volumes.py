@@ -74,6 +74,8 @@ def test_a_volume_file_creates_one_protected_disk_of_its_size_in_its_zone(
      "volume has no `name`"),
     ("type: volume\nname: vol\nbackend: aws\nvolume_id: vol-1\n", "V002",
      "needs `region` (dstack: Field required)"),
+    ("type: volume\nname: vol\nbackend: gcp\nregion: us-west2\navailability_zone: us-west2-c\n"
+     "size: 0.5GB\n", "V015", "a volume holds at least 1GB"),
 ])
 def test_volumes_gpufleet_cannot_build_are_refused_where_they_are_written(
         text: str, code: str, message: str) -> None:
@@ -139,3 +141,19 @@ def test_data_traffic_to_object_storage_stays_off_the_nat(tmp_path: Path) -> Non
     main = next(s for s in by_type(report, "gcp:compute/subnetwork:Subnetwork")
                 if s["name"] == "a4-subnet")
     assert main["inputs"]["privateIpGoogleAccess"] is True
+
+
+def test_a_volume_twice_and_a_zone_outside_its_region_have_codes_of_their_own() -> None:
+    """V016 and V017 (they were V002): each condition names its own code."""
+    from gpufleet.compile import compile_inputs
+    from gpufleet.offers.catalog import load_catalog
+
+    one = "type: volume\nname: vol\nbackend: gcp\nregion: us-west2\nsize: 100GB\n"
+    texts = {"a.dstack.yml": one + "availability_zone: us-west2-c\n",
+             "b.dstack.yml": one + "availability_zone: us-west2-c\n",
+             "c.dstack.yml": one.replace("name: vol", "name: far")
+             + "availability_zone: us-east1-b\n"}
+    compiled = compile_inputs(validate_texts(texts).inputs, load_catalog())
+    found = {d.code: d.message for d in compiled.diagnostics if d.is_error}
+    assert "declared twice" in found["V016"]
+    assert "is not in region us-west2" in found["V017"]

@@ -2,7 +2,7 @@
 
 from gpufleet.compile import naming
 from gpufleet.compile.addresses import address_key, gateway_key
-from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs
+from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, needs_stack_key
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
@@ -65,6 +65,7 @@ __all__ = [
     "host_script",
     "input_digest",
     "naming",
+    "needs_stack_key",
     "node_script",
     "options_of",
     "plan_to_json",

@@ -78,11 +78,16 @@ class Compiled:
     def needs_stack_key(self) -> bool:
         """Whether some node or gateway takes its SSH key from the stack config at
         `pulumi up` (the backends file gives none)."""
-        fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
-                     for p in self.plans)
-        gateways = any(traits_of(g.backend).gateway_admin_key and g.options is not None
-                       and not g.options.ssh_public_key for g in self.gateways)
-        return fleets or gateways
+        return needs_stack_key(self.plans, self.gateways)
+
+
+def needs_stack_key(plans: Sequence[FleetPlan], gateways: Sequence[GatewayPlan]) -> bool:
+    """Whether some node or gateway of these plans takes its SSH key from the stack config
+    at `pulumi up` (the backends file gives none)."""
+    fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
+                 for p in plans)
+    return fleets or any(traits_of(g.backend).gateway_admin_key and g.options is not None
+                         and not g.options.ssh_public_key for g in gateways)
 
 
 def compile_files(paths: Sequence[str], profile: str | None = None,

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from gpufleet.backends import traits_of
-from gpufleet.codes import B014
+from gpufleet.codes import B015, B016, B017
 from gpufleet.compile import naming
 from gpufleet.compile.plan import FirewallRule, FleetPlan, ServerPlan
 from gpufleet.diagnostics import Diagnostic
@@ -29,7 +29,7 @@ def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | No
         return out, []
     index = next((i for i, p in enumerate(out) if p.name == spec.fleet), None)
     if index is None:
-        return out, [spec.origin.at("fleet", B014, f"control_plane.fleet '{spec.fleet}' "
+        return out, [spec.origin.at("fleet", B015, f"control_plane.fleet '{spec.fleet}' "
                                     "names no fleet of these files",
                                     "name one of the fleets, or give `url:` instead")]
     plan = out[index]
@@ -37,7 +37,7 @@ def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | No
     bastion = access.bastion if access is not None else None
     if access is None or bastion is None:
         how = access.method if access is not None else "no access"
-        return out, [spec.origin.at("fleet", B014, f"fleet '{spec.fleet}' has no bastion to "
+        return out, [spec.origin.at("fleet", B016, f"fleet '{spec.fleet}' has no bastion to "
                                     f"host the dstack server (its nodes are reached: {how})",
                                     "pick a fleet with private nodes behind a bastion (the "
                                     "default), or run the server yourself and give `url:`")]
@@ -45,7 +45,7 @@ def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | No
     sources = spec.allow if spec.allow is not None else \
         (tuple(config.ssh_cidrs) if config is not None else ())
     if not sources:
-        return out, [spec.origin.at("allow", B014, "the dstack server's port would be open "
+        return out, [spec.origin.at("allow", B017, "the dstack server's port would be open "
                                     "to no one: no `allow` and no `ssh_cidrs`",
                                     "list the ranges your team connects from in `allow`")]
     server = ServerPlan(spec.port, FirewallRule(

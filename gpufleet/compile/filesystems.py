@@ -24,7 +24,7 @@ from ipaddress import IPv4Network
 from types import MappingProxyType
 
 from gpufleet.backends import BACKENDS, supports, traits_of
-from gpufleet.codes import V004, V005, V006, V008
+from gpufleet.codes import V004, V005, V006, V008, V018, V019, V020, V021
 from gpufleet.compile.plan import FilesystemPlan, FirewallRule, FleetPlan, NetworkPlan
 from gpufleet.diagnostics import Diagnostic, Severity, did_you_mean
 from gpufleet.input import FilesystemSpec
@@ -76,7 +76,7 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
         mine = mounts.setdefault(fleet.name, [])
         if service_of(fs).one_per_fleet and any(m.service == service_of(fs).key
                                                 for m in mine):
-            diags.append(fs.origin.at("fleets", V006, f"fleet '{fleet.name}' already mounts "
+            diags.append(fs.origin.at("fleets", V020, f"fleet '{fleet.name}' already mounts "
                                       "a Managed Lustre filesystem: its network has one "
                                       "private services access connection, gpufleet builds one "
                                       "Managed Lustre per fleet", "grow the first one instead"))
@@ -194,7 +194,7 @@ def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetP
     for waiter, waited in waits(service, fleet.name, [p.name for p in peers]):
         if reaches(waited, waiter, set()):  # the fleets would wait on each other
             other = waiter if waiter != fleet.name else waited
-            return fs.origin.at("fleets", V006, f"filesystem '{fs.name}': fleets "
+            return fs.origin.at("fleets", V019, f"filesystem '{fs.name}': fleets "
                                 f"'{fleet.name}' and '{other}' already share a filesystem "
                                 "the other way round, and each would be built before the "
                                 "other", "keep the shared filesystems in one fleet's network "
@@ -214,7 +214,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
     # requires); a fleet without one (a regional scale set) gets zone 1 unless `zone` says
     zone = fs.zone or fleet.zone or kind.default_zone
     if zone is None and kind.needs_zone:
-        return None, fs.origin.at("region", V004, f"filesystem '{fs.name}': {service} is "
+        return None, fs.origin.at("region", V018, f"filesystem '{fs.name}': {service} is "
                                   f"zonal and fleet '{fleet.name}' has no zone",
                                   "set `zone` on the filesystem")
     warning = None
@@ -229,7 +229,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
     if kind.own_range or (peers and traits_of(fs.backend).shared_filesystem_subnet):
         subnet = _own_range(fleet, main, block, kind, fs.capacity_gib or 0, taken)
         if subnet is None:
-            return None, fs.origin.at("fleets", V006, f"filesystem '{fs.name}': fleet "
+            return None, fs.origin.at("fleets", V021, f"filesystem '{fs.name}': fleet "
                                       f"'{fleet.name}' has no free range left in its address "
                                       "block for the filesystem's own subnet",
                                       "give the backend a larger `cidr`")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.backends import traits_of
-from gpufleet.codes import V002
+from gpufleet.codes import V016, V017
 from gpufleet.compile import naming
 from gpufleet.compile.plan import ProviderPlan, VolumePlan
 from gpufleet.diagnostics import Diagnostic
@@ -23,7 +23,7 @@ def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig
     seen: set[str] = set()
     for v in volumes:
         if v.name in seen:
-            diags.append(v.origin.at("name", V002, f"volume '{v.name}' is declared twice",
+            diags.append(v.origin.at("name", V016, f"volume '{v.name}' is declared twice",
                                      "give each volume file its own name"))
             continue
         seen.add(v.name)
@@ -31,7 +31,7 @@ def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig
         t = traits_of(v.backend)
         scope = config.get(t.scope_key) if config is not None and t.scope_key else None
         if v.zone is not None and not v.zone.startswith(v.region):
-            diags.append(v.origin.at("availability_zone", V002, f"zone {v.zone} is not in "
+            diags.append(v.origin.at("availability_zone", V017, f"zone {v.zone} is not in "
                                      f"region {v.region}", f"pick a zone of {v.region}"))
             continue
         labels = t.labels({**dict(v.tags), "managed-by": "gpufleet", "gpufleet-volume": v.name})

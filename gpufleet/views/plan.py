@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.backends import traits_of
-from gpufleet.codes import C011
 from gpufleet.compile import (
     ANY_SUBNET,
     FirewallRule,
     FleetPlan,
     GatewayPlan,
+    needs_stack_key,
     plan_to_json,
 )
 from gpufleet.diagnostics import fold
@@ -304,7 +304,7 @@ def next_step(report: PlanReport) -> str:
     """What to do after reading the plan."""
     if any(v.level == "mandatory" for v in report.violations):
         return "next: fix the mandatory policy violations above; `pulumi up` refuses them"
-    if any(d.code == C011 for d in report.diagnostics):
+    if needs_stack_key(report.fleets, report.gateways):
         return ("next: set the SSH public key (warning C011), then `gpufleet lock` and "
                 "`gpufleet up`")
     news = [n for n, st in {**report.fleet_locks, **report.gateway_locks}.items()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpufleet.backends import traits_of
-from gpufleet.codes import V003, V007, V009
+from gpufleet.codes import V003, V007, V009, V010, V011, V012, V013, V014
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
@@ -62,16 +62,16 @@ def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic
         fs = _one(ctx, c, base, raw)
         if fs is None:
             continue
+        if fs.name in seen:  # before its mount path: a second entry mounts at the same one
+            ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", V014,
+                      hint="keep one entry per filesystem")
+            continue
         clash = next((o for o in out if o.mount == fs.mount
                       and set(o.fleets) & set(fs.fleets)), None)
         if clash is not None:
             ctx.error((*base, "mount"), f"filesystem '{clash.name}' is mounted at "
-                      f"{fs.mount} on the same fleet", V003,
+                      f"{fs.mount} on the same fleet", V013,
                       hint="give each filesystem a mount path of its own")
-            continue
-        if fs.name in seen:
-            ctx.error((*base, "name"), f"filesystem '{fs.name}' is declared twice", V003,
-                      hint="keep one entry per filesystem")
             continue
         seen.add(fs.name)
         out.append(fs)
@@ -86,7 +86,7 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
     name = str(raw["name"])
     if kind == "nfs" and tier is not None:
         ctx.error((*base, "throughput"), "`throughput` is a Lustre tier; an nfs filesystem "
-                  "has none", V003, hint="remove `throughput`")
+                  "has none", V011, hint="remove `throughput`")
         return None
     if kind == "lustre":
         if not _lustre_size(ctx, base, backend, name, tier, capacity):
@@ -96,7 +96,7 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
     mount = str(raw.get("mount") or f"/mnt/{name}")
     top = mount.split("/")[1]
     if top in SYSTEM_DIRS or ".." in mount.split("/"):
-        ctx.error((*base, "mount"), f"{mount} would cover the system's own files", V003,
+        ctx.error((*base, "mount"), f"{mount} would cover the system's own files", V012,
                   hint=f"mount it under /mnt or a directory of its own, like /mnt/{name}")
         return None
     usage = raw.get("expected_usage_gib")
@@ -139,11 +139,11 @@ def _lustre_size(ctx: Ctx, base: KeyPath, backend: str, name: str, tier: object,
     tiers = t.lustre_tiers
     if tier not in tiers:
         ctx.error((*base, "throughput"), f"{backend} Lustre has no {tier} MB/s per TiB "
-                  "tier", V003, hint="pick one of " + ", ".join(map(str, tiers)))
+                  "tier", V011, hint="pick one of " + ", ".join(map(str, tiers)))
         return False
     spec = tiers[tier]
     if capacity is None:
-        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V003,
+        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V010,
                   hint=f"set capacity_gib: {spec.first()[0]} (the smallest at this tier)")
         return False
     gib = int(str(capacity))
@@ -166,7 +166,7 @@ def _nfs_size(ctx: Ctx, base: KeyPath, backend: str, name: str, capacity: object
     if sizes is None:  # elastic
         return True
     if capacity is None:
-        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V003,
+        ctx.error(base, f"filesystem '{name}' has no capacity_gib", V010,
                   hint=f"set capacity_gib: {sizes.smallest} or more")
         return False
     gib = int(str(capacity))

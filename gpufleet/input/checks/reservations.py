@@ -7,7 +7,7 @@ from datetime import datetime
 from ipaddress import ip_network
 
 from gpufleet.backends import traits_of
-from gpufleet.codes import B012, B013, B014
+from gpufleet.codes import B012, B013, B014, B018
 from gpufleet.diagnostics import Diagnostic, KeyPath
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
@@ -47,7 +47,7 @@ def check_reservations(c: Checked) -> tuple[list[ReservationSpec], list[Diagnost
             continue
         if raw["name"] in seen:
             ctx.error((*base, "name"), f"reservation '{raw['name']}' is declared twice",
-                      B012, hint="keep one entry per reservation")
+                      B018, hint="keep one entry per reservation")
             continue
         seen[raw["name"]] = base
         line, col = c.doc.source.key(base)

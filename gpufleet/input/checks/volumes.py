@@ -8,7 +8,7 @@ placed later by dstack)."""
 from __future__ import annotations
 
 from gpufleet.backends import BACKENDS
-from gpufleet.codes import V001, V002
+from gpufleet.codes import V001, V002, V015
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.normalize import SpecError, parse_memory
@@ -55,10 +55,10 @@ def check_volume(c: Checked) -> tuple[VolumeSpec | None, list[Diagnostic]]:
         try:
             size = parse_memory(d["size"])
         except SpecError as e:
-            ctx.error(("size",), f"`size`: {e}", V002, hint="write it like 100GB or 1TB")
+            ctx.error(("size",), f"`size`: {e}", V015, hint="write it like 100GB or 1TB")
             return None, ctx.diags
         if size < 1:
-            ctx.error(("size",), "a volume holds at least 1GB", V002, hint="write 1GB or more")
+            ctx.error(("size",), "a volume holds at least 1GB", V015, hint="write 1GB or more")
             return None, ctx.diags
         if "availability_zone" not in d:
             ctx.error((), "a new volume needs `availability_zone`: gpufleet builds the disk "
