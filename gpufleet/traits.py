@@ -164,6 +164,10 @@ class BackendTraits:
     region_example: str
     default_user: str
     zones: ZoneModel = ZoneModel.PER_REGION
+    # the Pulumi package of its resources and invokes (the prefix of their type tokens)
+    pulumi_package: str = ""
+    # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
+    scale_set_type: str | None = None
     # Pulumi resource types of this backend's nodes (what a fleet's instances are).
     node_types: tuple[str, ...] = field(default=())
     resources: Mapping[str, ResourceKind] = field(default_factory=dict)

@@ -133,9 +133,10 @@ def test_resolve_scale_sets_reads_the_nics_from_azure(
             (200, nic_list("a100-any-vmss", ["10.3.0.7", "10.3.0.6"], arm=True)),
     }
 
-    def fake(ids: list[str]) -> dict[str, Any]:
+    def fake(backend: str, ids: list[str]) -> dict[str, Any]:
+        assert backend == "azure"
         return {i: scale_set_nics(lambda url: pages[url], i) for i in ids}
-    monkeypatch.setattr("gpufleet.live.azure_scale_set_nics", fake)
+    monkeypatch.setattr("gpufleet.live.scale_set_nics", fake)
     out = tmp_path / "out"
     assert main(["export", "dstack", "--state", state, "--out", str(out),
                  "--resolve-scale-sets"]) == 0, capsys.readouterr().err

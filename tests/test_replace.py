@@ -162,7 +162,7 @@ def test_unknown_undeployed_and_scale_set_nodes_are_refused_before_any_preview(
                                            "a4-node-0, a4-node-1"):
         replace_nodes(runner(stack, lines), str(tmp_path), "a4", ["a4-node-7"], lines.append,
                       lambda _p: True)
-    with pytest.raises(ReplaceError, match=r"is an Azure scale set.*redeployed through Azure"):
+    with pytest.raises(ReplaceError, match=r"is a scale set on azure.*through the cloud's API"):
         replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["0"], lines.append,
                       lambda _p: True)
     with pytest.raises(ReplaceError, match="the stack's files have no fleet 'zz'"):
@@ -254,7 +254,7 @@ def test_a_scale_set_instance_is_redeployed_onto_a_new_host(
     lines: list[str] = []
     # by computer name (what `hostname` and the burn-in report show) and by instance id
     shown = replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["nd-vmss000001", "0"],
-                          lines.append, lambda _p: True, scale_sets=lambda: api)
+                          lines.append, lambda _p: True, scale_sets=lambda _backend: api)
     assert shown.nodes == ("nd-vmss_1", "nd-vmss_0")
     assert session.posts == [(session.redeploy_url, {"instanceIds": ["1", "0"]})]
     assert session.polls == 2  # followed the operation to its end
@@ -264,13 +264,13 @@ def test_a_scale_set_instance_is_redeployed_onto_a_new_host(
     session.posts.clear()
     replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["1"], lines.append,
                   lambda _p: pytest.fail("no question"), dry_run=True,
-                  scale_sets=lambda: api)
+                  scale_sets=lambda _backend: api)
     assert session.posts == []
     with pytest.raises(ReplaceError, match="has no instance 'nd-vmss_7'; its instances: "
                                            "nd-vmss_0, nd-vmss_1"):
         replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["nd-vmss_7"], lines.append,
-                      lambda _p: True, scale_sets=lambda: api)
+                      lambda _p: True, scale_sets=lambda _backend: api)
     failing = ScaleSetApi(ArmSession(vmss, final="Failed"), sleep=lambda _s: None)
     with pytest.raises(ReplaceError, match="redeploy ended Failed"):
         replace_nodes(runner(stack, lines), str(tmp_path), "nd", ["0"], lines.append,
-                      lambda _p: True, scale_sets=lambda: failing)
+                      lambda _p: True, scale_sets=lambda _backend: failing)

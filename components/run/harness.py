@@ -92,7 +92,7 @@ class StrictMocks(pulumi.runtime.Mocks):
         """``seed`` maps engine URNs of existing resources to (id, outputs) from a state
         export; with it, resources not in the seed behave as creates do in a preview (empty
         id, computed outputs unknown)."""
-        self.invokes = dict(invokes)
+        self.invokes = invokes  # looked up one token at a time (it may load lazily)
         self.outputs = outputs
         self.seed = seed
         self.calls: list[tuple[str, dict[str, Any]]] = []

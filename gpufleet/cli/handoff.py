@@ -113,12 +113,15 @@ def _scale_sets(outputs: dict[str, Any], files: Sequence[str], resolve: bool
             raise click.UsageError(str(e)) from None
         out[name] = scale_set_hosts(data, bool(fleets[name].get("public_ips")), path)
     if resolve:
-        from gpufleet.live import LiveError, MissingAccess, azure_scale_set_nics
+        from gpufleet.live import LiveError, MissingAccess, scale_set_nics
 
         try:
             wanted = {n: str(v["scale_set"].get("id")) for n, v in fleets.items()
                       if n not in out}
-            nics = azure_scale_set_nics(sorted(set(wanted.values())))
+            nics: dict[str, Any] = {}
+            for backend in sorted({str(fleets[n].get("backend")) for n in wanted}):
+                ids = {wanted[n] for n in wanted if fleets[n].get("backend") == backend}
+                nics |= scale_set_nics(backend, sorted(ids))
             for name, vmss_id in wanted.items():
                 out[name] = scale_set_hosts(nics[vmss_id], bool(fleets[name].get("public_ips")),
                                             vmss_id)

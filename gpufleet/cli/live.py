@@ -257,8 +257,8 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         MissingAccess,
         MissingCli,
         ScaleSetPlan,
-        azure_scale_sets,
         replace_nodes,
+        scale_set_api,
     )
 
     def confirm(_plan: object) -> bool:
@@ -273,7 +273,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
                                    "first: run it on a terminal, or pass --yes (after "
                                    "--dry-run)")
         shown = replace_nodes(runner, cwd, fleet, nodes, click.echo, confirm, dry_run,
-                              azure_scale_sets)
+                              scale_set_api)
     except (MissingCli, MissingAccess) as e:
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_USAGE)

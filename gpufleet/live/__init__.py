@@ -13,7 +13,7 @@ from gpufleet.live.preflight import (
     stack_needs,
 )
 from gpufleet.live.preview import UpPreview
-from gpufleet.live.probes import azure_scale_set_nics, azure_scale_sets, default_probes
+from gpufleet.live.probes import default_probes, scale_set_api, scale_set_nics
 from gpufleet.live.replace import ReplaceError, ReplacePlan, ScaleSetPlan, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
@@ -55,8 +55,6 @@ __all__ = [
     "UpOutcome",
     "UpPreview",
     "UpResult",
-    "azure_scale_set_nics",
-    "azure_scale_sets",
     "capacity_code",
     "capacity_failures",
     "changes_from_events",
@@ -67,6 +65,8 @@ __all__ = [
     "merge",
     "replace_nodes",
     "run_preflight",
+    "scale_set_api",
+    "scale_set_nics",
     "stack_files",
     "stack_needs",
 ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import FleetPlan
@@ -90,6 +90,16 @@ class QuotaKey:
 class QuotaFacts:
     limit: float
     used: float
+
+
+class ScaleSetApi(Protocol):
+    """A cloud's API for the instances of a scale set (Azure's is in its live module)."""
+
+    def instances(self, vmss_id: str) -> list[dict[str, Any]]: ...
+
+    def redeploy(self, vmss_id: str, instance_ids: Sequence[str]) -> str:
+        """Move the instances to new hosts; the operation's final status."""
+        ...
 
 
 class Probe(Protocol):

@@ -17,16 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends import node_types
-from gpufleet.backends.azure.live import ScaleSetApi
+from gpufleet.backends import node_types, traits_of
 from gpufleet.live.drift import changes_from_events
-from gpufleet.live.preflight import ProbeError
+from gpufleet.live.preflight import ProbeError, ScaleSetApi
 from gpufleet.live.runner import DeployRunner, LiveError
 from gpufleet.live.stack import StackFilesError, compile_stack
 from gpufleet.live.up import stack_files
 from gpufleet.review import Change, StateError, owner_map, parse_export
-
-SCALE_SET_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 
 
 class ReplaceError(LiveError):
@@ -75,7 +72,7 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
         raise ReplaceError(f"the stack's files have no fleet '{fleet}'; its fleets: "
                            f"{', '.join(p.name for p in compiled.plans) or 'none'}")
     if plan.placement is not None and plan.placement.kind == "scale-set":
-        raise _ScaleSet(plan.placement.name)
+        raise _ScaleSet(plan.placement.name, plan.backend)
     nodes = node_names(requested, fleet, plan.node_names)
     state, owners = _state(runner)
     found = {r.name: r.urn for r in state.resources
@@ -102,7 +99,11 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
 
 
 class _ScaleSet(Exception):  # a signal inside this module, never shown
-    """The fleet is an Azure scale set (its placement's name)."""
+    """The fleet is a scale set (its placement's name), on ``backend``."""
+
+    def __init__(self, name: str, backend: str) -> None:
+        super().__init__(name)
+        self.backend = backend
 
 
 def _state(runner: DeployRunner) -> tuple[Any, dict[str, str]]:
@@ -130,11 +131,12 @@ class ScaleSetPlan:
 
 
 def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
-                   api: ScaleSetApi) -> ScaleSetPlan:
+                   api: ScaleSetApi, backend: str) -> ScaleSetPlan:
     """The scale set (from the stack's state) and the instances NODE... name: an instance id,
     the instance's name (`VMSS_3`) or its computer name (as `hostname` shows)."""
     state, owners = _state(runner)
-    vmss = next((r for r in state.resources if r.type == SCALE_SET_TYPE
+    kind = traits_of(backend).scale_set_type
+    vmss = next((r for r in state.resources if r.type == kind
                  and owners.get(r.urn) == fleet), None)
     if vmss is None or not (vmss.id or vmss.outputs.get("id")):
         raise ReplaceError(f"not deployed: fleet {fleet}'s scale set is not in the stack's "
@@ -167,18 +169,19 @@ def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
 def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequence[str],
                   echo: Callable[[str], None], confirm: Callable[[Any], bool],
                   dry_run: bool = False,
-                  scale_sets: Callable[[], ScaleSetApi] | None = None
+                  scale_sets: Callable[[str], ScaleSetApi] | None = None
                   ) -> ReplacePlan | ScaleSetPlan:
-    """``scale_sets`` opens the Azure API for a scale-set fleet (credentials are read only
-    then)."""
+    """``scale_sets`` opens the scale-set API of a backend for a scale-set fleet (credentials
+    are read only then)."""
     try:
         shown: ReplacePlan | ScaleSetPlan = plan_replacement(runner, cwd, fleet, requested)
     except _ScaleSet as vmss:
         if scale_sets is None:
-            raise ReplaceError(f"fleet {fleet} is an Azure scale set ({vmss}): its instances "
-                               "are redeployed through Azure, which needs its API") from None
-        api = scale_sets()
-        shown = scale_set_plan(runner, fleet, requested, api)
+            raise ReplaceError(f"fleet {fleet} is a scale set on {vmss.backend} ({vmss}): its "
+                               "instances are redeployed through the cloud's API, which "
+                               "this call was not given") from None
+        api = scale_sets(vmss.backend)
+        shown = scale_set_plan(runner, fleet, requested, api, vmss.backend)
         for line in shown.lines():
             echo(line)
         if dry_run:

@@ -113,6 +113,7 @@ TRAITS = BackendTraits(
     zone_at_deploy="chosen at `pulumi up`: the first Availability Zone of {region} (by name) "
                    "that offers {instance_type}; Local and Wavelength zones are skipped",
     address_kinds=MappingProxyType({True: "Elastic IP", False: "fixed private ENI"}),
+    pulumi_package="aws",
     reservation_kinds=("capacity-reservation", "capacity-block"),
     capacity_errors=(
         CapacityCode("aws", "InsufficientInstanceCapacity", _EC2_ERRORS),

@@ -112,6 +112,8 @@ TRAITS = BackendTraits(
         None: "the capacity reservation group the VMs or scale set join"}),
     export_requires=("tenant_id", "subscription_id"),
     address_kinds=MappingProxyType({True: "Standard static public IP"}),
+    pulumi_package="azure-native",
+    scale_set_type="azure-native:compute:VirtualMachineScaleSet",
     reservation_kinds=("capacity-reservation-group",),
     capacity_errors=(
         CapacityCode("azure", "SkuNotAvailable",

@@ -241,3 +241,14 @@ def probe() -> Probe:
     """The probe over Azure's default credentials; raises MissingAccess naming what is
     missing."""
     return AzureProbe(azure_get())
+
+
+def scale_set_api() -> ScaleSetApi:
+    """The scale-set API (instances, redeploy) over Azure's default credentials."""
+    return ScaleSetApi(azure_session())
+
+
+def scale_sets_nics(vmss_ids: Sequence[str]) -> dict[str, Any]:
+    """Each scale set's instance NICs, read with Azure's default credentials."""
+    get = azure_get()
+    return {vmss_id: scale_set_nics(get, vmss_id) for vmss_id in vmss_ids}

@@ -123,6 +123,7 @@ TRAITS = BackendTraits(
     nat_priced_per_vm=True, spot_addresses_priced=True,
     address_kinds=MappingProxyType({True: "static external address",
                                    False: "static internal address"}),
+    pulumi_package="gcp",
     reservation_kinds=("specific", "calendar"),
     capacity_errors=(
         CapacityCode("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED", _POOL_DOCS),

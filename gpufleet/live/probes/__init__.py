@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpufleet.backends import TRAITS_BY_NAME, role_module
-from gpufleet.live.preflight import MissingAccess, Probe
+from gpufleet.live.preflight import MissingAccess, Probe, ScaleSetApi
 
 
 def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
@@ -30,16 +30,14 @@ def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
     return probes
 
 
-def azure_scale_set_nics(vmss_ids: Sequence[str]) -> dict[str, Any]:
-    """Each scale set's instance NICs, read with the default Azure credentials."""
-    from gpufleet.backends.azure.live import azure_get, scale_set_nics
+def scale_set_nics(backend: str, vmss_ids: Sequence[str]) -> dict[str, Any]:
+    """Each scale set's instance NICs, read with the backend's default credentials."""
+    nics: dict[str, Any] = importlib.import_module(
+        role_module(backend, "live")).scale_sets_nics(vmss_ids)
+    return nics
 
-    get = azure_get()
-    return {vmss_id: scale_set_nics(get, vmss_id) for vmss_id in vmss_ids}
 
-
-def azure_scale_sets() -> Any:
-    """The scale-set API (instances, redeploy) over the default Azure credentials."""
-    from gpufleet.backends.azure.live import ScaleSetApi, azure_session
-
-    return ScaleSetApi(azure_session())
+def scale_set_api(backend: str) -> ScaleSetApi:
+    """The backend's scale-set API (instances, redeploy) over its default credentials."""
+    api: ScaleSetApi = importlib.import_module(role_module(backend, "live")).scale_set_api()
+    return api
