@@ -40,9 +40,10 @@ def fleet_yaml(i: int, nodes: int, backend: str) -> str:
 def child(folder: str, export_file: str, full: bool) -> None:
     import gpufleet.components.aws
     import gpufleet.components.gcp  # noqa: F401
+    from gpufleet.components.run.diff import offline_diff
     from gpufleet.input import load_lock, validate_paths
     from gpufleet.offers import load_catalog
-    from gpufleet.review import GuardOptions, offline_diff, parse_export
+    from gpufleet.review import GuardOptions, parse_export
 
     start = time.perf_counter()
     state = parse_export(Path(export_file).read_text())
@@ -61,8 +62,9 @@ def child(folder: str, export_file: str, full: bool) -> None:
 
 def measure(folder: Path, export_file: Path, full: bool = False) -> dict[str, object]:
     args = [sys.executable, __file__, "--child", str(folder), str(export_file)]
-    out = subprocess.run(args + (["--full"] if full else []), capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(args + (["--full"] if full else []), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the measured run failed:\n{out.stderr}")
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
