@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine; each creates .venv on first use.
-#   make plan   - the main job on the bundled examples
-#   make test   - lint, type-check and the test suite (what CI runs)
+#   make plan   - the main job on the bundled examples (installs the runtime only)
+#   make test   - lint, type-check and the test suite (what CI runs; adds the test tools and
+#                 the dstack oracle)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,8 +9,9 @@ BIN := $(VENV)/bin
 # its own (its gpuhunt and protobuf pins clash with gpufleet's).
 ORACLE := .venv-dstack
 
-.PHONY: plan test venv oracle
-venv: $(VENV)/.installed
+.PHONY: plan test venv test-venv oracle
+venv: $(VENV)/.runtime
+test-venv: $(VENV)/.test
 oracle: $(ORACLE)/.installed
 
 $(ORACLE)/.installed: tests/oracle-requirements.txt tests/oracle-constraints.txt
@@ -18,16 +20,22 @@ $(ORACLE)/.installed: tests/oracle-requirements.txt tests/oracle-constraints.txt
 	$(ORACLE)/bin/pip install -q -r tests/oracle-requirements.txt -c tests/oracle-constraints.txt
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
+# gpufleet and what it runs on (the Pulumi SDKs included): what `make plan` needs
+$(VENV)/.runtime: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# the test extra on top: pytest, hypothesis, ruff, mypy, moto, the live SDKs, matplotlib
+$(VENV)/.test: $(VENV)/.runtime
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 plan: venv
 	$(BIN)/gpufleet plan examples/
 
-test: venv oracle
+test: test-venv oracle
 	$(BIN)/ruff check gpufleet components policy tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

@@ -254,6 +254,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "list the ranges your team connects from in `allow`"),
     "B018": Code("a declared reservation name used twice (was B012)",
                  "give each reservation its own name"),
+    "B019": Code("a backend entry without a key dstack's backend for it requires (azure: "
+                 "`tenant_id` and `subscription_id`; gcp: `project_id`): `export dstack` needs it",
+                 "add the key to the backend entry"),
 })
 
 
@@ -386,3 +389,4 @@ B015: Final = "B015"
 B016: Final = "B016"
 B017: Final = "B017"
 B018: Final = "B018"
+B019: Final = "B019"

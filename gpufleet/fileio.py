@@ -116,15 +116,26 @@ def write_text(path: str, text: str, marker: str | None = None, force: bool = Fa
     write_atomically(path, text)
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename.
-    An existing file keeps its permission bits. Callers check the target first."""
+def write_bytes(path: str, data: bytes, marker: str, force: bool = False) -> None:
+    """Write a binary file (a PNG or SVG plot) whose first bytes carry ``marker`` (a PNG text
+    chunk, SVG metadata), checked and replaced like the text files: a file gpufleet wrote is
+    replaced, another needs ``force``."""
+    if marker.encode("utf-8") not in data[:MARKER_BYTES]:
+        raise ValueError(f"{path}: the data does not carry its marker near its top")
+    check_file(path, marker, force)
+    write_atomically(path, data)
+
+
+def write_atomically(path: str, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, then
+    rename. An existing file keeps its permission bits. Callers check the target first."""
     folder = os.path.dirname(os.path.abspath(path))
     mode = stat.S_IMODE(os.lstat(path).st_mode) if os.path.isfile(path) else None
     fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text if isinstance(text, bytes) else
+                     (text if text.endswith("\n") else text + "\n").encode("utf-8"))
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:

@@ -164,6 +164,8 @@ class BackendTraits:
     region_example: str
     default_user: str
     zones: ZoneModel = ZoneModel.PER_REGION
+    # a zone's name, its region as group 1 (us-west2-c, us-east-1a); None: no zone names
+    zone_pattern: re.Pattern[str] | None = None
     # the Pulumi package of its resources and invokes (the prefix of their type tokens)
     pulumi_package: str = ""
     # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
@@ -213,6 +215,11 @@ class BackendTraits:
     capacity_errors: tuple[CapacityCode, ...] = ()
     # instance-type prefixes that take no cluster placement
     no_cluster_families: tuple[str, ...] = ()
+    # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs
+    unbuildable_cluster_fabrics: Mapping[str, str] = field(default_factory=dict)
+    # what such a cluster loses without it, per instance type; and what to pick instead
+    cluster_fabric_loss: Mapping[str, str] = field(default_factory=dict)
+    cluster_fabric_alternative: str = ""
     # the instance family as the cloud names it (m7i, e2-standard, Dsv5)
     family: Callable[[str], str] = _whole_name
     # tags as the cloud accepts them as labels

@@ -28,7 +28,8 @@ FLEETS = {
 
 
 def backends(cloud: str, extra: str = "", access: str = "") -> str:
-    entry = {"gcp": "    project_id: p1\n", "aws": "", "azure": ""}[cloud]
+    entry = {"gcp": "    project_id: p1\n", "aws": "",
+             "azure": "    subscription_id: s1\n    tenant_id: t1\n"}[cloud]
     return (f"access:\n  ssh_public_key: {TEST_KEY}\n{access}backends:\n  - type: {cloud}\n"
             f"{entry}    ssh_cidrs: [{CIDR}]\n{extra}")
 

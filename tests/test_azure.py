@@ -19,7 +19,8 @@ VMSS = "azure-native:compute:VirtualMachineScaleSet"
 VM = "azure-native:compute:VirtualMachine"
 NSG = "azure-native:network:NetworkSecurityGroup"
 KEY = TEST_KEY
-BACKENDS = f"backends:\n  - type: azure\n    ssh_public_key: {KEY}\n"
+BACKENDS = (f"backends:\n  - type: azure\n    ssh_public_key: {KEY}\n"
+            "    subscription_id: s1\n    tenant_id: t1\n")
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,8 @@ def test_rdma_range_is_an_error_and_a_missing_key_is_not(tmp_path: Path) -> None
 
 def test_existing_networks_are_used(tmp_path: Path) -> None:
     report = _plan(tmp_path, "nodes: 1\nresources:\n  gpu: T4\n",
-                   BACKENDS + "    subscription_id: sub-1\n"
-                   "    subnet_ids: {eastus: netrg/corp/gpu}\n    vpc_ids: {westus: netrg/w}\n")
+                   BACKENDS.replace("subscription_id: s1", "subscription_id: sub-1")
+                   + "    subnet_ids: {eastus: netrg/corp/gpu}\n    vpc_ids: {westus: netrg/w}\n")
     assert not by_type(report, "azure-native:network:VirtualNetwork")
     nic = named(report, "az1-node-0-nic", "azure-native:network:NetworkInterface")["inputs"]
     region = named(report, "az1-node-0", VM)["inputs"]["location"]

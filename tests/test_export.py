@@ -155,6 +155,20 @@ def test_malformed_outputs_are_refused_and_nothing_is_written(
     run()
 
 
+@pytest.mark.parametrize(("output", "key"), [("tenant_id", "tenant_id"),
+                                              ("scope", "subscription_id")])
+def test_an_azure_key_missing_from_the_outputs_names_the_fleet_and_the_key(
+        stack: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        output: str, key: str) -> None:
+    """Outputs of a stack deployed before `validate` required the key (B019)."""
+    outputs = {**stack["outputs"], "nc": {**stack["outputs"]["nc"], output: None}}
+    path = write(tmp_path, "outputs.json", json.dumps(outputs))
+    code, _, texts = run_export(tmp_path, "--outputs", path)
+    err = capsys.readouterr().err
+    assert code == 1 and texts == {}
+    assert f"fleet 'nc': its azure backends entry set no `{key}` when it was deployed" in err
+
+
 def test_a_shared_vpc_fleet_hands_dstack_its_host_project(tmp_path: Path) -> None:
     backends = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n"
                 "    project_id: svc\n    vpc_project_id: host\n    vpc_name: shared\n")

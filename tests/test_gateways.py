@@ -204,7 +204,8 @@ def test_a_gateway_with_any_domain_plans(tmp_path: Path, backend: str, region: s
                                          domain: str) -> None:
     """Offline answers derive from the input, never from the examples' domains."""
     extra = {"gcp": "    project_id: p1\n", "aws": "",
-             "azure": f"    ssh_public_key: {TEST_KEY}\n    dns_resource_group: dns\n"}
+             "azure": f"    ssh_public_key: {TEST_KEY}\n    dns_resource_group: dns\n"
+                      "    subscription_id: s1\n    tenant_id: t1\n"}
     report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\ndomain: {domain}\n",
                  f"backends:\n  - type: {backend}\n" + extra[backend])
     records = [r for r in report.resources

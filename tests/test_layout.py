@@ -346,7 +346,7 @@ def test_every_package_is_in_the_wheel() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
                  ["packages"])
     found = {module_of(p) for p in sources() if p.name == "__init__.py"}
-    found |= {"gpufleet.schemas", "gpufleet.data.catalog"}
+    found |= {"gpufleet.schemas", "gpufleet.data", "gpufleet.data.catalog"}
     assert found == listed
 
 

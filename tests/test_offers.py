@@ -203,7 +203,7 @@ def _error(catalog: Catalog, body: str) -> tuple[str, str | None, int]:
      "no offer for fleet 'fl': 2 offer(s) match B200:8 but none is in availability_zones "
      "us-east1-b (cheapest: gcp us-central1-b a4-highgpu-8g spot $32.61)", 6),
     ("resources: {gpu: H100:8}\nreservation: r1\n---\nbackends:\n  - type: azure\n"
-     "    subscription_id: s",
+     "    subscription_id: s\n    tenant_id: t",
      "no offer for fleet 'fl': 1 offer(s) match H100:8 but none is on a backend with "
      "reservations (aws, gcp, or one declared in the backends file) (cheapest: azure eastus "
      "Standard_ND96isr_H100_v5 on-demand $98.32)", 5),

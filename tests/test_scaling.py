@@ -58,12 +58,30 @@ def test_eight_nodes_far_below_two_fail_with_the_table_and_a_png(
     assert out.rstrip().endswith("FAIL")
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    # the same logs draw the same bytes; an existing plot is not replaced without --force
+    # the same logs draw the same bytes; run again, the command replaces its own plot
     assert main(["acceptance", "report", *paths, "--fleet", "a4", *A4, "--plot",
-                 str(png)]) == 2
+                 str(png)]) == 1
+    assert png.read_bytes() == data
     again = tmp_path / "again.png"
     main(["acceptance", "report", *paths, "--fleet", "a4", *A4, "--plot", str(again)])
     assert again.read_bytes() == data
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_a_plot_it_wrote_is_replaced_and_a_foreign_file_is_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str) -> None:
+    paths = logs(tmp_path, {2: 675.0, 4: 640.0})
+    plot = tmp_path / f"scaling{suffix}"
+    args = ["acceptance", "report", *paths, "--fleet", "a4", *A4, "--plot", str(plot)]
+    assert main(args) == 0 and main(args) == 0, capsys.readouterr().err
+    assert b"written by `gpufleet acceptance report`" in plot.read_bytes()[:4096]
+    foreign = tmp_path / f"mine{suffix}"
+    foreign.write_bytes(b"my own picture")
+    assert main([*args[:-1], str(foreign)]) == 2
+    assert "was not written by gpufleet" in capsys.readouterr().err
+    assert foreign.read_bytes() == b"my own picture"
+    assert main([*args[:-1], str(foreign), "--force"]) == 0
+    assert foreign.read_bytes() != b"my own picture"
 
 
 def test_json_and_markdown_keep_the_figures_and_the_verdict(

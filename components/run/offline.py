@@ -13,18 +13,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from gpufleet.backends import BACKENDS
+from gpufleet.backends import BACKENDS, backend_of_type
 
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def _cloud(token: str) -> ModuleType | None:
     """The offline module of the backend whose Pulumi package prefixes ``token``."""
-    package = token.split(":", 1)[0]
-    for t in BACKENDS:
-        if t.pulumi_package == package:
-            return importlib.import_module(f"gpufleet.components.{t.name}.offline")
-    return None
+    backend = backend_of_type(token)
+    if backend is None:
+        return None
+    return importlib.import_module(f"gpufleet.components.{backend}.offline")
 
 
 class Invokes(Mapping[str, Invoke]):

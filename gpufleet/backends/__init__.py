@@ -33,6 +33,12 @@ def role_module(backend: str, stage: str) -> str:
     return f"{__name__}.{traits_of(backend).name}.{stage}"
 
 
+def backend_of_type(token: str) -> str | None:
+    """The backend whose Pulumi package prefixes a resource type or invoke token."""
+    package = token.split(":", 1)[0]
+    return next((t.name for t in BACKENDS if t.pulumi_package == package), None)
+
+
 def supports(backend: str, feature: Feature) -> bool:
     """Whether gpufleet can build ``feature`` on ``backend`` (False for unknown backends)."""
     found = TRAITS_BY_NAME.get(backend)

@@ -21,7 +21,7 @@ from gpufleet.cli.common import (
     profile_option,
     validated_or_exit,
 )
-from gpufleet.fileio import check_file_in, check_folder, write_many
+from gpufleet.fileio import check_file, check_file_in, check_folder, write_bytes, write_many
 
 
 class _TaskByDefault(click.Group):
@@ -327,6 +327,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
 
     from gpufleet.handoff import (
         DEFAULT_FRACTION,
+        PLOT_MARKER,
         plot,
         report_json,
         report_lines,
@@ -339,12 +340,9 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
                             fraction if fraction is not None else DEFAULT_FRACTION, marks,
                             [p for p, _, big in read if big])
     if plot_file is not None and report.points:
-        if os.path.exists(plot_file) and not force:
-            click.echo(f"gpufleet acceptance report: {plot_file} exists; nothing was written "
-                       "(--force replaces it)", err=True)
-            sys.exit(EXIT_USAGE)
+        check_file(plot_file, PLOT_MARKER, force)  # before drawing: a foreign file stays
         try:
-            plot(report, plot_file)
+            write_bytes(plot_file, plot(report, plot_file), PLOT_MARKER, force)
         except ImportError:
             click.echo("gpufleet acceptance report: --plot needs matplotlib: "
                        "pip install 'gpufleet[report]'", err=True)

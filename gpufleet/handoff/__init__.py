@@ -21,6 +21,7 @@ from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, out
 from gpufleet.handoff.pairs import is_pairs_log, judge_pairs, pairs_task
 from gpufleet.handoff.scaling import (
     DEFAULT_FRACTION,
+    PLOT_MARKER,
     Marks,
     ScalingReport,
     nodes_in,
@@ -34,6 +35,7 @@ from gpufleet.handoff.scaling import (
 __all__ = [
     "DEFAULT_FRACTION",
     "MAX_LOG_BYTES",
+    "PLOT_MARKER",
     "TASK_MARKER",
     "Expectation",
     "ExportError",

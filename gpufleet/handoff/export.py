@@ -222,8 +222,8 @@ def gateway_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
 
 
-def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
-    """dstack's backend config for the networks of one fleet."""
+def backend_entry(name: str, out: Mapping[str, Any]) -> dict[str, Any]:
+    """dstack's backend config for the networks of fleet ``name``."""
     backend = out["backend"]
     region = out["region"]
     nets = out.get("networks") or {}
@@ -233,7 +233,7 @@ def backend_entry(out: Mapping[str, Any]) -> dict[str, Any]:
         entry |= importlib.import_module(role_module(backend, "handoff")).backend_entry(
             out, main, _secret)
     except ValueError as e:
-        raise ExportError(str(e)) from None
+        raise ExportError(f"fleet '{name}': {e}") from None
     entry["public_ips"] = bool(out.get("public_ips"))
     entry["creds"] = {"type": "default"}
     return entry
@@ -255,7 +255,7 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
     for name, out in fleets.items():
         try:
             text, note = ssh_fleet(name, out, identity_file, (scale_sets or {}).get(name))
-            entry = backend_entry(out)
+            entry = backend_entry(name, out)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
                               f"output ({type(e).__name__}: {e}); was the stack deployed by "

@@ -12,7 +12,7 @@ A log that cannot be read strictly, or two logs of one node count, make no verdi
 
 from __future__ import annotations
 
-import os
+import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,9 +206,13 @@ def report_markdown(r: ScalingReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(r: ScalingReport, path: str) -> None:
+PLOT_MARKER = "written by `gpufleet acceptance report`"  # in the plot's metadata
+
+
+def plot(r: ScalingReport, path: str) -> bytes:
     """Bus bandwidth vs message size, one line per node count, the pass marks dashed; PNG or
-    SVG by the file's suffix."""
+    SVG by the file's suffix, with PLOT_MARKER in its metadata (the one writer knows its own
+    plots by it). The bytes: the caller writes them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,19 +235,17 @@ def plot(r: ScalingReport, path: str) -> None:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    partial = f"{path}.partial"  # written whole, then moved into place
+    out = io.BytesIO()
     try:
-        fig.savefig(partial, format=path.rsplit(".", 1)[-1].lower(),
-                    metadata=_reproducible(path))
-        os.replace(partial, path)
+        fig.savefig(out, format=path.rsplit(".", 1)[-1].lower(), metadata=_metadata(path))
     finally:
         plt.close(fig)
-        if os.path.exists(partial):
-            os.remove(partial)
+    return out.getvalue()
 
 
-def _reproducible(path: str) -> dict[str, Any]:
-    """No creation date or software version in the file: the same logs, the same bytes."""
+def _metadata(path: str) -> dict[str, Any]:
+    """The marker, and no creation date or software version: the same logs, the same
+    bytes."""
     if path.lower().endswith(".svg"):
-        return {"Date": None, "Creator": None}
-    return {"Software": None}
+        return {"Date": None, "Creator": None, "Description": PLOT_MARKER}
+    return {"Software": None, "Comment": PLOT_MARKER}

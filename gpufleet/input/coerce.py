@@ -37,8 +37,9 @@ def _convert(value: Any, types: Iterable[str]) -> Any:
     """``value`` as pydantic's lax mode (which dstack's models use) reads it for a field of
     one of ``types``, else _UNSET."""
     wanted = list(types)
-    if isinstance(value, bool):
-        return _UNSET
+    if isinstance(value, bool):  # lax mode reads true as 1 where a number is wanted
+        return int(value) if "integer" in wanted else float(value) if "number" in wanted \
+            else _UNSET
     if isinstance(value, str):
         text = value.strip()
         if "integer" in wanted and _INT_TEXT.fullmatch(text):
@@ -95,7 +96,9 @@ def coerce(doc: Document, kind: str) -> list[Diagnostic]:
                 continue
             changed = True
             done.add(path)
-            out.append(doc.at_value(path, L013, f"{_where(path, kind)}: {err.instance!r} is "
+            was = json.dumps(err.instance) if isinstance(err.instance, bool) \
+                else repr(err.instance)  # `true` as the YAML says it
+            out.append(doc.at_value(path, L013, f"{_where(path, kind)}: {was} is "
                                     f"read as {json.dumps(new)}, as dstack's models convert it",
                                     severity=Severity.WARNING,
                                     hint=f"write {json.dumps(new)} to say so"))

@@ -1,6 +1,12 @@
 """Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order."""
 
-from gpufleet.offers.catalog import Catalog, CatalogError, load_bundled, load_catalog
+from gpufleet.offers.catalog import (
+    Catalog,
+    CatalogError,
+    load_bundled,
+    load_catalog,
+    on_demand_price,
+)
 from gpufleet.offers.explain import describe_resources
 from gpufleet.offers.lock import (
     CHANGED,
@@ -18,12 +24,10 @@ from gpufleet.offers.lock import (
     stale_diagnostic,
     write_lock,
 )
+from gpufleet.offers.offer import HOURS_PER_MONTH, Offer, Selection
 from gpufleet.offers.prices import Price, PriceTable, load_prices
 from gpufleet.offers.reserved import HORIZON, check_reserved
 from gpufleet.offers.select import (
-    HOURS_PER_MONTH,
-    Offer,
-    Selection,
     UnknownProfile,
     pick_profile,
     select,
@@ -57,6 +61,7 @@ __all__ = [
     "load_bundled",
     "load_catalog",
     "load_prices",
+    "on_demand_price",
     "pick_profile",
     "render_lock",
     "select",

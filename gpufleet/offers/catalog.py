@@ -62,6 +62,17 @@ class Row:
         return instance_family(self.backend, self.instance_type)
 
 
+def on_demand_price(cat: Catalog | None, backend: str, region: str, itype: str
+                    ) -> float | None:
+    """The lowest on-demand price of a type in a region (or any of its zones)."""
+    if cat is None:
+        return None
+    prices = [r.price for r in cat.rows
+              if r.backend == backend and r.instance_type == itype and not r.spot
+              and (r.location == region or r.location.startswith(region + "-"))]
+    return min(prices) if prices else None
+
+
 def instance_family(backend: str, instance_type: str) -> str:
     return traits_of(backend).family(instance_type) if backend in TRAITS_BY_NAME \
         else instance_type

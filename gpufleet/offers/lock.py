@@ -34,8 +34,9 @@ from gpufleet.input import (
     ProfileSpec,
     offer_place,
 )
-from gpufleet.offers.catalog import Catalog
-from gpufleet.offers.select import Offer, Selection, apply_profile, effective_backends, select
+from gpufleet.offers.catalog import Catalog, on_demand_price
+from gpufleet.offers.offer import Offer, Selection
+from gpufleet.offers.select import apply_profile, effective_backends, select
 
 # Statuses of a fleet's or gateway's offer against the lock.
 LOCKED = "locked"  # the lock entry is used (requirements unchanged)
@@ -209,11 +210,15 @@ def entry_from_offer(name: str, want: str, offer: Offer, catalog: Catalog,
 
 def gateway_entry(name: str, want: str, backend: str, region: str, zone: str | None,
                   instance_type: str, catalog: Catalog, cidr: str | None = None) -> LockEntry:
+    """A gateway's entry, priced as the plan's bill prices it (the lowest on-demand price of
+    its type in the region or any of its zones)."""
     rows = [r for r in catalog.rows if (r.backend, r.instance_type, r.spot) ==
-            (backend, instance_type, False) and r.location in (region, zone)]
-    r = rows[0] if rows else None
+            (backend, instance_type, False)
+            and (r.location == region or r.location.startswith(region + "-"))]
+    r = min(rows, key=lambda row: row.price) if rows else None
+    price = on_demand_price(catalog, backend, region, instance_type)
     return LockEntry(name, want, backend, region, zone, instance_type, False,
-                     round(r.price, 6) if r else None, catalog_label(catalog),
+                     round(price, 6) if price is not None else None, catalog_label(catalog),
                      r.vcpus if r else 0, r.memory_gib if r else 0.0, cidr=cidr)
 
 

@@ -9,9 +9,7 @@ recorded so that an empty result names the filter that removed the last candidat
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -23,92 +21,26 @@ from gpufleet.backends import (
     supports,
     traits_of,
 )
-from gpufleet.codes import O001
-from gpufleet.diagnostics import Diagnostic, did_you_mean
+from gpufleet.codes import C015, O001
+from gpufleet.diagnostics import did_you_mean
 from gpufleet.input import (
     FleetSpec,
     Inputs,
     ProfileSpec,
-    ReservationSpec,
     ResourcesSpec,
     region_of_zone,
 )
 from gpufleet.offers.catalog import Catalog, Row
 from gpufleet.offers.explain import _hint, _lower, _no_match, describe_resources
+from gpufleet.offers.offer import Offer, Selection
+from gpufleet.offers.reserved import in_reservation, reserved_offers
 from gpufleet.traits import Feature, ZoneModel
 
-HOURS_PER_MONTH = 730
 # Families that cannot join a cluster placement: AWS burstable types (dstackai/dstack#2872);
 # GCP E2, which compact placement policies do not support (they take C2, C2D, C3, C3D, H3,
 # N2, N2D and the accelerator series; GKE's compact-placement page lists the same).
 # instance-type prefixes that take no cluster placement, on every backend
 NO_CLUSTER_FAMILIES = tuple(p for t in BACKENDS for p in t.no_cluster_families)
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    backend: str
-    region: str
-    zone: str | None
-    instance_type: str
-    gpu_name: str | None
-    gpu_count: int
-    gpu_memory_gib: float | None
-    vcpus: int
-    memory_gib: float
-    spot: bool
-    price: float
-    rdma: str = "none"
-    rdma_interfaces: int = 0
-    nics: int = 1
-    # Offered through the fleet's reservation only: the catalog sells this type here as spot
-    # alone (A4, A3 Ultra), so the price is the reservation's (NaN: not declared).
-    reserved: bool = False
-
-    @property
-    def location(self) -> str:
-        return self.zone or self.region
-
-    @property
-    def price_known(self) -> bool:
-        return not math.isnan(self.price)
-
-    def price_text(self) -> str:
-        return f"${self.price:.2f}" if self.price_known else "reserved, price not declared"
-
-    def sort_key(self) -> tuple[Any, ...]:
-        return (self.price if self.price_known else math.inf, self.backend, self.region,
-                self.zone or "", self.instance_type, self.spot)
-
-    def resources_text(self) -> str:
-        text = f"{self.vcpus}xCPU, {self.memory_gib:g}GB"
-        if self.gpu_count:
-            mem = f" ({self.gpu_memory_gib:g}GB)" if self.gpu_memory_gib else ""
-            text += f", {self.gpu_count}x{self.gpu_name}{mem}"
-        return text
-
-    def short(self) -> str:
-        return (f"{self.backend} {self.location} {self.instance_type} "
-                f"{'spot' if self.spot else 'on-demand'} {self.price_text()}")
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        if math.isnan(self.price):
-            data["price"] = None  # a size with no known price
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    fleet: FleetSpec
-    offers: tuple[Offer, ...]
-    error: Diagnostic | None = None
-    profile: str | None = None
-    unpriced: tuple[Offer, ...] = ()
-
-    @property
-    def best(self) -> Offer | None:
-        return self.offers[0] if self.offers else None
 
 
 # --- profiles ----------------------------------------------------------------------------
@@ -348,45 +280,37 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
             return Selection(fleet, (), fleet.origin.at(key, O001, msg, hint), pname, extra)
         candidates = survivors
-    return Selection(fleet, tuple(sorted(candidates, key=Offer.sort_key)), None, pname, extra)
+    return buildable(fleet, sorted(candidates, key=Offer.sort_key), pname, extra)
 
 
-def in_reservation(res: ReservationSpec) -> Callable[[list[Offer]], list[Offer]]:
-    """The offers a declared reservation can hold: its backend and type in its zone (AWS rows
-    are per region: the zone is pinned), on-demand, at its declared price when it has one."""
-    def run(offers: list[Offer]) -> list[Offer]:
-        out = []
-        for o in offers:
-            if o.backend != res.backend or o.spot \
-                    or o.instance_type.lower() != res.instance_type.lower():
-                continue
-            if o.zone is not None and o.zone.lower() != res.zone.lower():
-                continue
-            zones = traits_of(o.backend).zones
-            if o.zone is None and zones is ZoneModel.PER_REGION and \
-                    (region_of_zone(res.zone) or "").lower() != o.region.lower():
-                continue
-            if zones is ZoneModel.NONE and o.region.lower() != res.zone.lower():
-                continue  # an Azure capacity reservation group's `zone` is its region
-            price = res.price if res.price is not None else o.price
-            out.append(dataclasses.replace(o, zone=res.zone if zones is not ZoneModel.NONE
-                                           else None, price=price))
-        return out
-    return run
+def cluster_refusal(fleet: FleetSpec, offer: Offer) -> str | None:
+    """What a cluster of ``offer`` would need that gpufleet does not set up, or None."""
+    if not fleet.is_cluster or fleet.nodes.target <= 0 or offer.backend not in TRAITS_BY_NAME:
+        return None
+    return traits_of(offer.backend).unbuildable_cluster_fabrics.get(offer.rdma)
 
 
-def reserved_offers(candidates: Sequence[Offer]) -> list[Offer]:
-    """Under a reservation, the types the catalog sells only as spot in a place (A4, A3
-    Ultra) are offered on-demand through the reservation, at a price the catalog does not
-    know (NaN) - never $0."""
-    on_demand = {(o.backend, o.location, o.instance_type) for o in candidates if not o.spot}
-    out: dict[tuple[str, str, str], Offer] = {}
-    for o in candidates:
-        key = (o.backend, o.location, o.instance_type)
-        if o.spot and key not in on_demand and supports(o.backend, Feature.RESERVATIONS):
-            out.setdefault(key, dataclasses.replace(o, spot=False, price=math.nan,
-                                                    reserved=True))
-    return list(out.values())
+def buildable(fleet: FleetSpec, ranked: list[Offer], pname: str | None,
+              extra: tuple[Offer, ...]) -> Selection:
+    """The offers gpufleet can build as the fleet asks, cheapest first; the others set apart
+    (`offers` lists them with the code), or the refusal when none is left."""
+    refused = tuple(o for o in ranked if cluster_refusal(fleet, o))
+    kept = tuple(o for o in ranked if not cluster_refusal(fleet, o))
+    if not refused:
+        return Selection(fleet, kept, None, pname, extra)
+    if kept:
+        return Selection(fleet, kept, None, pname, extra, refused, C015)
+    first = refused[0]
+    t = traits_of(first.backend)
+    loss = t.cluster_fabric_loss.get(first.instance_type, "far below the GPU NICs' bandwidth")
+    return Selection(fleet, (), fleet.origin.at(
+        "placement", C015, f"{first.instance_type} clusters need {cluster_refusal(fleet, first)}"
+        f", which gpufleet does not set up; without them NCCL falls back to TCP ({loss})",
+        "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
+        f"instances (`gpufleet export dstack`){t.cluster_fabric_alternative}"), pname, extra,
+        refused, C015)
+
+
 
 
 def select_all(inputs: Inputs, catalog: Catalog, profile_name: str | None = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import PLANNERS, FleetPlan, GatewayPlan, VolumePlan
-from gpufleet.offers import Catalog, PriceTable, load_bundled
+from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
 PARTS = ("nodes", "network", "storage")
@@ -77,16 +77,6 @@ class Bill:
         return self.total - self.part("nodes")
 
 
-def _on_demand(cat: Catalog | None, backend: str, region: str, itype: str) -> float | None:
-    """The lowest on-demand price of a type in a region (or any of its zones)."""
-    if cat is None:
-        return None
-    prices = [r.price for r in cat.rows
-              if r.backend == backend and r.instance_type == itype and not r.spot
-              and (r.location == region or r.location.startswith(region + "-"))]
-    return min(prices) if prices else None
-
-
 class _Biller:
     def __init__(self, prices: PriceTable, catalog: Catalog | None) -> None:
         self.prices = prices
@@ -108,10 +98,10 @@ class _Biller:
         # the catalog in use first; the bundled one (read only when needed) has the small
         # types a downloaded catalog may lack
         cat = self.catalog
-        price = _on_demand(cat, backend, region, itype)
+        price = on_demand_price(cat, backend, region, itype)
         if price is None:
             cat = load_bundled()
-            price = _on_demand(cat, backend, region, itype)
+            price = on_demand_price(cat, backend, region, itype)
         source = cat.describe() if price is not None and cat is not None else \
             f"{itype} in {region} is not in the catalog"
         self.add(part, "instance", f"{count} x {itype} ({role}, on-demand)", count, price,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.backends import backend_of_type
 from gpufleet.input import Inputs
 
 POLICY_LEVELS = ("mandatory", "advisory", "disabled")  # per rule, as pulumi-policy has them
@@ -36,8 +37,8 @@ class Violation:
 def policy_config(resource_type: str, owner: str | None, inputs: Inputs) -> dict[str, Any]:
     """The pack config one resource is checked with: `ssh_cidrs`, `public_ips`, whether a
     dedicated service account is set, and the tags its owner must carry."""
-    backend = resource_type.split(":", 1)[0].replace("azure-native", "azure")
-    cfg = inputs.backend(backend)
+    backend = backend_of_type(resource_type)
+    cfg = inputs.backend(backend) if backend is not None else None
     ssh = sorted({c for b in inputs.backends for c in b.ssh_cidrs})
     tags: dict[str, str] = {}
     for spec_tags in [f.tags for f in inputs.fleets if f.name == owner] + \

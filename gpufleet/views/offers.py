@@ -37,6 +37,7 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
         for u in sel.unpriced:
             out.append(f"  also matches, price unknown (not selectable): {u.backend} {u.region} "
                        f"{u.instance_type} {u.resources_text()}")
+        out += _refused_lines(sel)
         if not sel.offers:
             out.append("  no offers (see the error below)")
             continue
@@ -64,6 +65,15 @@ def render_offers_text(selections: Sequence[Selection], catalog: Catalog, limit:
     return "\n".join(out)
 
 
+def _refused_lines(sel: Selection) -> list[str]:
+    """The matching offers `plan` refuses for this fleet, by type, apart from the table."""
+    if not sel.refused:
+        return []
+    types = sorted({o.instance_type for o in sel.refused})
+    return [f"  also matches, refused for this cluster ({sel.refused_code}, {len(sel.refused)} "
+            f"offer(s); `plan` picks none of them): {', '.join(types)}"]
+
+
 def selection_json(sel: Selection, limit: int) -> dict[str, Any]:
     f = sel.fleet
     best = sel.best
@@ -76,6 +86,8 @@ def selection_json(sel: Selection, limit: int) -> dict[str, Any]:
         "offers": [o.to_json() for o in sel.offers[:limit]],
         "offer_count": len(sel.offers),
         "unpriced": [o.to_json() for o in sel.unpriced],
+        "refused": {"code": sel.refused_code, "offers": [o.to_json() for o in sel.refused]}
+        if sel.refused else None,
         "total_per_hour": round(hourly, 4) if known else None,
         "total_per_month": round(hourly * HOURS_PER_MONTH, 2) if known else None,
         "error": to_record(sel.error) if sel.error else None,

@@ -351,7 +351,8 @@ def render_plan_text(report: PlanReport, expand: bool = False) -> str:
                   for t, a, n in _lookups(report)]
     lines += ["", f"total: {len(report.fleets)} fleet(s), {len(report.gateways)} gateway(s), "
               f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month"
-              f" (the nodes {_money(report.nodes_per_hour)}/h)",
+              f" (the fleets' nodes {_money(report.nodes_per_hour)}/h; the bill's nodes "
+              "column adds the gateways' VMs)",
               *bill_lines(report.bills, report.catalog, report.prices)]
     if report.costs is not None:
         lines += report.costs.lines()

@@ -78,7 +78,8 @@ def render_plan_markdown(report: PlanReport, expand: bool = False) -> str:
              *_fleets_markdown(report),
              f"**Total:** {_money(report.per_hour)}/h, "
              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month (every billable resource; "
-             f"the nodes alone {_money(report.nodes_per_hour)}/h)", "",
+             f"the fleets' nodes alone {_money(report.nodes_per_hour)}/h; the bill's nodes "
+             "column adds the gateways' VMs)", "",
              *bill_markdown(report.bills, report.catalog, report.prices),
              *_gateways_markdown(report),
              "### Topology", "", *mermaid(report.fleets), "",

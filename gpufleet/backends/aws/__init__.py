@@ -39,6 +39,7 @@ TRAITS = BackendTraits(
                                                    "gcp backend only"}),
     re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
     zones=ZoneModel.PER_REGION,
+    zone_pattern=re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$"),
     node_types=("aws:ec2/instance:Instance",),
     resources=MappingProxyType({
         "aws:ec2/vpc:Vpc": ResourceKind(frozenset({"cidrBlock"}), "network"),

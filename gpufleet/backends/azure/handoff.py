@@ -15,9 +15,9 @@ def backend_entry(out: Mapping[str, Any], main: Mapping[str, Any],
     for key, value in (("tenant_id", out.get("tenant_id")),
                        ("subscription_id", out.get("scope"))):
         if not value:
-            raise ValueError(f"an Azure fleet's backends entry sets no `{key}`, which "
-                             "dstack's azure backend requires: set it in the backends "
-                             "file and re-run `pulumi up`")
+            raise ValueError(f"its azure backends entry set no `{key}` when it was "
+                             "deployed, and dstack's azure backend requires it: set it in "
+                             "the backends file and re-run `pulumi up`")
         entry[key] = value
     rg = plain(out.get("resource_group"))
     subnet_ids = out.get("subnets") or {}

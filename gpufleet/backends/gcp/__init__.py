@@ -65,6 +65,7 @@ TRAITS = BackendTraits(
         Feature.KEY_PAIRS: "key pairs are an EC2 resource",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
     re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zones=ZoneModel.PER_ZONE,
+    zone_pattern=re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$"),
     node_types=("gcp:compute/instance:Instance",),
     resources=MappingProxyType({
         "gcp:compute/network:Network": ResourceKind(
@@ -138,5 +139,18 @@ TRAITS = BackendTraits(
     # shared-core E2 takes no compact placement policy (cloud.google.com/compute/docs/
     # instances/use-compact-placement-policies#restrictions)
     no_cluster_families=("e2-",),
+    # GPUDirect-TCPX(O) (cloud-recipes.md 2.3-2.4): A3 High/Edge and A3 Mega clusters
+    unbuildable_cluster_fabrics=MappingProxyType({
+        "gpudirect-tcpx": "GPUDirect-TCPX: the Container-Optimized OS image, the "
+                          "receive-data-path daemon and the TCPX NCCL plugin",
+        "gpudirect-tcpxo": "GPUDirect-TCPXO: the Container-Optimized OS image, the "
+                           "receive-data-path daemon and the TCPXO NCCL plugin"}),
+    # the GPU network bandwidth of each type (cloud-recipes.md 2.2-2.4); the A3 Mega NCCL
+    # figures are NVIDIA AICR's "GKE TCPXO networking"; none is published for A3 High or Edge
+    cluster_fabric_loss=MappingProxyType({
+        "a3-megagpu-8g": "about 4 GB/s instead of about 340 GB/s bus bandwidth",
+        "a3-highgpu-8g": "a fraction of the 1 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
+        "a3-edgegpu-8g": "a fraction of the 0.8 Tbps its 4 GPU NICs carry with GPUDirect-TCPX"}),
+    cluster_fabric_alternative=", or pick A3 Ultra / A4 (RoCE)",
     family=_family, labels=labels,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet.backends.gcp import TRAITS, labels
-from gpufleet.codes import C001, C002, C003, C015, C017
+from gpufleet.codes import C001, C002, C003, C017
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.hostsetup import host_setup_plan
@@ -56,16 +56,6 @@ PROXY_PURPOSE = "REGIONAL_MANAGED_PROXY"
 # Where Google's load balancer health checks come from (cloud.google.com/load-balancing/docs/
 # health-check-concepts, "Probe IP ranges and firewall rules").
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
-# Fabrics whose instances need software gpufleet does not install (cloud-recipes.md 2.3-2.4).
-GPUDIRECT = {"gpudirect-tcpx": "TCPX", "gpudirect-tcpxo": "TCPXO"}
-# What a cluster loses without the GPUDirect software, per machine type (cloud-recipes.md
-# 2.2-2.4: the GPU network bandwidth of each type; the A3 Mega NCCL figures are NVIDIA
-# AICR's "GKE TCPXO networking"; no such measurement is published for A3 High or Edge).
-GPUDIRECT_LOSS = {
-    "a3-megagpu-8g": "about 4 GB/s instead of about 340 GB/s bus bandwidth",
-    "a3-highgpu-8g": "a fraction of the 1 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
-    "a3-edgegpu-8g": "a fraction of the 0.8 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
-}
 
 
 def extra_vpc_count(offer: Offer) -> int:
@@ -138,17 +128,6 @@ class GcpBackend:
             diags.append(fleet.origin.at("reservation", C002, "a GCP reservation is consumed "
                                  "by on-demand VMs, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
-        if offer.rdma in GPUDIRECT and fleet.is_cluster and fleet.nodes.target > 0:
-            stack = GPUDIRECT[offer.rdma]
-            diags.append(fleet.origin.at(
-                "placement", C015, f"{offer.instance_type} clusters need GPUDirect-{stack}: "
-                "the Container-Optimized OS image, the receive-data-path daemon and the "
-                f"{stack} NCCL plugin, which gpufleet does not set up; without them NCCL falls "
-                "back to TCP ("
-                + GPUDIRECT_LOSS.get(offer.instance_type, "far below the GPU NICs' bandwidth")
-                + ")",
-                "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
-                "instances (`gpufleet export dstack`), or pick A3 Ultra / A4 (RoCE)"))
         host = config.get("vpc_project_id") if config is not None else None
         if host:
             ssh = ", ".join(config.ssh_cidrs) if config is not None and config.ssh_cidrs \

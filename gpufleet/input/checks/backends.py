@@ -10,8 +10,8 @@ import os
 import re
 from typing import Any
 
-from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_module, supports
-from gpufleet.codes import B005, B006, B008, B010, B011
+from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_module, supports, traits_of
+from gpufleet.codes import B005, B006, B008, B010, B011, B019
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
 from gpufleet.input.files import read_small_text
@@ -122,6 +122,12 @@ def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
     t = raw["type"]
     if t in TRAITS_BY_NAME:  # the rules of dstack's own config model for this backend
         importlib.import_module(role_module(t, "input")).backend_rules(ctx, base, raw)
+        for key in traits_of(t).export_requires:
+            if not raw.get(key):
+                ctx.error(base, f"the {t} backend sets no `{key}`, which dstack's {t} backend "
+                          "requires: `gpufleet export dstack` writes it into the dstack "
+                          "server's config for every fleet on this backend", B019, key=True,
+                          hint=f"add `{key}: ...` to this backend entry")
     if "cidr" in raw:
         _check_cidr(ctx, (*base, "cidr"), raw["cidr"], private=True)
     for j, cidr in enumerate(raw.get("ssh_cidrs") or []):

@@ -3,19 +3,15 @@ diagnostics, and small readers (zones, tags, regions). Pure."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.backends import TRAITS_BY_NAME
+from gpufleet.backends import BACKENDS, TRAITS_BY_NAME
 from gpufleet.codes import F004
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.normalize import SpecError, check_tags
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import Origin, frozen_map
-
-_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
-_AWS_AZ = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
 
 
 class Ctx:
@@ -54,9 +50,10 @@ class Ctx:
 
 
 def region_of_zone(zone: str) -> str | None:
-    """Region of a GCP zone (``us-west2-c``) or AWS AZ (``us-east-1a``); None if unknown."""
-    for pattern in (_GCP_ZONE, _AWS_AZ):
-        m = pattern.match(zone)
+    """Region of a zone by its backend's zone pattern (GCP ``us-west2-c``, AWS ``us-east-1a``);
+    None if no backend names zones like it."""
+    for t in BACKENDS:
+        m = t.zone_pattern.match(zone) if t.zone_pattern is not None else None
         if m:
             return m.group(1)
     return None
