@@ -126,6 +126,39 @@ class CapacityCode:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class NameRule:
+    """What a cloud accepts as the physical name of one resource type."""
+
+    max_len: int
+    source: str  # the API reference or documentation page the limit comes from
+    pattern: re.Pattern[str] | None = None  # the whole name must match
+    # the input that holds an explicit name; without it the provider auto-names the resource
+    # (the logical name and a random suffix of the backend's `autoname_suffix` length)
+    name_input: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NameBudget:
+    """The longest fleet or gateway name whose every physical name fits, on one backend: the
+    limit of its tightest resource minus the longest role gpufleet appends and the suffix."""
+
+    max_len: int
+    longest: str  # the role of the tightest name, as in `<name>-ssh-from-bastion`
+    resource: str  # its resource type token
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkQuota:
+    """A default per-region quota the stack's own resources count against."""
+
+    name: str  # as the cloud's quota console shows it
+    resource: str  # the resource type token counted
+    default: int
+    raise_how: str  # the quota code, or where to ask for more
+    source: str
+
+
 class ZoneModel(Enum):
     """How a backend's offers and reservations name zones."""
 
@@ -215,6 +248,12 @@ class BackendTraits:
     capacity_errors: tuple[CapacityCode, ...] = ()
     # instance-type prefixes that take no cluster placement
     no_cluster_families: tuple[str, ...] = ()
+    # physical names: the rule per resource type, the length the provider's auto-naming adds
+    # to a logical name, and the fleet / gateway / load-balanced gateway name budgets
+    name_rules: Mapping[str, NameRule] = field(default_factory=dict)
+    autoname_suffix: int = 8
+    name_budgets: Mapping[str, NameBudget] = field(default_factory=dict)
+    network_quotas: tuple[NetworkQuota, ...] = ()
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs
     unbuildable_cluster_fabrics: Mapping[str, str] = field(default_factory=dict)
     # what such a cluster loses without it, per instance type; and what to pick instead

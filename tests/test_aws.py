@@ -131,25 +131,37 @@ def test_g6e_private_cluster_gets_the_type_maximum_in_dstack_layout(tmp_path: Pa
         (0, 0, "efa"), (1, 1, "efa-only"), (2, 1, "efa-only"), (3, 1, "efa-only")]
 
 
-def test_efa_only_in_a_cluster_and_one_with_public_ips(tmp_path: Path) -> None:
+def test_efa_only_in_a_cluster_and_every_card_with_public_ips(tmp_path: Path) -> None:
     f = write(tmp_path, "f.yml", "type: fleet\nname: t1\nnodes: 2\nbackends: [aws]\n"
               "instance_types: [g6e.48xlarge]\nresources:\n  gpu: L40S:8\n")
     nics = named(plan_files([f]), "t1-lt", LT)["inputs"]["networkInterfaces"]
     assert len(nics) == 1 and "interfaceType" not in nics[0]  # no placement: cluster
     public = "backends:\n  - type: aws\n    public_ips: true\n"
-    nics = named(_fleet(tmp_path, "g6e.48xlarge", "L40S:8", "", public), "t1-lt", LT)[
-        "inputs"]["networkInterfaces"]
-    assert [(n["interfaceType"], n["associatePublicIpAddress"]) for n in nics] == [
-        ("efa", "true")]
+    report = _fleet(tmp_path, "g6e.48xlarge", "L40S:8", "", public)
+    nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
+    # every EFA card kept (dstack cuts public nodes to one); the address is an Elastic IP
+    assert [n["interfaceType"] for n in nics] == ["efa", "efa-only", "efa-only", "efa-only"]
+    assert not any("associatePublicIpAddress" in n for n in nics)
+    assert sorted(r["name"] for r in by_type(report, "aws:ec2/eip:Eip")) == [
+        "t1-node-0-eip", "t1-node-1-eip"]
+
+
+def test_a_public_p5_fleet_keeps_its_32_efa_interfaces(tmp_path: Path) -> None:
+    report = _fleet(tmp_path, "p5.48xlarge", "H100:8", "",
+                    "backends:\n  - type: aws\n    public_ips: true\n")
+    nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
+    assert len(nics) == 32 and sum(n["interfaceType"] == "efa" for n in nics) == 8
+    assert report.fleets[0].rdma_interfaces == 32
+    assert len(by_type(report, "aws:ec2/eipAssociation:EipAssociation")) == 2
 
 
 def test_multi_nic_public_fleet_gets_one_eip_per_node(tmp_path: Path) -> None:
-    # p6-b300 keeps an ENA primary beside its one EFA: two interfaces, so no auto-assigned
-    # public IP (AWS cannot give one to a multi-NIC instance) but an Elastic IP per node.
+    # p6-b300 keeps an ENA primary beside its 16 EFA-only cards: no auto-assigned public IP
+    # (AWS cannot give one to a multi-NIC instance) but an Elastic IP per node.
     report = _fleet(tmp_path, "p6-b300.48xlarge", "B300:8", "spot_policy: auto\n",
                     "backends:\n  - type: aws\n    public_ips: true\n")
     nics = named(report, "t1-lt", LT)["inputs"]["networkInterfaces"]
-    assert len(nics) == 2 and not any("associatePublicIpAddress" in n for n in nics)
+    assert len(nics) == 17 and not any("associatePublicIpAddress" in n for n in nics)
     eips = sorted(r["name"] for r in by_type(report, "aws:ec2/eip:Eip"))
     assert eips == ["t1-node-0-eip", "t1-node-1-eip"]  # no NAT EIP with public subnets
     assoc = named(report, "t1-node-1-eip-assoc", "aws:ec2/eipAssociation:EipAssociation")

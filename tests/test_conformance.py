@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from gpufleet.input import validate_texts
 
+pytestmark = pytest.mark.slow  # `pytest -m 'not slow'` skips this module
+
 ROOT = Path(__file__).resolve().parent.parent
 ORACLE = ROOT / ".venv-dstack" / "bin" / "python"
 

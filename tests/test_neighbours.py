@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,8 @@ from gpufleet.offers import load_catalog
 from gpufleet.review import owner_map, relock
 
 from planutil import EXAMPLES, TEST_KEY
+
+pytestmark = pytest.mark.slow  # `pytest -m 'not slow'` skips this module
 
 # Small pools (eight /16 blocks per backend), so that names often hash to the same block.
 BACKENDS = f"""access: {{ssh_public_key: "{TEST_KEY}"}}

@@ -6,15 +6,17 @@ accepted, and the next step after `gpufleet lock`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from exportutil import export
 
 from gpufleet.cli import cli, main
 
-from planutil import EXAMPLES, write
+from planutil import EXAMPLES, TEST_KEY, write
 
 AZURE = "backends:\n  - type: azure\n    subscription_id: s1\n    tenant_id: t1\n"
 H100_CLUSTER = ("type: fleet\nname: h1\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
@@ -97,3 +99,71 @@ def test_the_next_step_after_lock_is_up(tmp_path: Path,
     capsys.readouterr()
     assert main(["plan", *files, "--locked"]) == 0
     assert "next: `gpufleet up` previews" in capsys.readouterr().out
+
+
+FLEET = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
+         "spot_policy: auto\nresources:\n  gpu: B200:8\n")
+GCP = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: gcp\n    project_id: p1\n"
+       "    ssh_cidrs: [198.51.100.0/24]\n")
+
+
+def test_before_is_what_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan: an empty stack costs $0 before; diff: the export's nodes are priced from the
+    lock, else from the catalog, and the line says which."""
+    files = [write(tmp_path, "f.yml", FLEET), write(tmp_path, "b.yml", GCP)]
+    assert main(["plan", *files]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cost: "))
+    assert line.startswith("cost: $0.00/h -> $65.") and "the plan starts from an empty" in line
+    state = write(tmp_path, "state.json", json.dumps(export(files)))
+    for lock_args, source in (([], "today's catalog and price table for a4"),
+                              (["--locked"], "the lock's prices for a4")):
+        if lock_args:
+            assert main(["lock", *files]) == 0
+        capsys.readouterr()
+        assert main(["diff", "--state", state, *files, *lock_args]) == 0
+        out = capsys.readouterr().out
+        line = next(x for x in out.splitlines() if x.startswith("cost: "))
+        before, after = re.match(r"cost: (\S+)/h -> (\S+)/h", line).groups()  # type: ignore[union-attr]
+        assert before == after and before.startswith("$65."), line
+        assert f"before = what the export runs, at {source}" in line
+
+
+LOGS = EXAMPLES / "logs"
+
+
+@pytest.mark.parametrize("log", sorted(p.name for p in LOGS.glob("*.log")))
+def test_the_sample_logs_pass_their_checks_and_say_they_are_samples(
+        log: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (LOGS / log).read_text()
+    assert text.startswith("# SAMPLE log written by scripts/sample_logs.py")
+    assert main(["acceptance", "check", str(LOGS / log), "--fleet", "a4", str(EXAMPLES)]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last == "PASS" or last.startswith("PASS: ")
+
+
+def test_the_sample_nccl_logs_make_a_scaling_report_that_can_be_rerun(tmp_path: Path) -> None:
+    logs = [str(p) for p in sorted(LOGS.glob("a4-nccl-*.log"))]
+    assert len(logs) == 3
+    plot = tmp_path / "scaling.png"
+    for _ in range(2):  # the second run replaces the plot it wrote
+        assert main(["acceptance", "report", *logs, "--fleet", "a4", str(EXAMPLES),
+                     "--plot", str(plot)]) == 0
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_export_from_the_plans_exports_marks_the_placeholders(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's offline walk-through: the plan JSON's `exports` as `--outputs`."""
+    assert main(["plan", str(EXAMPLES), "--format", "json"]) == 0
+    exports = json.loads(capsys.readouterr().out)["exports"]
+    outputs = write(tmp_path, "outputs.json", json.dumps(exports))
+    out = tmp_path / "out"
+    assert main(["export", "dstack", "--outputs", outputs, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    a4 = (out / "a4.dstack.yml").read_text()
+    assert a4.startswith("# PLACEHOLDERS: mock-address-of-a4-bastion-ip")
+    assert "export again from the deployed stack" in a4
+    assert "hold the offline plan's placeholder values (mock-...): a4.dstack.yml" in err
+    assert yaml.safe_load(a4)["name"] == "a4"  # still a fleet file dstack reads
+    # re-run: the files it wrote (placeholders marked first) are its own and are replaced
+    assert main(["export", "dstack", "--outputs", outputs, "--out", str(out)]) == 0

@@ -28,8 +28,13 @@ def test_plan_text_for_the_a4_example() -> None:
     assert "offer:    gcp us-west2 / us-west2-c  a4-highgpu-8g  8xB200  spot" in out
     assert "fabric:   roce x8; 10 NIC(s) per node (2 GVNIC + 8 MRDMA)" in out
     assert re.search(r"gcp:compute/subnetwork:Subnetwork +10\n", out)
-    assert "+ gcp:compute/instance:Instance  a4-node-1" in out
     assert "offline plan" in out
+    assert "+ gcp:compute/instance:Instance  a4-node-1" not in out  # the tree: --expand
+    lines = r.stdout.splitlines()
+    assert lines[4].startswith("plan: + ") and lines[5].startswith("cost: $0.00/h -> ")
+    assert next(i for i, x in enumerate(lines) if x.startswith("bill: ")) < 40
+    expanded = CliRunner().invoke(cli, ["plan", "--expand", A4, *SHARED]).output
+    assert "+ gcp:compute/instance:Instance  a4-node-1" in expanded
 
 
 def test_plan_json_contract() -> None:

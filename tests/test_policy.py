@@ -192,12 +192,14 @@ def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     # the whole bill: nodes, and the bastions, NAT gateways, addresses, disks and gateways
     assert "cost: the fleets cost $688.15/h, over --max-cost-per-hour 100" in err
     assert "nd-h100 $393.45/h" in err
-    assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 0  # all locked
-    capsys.readouterr()
-    fleet = write(tmp_path, "f.yml", "type: fleet\nname: f1\nnodes: 2\nbackends: [aws]\n"
-                  "regions: [us-east-1]\nresources:\n  gpu: L4\n")
-    assert main(["plan", fleet, "--max-cost-increase", "5"]) == 1  # a new fleet: from $0
+    # a plan starts from an empty stack: everything it creates is new, locked or not
+    assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 1
     assert "the cost rises from $0" in capsys.readouterr().err
+    fleet = write(tmp_path, "f.yml", "type: fleet\nname: f1\nnodes: 0..2\nbackends: [aws]\n"
+                  "regions: [us-east-1]\nresources:\n  gpu: L4\n")
+    backends = write(tmp_path, "b.yml", "backends:\n  - type: aws\n    public_ips: true\n")
+    # nothing billed: $0 -> $0
+    assert main(["plan", fleet, backends, "--max-cost-increase", "5"]) == 0
 
 
 def test_readme_rule_table_matches_the_pack() -> None:

@@ -20,6 +20,8 @@ from gpufleet.offers.select import NO_CLUSTER_FAMILIES
 
 from planutil import TEST_KEY
 
+pytestmark = pytest.mark.slow  # `pytest -m 'not slow'` skips this module
+
 NAME = st.from_regex(r"[a-z][a-z0-9]{1,10}", fullmatch=True)
 LABEL = st.from_regex(r"[a-z][a-z0-9-]{0,12}[a-z0-9]", fullmatch=True)
 INSTANCE_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",

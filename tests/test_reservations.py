@@ -165,7 +165,7 @@ def test_the_lock_price_of_a_reserved_offer_is_null_never_zero(tmp_path: Path) -
     r = CliRunner().invoke(cli, ["plan", "--locked", "--lock", str(lock), f, b])
     assert r.exit_code == 0, r.output
     assert "$nan" not in r.stdout and "reserved, price not declared" in r.stdout
-    assert not math.isnan(float(r.stdout.split("total: ")[1].split("$")[1].split("/h")[0]
+    assert not math.isnan(float(r.stdout.split("bill: ")[1].split("$")[1].split("/h")[0]
                                 .replace(",", "")))
 
 

@@ -66,8 +66,6 @@ def test_a_volume_file_creates_one_protected_disk_of_its_size_in_its_zone(
 @pytest.mark.parametrize(("text", "code", "message"), [
     ("type: volume\nname: az\nbackend: azure\nregion: eastus\nsize: 100GB\n", "V001",
      "dstack 0.22.5 has no azure volumes"),
-    ("type: volume\nname: vol\nbackend: gcp\nregion: us-west2\nsize: 100GB\n", "V002",
-     "a new volume needs `availability_zone`"),
     ("type: volume\nname: vol\nbackend: gcp\nregion: us-west2\navailability_zone: us-west2-c\n",
      "V002", "a new volume needs `size`"),
     ("type: volume\nbackend: gcp\nregion: us-west2\nvolume_id: d1\n", "V002",
@@ -87,10 +85,48 @@ def test_volumes_gpufleet_cannot_build_are_refused_where_they_are_written(
 def test_dstack_agrees_on_azure_and_region_and_accepts_the_rest() -> None:
     items = {"azure": "type: volume\nname: az\nbackend: azure\nregion: eastus\nsize: 100GB\n",
              "no-region": "type: volume\nname: vol\nbackend: aws\nvolume_id: vol-1\n",
-             "ckpt": CKPT, "data": DATA, "old": OLD}
+             "ckpt": CKPT, "data": DATA, "old": OLD, "no-zone": NO_ZONE}
     verdicts = oracle(items)
     assert {n: v["ok"] for n, v in verdicts.items()} == {
-        "azure": False, "no-region": False, "ckpt": True, "data": True, "old": True}
+        "azure": False, "no-region": False, "ckpt": True, "data": True, "old": True,
+        "no-zone": True}
+
+
+NO_ZONE = "type: volume\nname: ckpt\nbackend: gcp\nregion: us-west2\nsize: 1TB\n"
+
+
+def test_a_volume_without_a_zone_takes_its_fleets_zone_or_the_regions_first(
+        tmp_path: Path) -> None:
+    """As dstack's docs write a volume (no `availability_zone`): the zone of the fleets of its
+    backend and region when they sit in one, else the region's first zone by name."""
+    report = plan_files(files(tmp_path, NO_ZONE.replace("us-west2", "us-central1")))
+    [disk] = by_type(report, "gcp:compute/disk:Disk")
+    assert disk["inputs"]["zone"] == report.fleets[0].zone == "us-central1-b"
+    text = render_plan_text(report)
+    assert "zone:     us-central1-b: the zone of fleet(s) a4 in us-central1;" in text
+    east = plan_files(files(tmp_path, NO_ZONE.replace("us-west2", "us-east1")))
+    [disk] = by_type(east, "gcp:compute/disk:Disk")
+    # us-east1 has no zone a: the catalog's zones of the region, first by name
+    assert disk["inputs"]["zone"] == "us-east1-b"
+    assert "the first zone of us-east1 by name (no gcp fleet of these files is in us-east1)" \
+        in render_plan_text(east)
+
+
+def test_a_volume_without_a_zone_between_fleets_in_two_zones_is_refused(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    from gpufleet.codes import V022
+    from gpufleet.compile.volumes import pick_zone
+    from gpufleet.input import validate_texts as vt
+    from gpufleet.offers.catalog import load_catalog
+
+    a4 = plan_files(files(tmp_path)).fleets[0]
+    other = dataclasses.replace(a4, name="b4", zone="us-central1-a")
+    [vol] = vt({"v.yml": NO_ZONE.replace("us-west2", "us-central1")}).inputs.volumes
+    zone, note, refusal = pick_zone(vol, [a4, other], load_catalog())
+    assert zone is None and note is None and refusal is not None
+    assert refusal.code == V022 and "sit in us-central1-a, us-central1-b" in refusal.message
 
 
 def test_a_zone_outside_the_region_is_refused(tmp_path: Path,

@@ -45,17 +45,24 @@ def shared_subnets_key(fs: FilesystemPlan) -> str:
     return f"{fs.name}:subnets"
 
 
+def after(child: pulumi.ResourceOptions, last: list[pulumi.Resource]) -> pulumi.ResourceOptions:
+    """``child`` that waits for the last change to the same VNet (``last``)."""
+    return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(last)))
+
+
 def azure_peering(plan: FleetPlan, fs: FilesystemPlan, rg: pulumi.Input[str],
                   vnet_id: pulumi.Input[str], vnet_name: pulumi.Input[str],
-                  hosted: dict[str, Any], child: pulumi.ResourceOptions) -> None:
+                  hosted: dict[str, Any], child: pulumi.ResourceOptions,
+                  last: list[pulumi.Resource]) -> None:
     """This fleet's VNet and the one holding ``fs`` peered both ways (a peering is one-way
     in Azure): this fleet's nodes reach the Lustre servers, and they call the nodes back."""
     h: AzureHosted = hosted[fs.name]
     name = naming.child(plan.name, f"peer-{fs.host}")
-    az_network.VirtualNetworkPeering(
+    peering = az_network.VirtualNetworkPeering(
         name, resource_group_name=rg, virtual_network_name=vnet_name,
         remote_virtual_network={"id": h.vnet_id}, allow_virtual_network_access=True,
-        allow_forwarded_traffic=False, opts=child)
+        allow_forwarded_traffic=False, opts=after(child, last))
+    last[:] = [peering]
     az_network.VirtualNetworkPeering(
         naming.child(name, "back"), resource_group_name=h.resource_group,
         virtual_network_name=h.vnet_name, remote_virtual_network={"id": vnet_id},
@@ -65,8 +72,9 @@ def azure_peering(plan: FleetPlan, fs: FilesystemPlan, rg: pulumi.Input[str],
 def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Output[str],
                      vnet: tuple[pulumi.Output[str], pulumi.Output[str]],
                      node_subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions,
-                     hosted: dict[str, Any]) -> pulumi.Output[str | None]:
-    """``vnet``: the fleet's VNet (id, name)."""
+                     hosted: dict[str, Any], last: list[pulumi.Resource]
+                     ) -> pulumi.Output[str | None]:
+    """``vnet``: the fleet's VNet (id, name); ``last``: the last change made to it."""
     name = f"fs-{fs.name}"
     tags = dict(fs.labels)
     vnet_id, vnet_name = vnet
@@ -74,7 +82,8 @@ def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Output[str]
         assert fs.subnet is not None and fs.capacity_gib is not None
         subnet = az_network.Subnet(f"{name}-subnet", resource_group_name=rg,
                                    virtual_network_name=vnet_name, address_prefix=fs.subnet,
-                                   opts=child)
+                                   opts=after(child, last))
+        last[:] = [subnet]
         args: dict[str, Any] = {
             "aml_filesystem_name": fs.name, "resource_group_name": rg, "location": plan.region,
             "sku": {"name": f"AMLFS-Durable-Premium-{fs.throughput}"},

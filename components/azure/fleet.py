@@ -51,7 +51,7 @@ class Fleet(pulumi.ComponentResource):
             if fs.host and fs.service == "amlfs":  # held by a fleet built before this one
                 if fs.host not in peered:
                     azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
-                                  hosted, child)
+                                  hosted, child, self.network.last_change)
                     peered.add(fs.host)
                 self.filesystems[fs.name] = hosted[fs.name].target
             elif fs.host:  # Azure Files: its account, built after this fleet, admits us
@@ -60,7 +60,7 @@ class Fleet(pulumi.ComponentResource):
             else:
                 self.filesystems[fs.name] = azure_filesystem(
                     fs, plan, rg, (self.network.vnet_id, self.network.vnet_name),
-                    self.network.subnet_id, child, hosted)
+                    self.network.subnet_id, child, hosted, self.network.last_change)
         self.public_ips: list[Any] = []
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.

@@ -24,6 +24,11 @@ class Network(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         access = plan.access if isinstance(plan, FleetPlan) else None
         self.bastion_asg: network.ApplicationSecurityGroup | None = None
+        # The last change made to this VNet: Azure serialises changes to one VNet and answers
+        # a second one in flight with AnotherOperationInProgress (pulumi-azure-native#903 and
+        # #699: a dependsOn chain is the documented way round), so
+        # later subnets and peerings of the VNet wait for it.
+        self.last_change: list[pulumi.Resource] = []
         if access is not None and access.bastion is not None:
             # The nodes' NSG names the bastion by its application security group, so the rule
             # holds for any subnet, created or existing.
@@ -101,6 +106,7 @@ class Network(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["address_prefix"]))
         self.vnet_id, self.subnet_id = vnet.id, sub.id
         self.vnet_name = vnet.name
+        self.last_change = [sub]
 
     @staticmethod
     def _subnet_by_path(path: str, plan: Owner,

@@ -9,7 +9,7 @@ from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, Validated, stackconfig
 from gpufleet.offers import Catalog
-from gpufleet.review import PlanReport, plan_report
+from gpufleet.review import PlanReport, name_diagnostics, plan_report, quota_warnings
 
 from .. import program
 from . import harness, offline
@@ -62,7 +62,11 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     if progress is not None:
         progress("checking the policy rules")
     resources = tuple(r.to_json() for r in run.sorted())
+    refused = name_diagnostics(resources, validated.inputs)
+    if refused:  # names the cloud would refuse: no plan that `pulumi up` cannot apply
+        return None, [*refused, *(d for d in compiled.diagnostics if not d.is_error)]
     violations = run_policies(resources, validated.inputs, policy_levels)
     report = plan_report(validated, compiled, stack, resources, run.invokes, run.exports,
                          lock, violations, catalog)
-    return report, [d for d in compiled.diagnostics if not d.is_error]
+    return report, [*(d for d in compiled.diagnostics if not d.is_error),
+                    *quota_warnings(resources, validated.inputs)]

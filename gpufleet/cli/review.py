@@ -53,8 +53,8 @@ from gpufleet.diagnostics import render_folded
               metavar="USD", help="Warn (C018) when the whole bill goes over USD per month "
                                   "(default: `cost: {warn_per_month}` in the backends file).")
 @click.option("--expand", is_flag=True,
-              help="List every node in the resource tree (default: numbered siblings fold "
-                   "into one line).")
+              help="Add the resource tree (every resource, each node listed) and the "
+                   "look-ups answered offline (the JSON format always has them).")
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
          fmt: str, out: str | None, lock_file: str | None, locked: bool, policy_mode: str,
          policy_config: str | None, max_cost_per_hour: float | None,

@@ -137,7 +137,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     plans, fs_diags = attach_filesystems(plans, inputs.filesystems, addresses.blocks)
     plan_diags = [*plan_diags, *server_diags, *fs_diags]
     gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
-    volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends)
+    volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends, plans, catalog)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *volume_diags, *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),

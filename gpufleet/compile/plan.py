@@ -292,6 +292,7 @@ class VolumePlan:
     disk_type: str
     volume_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    zone_note: str | None = None  # how gpufleet chose the zone the file does not name
 
     @property
     def created(self) -> bool:

@@ -11,6 +11,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,6 +299,30 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         "# gpufleet created. Merge it into ~/.dstack/server/config.yml and restart the server;\n"
         "# `creds: {type: default}` uses the server's ambient cloud credentials.\n"
         + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
+    return mark_placeholders(result)
+
+
+# The offline plan answers addresses and ids with values of this shape
+# (components/<cloud>/offline.py): its `exports` work as outputs, for a dry run only.
+PLACEHOLDER = re.compile(r"\bmock-[A-Za-z0-9._-]*")
+
+
+def mark_placeholders(result: Exported) -> Exported:
+    """Files holding the offline plan's placeholder values say so on their first lines, and a
+    note names them: dstack cannot reach `mock-...` hosts."""
+    marked = []
+    for name, text in result.files.items():
+        found = sorted(set(PLACEHOLDER.findall(text)))
+        if found:
+            result.files[name] = (
+                f"# PLACEHOLDERS: {', '.join(found[:3])}{' ...' if len(found) > 3 else ''} "
+                "are the offline plan's stand-ins, not real\n# addresses or ids; export "
+                "again from the deployed stack (`--stack` or `--state`) before use.\n" + text)
+            marked.append(name)
+    if marked:
+        result.notes.append(f"{len(marked)} file(s) hold the offline plan's placeholder values "
+                            f"(mock-...): {', '.join(marked)}; a dry run only, export again "
+                            "after `pulumi up`")
     return result
 
 

@@ -21,6 +21,7 @@ from gpufleet.review.lock import (
     total_delta,
     unknown_names,
 )
+from gpufleet.review.names import name_diagnostics, name_problems, physical_name
 from gpufleet.review.owners import is_top, owner_map, owner_of
 from gpufleet.review.policy import (
     POLICY_LEVELS,
@@ -29,6 +30,7 @@ from gpufleet.review.policy import (
     policy_config,
     where_of,
 )
+from gpufleet.review.quotas import quota_counts, quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
 from gpufleet.review.state import (
     STACK_TYPE,
@@ -75,11 +77,16 @@ __all__ = [
     "is_secret",
     "is_top",
     "lock_report",
+    "name_diagnostics",
+    "name_problems",
     "owner_map",
     "owner_of",
     "parse_export",
+    "physical_name",
     "plan_report",
     "policy_config",
+    "quota_counts",
+    "quota_warnings",
     "relock",
     "running_nodes",
     "state_digests",

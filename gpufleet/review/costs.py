@@ -1,9 +1,10 @@
 """The cost guard: each fleet's and gateway's hourly cost before and after a change.
 
-Before is what the lock recorded (its price per node-hour, and the overhead prices beside the
-instances) for the nodes running today: the export's instances for `diff` and `up`, the plan's
-own node count for `plan`. After is the plan's whole bill (``gpufleet.review.bill``). An entry
-locked before overheads were recorded is taken to have today's overhead. Pure.
+Before is what runs now: the export's instances for `diff` and `up`, priced from the lock
+(its price per node-hour and the overhead prices beside the instances) where it has the
+entry, else from today's catalog and price table; `plan` starts from an empty stack, so its
+before is $0. After is the plan's whole bill (``gpufleet.review.bill``). An entry locked
+before overheads were recorded is taken to have today's overhead. Pure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpufleet.compile import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.input import Lock
@@ -70,44 +72,70 @@ def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
                 gateways: Sequence[GatewayPlan] = (),
                 catalog: Catalog | None = None, volumes: Sequence[VolumePlan] = ()) -> Costs:
     """Each fleet's and gateway's whole bill per hour, before and after (nodes and what runs
-    beside them: bastion, NAT, addresses, disks, load balancer, DNS zone)."""
+    beside them: bastion, NAT, addresses, disks, load balancer, DNS zone).
+
+    Before is what runs: ``running`` (fleet, gateway or `volume:NAME` -> its running nodes,
+    from a stack export) priced from the lock where it has the entry, else from the catalog
+    at today's offer; without ``running`` the stack is taken to be empty ($0 before)."""
     prices = load_prices()
-    out = []
+    held = running or {}
+    out: list[FleetCost] = []
+    from_lock: list[str] = []
+    from_catalog: list[str] = []
+
+    def was(name: str, entry: Any, fallback: tuple[float, float, float] | None,
+            count: int) -> float:
+        """The hourly cost of ``count`` running nodes: the lock's, else today's prices."""
+        if entry is not None:
+            fixed, per_node = entry.overhead[:2] if entry.overhead else (
+                fallback[1:] if fallback else (0.0, 0.0))
+            from_lock.append(name)
+            return (_price(entry.price) + per_node) * count + fixed
+        if fallback is None:
+            return 0.0
+        from_catalog.append(name)
+        price, fixed, per_node = fallback
+        return (price + per_node) * count + fixed
+
     names = {p.name for p in plans}
     for p in plans:
         entry = lock.fleets.get(p.name) if lock is not None else None
-        if running is not None:  # what the stack runs; a fleet it lacks runs nothing yet
-            nodes_before = running.get(p.name, 0)
-            exists = p.name in running
-        else:
-            nodes_before = p.nodes if entry is not None else 0
-            exists = entry is not None
         fixed, per_node = overhead_rates(p, prices, catalog)
-        before = 0.0
-        if entry is not None and exists:
-            fixed, per_node = entry.overhead[:2] if entry.overhead else (fixed, per_node)
-            before = (_price(entry.price) + per_node) * nodes_before + fixed
+        before = was(p.name, entry, (_price(p.price_per_hour), fixed, per_node),
+                     held[p.name]) if p.name in held else 0.0
         out.append(FleetCost(p.name, before, fleet_bill(p, prices, catalog).total))
-    for name, count in sorted((running or {}).items()):  # fleets the YAML no longer has
+    for name, count in sorted(held.items()):  # fleets the YAML no longer has
         entry = lock.fleets.get(name) if lock is not None else None
         if name not in names and entry is not None:
-            fixed, per_node = entry.overhead[:2] if entry.overhead else (0.0, 0.0)
-            out.append(FleetCost(name, (_price(entry.price) + per_node) * count + fixed, 0.0))
+            out.append(FleetCost(name, was(name, entry, None, count), 0.0))
     for g in gateways:
         entry = lock.gateways.get(g.name) if lock is not None else None
         now = gateway_bill(g, prices, catalog).total
-        was = entry.overhead[0] if entry is not None and entry.overhead else now
-        exists = entry is not None if running is None else g.name in running
-        out.append(FleetCost(g.name, was if exists else 0.0, now))
+        out.append(FleetCost(g.name, was(g.name, entry, (0.0, now, 0.0), 0)
+                             if g.name in held else 0.0, now))
     for v in volumes:  # no offer to lock: the file is the record; the export says if it exists
         if v.created:
             now = volume_bill(v, prices).total
-            held = running is None or f"volume:{v.name}" in running
-            out.append(FleetCost(f"volume:{v.name}", now if held else 0.0, now))
-    basis = ("lock prices x the export's nodes, with what runs beside them"
-             if running is not None else
-             "lock prices x the planned nodes, with what runs beside them (new: $0)")
-    return Costs(tuple(out), basis)
+            key = f"volume:{v.name}"
+            out.append(FleetCost(key, was(key, None, (0.0, now, 0.0), 0)
+                                 if key in held else 0.0, now))
+    return Costs(tuple(out), _basis(running is not None, from_lock, from_catalog))
+
+
+def _basis(deployed: bool, from_lock: Sequence[str], from_catalog: Sequence[str]) -> str:
+    """What "before" is made of, in words."""
+    if not deployed:
+        return ("$0: the plan starts from an empty stack (`gpufleet diff --state` prices "
+                "what runs)")
+    if not from_lock and not from_catalog:
+        return "$0: the stack runs none of these"
+    parts = []
+    if from_lock:
+        parts.append(f"the lock's prices for {', '.join(from_lock)}")
+    if from_catalog:
+        parts.append(f"today's catalog and price table for {', '.join(from_catalog)} "
+                     "(not in the lock)")
+    return "what the export runs, at " + "; ".join(parts)
 
 
 def cost_violations(costs: Costs, max_per_hour: float | None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.backends import traits_of
@@ -29,7 +28,7 @@ from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
 from gpufleet.views.fleet_text import access_text, host_setup_text, reservation_text
 from gpufleet.views.storage import filesystem_text, volume_lines
-from gpufleet.views.tree import tree
+from gpufleet.views.tree import counts, lookups, resource_lines
 
 NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock monitor; no "
         "cloud calls, ids and computed values are placeholders")
@@ -186,10 +185,6 @@ def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None, bill: Bill | No
     return lines
 
 
-def counts(resources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return dict(sorted(Counter(r["type"] for r in resources).items()))
-
-
 def render_plan_json(report: PlanReport) -> str:
     data = {
         "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
@@ -210,7 +205,8 @@ def render_plan_json(report: PlanReport) -> str:
                     "total_per_month": round(report.per_hour * HOURS_PER_MONTH, 2),
                     "nodes_per_hour": round(report.nodes_per_hour, 4)},
         "bill": bill_json(report.bills, report.catalog, report.prices),
-        "lookups": [{"token": t, "args": dict(a), "count": n} for t, a, n in _lookups(report)],
+        "lookups": [{"token": t, "args": dict(a), "count": n}
+                    for t, a, n in lookups(report.lookups)],
         "diagnostics": [f.to_json() for f in fold(report.diagnostics)],
         "policy": [v.to_json() for v in report.violations],
         "costs": None if report.costs is None else {
@@ -291,15 +287,6 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
     return lines
 
 
-def _lookups(report: PlanReport) -> list[tuple[str, Mapping[str, Any], int]]:
-    """The offline lookups, each once, with how many times the program made it."""
-    seen: dict[str, tuple[str, Mapping[str, Any], int]] = {}
-    for t, a in report.lookups:
-        key = t + json.dumps(dict(a), sort_keys=True)
-        seen[key] = (t, a, seen[key][2] + 1 if key in seen else 1)
-    return list(seen.values())
-
-
 def next_step(report: PlanReport) -> str:
     """What to do after reading the plan."""
     if any(v.level == "mandatory" for v in report.violations):
@@ -323,10 +310,16 @@ def summary_line(report: PlanReport) -> str:
 
 
 def render_plan_text(report: PlanReport, expand: bool = False) -> str:
+    """The answer first (changes, cost, what needs a look, the bill), then each fleet,
+    gateway and volume, then the resource counts; the tree and the offline look-ups only
+    with ``expand`` (the JSON keeps everything)."""
     lines = [f"gpufleet plan - stack {report.stack} - {report.catalog}", f"({NOTE})"]
     if report.lock_file:
         lines.append(f"lock: {report.lock_file}")
-    lines.append("")
+    lines += ["", summary_line(report)]
+    if report.costs is not None:
+        lines += report.costs.lines()[:1]
+    lines += [*_attention(report), "", *_bill(report), ""]
     for f in report.fleets:
         lines += [*_fleet_lines(f, report.fleet_locks.get(f.name), report.bills.get(f.name)),
                   ""]
@@ -338,31 +331,38 @@ def render_plan_text(report: PlanReport, expand: bool = False) -> str:
     for s in report.ssh_fleets:
         lines += [f"fleet {s.name or '(unnamed)'} ({s.origin.file})", f"  {SSH_NOTE}; "
                   f"{len(s.hosts)} host(s): {', '.join(h.hostname for h in s.hosts)}", ""]
-    by_type = counts(report.resources)
-    lines.append(f"resources: {len(report.resources)} to create")
-    width = max((len(t) for t in by_type), default=0)
-    lines += [f"  {t.ljust(width)}  {c}" for t, c in by_type.items()]
-    lines += ["", "resource tree:", *tree(report.resources, expand)]
-    if report.lookups:
-        lines += ["", "looked up offline (answered with placeholders; `pulumi preview` reads "
-                  "the real values):"]
-        lines += [f"  {t} {json.dumps(dict(a), sort_keys=True)}" + (f" ({n} times)" if n > 1
-                                                                    else "")
-                  for t, a, n in _lookups(report)]
-    lines += ["", f"total: {len(report.fleets)} fleet(s), {len(report.gateways)} gateway(s), "
-              f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month"
-              f" (the fleets' nodes {_money(report.nodes_per_hour)}/h; the bill's nodes "
-              "column adds the gateways' VMs)",
-              *bill_lines(report.bills, report.catalog, report.prices)]
-    if report.costs is not None:
-        lines += report.costs.lines()
-    lines += ["", *_policy_lines(report)]
+    lines += resource_lines(report.resources, report.lookups, expand)
+    if report.costs is not None and report.costs.before > 0:  # else the bill says it all
+        lines += ["", "cost per fleet, gateway and volume (before -> after):",
+                  *report.costs.lines()[1:]]
+    lines += ["", *_policy_lines(report), "", summary_line(report), next_step(report)]
+    return "\n".join(lines)
+
+
+def _attention(report: PlanReport) -> list[str]:
+    """What a reviewer must look at: new offers, warnings, mandatory policy violations."""
+    out = []
+    news = sorted(n for n, st in {**report.fleet_locks, **report.gateway_locks}.items()
+                  if st.is_new_offer)
+    if news:
+        out.append(f"NEW OFFER: {', '.join(news)} (not in the lock; `gpufleet lock` records "
+                   "them)")
     folded = fold(report.diagnostics)
     if folded:
-        lines.append(f"warnings: {len(folded)} (on standard error; codes "
-                     f"{', '.join(sorted({f.first.code for f in folded}))})")
-    lines += ["", summary_line(report), next_step(report)]
-    return "\n".join(lines)
+        out.append(f"warnings: {len(folded)} (on standard error; codes "
+                   f"{', '.join(sorted({f.first.code for f in folded}))})")
+    mandatory = sum(v.level == "mandatory" for v in report.violations)
+    if mandatory:
+        out.append(f"policy: {mandatory} mandatory violation(s) (listed below)")
+    return out
+
+
+def _bill(report: PlanReport) -> list[str]:
+    return [f"bill: {len(report.fleets)} fleet(s), {len(report.gateways)} gateway(s), "
+            f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month"
+            f" (the fleets' nodes {_money(report.nodes_per_hour)}/h; the nodes column adds "
+            "the gateways' VMs)",
+            *bill_lines(report.bills, report.catalog, report.prices)]
 
 
 def _policy_lines(report: PlanReport) -> list[str]:

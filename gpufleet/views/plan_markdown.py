@@ -13,13 +13,12 @@ from gpufleet.views.bill import bill_markdown
 from gpufleet.views.plan import (
     NOTE,
     _money,
-    counts,
     gateway_summary,
     lock_text,
     next_step,
     summary_line,
 )
-from gpufleet.views.tree import tree
+from gpufleet.views.tree import counts, tree
 
 
 def _warnings_markdown(report: PlanReport) -> list[str]:

@@ -54,4 +54,5 @@ def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:
     return [f"volume {v.name} ({v.file})",
             f"  disk:     {v.size_gib} GiB {v.disk_type} in {where}, encrypted, protected from "
             "deletion (single-attach: one node at a time)",
+            *([f"  zone:     {v.zone_note}"] if v.zone_note else []),
             f"  cost:     {cost}"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
+from gpufleet.backends.aws import names as _names
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
     BackendTraits,
@@ -127,4 +128,6 @@ TRAITS = BackendTraits(
     # UserGuide/placement-strategies.html)
     no_cluster_families=("t2.", "t3.", "t3a."),
     family=_family,
+    name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
+    network_quotas=_names.NETWORK_QUOTAS,
 )

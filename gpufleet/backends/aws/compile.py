@@ -63,12 +63,17 @@ DEFAULT_CPU_AMI = {"name": "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-serve
 EVERY_FOURTH = ("p5.48xlarge", "p5e.48xlarge")  # AWS: "EFA configuration for P5 and P5e"
 
 
-def efa_count(offer: Offer, cluster: bool, public: bool) -> int:
-    """dstack's rule: EFA only in a cluster; the type's maximum on private nodes, one on
-    nodes with a public IP."""
+def efa_count(offer: Offer, cluster: bool) -> int:
+    """EFA only in a cluster (dstack's rule), and then the type's maximum, public or not.
+
+    EC2 gives no public IPv4 address at launch to an instance with several network
+    interfaces, which is why dstack cuts public nodes to one EFA; here a public node keeps
+    every card and gets an Elastic IP on its primary interface instead (dstack#3865; EC2
+    User Guide, "Amazon EC2 instance IP addressing": "You can't auto-assign a public IPv4
+    address if you specify more than one network interface")."""
     if offer.rdma != "efa" or offer.rdma_interfaces <= 0 or not cluster:
         return 0
-    return 1 if public else offer.rdma_interfaces
+    return offer.rdma_interfaces
 
 
 def efa_layout(instance_type: str, efa_interfaces: int,
@@ -104,7 +109,7 @@ class AwsBackend:
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         public = public_ips(config)
-        efa = efa_count(offer, fleet.is_cluster, public)
+        efa = efa_count(offer, fleet.is_cluster)
         layout = efa_layout(offer.instance_type, efa,
                             card0_efa=offer.nics <= offer.rdma_interfaces)
         block_kind = is_capacity_block(fleet, config, reservation)

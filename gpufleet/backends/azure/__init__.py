@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
+from gpufleet.backends.azure import names as _names
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
     BackendTraits,
@@ -125,4 +126,5 @@ TRAITS = BackendTraits(
         CapacityCode("azure", "OverconstrainedZonalAllocationRequest", _ALLOCATION),
     ),
     family=_family,
+    name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
 )

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from gpufleet.backends.gcp import names as _names
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
     BackendTraits,
@@ -153,4 +154,5 @@ TRAITS = BackendTraits(
         "a3-edgegpu-8g": "a fraction of the 0.8 Tbps its 4 GPU NICs carry with GPUDirect-TCPX"}),
     cluster_fabric_alternative=", or pick A3 Ultra / A4 (RoCE)",
     family=_family, labels=labels,
+    name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
 )

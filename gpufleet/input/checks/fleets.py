@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
+from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, backends_with, supports, traits_of
 from gpufleet.codes import (
     F001,
     F002,
@@ -28,6 +28,7 @@ from gpufleet.codes import (
     F017,
     F018,
     F021,
+    F023,
 )
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import (
@@ -37,6 +38,7 @@ from gpufleet.input.checks.context import (
     strs,
     tags_of,
 )
+from gpufleet.input.checks.names import check_name_budget
 from gpufleet.input.normalize import parse_idle_duration, parse_nodes, parse_resources, parse_retry
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import DEFAULT_RESOURCES, FleetSpec, SshFleetSpec, SshHost, frozen_map
@@ -84,6 +86,8 @@ def check_fleet(c: Checked, declared_groups: frozenset[str] = frozenset()
     idle = ctx.parse("idle_duration", parse_idle_duration, F003)
     tags = tags_of(ctx, (), d)
     _fleet_rules(ctx, declared_groups)
+    check_name_budget(ctx, d.get("name"), ("fleet",),
+                      strs(d.get("backends")) or SUPPORTED_BACKENDS, F023, "fleet")
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
     spec = FleetSpec(

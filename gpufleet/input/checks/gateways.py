@@ -7,9 +7,10 @@ import ipaddress
 import re
 
 from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
-from gpufleet.codes import G002, G003, G004, G005, G006, G007, G009, G014, G015, G016
+from gpufleet.codes import G002, G003, G004, G005, G006, G007, G009, G014, G015, G016, G017
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx, check_region, tags_of
+from gpufleet.input.checks.names import check_name_budget
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import CertificateSpec, GatewaySpec, frozen_map
 from gpufleet.traits import Feature
@@ -34,6 +35,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
                   f"for {backend} backend", G003, key=True,
                   hint=f"use {' or '.join(backends_with(Feature.PRIVATE_GATEWAYS))}")
     cert = _certificate(ctx)
+    _name_budget(ctx, backend, cert)
     if cert is not None and cert.type == "lets-encrypt" and public is False:
         ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
                   "lets-encrypt certificate type is not supported for private gateways", G004,
@@ -43,16 +45,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
         if cert is not None and cert.type == ctype and backend is not None \
                 and _lacks(backend, feature):
             ctx.error(("certificate", "type"), traits_of(backend).why_not(feature), G005)
-    if cert is not None and cert.type == "acm" and not _ACM_ARN.fullmatch(cert.arn or ""):
-        ctx.error(("certificate", "arn"), f"'{cert.arn}' is not an ACM certificate ARN; "
-                  "gpufleet's rule (dstack takes any text here, and its load balancer then "
-                  "fails at creation)", G015,
-                  hint="give `arn:aws:acm:<region>:<account>:certificate/<id>`")
-    if cert is not None and cert.type == "gcp-cm" and not _GCP_CM_NAME.fullmatch(cert.name or ""):
-        ctx.error(("certificate", "name"), f"'{cert.name}' is not a Certificate Manager "
-                  "certificate's resource name; gpufleet's rule (dstack takes any text here, "
-                  "and its load balancer then fails at creation)", G015,
-                  hint="give `projects/<project>/locations/<region>/certificates/<name>`")
+    _certificate_names(ctx, cert)
     _check_load_balancer(ctx, backend, cert)
     replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
     if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
@@ -154,3 +147,27 @@ def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | 
 def _lacks(backend: str, feature: Feature) -> bool:
     """Only backends gpufleet knows are refused here; others get their own error."""
     return backend in TRAITS_BY_NAME and not supports(backend, feature)
+
+
+def _name_budget(ctx: Ctx, backend: object, cert: CertificateSpec | None) -> None:
+    """The gateway's name within its backend's budget (a load balancer's is tighter)."""
+    d = ctx.data()
+    balanced = isinstance(d.get("load_balancer"), dict) or (
+        cert is not None and cert.type in ("acm", "gcp-cm"))
+    if isinstance(backend, str):
+        check_name_budget(ctx, d.get("name"), ("gateway", "gateway-lb") if balanced
+                          else ("gateway",), (backend,), G017, "gateway")
+
+
+def _certificate_names(ctx: Ctx, cert: CertificateSpec | None) -> None:
+    """An ACM ARN or a Certificate Manager name of the shape its load balancer takes."""
+    if cert is not None and cert.type == "acm" and not _ACM_ARN.fullmatch(cert.arn or ""):
+        ctx.error(("certificate", "arn"), f"'{cert.arn}' is not an ACM certificate ARN; "
+                  "gpufleet's rule (dstack takes any text here, and its load balancer then "
+                  "fails at creation)", G015,
+                  hint="give `arn:aws:acm:<region>:<account>:certificate/<id>`")
+    if cert is not None and cert.type == "gcp-cm" and not _GCP_CM_NAME.fullmatch(cert.name or ""):
+        ctx.error(("certificate", "name"), f"'{cert.name}' is not a Certificate Manager "
+                  "certificate's resource name; gpufleet's rule (dstack takes any text here, "
+                  "and its load balancer then fails at creation)", G015,
+                  hint="give `projects/<project>/locations/<region>/certificates/<name>`")

@@ -60,11 +60,6 @@ def check_volume(c: Checked) -> tuple[VolumeSpec | None, list[Diagnostic]]:
         if size < 1:
             ctx.error(("size",), "a volume holds at least 1GB", V015, hint="write 1GB or more")
             return None, ctx.diags
-        if "availability_zone" not in d:
-            ctx.error((), "a new volume needs `availability_zone`: gpufleet builds the disk "
-                      "there (gpufleet's rule; dstack would pick one when it creates it)",
-                      V002, key=True, hint="set it to the zone of the fleet that mounts it")
-            return None, ctx.diags
     line, col = c.doc.source.key(())
     return VolumeSpec(
         str(d["name"]), backend, str(d["region"]),

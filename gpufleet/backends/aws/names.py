@@ -1,0 +1,51 @@
+"""aws: the physical names the APIs accept for the resources gpufleet creates. Pure data.
+
+The aws provider auto-names a named resource: the logical name, `-` and 7 random characters
+(Pulumi docs, "Resource names and identity: autonaming"). Most EC2 resources gpufleet makes
+carry a `Name` tag only; the names below are the API's own."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from gpufleet.traits import NameBudget, NameRule, NetworkQuota
+
+_ELB = "docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_{}.html"
+_LB_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
+
+NAME_RULES = MappingProxyType({
+    # "can have a maximum of 32 characters, must contain only alphanumeric characters or
+    # hyphens, and must not begin or end with a hyphen"
+    "aws:lb/loadBalancer:LoadBalancer": NameRule(
+        32, _ELB.format("CreateLoadBalancer"), _LB_NAME, "name"),
+    "aws:lb/targetGroup:TargetGroup": NameRule(
+        32, _ELB.format("CreateTargetGroup"), _LB_NAME, "name"),
+    "aws:ec2/launchTemplate:LaunchTemplate": NameRule(
+        128, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateLaunchTemplate.html",
+        re.compile(r"[a-zA-Z0-9().\-/_]{3,}"), "name"),
+    "aws:ec2/securityGroup:SecurityGroup": NameRule(
+        255, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSecurityGroup.html",
+        None, "name"),
+    "aws:ec2/placementGroup:PlacementGroup": NameRule(
+        255, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html",
+        None, "name"),
+})
+
+NAME_BUDGETS = MappingProxyType({
+    # 32 - 8 - len("-alb"): the load balancer in front of a gateway
+    "gateway-lb": NameBudget(20, "-alb", "aws:lb/loadBalancer:LoadBalancer"),
+})
+
+_VPC_QUOTAS = "docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html"
+# Default quotas per Region that each private fleet (a VPC, an internet gateway, the NAT
+# gateway's and the bastion's Elastic IPs) and each gateway draw on
+NETWORK_QUOTAS = (
+    NetworkQuota("VPCs per Region", "aws:ec2/vpc:Vpc", 5,
+                 "Service Quotas code L-F678F1CE (Amazon VPC)", _VPC_QUOTAS),
+    NetworkQuota("Internet gateways per Region", "aws:ec2/internetGateway:InternetGateway", 5,
+                 "Service Quotas code L-A4707A72 (Amazon VPC)", _VPC_QUOTAS),
+    NetworkQuota("EC2-VPC Elastic IPs", "aws:ec2/eip:Eip", 5,
+                 "Service Quotas code L-0263D0A3 (Amazon EC2)",
+                 "docs.aws.amazon.com/AWSEC2/latest/UserGuide/elastic-ip-addresses-eip.html"),
+)
