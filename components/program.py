@@ -93,9 +93,12 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
         server = access.bastion.server
         if server is not None:  # control_plane: the dstack server runs on the bastion
             port = server.port
-            bastion["server"] = {"port": port, "version": server.dstack_version,
-                                 "url": pulumi.Output.from_input(fleet.bastion_address)
-                                 .apply(lambda a: f"http://{a}:{port}")}
+            user = access.user
+            bastion["server"] = {
+                "port": port, "version": server.dstack_version,
+                "url": f"http://127.0.0.1:{port}",  # through the tunnel, on your machine
+                "tunnel": pulumi.Output.from_input(fleet.bastion_address).apply(
+                    lambda a: f"ssh -N -L {port}:127.0.0.1:{port} {user}@{a}")}
     networks = {n.role: {"name": fleet.network_names.get(n.role),
                          "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
                          "subnets": [s.cidr for s in n.subnets],

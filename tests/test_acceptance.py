@@ -67,6 +67,16 @@ def test_a4_task_validates_and_spans_every_gpu_of_every_node(
     assert '-n "$DSTACK_GPUS_NUM" -N "$DSTACK_GPUS_PER_NODE"' in run
     assert "all_reduce_perf -b 8 -e 8G" in run and "-x NCCL_NET" in run
     assert task["startup_order"] == "workers-first" and task["stop_criteria"] == "master-done"
+    # the fabric's software is required, not sourced when present: a node without it stops
+    # the run with a line the checker fails on, and the plugin the host installed is mounted
+    text = "\n".join(task["commands"])
+    assert "no roce collective software on the host" in text
+    assert "else echo \"gpufleet acceptance: node ${DSTACK_NODE_RANK:-0}: host setup not " \
+           "ready: no /usr/local/gib/scripts/set_nccl_env.sh" in text
+    assert {"instance_path": "/usr/local/gib", "path": "/usr/local/gib"} in task["volumes"]
+    log = write(tmp_path, "gib.log", "gpufleet acceptance: node 1: host setup not ready: no "
+                "roce collective software on the host (re-run the host setup)\n")
+    assert main(["acceptance", "check", log, "--fleet", "a4", *A4]) == 1
 
 
 @pytest.mark.parametrize(("fleet", "env", "value"), [

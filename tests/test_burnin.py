@@ -57,7 +57,9 @@ def node_log(tmp: Path, task: dict[str, object], rank: int, **env: str) -> str:
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     marker = tmp / "host"
     marker.mkdir(exist_ok=True)
-    (marker / "host-ready").write_text("status=ready\n")
+    (marker / "host-ready").write_text(
+        "status=ready\n" + (f"fabric_software={env.pop('FAKE_FABRIC_SOFTWARE', 'gib:v1')}\n"
+                            if env.get("FAKE_FABRIC_SOFTWARE", "gib:v1") else ""))
     (marker / "mounts-ready").write_text("status=ready\na4-data=/mnt/data\n")
     script = "\n".join(str(c) for c in task["commands"])  # type: ignore[attr-defined]
     script = script.replace("/opt/nccl-tests/build/all_reduce_perf", str(bin_dir /
@@ -91,7 +93,9 @@ def test_the_burnin_task_checks_every_node_on_its_own(task: dict[str, object]) -
     assert "ecc.errors.uncorrected.volatile.total" in text and "retired_pages.pending" in text
     assert "mpirun" not in text  # each node alone
     assert task["volumes"] == [{"instance_path": "/var/lib/gpufleet", "path": "/gpufleet-host"},
-                               {"instance_path": "/mnt/data", "path": "/mnt/data"}]
+                               {"instance_path": "/mnt/data", "path": "/mnt/data"},
+                               {"instance_path": "/usr/local/gib", "path": "/usr/local/gib"}]
+    assert "check=fabric want=roce software=" in text
 
 
 def test_healthy_nodes_pass_and_the_bad_ones_are_named(
@@ -111,6 +115,7 @@ def test_healthy_nodes_pass_and_the_bad_ones_are_named(
         "gpus": ({"FAKE_GPUS": "7"}, "7 GPU(s), the plan has 8"),
         "memory": ({"FAKE_SMALL_GPU": "5"}, "GPU 5 has 81559 MiB, the others 183359 MiB"),
         "slow": ({"FAKE_BUSBW": "400.00"}, "single-node busbw 400 GB/s, 29% under"),
+        "fabric": ({"FAKE_FABRIC_SOFTWARE": ""}, "no roce collective software on the host"),
     }
     for name, (env, message) in cases.items():
         (tmp_path / name).mkdir()

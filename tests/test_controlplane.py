@@ -45,7 +45,7 @@ def own(report: Any, fleet: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("fleet", ["a4", "p5", "nd"])
-def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
+def test_the_server_is_reached_through_ssh_from_allow_only_and_no_other_fleet_moves(
         tmp_path: Path, fleet: str) -> None:
     plain = plan_files(files(tmp_path / "plain"))
     report = plan_files(files(tmp_path / "cp", f"control_plane:\n  fleet: {fleet}\n"
@@ -62,7 +62,7 @@ def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
         [rule] = [r for r in by_type(report, "gcp:compute/firewall:Firewall")
                   if r["name"] == "a4-bastion-dstack"]
         assert rule["inputs"]["sourceRanges"] == ["198.51.100.0/24"]
-        assert rule["inputs"]["allows"] == [{"protocol": "tcp", "ports": ["3000"]}]
+        assert rule["inputs"]["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
         assert rule["inputs"]["targetTags"] == [named(report, name, "gcp:compute/instance:"
                                                       "Instance")["inputs"]["tags"][0]]
         vm = named(report, name, "gcp:compute/instance:Instance")["inputs"]
@@ -70,7 +70,7 @@ def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
     elif fleet == "p5":
         sg = named(report, "p5-bastion-sg", "aws:ec2/securityGroup:SecurityGroup")["inputs"]
         ports = {(r["fromPort"], tuple(r["cidrBlocks"])) for r in sg["ingress"]}
-        assert ports == {(22, ("203.0.113.0/24",)), (3000, ("198.51.100.0/24",))}
+        assert ports == {(22, ("203.0.113.0/24",)), (22, ("198.51.100.0/24",))}
         vm = named(report, name, "aws:ec2/instance:Instance")["inputs"]
         assert base64.b64decode(vm["userDataBase64"]).decode() == script
         assert vm["userDataReplaceOnChange"] is True
@@ -79,9 +79,11 @@ def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
                     "azure-native:network:NetworkSecurityGroup")["inputs"]
         rules = {(r["destinationPortRanges"][0], tuple(r["sourceAddressPrefixes"]))
                  for r in nsg["securityRules"]}
-        assert rules == {("22", ("203.0.113.0/24",)), ("3000", ("198.51.100.0/24",))}
+        assert rules == {("22", ("203.0.113.0/24",)), ("22", ("198.51.100.0/24",))}
         vm = named(report, name, "azure-native:compute:VirtualMachine")["inputs"]
         assert base64.b64decode(vm["osProfile"]["customData"]).decode() == script
+    # the server listens on the loopback only: no plain HTTP on a public address
+    assert "--host 127.0.0.1 --port 3000" in script and "0.0.0.0" not in script
     # nothing opens the port to the internet, and every other fleet is byte-identical
     assert "0.0.0.0/0" not in json.dumps([r for r in own(report, fleet)
                                            if "dstack" in r["name"]])
@@ -89,8 +91,8 @@ def test_the_server_port_opens_to_allow_only_and_no_other_fleet_moves(
         if other != fleet:
             assert own(report, other) == own(plain, other)
     text = render_plan_text(report)
-    assert "control plane: dstack 0.22.5 server on the bastion, port 3000 from " \
-           "198.51.100.0/24" in text
+    assert "control plane: dstack 0.22.5 server on the bastion's 127.0.0.1:3000, reached " \
+           "through an SSH tunnel from 198.51.100.0/24" in text
 
 
 @pytest.mark.parametrize(("control", "code", "message"), [
@@ -133,10 +135,14 @@ def test_the_export_points_private_fleets_at_the_control_plane(
     outputs = next(r for r in state["deployment"]["resources"]
                    if r["type"] == "pulumi:pulumi:Stack")["outputs"]
     server = outputs["a4"]["bastion"]["server"]
-    assert server["port"] == 3000 and server["url"].startswith("http://")
-    assert server["url"].endswith(":3000")
+    assert server["port"] == 3000 and server["url"] == "http://127.0.0.1:3000"
+    assert server["tunnel"] == \
+        "ssh -N -L 3000:127.0.0.1:3000 ubuntu@mock-address-of-a4-bastion-ip"
     path = write_export(tmp_path / "state.json", state)
     assert main(["export", "dstack", "--state", path, "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
-    assert f"fleet a4: private nodes; the dstack server at {server['url']} runs inside" in err
-    assert f"the stack's control plane is on a4 ({server['url']})" in err  # p5's note
+    tunnel = f"(reached through `{server['tunnel']} -i <identity file>`; the server listens " \
+             "on the bastion's loopback only)"
+    assert f"fleet a4: private nodes; the dstack server at {server['url']} {tunnel} runs " \
+           "inside" in err
+    assert f"the stack's control plane is on a4 ({server['url']} {tunnel})" in err  # p5's

@@ -23,6 +23,7 @@ from gpufleet.cli import cli
 from gpufleet.compile.hostsetup import (
     DOCKER_VERSION,
     FAMILIES,
+    GIB_IMAGE,
     NVIDIA_CTK_VERSION,
     image_family,
     render,
@@ -47,6 +48,11 @@ case "$1" in
   info) if [ -e "$STATE/nvidia-runtime" ]; then echo '{"nvidia":{},"runc":{}}'
         else echo '{"runc":{}}'; fi ;;
   version) echo "${FAKE_DOCKER:-28.5.1}" ;;
+  run) echo "$*" >> "$STATE/docker.log"
+       [ -z "$FAKE_GIB_FAIL" ] || exit 1
+       mkdir -p "$GPUFLEET_ROOT/usr/local/gib/lib64" "$GPUFLEET_ROOT/usr/local/gib/scripts"
+       touch "$GPUFLEET_ROOT/usr/local/gib/lib64/libnccl-net_internal.so" \
+         "$GPUFLEET_ROOT/usr/local/gib/scripts/set_nccl_env.sh" ;;
 esac""",
     "nvidia-ctk": """
 case "$1" in
@@ -133,7 +139,8 @@ def test_a_dlami_host_that_has_everything_is_only_checked(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert host.marker("ready") == {
         "status": "ready", "family": "aws-dlami", "user": "ubuntu", "docker": "27.3.1",
-        "nvidia_container_toolkit": "1.17.4", "driver": "570.133.20", "cuda": "12.8"}
+        "nvidia_container_toolkit": "1.17.4", "driver": "570.133.20", "cuda": "12.8",
+        "fabric": "none", "fabric_software": "none"}
     assert host.log("apt") == [] and host.log("ctk") == []  # nothing installed, nothing set
     sudoers = host.root / "etc/sudoers.d/90-gpufleet-ubuntu"
     assert sudoers.read_text() == "ubuntu ALL=(ALL) NOPASSWD:ALL\n"
@@ -265,19 +272,24 @@ def test_every_node_boots_the_script_of_its_image_family(tmp_path: Path) -> None
     assert {n: (p.host_setup.family if p.host_setup else None) for n, p in plans.items()} == {
         "p5": "aws-dlami", "a4": "gcp-ubuntu-accelerator", "nd": "azure-ubuntu-hpc",
         "cpu": "ubuntu"}
+    # each cluster's script also installs or checks its fabric's collective software
+    assert {n: (p.host_setup.fabric if p.host_setup else None) for n, p in plans.items()} == {
+        "p5": "efa", "a4": "roce", "nd": "infiniband", "cpu": "none"}
     for i in range(2):
         node = named(report, f"p5-node-{i}", "aws:ec2/instance:Instance")["inputs"]
-        assert decoded(node["userDataBase64"]) == render(FAMILIES["aws-dlami"], "ubuntu")
+        assert decoded(node["userDataBase64"]) == render(FAMILIES["aws-dlami"], "ubuntu", "efa")
         gce = named(report, f"a4-node-{i}", "gcp:compute/instance:Instance")["inputs"]
         assert gce["metadata"]["startup-script"] == \
-            render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu")
+            render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu", "roce")
+        assert "FABRIC=roce\n" in gce["metadata"]["startup-script"]
+        assert GIB_IMAGE in gce["metadata"]["startup-script"]
     # the launch template carries no user data: a script change never makes a new version
     [template] = [r for r in by_type(report, "aws:ec2/launchTemplate:LaunchTemplate")
                   if r["name"].startswith("p5")]
     assert "userData" not in template["inputs"]
     [vmss] = by_type(report, "azure-native:compute:VirtualMachineScaleSet")
     custom = vmss["inputs"]["virtualMachineProfile"]["osProfile"]["customData"]
-    assert decoded(custom) == render(FAMILIES["azure-ubuntu-hpc"], "azureuser")
+    assert decoded(custom) == render(FAMILIES["azure-ubuntu-hpc"], "azureuser", "infiniband")
     vm = named(report, "cpu-node-0", "azure-native:compute:VirtualMachine")["inputs"]
     assert "WANT_GPU=0" in decoded(vm["osProfile"]["customData"])
     # bastions boot no script
@@ -336,7 +348,7 @@ def test_the_control_plane_installs_dstack_once_and_runs_it_under_systemd(
     assert host.log("pip") == ["install -q dstack[all]==0.22.5"]
     unit = (host.root / "etc/systemd/system/dstack-server.service").read_text()
     assert "User=ubuntu" in unit
-    assert "ExecStart=/opt/dstack/bin/dstack server --host 0.0.0.0 --port 3000" in unit
+    assert "ExecStart=/opt/dstack/bin/dstack server --host 127.0.0.1 --port 3000" in unit
     assert "enable --now dstack-server" in host.log("systemctl")
     marker = host.root / "var/lib/gpufleet/server-ready"
     assert "status=ready\nversion=0.22.5\nport=3000" in marker.read_text()
@@ -344,3 +356,51 @@ def test_the_control_plane_installs_dstack_once_and_runs_it_under_systemd(
     assert host.log("pip") == ["install -q dstack[all]==0.22.5"]
     with pytest.raises(ValueError, match="not a dstack version"):
         render_server(ServerPlan(3000, SERVER.firewall, "0.22; curl x", "ubuntu"))
+
+
+def test_a_roce_cluster_host_gets_the_gib_plugin_once_and_records_it(tmp_path: Path) -> None:
+    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"))
+    script = render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu", "roce")
+    for _ in range(2):  # GCP runs the startup script on every boot
+        result = host.run(script)
+        assert result.returncode == 0, result.stderr
+    [run] = host.log("docker")  # installed once, then only checked
+    assert GIB_IMAGE in run and "install --install-nccl" in run
+    ready = host.marker("ready")
+    assert ready["fabric"] == "roce" and ready["fabric_software"] == f"gib:{GIB_IMAGE}"
+
+
+@pytest.mark.parametrize(("family", "fabric", "env", "files", "reason"), [
+    ("gcp-ubuntu-accelerator", "roce", {"FAKE_GIB_FAIL": "1"}, (),
+     "cannot install the gIB NCCL plugin"),
+    ("aws-dlami", "efa", {}, (), "no EFA software (/opt/amazon/efa/bin/fi_info)"),
+    ("aws-dlami", "efa", {}, ("opt/amazon/efa/bin/fi_info",), "no aws-ofi-nccl plugin"),
+    ("azure-ubuntu-hpc", "infiniband", {"FAKE_USER": "azureuser"}, (),
+     "no InfiniBand verbs tools"),
+])
+def test_a_cluster_host_without_its_fabric_software_is_not_ready(
+        tmp_path: Path, family: str, fabric: str, env: dict[str, str],
+        files: tuple[str, ...], reason: str) -> None:
+    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"), **env)
+    for rel in files:
+        path = host.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/bash\ntrue\n")
+        path.chmod(0o755)
+    result = host.run(render(FAMILIES[family], "ubuntu" if fabric != "infiniband"
+                             else "azureuser", fabric))
+    assert result.returncode == 0, result.stderr
+    failed = host.marker("failed")
+    assert failed["status"] == "failed" and failed["reason"].startswith(reason), failed
+    assert not host.marker("ready")
+
+
+def test_an_efa_host_with_libfabric_and_the_ofi_plugin_is_ready(tmp_path: Path) -> None:
+    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"))
+    for rel in ("opt/amazon/efa/bin/fi_info", "opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"):
+        path = host.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/bash\ntrue\n")
+        path.chmod(0o755)
+    assert host.run(render(FAMILIES["aws-dlami"], "ubuntu", "efa")).returncode == 0
+    assert host.marker("ready")["fabric_software"] == "efa+aws-ofi-nccl"

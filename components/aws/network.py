@@ -85,9 +85,10 @@ class Network(pulumi.ComponentResource):
         rule = b.firewall
         ingress = [ingress_rule(22, "tcp", rule.description, cidr_blocks=list(rule.sources))] \
             if rule.sources else []
-        if b.server is not None:  # control_plane: the dstack server's port, from `allow`
-            ingress.append(ingress_rule(b.server.port, "tcp", b.server.firewall.description,
-                                        cidr_blocks=list(b.server.firewall.sources)))
+        if b.server is not None:  # control_plane: the SSH tunnel to the server, from `allow`
+            ingress += [ingress_rule(int(port), "tcp", b.server.firewall.description,
+                                     cidr_blocks=list(b.server.firewall.sources))
+                        for port in b.server.firewall.ports]
         name = naming.child(b.name, "sg")
         return aws.ec2.SecurityGroup(
             name, vpc_id=self.vpc_id, description=f"gpufleet bastion of {plan.name}",

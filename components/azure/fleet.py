@@ -94,11 +94,11 @@ class Fleet(pulumi.ComponentResource):
             "protocol": "Tcp", "source_port_range": "*", "destination_port_ranges": ["22"],
             "destination_address_prefix": "*", "source_address_prefixes": list(rule.sources),
             "description": rule.description}] if rule.sources else []
-        if b.server is not None:  # control_plane: the dstack server's port, from `allow`
+        if b.server is not None:  # control_plane: the SSH tunnel to the server, from `allow`
             rules.append({
                 "name": b.server.firewall.name, "priority": 110, "direction": "Inbound",
                 "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
-                "destination_port_ranges": [str(b.server.port)],
+                "destination_port_ranges": list(b.server.firewall.ports),
                 "destination_address_prefix": "*",
                 "source_address_prefixes": list(b.server.firewall.sources),
                 "description": b.server.firewall.description})

@@ -132,7 +132,7 @@ class Fleet(pulumi.ComponentResource):
         main = self.networks["main"]
         if b.firewall.sources and not plan.network("main").project:  # host's rules otherwise
             main._firewall(b.firewall, plan, target=bastion_tag(plan))
-        if b.server is not None:  # control_plane: the dstack server's port, from `allow`
+        if b.server is not None:  # control_plane: the SSH tunnel to the server, from `allow`
             main._firewall(b.server.firewall, plan, target=bastion_tag(plan))
         address = gcp.compute.Address(b.address_name, region=plan.region,
                                       address_type="EXTERNAL", network_tier="PREMIUM",

@@ -18,6 +18,7 @@ from gpufleet.codes import G013
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.filesystems import attach_filesystems
+from gpufleet.compile.hostsetup import with_fabric
 from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.volumes import plan_volumes
@@ -201,8 +202,9 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
         diags += planned.diagnostics
         if planned.plan is not None:
             res = inputs.reservation(s.fleet.reservation)
-            plans.append(planned.plan if res is None else dataclasses.replace(
-                planned.plan, reservation_declared=(
+            done = with_fabric(planned.plan)
+            plans.append(done if res is None else dataclasses.replace(
+                done, reservation_declared=(
                     f"{res.kind} {res.target}, {s.fleet.nodes.target} of {res.count} "
                     f"{res.instance_type} in {res.zone}"
                     + (f", ends {res.ends}" if res.ends else "")

@@ -3,8 +3,9 @@
 A dstack server provisions into private networks (`public_ips: false`) and reaches their
 nodes only from inside them. The bastion already sits in the fleet's network with a static
 address and SSH from `ssh_cidrs`; as the control plane it gets a size that runs the server,
-the server's port open to `allow` only, and a boot script that installs dstack and runs
-`dstack server` under systemd.
+SSH open to `allow` as well, and a boot script that installs dstack and runs `dstack server`
+under systemd on the loopback address only: the API is reached through an SSH tunnel to the
+bastion (`ssh -N -L PORT:127.0.0.1:PORT`), never as plain HTTP on a public address.
 """
 
 from __future__ import annotations
@@ -48,10 +49,13 @@ def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | No
         return out, [spec.origin.at("allow", B017, "the dstack server's port would be open "
                                     "to no one: no `allow` and no `ssh_cidrs`",
                                     "list the ranges your team connects from in `allow`")]
+    # the server listens on the bastion's loopback only: its API (the admin token, the SSH
+    # fleets' keys) never crosses a network in clear; it is reached through an SSH tunnel
+    # to the bastion, whose port 22 the rule opens to `allow`
     server = ServerPlan(spec.port, FirewallRule(
-        naming.child(bastion.name, "dstack"), f"the dstack server (port {spec.port}) from "
+        naming.child(bastion.name, "dstack"), "SSH tunnel to the dstack server from "
         "control_plane.allow" if spec.allow is not None else
-        f"the dstack server (port {spec.port}) from ssh_cidrs", "tcp", (str(spec.port),),
+        "SSH tunnel to the dstack server from ssh_cidrs", "tcp", ("22",),
         tuple(sources)), spec.dstack_version, access.user)
     bastion = dataclasses.replace(bastion, server=server, instance_type=spec.instance_type
                                   or traits_of(plan.backend).server_size)

@@ -16,6 +16,7 @@ of times, and records the outcome in a marker file and on the serial console:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,33 @@ from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, Serv
 DOCKER_VERSION = "28.5.1"  # docker-ce from download.docker.com (apt, Ubuntu jammy/noble)
 NVIDIA_CTK_VERSION = "1.18.0"  # nvidia-container-toolkit from nvidia.github.io
 MIN_CUDA = (12, 1)  # dstack's floor for SSH-fleet hosts
+# Google's gIB NCCL plugin for RoCE on A4 / A3 Ultra, installed on the host into
+# /usr/local/gib as Google's own installer does (container-engine-accelerators,
+# gpudirect-rdma/nccl-rdma-installer: `container_entry.sh install --install-nccl`, then the
+# tree copied to the host)
+GIB_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.0.6"
+
+
+@dataclass(frozen=True, slots=True)
+class FabricSoftware:
+    """What a cluster fabric needs on the host for NCCL to use it, and how it is got."""
+
+    what: str
+    how: str  # "installed" (pinned above) or "verified" (the image's own)
+    source: str
+
+
+# fabric -> its collective software: the one place they are named
+FABRIC_SOFTWARE = {
+    "roce": FabricSoftware("the gIB NCCL plugin (/usr/local/gib)", f"installed ({GIB_IMAGE})",
+                           "cloud.google.com/ai-hypercomputer/docs (A4 / A3 Ultra: NCCL over "
+                           "RoCE needs the gIB plugin)"),
+    "efa": FabricSoftware("EFA's libfabric and the aws-ofi-nccl plugin", "verified (the "
+                          "Deep Learning AMI ships both)",
+                          "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html"),
+    "infiniband": FabricSoftware("InfiniBand verbs (mlx5) and NCCL", "verified (the HPC image "
+                                 "ships them)", "github.com/Azure/azhpc-images"),
+}
 RETRIES = 5
 MARKER_DIR = "/var/lib/gpufleet"
 READY_MARKER = f"{MARKER_DIR}/host-ready"
@@ -82,14 +110,25 @@ def image_family(backend: str, gpu: bool, default_image: bool) -> ImageFamily:
     return FAMILIES[traits_of(backend).gpu_image_family]
 
 
-def render(family: ImageFamily, user: str) -> str:
-    """The boot script (bash) for one family and login user, from gpufleet/data/host-setup.sh
-    (its @@NAME@@ placeholders filled in)."""
+def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
+    """The boot script (bash) for one family, login user and cluster fabric, from
+    gpufleet/data/host-setup.sh (its @@NAME@@ placeholders filled in)."""
     _check_user(user)
     return _fill("host-setup.sh", "gpufleet-host-setup", READY_MARKER, FAILED_MARKER, {
         "FAMILY": family.name, "USER": user, "GPU": "1" if family.gpu else "0",
-        "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION,
+        "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION, "GIB_IMAGE": GIB_IMAGE,
+        "FABRIC": fabric if fabric in FABRIC_SOFTWARE else "none",
         "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
+
+
+def with_fabric(plan: FleetPlan) -> FleetPlan:
+    """A cluster's host setup also installs or checks its fabric's collective software."""
+    if plan.host_setup is None or plan.placement is None or plan.rdma not in FABRIC_SOFTWARE:
+        return plan
+    hs = plan.host_setup
+    script = render(FAMILIES[hs.family], hs.user, plan.rdma)
+    return dataclasses.replace(plan, host_setup=dataclasses.replace(
+        hs, fabric=plan.rdma, digest=digest(script)))
 
 
 def render_server(server: ServerPlan) -> str:
@@ -136,7 +175,7 @@ def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
 
 def script_for(plan: HostSetupPlan) -> str:
     """The script a plan names (the components put it into user data / metadata)."""
-    return render(FAMILIES[plan.family], plan.user)
+    return render(FAMILIES[plan.family], plan.user, plan.fabric)
 
 
 def target_placeholder(fs: FilesystemPlan) -> str:

@@ -188,6 +188,7 @@ class HostSetupPlan:
     family: str  # the image family it is rendered for
     user: str  # the login user given passwordless sudo and the docker group
     digest: str  # of the rendered script: a new script shows as a change
+    fabric: str = "none"  # the cluster fabric whose collective software it installs or checks
 
 
 @dataclass(frozen=True, slots=True)

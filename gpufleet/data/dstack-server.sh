@@ -1,6 +1,7 @@
 #!/bin/bash
-# gpufleet control plane: the dstack server @@VERSION@@ on port @@PORT@@, run by systemd as
-# @@USER@@, on the bastion inside the fleet's network. Idempotent.
+# gpufleet control plane: the dstack server @@VERSION@@ on 127.0.0.1:@@PORT@@ (reached through
+# an SSH tunnel to this bastion, never in clear on a network), run by systemd as @@USER@@, on
+# the bastion inside the fleet's network. Idempotent.
 @@PRELUDE@@
 mkdir -p "$R/etc/systemd/system" "$R/opt"
 VENV="$R/opt/dstack"
@@ -19,7 +20,7 @@ Wants=network-online.target
 
 [Service]
 User=@@USER@@
-ExecStart=/opt/dstack/bin/dstack server --host 0.0.0.0 --port @@PORT@@
+ExecStart=/opt/dstack/bin/dstack server --host 127.0.0.1 --port @@PORT@@
 Restart=always
 RestartSec=5
 
@@ -30,4 +31,4 @@ systemctl daemon-reload || fail "systemd cannot reload"
 systemctl enable --now dstack-server || fail "the dstack-server service does not start"
 printf 'status=ready\nversion=@@VERSION@@\nport=@@PORT@@\nuser=@@USER@@\n' > "$R@@READY@@"
 rm -f "$R@@FAILED@@"
-say "ready: dstack @@VERSION@@ on port @@PORT@@; its admin token: sudo journalctl -u dstack-server | grep -i token"
+say "ready: dstack @@VERSION@@ on 127.0.0.1:@@PORT@@ (ssh -N -L @@PORT@@:127.0.0.1:@@PORT@@ to this host); its admin token: sudo journalctl -u dstack-server | grep -i token"

@@ -67,8 +67,38 @@ else
   fail "no user @@USER@@ on this host"
 fi
 
+# 5. the cluster fabric's collective software: without it NCCL falls back to TCP on the
+#    primary NIC, a fraction of the fabric's bandwidth, and says so only in its debug log
+FABRIC=@@FABRIC@@
+FABRIC_SOFTWARE=none
+any_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
+case "$FABRIC" in
+  roce)
+    if ! any_file "$R"/usr/local/gib/lib64/libnccl-net*.so; then
+      say "installing the gIB NCCL plugin (@@GIB_IMAGE@@)"
+      mkdir -p "$R/usr/local/gib"
+      retry docker run --rm -v "$R/usr/local/gib:/target/gib" --entrypoint /bin/bash @@GIB_IMAGE@@ \
+        -c '/scripts/container_entry.sh install --install-nccl && cp -a /usr/local/gib/. /target/gib/' \
+        || fail "cannot install the gIB NCCL plugin from @@GIB_IMAGE@@"
+    fi
+    any_file "$R"/usr/local/gib/lib64/libnccl-net*.so || fail "no gIB NCCL plugin in /usr/local/gib/lib64: NCCL would not use RoCE"
+    [ -f "$R/usr/local/gib/scripts/set_nccl_env.sh" ] || fail "no /usr/local/gib/scripts/set_nccl_env.sh: the gIB install is incomplete"
+    FABRIC_SOFTWARE="gib:@@GIB_IMAGE@@" ;;
+  efa)
+    [ -x "$R/opt/amazon/efa/bin/fi_info" ] || fail "no EFA software (/opt/amazon/efa/bin/fi_info): the image lacks the EFA installer's libfabric"
+    "$R/opt/amazon/efa/bin/fi_info" -p efa > /dev/null 2>&1 || fail "libfabric sees no EFA device (fi_info -p efa)"
+    any_file "$R"/opt/amazon/ofi-nccl/lib*/libnccl-net*.so "$R"/opt/aws-ofi-nccl/lib/libnccl-net*.so \
+      || fail "no aws-ofi-nccl plugin (/opt/amazon/ofi-nccl): NCCL would not use EFA"
+    FABRIC_SOFTWARE="efa+aws-ofi-nccl" ;;
+  infiniband)
+    command -v ibv_devinfo > /dev/null || fail "no InfiniBand verbs tools (ibv_devinfo): use the HPC image"
+    ibv_devinfo -l 2>/dev/null | grep -q mlx5 || fail "no InfiniBand device (mlx5) is visible"
+    ldconfig -p | grep -q 'libnccl\.so' || fail "no NCCL library on the host: the HPC image ships it"
+    FABRIC_SOFTWARE="infiniband+nccl" ;;
+esac
+
 CTK=$(nvidia-ctk --version 2>/dev/null | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n1)
-printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\n' \
-  "$(docker version --format '{{.Server.Version}}' 2>/dev/null)" "${CTK:-none}" "$DRIVER" "$CUDA" > "$R@@READY@@"
+printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\nfabric=%s\nfabric_software=%s\n' \
+  "$(docker version --format '{{.Server.Version}}' 2>/dev/null)" "${CTK:-none}" "$DRIVER" "$CUDA" "$FABRIC" "$FABRIC_SOFTWARE" > "$R@@READY@@"
 rm -f "$R@@FAILED@@"
-say "ready (@@FAMILY@@): docker, driver $DRIVER, CUDA $CUDA, toolkit ${CTK:-none}, sudo for @@USER@@"
+say "ready (@@FAMILY@@): docker, driver $DRIVER, CUDA $CUDA, toolkit ${CTK:-none}, sudo for @@USER@@, fabric $FABRIC ($FABRIC_SOFTWARE)"

@@ -166,17 +166,28 @@ def task_volumes(plan: FleetPlan) -> list[dict[str, str]]:
     if plan.host_setup is not None or plan.filesystems:
         volumes.append({"instance_path": MARKER_DIR, "path": HOST_DIR})
     volumes += [{"instance_path": fs.mount, "path": fs.mount} for fs in plan.filesystems]
+    if plan.host_setup is not None and plan.host_setup.fabric == "roce":
+        # the gIB plugin the host setup installed, where NCCL and set_nccl_env.sh look
+        volumes.append({"instance_path": "/usr/local/gib", "path": "/usr/local/gib"})
     return volumes
 
 
 def _host_check(plan: FleetPlan) -> list[str]:
-    """The task's first command: stop on a node whose host setup did not finish."""
+    """The task's first commands: stop on a node whose host setup did not finish, or that
+    lacks the collective software its fabric needs (a node set up before gpufleet checked
+    it has no `fabric_software` line: it is not taken on trust)."""
     if plan.host_setup is None:
         return []
-    return [f'if [ "$(sed -n \'s/^status=//p\' {HOST_DIR}/host-ready 2>/dev/null)" != ready ]; '
-            f'then echo "gpufleet acceptance: node ${{DSTACK_NODE_RANK:-0}}: {HOST_NOT_READY}: '
-            f'$(tr \'\\n\' \' \' < {HOST_DIR}/host-failed 2>/dev/null || echo no marker)"; '
-            "exit 1; fi"]
+    say = f'echo "gpufleet acceptance: node ${{DSTACK_NODE_RANK:-0}}: {HOST_NOT_READY}: '
+    out = [f'if [ "$(sed -n \'s/^status=//p\' {HOST_DIR}/host-ready 2>/dev/null)" != ready ]; '
+           f'then {say}$(tr \'\\n\' \' \' < {HOST_DIR}/host-failed 2>/dev/null || echo no '
+           'marker)"; exit 1; fi']
+    fabric = plan.host_setup.fabric
+    if fabric != "none":
+        out.append(f'case "$(sed -n \'s/^fabric_software=//p\' {HOST_DIR}/host-ready)" in '
+                   f'""|none) {say}no {fabric} collective software on the host (re-run the '
+                   'host setup)"; exit 1 ;; esac')
+    return out
 
 
 class _Dumper(yaml.SafeDumper):

@@ -46,6 +46,10 @@ def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict
     if plan.host_setup is not None:
         commands.append(f'if [ "$(sed -n \'s/^status=//p\' {host_dir}/host-ready 2>/dev/null)" '
                         f'!= ready ]; then {say} check=host verdict=fail"; exit 1; fi')
+        if plan.host_setup.fabric != "none":  # what the host setup found for the fabric
+            commands.append(f"{say} check=fabric want={plan.host_setup.fabric} software="
+                            f"$(sed -n 's/^fabric_software=//p' {host_dir}/host-ready | "
+                            "tr -d ' ')\"")
     commands += [
         "command -v dcgmi > /dev/null || (apt-get update -qq && apt-get install -y -qq "
         "datacenter-gpu-manager-4-cuda12 > /dev/null) || true",
@@ -93,6 +97,8 @@ class NodeFacts:
     busbw: float | None = None
     host: str | None = None  # "fail": the host setup marker is not ready
     mounts: str | None = None  # "fail": a shared filesystem did not mount at boot
+    fabric: str | None = None  # the fabric whose collective software the node must have
+    fabric_software: str = ""  # what its host setup recorded ("", "none": missing)
     hostname: str = ""
     done: bool = False
 
@@ -141,6 +147,8 @@ def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
         facts.host = kv["verdict"]
     elif check == "mounts":
         facts.mounts = kv["verdict"]
+    elif check == "fabric":
+        facts.fabric, facts.fabric_software = kv["want"], kv.get("software", "")
     elif check == "done":
         facts.done = True
     else:
@@ -171,6 +179,9 @@ def _node_problems(f: NodeFacts, gpu_gib: float | None) -> list[str]:
     why += [f"GPU {g}: {n} uncorrected ECC error(s)" for g, n in sorted(f.ecc.items()) if n]
     why += [f"GPU {g}: retired pages pending" for g, p in sorted(f.pending.items())
             if p.lower() not in ("no", "0")]
+    if f.fabric is not None and f.fabric_software in ("", "none"):
+        why.append(f"no {f.fabric} collective software on the host (NCCL would fall back to "
+                   "TCP; see /var/log/gpufleet-host-setup.log)")
     if f.mounts == "fail":
         why.append("the shared filesystems did not mount (see "
                    "/var/log/gpufleet-mount.log on the node)")

@@ -333,7 +333,10 @@ def control_planes(outputs: Mapping[str, Any]) -> dict[str, str]:
         server = (v.get("bastion") or {}).get("server") if isinstance(v.get("bastion"),
                                                                       dict) else None
         if isinstance(server, dict) and server.get("url"):
-            out[name] = str(_secret(server["url"]))
+            tunnel = _secret(server.get("tunnel"))
+            out[name] = str(_secret(server["url"])) + (
+                f" (reached through `{tunnel} -i <identity file>`; the server listens on "
+                "the bastion's loopback only)" if tunnel else "")
     return out
 
 

@@ -34,8 +34,8 @@ def access_text(f: FleetPlan) -> str | None:
                f"from {sources}); nodes take SSH only from it")
         if b.server is not None:
             way += (f"; control plane: dstack {b.server.dstack_version} server on the "
-                    f"bastion, port {b.server.port} from "
-                    f"{', '.join(b.server.firewall.sources)}")
+                    f"bastion's 127.0.0.1:{b.server.port}, reached through an SSH tunnel "
+                    f"from {', '.join(b.server.firewall.sources)}")
     return f"{way}; user {a.user}, {key}"
 
 
