@@ -313,3 +313,34 @@ def test_a_folder_with_a_symlink_loop_is_reported_not_crashed(tmp_path: Path) ->
     (tmp_path / "b.yml").symlink_to(tmp_path / "a.yml")
     code, out = run("validate", str(tmp_path))
     assert code == 1 and "error[L000]" in out and "symbolic links" in out
+
+
+def test_the_fast_depth_count_agrees_with_a_character_walk() -> None:
+    """json_depth drops strings with a regular expression; a plain walk is the reference."""
+    import random
+
+    from gpufleet.input.jsonfile import MAX_JSON_DEPTH, json_depth
+
+    def walk(text: str) -> int:
+        depth = deepest = 0
+        in_string = escaped = False
+        for ch in text:
+            if in_string:
+                escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+            elif ch == '"':
+                in_string = True
+            elif ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}":
+                depth -= 1
+        return deepest
+
+    rng = random.Random(7)
+    for _ in range(5000):
+        text = "".join(rng.choice('[]{}"\\a,:1') for _ in range(rng.randint(0, 60)))
+        assert min(json_depth(text)[0], MAX_JSON_DEPTH + 1) == \
+            min(walk(text), MAX_JSON_DEPTH + 1), text
+    deep = '{"a": "[[[", "b": ' + "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1) + "}"
+    depth, offset = json_depth(deep)
+    assert depth == MAX_JSON_DEPTH + 1 and deep[offset] == "[" and offset > deep.index("b")

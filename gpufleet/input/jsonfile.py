@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
 from typing import Any
@@ -66,9 +67,39 @@ def parse_json(raw: bytes, source: str, what: str) -> Any:
             from None
 
 
+# A JSON string (its escapes included), and a character that is none of the four brackets
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
 def json_depth(text: str) -> tuple[int, int]:
-    """The deepest nesting of arrays and objects, outside strings, and where it is first
-    reached. JSON's grammar makes this exact: strings are the only place brackets hide."""
+    """The deepest nesting of arrays and objects outside strings, and, past
+    ``MAX_JSON_DEPTH``, the offset where the bound is passed (0 within it). JSON's grammar
+    makes this exact: strings are the only place brackets hide.
+
+    The strings and everything but brackets are dropped with regular expressions (C speed:
+    a 100 MB stack export in well under a second); only an input nested past the bound is
+    walked again character by character, for the offset the message names."""
+    structure = _STRING.sub("", text)
+    quote = structure.find('"')
+    if quote >= 0:  # an unterminated string: everything after its quote is inside it
+        structure = structure[:quote]
+    brackets = _NOT_BRACKET.sub("", structure)
+    depth = deepest = 0
+    for step in brackets.translate(_STEPS).encode("ascii"):
+        depth += 1 if step == 43 else -1  # "+" opens, "-" closes
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_JSON_DEPTH:
+                return _walk(text)
+    return deepest, 0
+
+
+_STEPS = str.maketrans({"[": "+", "{": "+", "]": "-", "}": "-"})
+
+
+def _walk(text: str, stop: int = MAX_JSON_DEPTH + 1) -> tuple[int, int]:
+    """The character walk: the deepest nesting up to ``stop`` and where it is reached."""
     depth = deepest = where = 0
     in_string = escaped = False
     for i, ch in enumerate(text):
@@ -85,7 +116,7 @@ def json_depth(text: str) -> tuple[int, int]:
             depth += 1
             if depth > deepest:
                 deepest, where = depth, i
-                if deepest > MAX_JSON_DEPTH:
+                if deepest >= stop:
                     break
         elif ch in "]}":
             depth -= 1
