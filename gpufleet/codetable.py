@@ -176,6 +176,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C020": Code("the stack's own resources in one region pass a default network quota of the "
                  "cloud (VPCs, Elastic IPs, internet gateways)",
                  "ask for more through the quota named, or put the fleets in fewer regions"),
+    "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
+                 "followed by a role)", "rename one of the two"),
     "B012": Code("a declared reservation's kind is not one of its backend's",
                  "gcp: specific or calendar; aws: capacity-reservation or capacity-block; azure: "
                  "capacity-reservation-group"),
@@ -248,6 +250,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "set `availability_zone` to the zone of the fleet that mounts it"),
     "F023": Code("a fleet name longer than the longest whose every physical name fits on a "
                  "backend it may land on", "shorten the fleet name"),
+    "F024": Code("a fleet named like a gateway's or volume's stack output key "
+                 "(`gateway-NAME`, `volume-NAME`)", "rename the fleet"),
     "G017": Code("a gateway name longer than the longest whose every physical name fits on its "
                  "backend (with a load balancer: the load balancer's name)",
                  "shorten the gateway name"),

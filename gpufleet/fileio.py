@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -144,12 +145,26 @@ def write_atomically(path: str, text: str | bytes) -> None:
         raise
 
 
+# a single path component of portable characters: no separator, no leading dot
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,200}")
+
+
 def write_many(folder: str, files: Iterable[tuple[str, str]], marker: str | None,
                force: bool) -> list[str]:
     """Several files into ``folder``: every target is checked before the first is written,
     so a refusal leaves everything as it was."""
     check_folder(folder)
-    items = [(os.path.join(folder, name), text) for name, text in files]
+    listed = list(files)
+    for name, _ in listed:
+        if not SAFE_NAME.fullmatch(name) or name in (".", ".."):
+            raise WriteError(f"{name!r} is not a plain file name; nothing was written (names "
+                             "come from the data, and every file stays inside the folder)")
+    seen = [name for name, _ in listed]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise WriteError(f"two outputs would be written to {', '.join(twice)}; nothing was "
+                         "written")
+    items = [(os.path.join(folder, name), text) for name, text in listed]
     for path, _ in items:
         check_file_in(path, marker, force)
     os.makedirs(folder, exist_ok=True)

@@ -30,8 +30,17 @@ def row(size: int, busbw: float, wrong: str = "0") -> str:
             f"{busbw / 1.875:6.2f}  {busbw:6.2f}  {wrong:>5}")
 
 
-def log(peak: float, wrong_at: int | None = None, last: int = 33, avg: bool = True) -> str:
-    lines = ["[node-0] NCCL INFO NET/gIB : Using [0]mlx5_0 ...", HEADER.rstrip("\n")]
+def ranks(nodes: int = 2, gpu: str = "NVIDIA B200", gpus: int = 8) -> list[str]:
+    """nccl-tests' "Using devices" lines: which rank ran on which host and GPU."""
+    return ["# Using devices", *(
+        f"#  Rank {r:2d} Group  0 Pid {1000 + r:5d} on a4-node-{r // gpus} device  {r % gpus} "
+        f"[0x{r:02x}] {gpu}" for r in range(nodes * gpus))]
+
+
+def log(peak: float, wrong_at: int | None = None, last: int = 33, avg: bool = True,
+        nodes: int = 2, gpu: str = "NVIDIA B200") -> str:
+    lines = ["[node-0] NCCL INFO NET/gIB : Using [0]mlx5_0 ...", *ranks(nodes, gpu),
+             HEADER.rstrip("\n")]
     for exp in range(3, last + 1):
         size = 1 << exp
         bw = peak * min(1.0, size / (1 << 28))  # rises, then plateaus from 256 MiB
@@ -128,10 +137,10 @@ def test_low_bandwidth_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_wrong_results_fail_even_without_a_threshold(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = check(tmp_path, log(380.0, wrong_at=20), "h100-train", [str(EXAMPLES)],
+    code, out = check(tmp_path, log(380.0, wrong_at=20, nodes=4, gpu="NVIDIA H100 80GB HBM3"), "h100-train", [str(EXAMPLES)],
                       capsys)
     assert code == 1 and "FAIL: wrong results (#wrong > 0) at 1 MiB" in out
-    code, out = check(tmp_path, log(380.0), "h100-train", [str(EXAMPLES)], capsys)
+    code, out = check(tmp_path, log(380.0, nodes=4, gpu="NVIDIA H100 80GB HBM3"), "h100-train", [str(EXAMPLES)], capsys)
     assert code == 0 and "no bandwidth threshold" in out
 
 
@@ -179,7 +188,7 @@ def test_two_runs_are_judged_one_by_one(tmp_path: Path,
     failing_then_passing = log(4.2) + log(700.0)
     code, out = check(tmp_path, failing_then_passing, capsys=capsys)
     assert code == 1 and "2 runs in this log, judged one by one" in out
-    assert "run 1 (line 5): FAIL: peak 4.2 GB/s is below 612 GB/s" in out
+    assert "run 1 (line 22): FAIL: peak 4.2 GB/s is below 612 GB/s" in out
     no_header = log(700.0) + "\n".join(log(4.2).splitlines()[7:]) + "\n"  # table only
     code, out = check(tmp_path, no_header, capsys=capsys)
     assert code == 1 and "2 runs in this log" in out

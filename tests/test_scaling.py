@@ -86,22 +86,23 @@ def test_a_plot_it_wrote_is_replaced_and_a_foreign_file_is_not(
 
 def test_json_and_markdown_keep_the_figures_and_the_verdict(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    paths = logs(tmp_path, {2: 675.0, 8: 600.0})
+    paths = logs(tmp_path, {2: 675.0, 8: 620.0})
     assert main(["acceptance", "report", *paths, "--fleet", "a4", *A4,
                  "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["verdict"] == "pass" and data["threshold_fraction"] == 0.8
+    # one pass mark with `acceptance check`: 90% of the expected figure
+    assert data["verdict"] == "pass" and data["threshold_fraction"] == 0.9
     assert [(r["nodes"], r["peak_busbw_gbps"], r["reference_gbps"], r["verdict"])
-            for r in data["runs"]] == [(2, 675.0, 680.0, "pass"), (8, 600.0, 680.0, "pass")]
-    assert data["runs"][1]["busbw_by_size"][str(1 << 33)] == 600.0
+            for r in data["runs"]] == [(2, 675.0, 680.0, "pass"), (8, 620.0, 680.0, "pass")]
+    assert data["runs"][1]["busbw_by_size"][str(1 << 33)] == 620.0
     # a stricter contract: 95% of 680 fails the 8-node run
     assert main(["acceptance", "report", *paths, "--fleet", "a4", *A4, "--threshold",
                  "0.95", "--format", "markdown"]) == 1
     md = capsys.readouterr().out
-    assert "| 8 | 600.00 | 256 MiB | 680 | 88% | **FAIL** |" in md
+    assert "| 8 | 620.00 | 256 MiB | 680 | 91% | **FAIL** |" in md
     # the contract's own figure per node count
     assert main(["acceptance", "report", *paths, "--fleet", "a4", *A4, "--threshold",
-                 "0.95", "--expect-busbw", "8=620", "--format", "json"]) == 0
+                 "0.95", "--expect-busbw", "8=640", "--format", "json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert runs[1]["reference_source"] == "--expect-busbw 8="
 

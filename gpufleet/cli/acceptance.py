@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -135,7 +136,8 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
 @_FLEET
 @_EXPECT
 @click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True),
-              help="The pass mark as a fraction of the expected bandwidth (default 0.8).")
+              help="The pass mark as a fraction of the expected bandwidth (default 0.9, "
+                   "as `acceptance check`).")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
               help="Draw busbw vs message size, one line per node count (.png or .svg).")
 @click.option("--force", is_flag=True, help="Replace a plot gpufleet did not write.")
@@ -263,7 +265,14 @@ def _read_log(path: str) -> tuple[str, bool]:
     from gpufleet.handoff import MAX_LOG_BYTES
 
     try:
-        with open(path, "rb") as fh:
+        # a FIFO or device would block or never end: only a regular file is read, and it is
+        # opened without blocking (a FIFO swapped in after the check returns at once)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            click.echo(f"gpufleet acceptance: {path} is not a regular file (a FIFO, device "
+                       "or folder); give the log file itself", err=True)
+            sys.exit(EXIT_USAGE)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
             raw = fh.read(MAX_LOG_BYTES + 1)
     except OSError as e:
         click.echo(f"gpufleet acceptance: cannot read {path}: {e.strerror}", err=True)
@@ -289,7 +298,7 @@ def _check(log_file: str, exp: Any, marks: Any, fraction: float | None, fmt: str
     kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
     if kind is not None:
         if kind == "burn-in":
-            code, lines = judge(text, planned, margin, gpu_gib)
+            code, lines = judge(text, planned, margin, gpu_gib, exp.gpus)
         else:
             code, lines = judge_pairs(text, task_nodes, _judged(exp, marks, 2, fraction), margin)
         if too_big:

@@ -42,6 +42,9 @@ class Expectation:
     source: str
     multi_node: bool
     measured_nodes: int | None = None  # the node count the published figure was measured on
+    nodes: int = 1  # the nodes the run must span (every one of the task's)
+    gpu: str | None = None  # the plan's GPU model (B200): the log's rank lines must name it
+    gpus: int | None = None  # GPUs per node of the plan's type
 
     def text(self) -> str:
         if self.threshold_gbps is None:
@@ -66,14 +69,18 @@ def expectation(plan: FleetPlan) -> Expectation:
     multi = test_nodes(plan) >= 2 and plan.rdma not in ("none", "")
     fabric = facts["fabrics"].get(plan.rdma) if multi else None
     expected = facts["expected"].get(f"{plan.backend}/{plan.instance_type}") if multi else None
+    nodes = test_nodes(plan) if multi else 1
+    gpu = plan.gpu.split("x", 1)[1] if "x" in plan.gpu and gpu_count(plan) else None
     if fabric is None or expected is None:
         return Expectation(plan.rdma if multi else "none",
                            fabric["description"] if fabric else "intra-node (NVLink/PCIe)",
-                           None, None, fabric["source"] if fabric else "", multi)
+                           None, None, fabric["source"] if fabric else "", multi,
+                           nodes=nodes, gpu=gpu, gpus=gpu_count(plan))
     value = float(expected["busbw_gbps"])
     threshold = round(value * float(facts["pass_fraction"]), 1)
     return Expectation(plan.rdma, fabric["description"], value, threshold, expected["source"],
-                       True, expected.get("nodes"))
+                       True, expected.get("nodes"), nodes=nodes, gpu=gpu,
+                       gpus=gpu_count(plan))
 
 
 def gpu_count(plan: FleetPlan) -> int:

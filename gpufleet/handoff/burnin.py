@@ -110,15 +110,23 @@ def is_burnin_log(text: str) -> bool:
 def parse_burnin(text: str) -> tuple[dict[str, NodeFacts], list[str]]:
     nodes: dict[str, NodeFacts] = {}
     problems: list[str] = []
+    said: set[tuple[str, str, str]] = set()  # (node, check, gpu): each is said once
     for number, body, kv in tagged_lines(text, PREFIX):
         node, check = kv.get("node"), kv.get("check")
         try:
-            strict_int(node or "")
+            if str(strict_int(node or "")) != node:  # `00` is not how the task writes 0
+                raise ValueError(node)
         except ValueError:
             node = None
         if node is None or check is None:
             problems.append(f"line {number}: not a burn-in line gpufleet writes ({body[:80]})")
             continue
+        key = (node, check, kv.get("gpu", ""))
+        if key in said:
+            problems.append(f"line {number}: node {node} reports `{check}` again (two runs in "
+                            "one log? judge each run's log on its own)")
+            continue
+        said.add(key)
         facts = nodes.setdefault(node, NodeFacts())
         try:
             _read(facts, check, kv)
@@ -191,11 +199,14 @@ def _node_problems(f: NodeFacts, gpu_gib: float | None) -> list[str]:
 
 
 def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
-          gpu_gib: float | None = None) -> tuple[int, list[str]]:
+          gpu_gib: float | None = None, gpus_planned: int | None = None
+          ) -> tuple[int, list[str]]:
     """(exit code, lines): 0 every node passes, 1 a node named as bad, 2 no verdict.
     ``gpu_gib``: the planned GPU's memory (the catalog's); a GPU showing less than 90% of it
-    (nvidia-smi reports a little under the nominal size) is named."""
+    (nvidia-smi reports a little under the nominal size) is named. ``gpus_planned``: the
+    type's GPU count (the plan's, never the log's)."""
     nodes, problems = parse_burnin(text)
+    problems += _against_plan(nodes, nodes_planned, gpus_planned)
     lines: list[str] = []
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
@@ -215,7 +226,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     if len(measured) >= 2:
         median = statistics.median(measured.values())
         for name, bw in sorted(measured.items(), key=lambda kv: int(kv[0])):
-            if bw < median * (1 - margin):
+            if bw <= 0 or bw < median * (1 - margin):
                 bad.append(name)
                 lines.append(f"FAIL node {_label(name, nodes[name])}: single-node busbw "
                              f"{bw:g} GB/s, {100 * (1 - bw / median):.0f}% under the nodes' median "
@@ -229,6 +240,20 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
         return 2, [*lines, *(f"unreadable: {p}" for p in problems[:5]),
                    "no verdict: the burn-in log is incomplete"]
     return 0, [*lines, f"PASS: {seen} node(s) burned in"]
+
+
+def _against_plan(nodes: dict[str, NodeFacts], planned: int, gpus: int | None) -> list[str]:
+    """What the plan says should be there and the log does not prove: nodes outside the
+    fleet, per-GPU lines missing, a GPU count the log states for itself."""
+    out = [f"node {n} is outside the fleet's {planned} node(s) (0..{planned - 1})"
+           for n in sorted(nodes, key=int) if int(n) >= max(planned, 1)]
+    for n, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
+        if gpus is not None and f.want is not None and f.want != gpus:
+            out.append(f"node {n}: the log wants {f.want} GPU(s), the plan's type has {gpus}")
+            f.want = gpus
+        if f.host != "fail" and f.done and (gpus or f.gpus) and not f.memory:
+            out.append(f"node {n}: no per-GPU lines (memory, ECC): its GPUs were not checked")
+    return out
 
 
 def render_burnin(task: Mapping[str, Any]) -> str:

@@ -11,7 +11,6 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 
 from gpufleet.backends import TRAITS_BY_NAME, role_module, traits_of
 from gpufleet.fileio import write_many
+from gpufleet.handoff.exportcheck import add_file, mark_placeholders
 from gpufleet.handoff.outputs import (
     _SAFE_MOUNT,
     _SAFE_NAME,
@@ -240,6 +240,22 @@ def backend_entry(name: str, out: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _volumes_and_gateways(outputs: Mapping[str, Any], result: Exported) -> None:
+    """The external volume files and the gateway files, with their notes."""
+    for vol_name, vol in volumes_in(outputs).items():
+        text, note = volume_file(vol_name, vol)
+        if text is not None:
+            add_file(result.files, f"volume-{vol_name}.dstack.yml", text, f"volume-{vol_name}")
+        if note:
+            result.notes.append(note)
+    for gw_name, gw in gateways_in(outputs).items():
+        text, note = gateway_file(gw_name, gw)
+        if text is not None:
+            add_file(result.files, f"gateway-{gw_name}.dstack.yml", text, f"gateway-{gw_name}")
+        result.notes.append(note or f"gateway {gw_name}: see the steps at the top of "
+                                    f"gateway-{gw_name}.dstack.yml")
+
+
 def export_dstack(outputs: Mapping[str, Any], identity_file: str,
                   scale_sets: Mapping[str, Sequence[str]] | None = None) -> Exported:
     """SSH fleet files, gateway files and the server config; ``scale_sets``: fleet name ->
@@ -262,27 +278,16 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
                               f"output ({type(e).__name__}: {e}); was the stack deployed by "
                               "gpufleet's program?") from None
         if text is not None:
-            result.files[f"{name}.dstack.yml"] = text
+            add_file(result.files, f"{name}.dstack.yml", text, name)
         if note:
             result.notes.append(note)
         task = storage_task(name, out)
         if task is not None:
-            result.files[f"{name}-storage.dstack.yml"] = task
+            add_file(result.files, f"{name}-storage.dstack.yml", task, name)
         projects.append({"name": name, "backends": [entry]})
         if not entry["public_ips"]:
             result.notes.append(_private_note(name, out, servers))
-    for vol_name, vol in volumes_in(outputs).items():
-        text, note = volume_file(vol_name, vol)
-        if text is not None:
-            result.files[f"volume-{vol_name}.dstack.yml"] = text
-        if note:
-            result.notes.append(note)
-    for gw_name, gw in gateways_in(outputs).items():
-        text, note = gateway_file(gw_name, gw)
-        if text is not None:
-            result.files[f"gateway-{gw_name}.dstack.yml"] = text
-        result.notes.append(note or f"gateway {gw_name}: see the steps at the top of "
-                                    f"gateway-{gw_name}.dstack.yml")
+    _volumes_and_gateways(outputs, result)
     fleet_files = {n: text for n, text in result.files.items() if n.endswith(".dstack.yml")}
     check = validate_texts(fleet_files)
     if not check.ok:
@@ -299,30 +304,7 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         "# gpufleet created. Merge it into ~/.dstack/server/config.yml and restart the server;\n"
         "# `creds: {type: default}` uses the server's ambient cloud credentials.\n"
         + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
-    return mark_placeholders(result)
-
-
-# The offline plan answers addresses and ids with values of this shape
-# (components/<cloud>/offline.py): its `exports` work as outputs, for a dry run only.
-PLACEHOLDER = re.compile(r"\bmock-[A-Za-z0-9._-]*")
-
-
-def mark_placeholders(result: Exported) -> Exported:
-    """Files holding the offline plan's placeholder values say so on their first lines, and a
-    note names them: dstack cannot reach `mock-...` hosts."""
-    marked = []
-    for name, text in result.files.items():
-        found = sorted(set(PLACEHOLDER.findall(text)))
-        if found:
-            result.files[name] = (
-                f"# PLACEHOLDERS: {', '.join(found[:3])}{' ...' if len(found) > 3 else ''} "
-                "are the offline plan's stand-ins, not real\n# addresses or ids; export "
-                "again from the deployed stack (`--stack` or `--state`) before use.\n" + text)
-            marked.append(name)
-    if marked:
-        result.notes.append(f"{len(marked)} file(s) hold the offline plan's placeholder values "
-                            f"(mock-...): {', '.join(marked)}; a dry run only, export again "
-                            "after `pulumi up`")
+    mark_placeholders(result.files, result.notes)
     return result
 
 

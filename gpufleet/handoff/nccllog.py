@@ -35,6 +35,11 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S*)")
 _HOST = re.compile(rf"gpufleet acceptance: node (\S+): {HOST_NOT_READY}: (.*)")
 
 
+# nccl-tests' "Using devices" lines: which rank ran on which host and GPU
+_RANK = re.compile(r"^#\s*Rank\s+([0-9]{1,6})\s+Group\s+[0-9]+\s+Pid\s+[0-9]+\s+on\s+(\S+)\s+"
+                   r"device\s+[0-9]+\s+\[[^\]]*\]\s+(.+?)\s*$")
+
+
 class Unreadable(ValueError):
     """A value nccl-tests would not have written."""
 
@@ -102,6 +107,7 @@ class NcclLog:
     problems: list[str] = field(default_factory=list)  # lines that cannot be read strictly
     too_big: bool = False  # larger than the read bound: the rest was not read
     hosts_not_ready: list[str] = field(default_factory=list)  # "node 1: reason"
+    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, GPU)
 
     @property
     def rows(self) -> list[Row]:
@@ -120,6 +126,10 @@ def parse_log(text: str, too_big: bool = False) -> NcclLog:
         host = _HOST.search(line)
         if host is not None:
             log.hosts_not_ready.append(f"node {host.group(1)}: {host.group(2).strip()}")
+            continue
+        rank = _RANK.match(line.strip())
+        if rank is not None:
+            _read_rank(rank, number, log)
             continue
         if "#wrong" in line and "busbw" in line:
             run = Run(number)
@@ -147,6 +157,14 @@ def parse_log(text: str, too_big: bool = False) -> NcclLog:
             log.runs.append(run)
         run.rows.append(row)
     return log
+
+
+def _read_rank(m: re.Match[str], number: int, log: NcclLog) -> None:
+    """A rank line; the same rank on another host or GPU means two runs are mixed."""
+    rank, where = int(m.group(1)), (m.group(2), m.group(3))
+    if log.ranks.setdefault(rank, where) != where:
+        log.problems.append(f"line {number}: rank {rank} is on {where[0]} here and on "
+                            f"{log.ranks[rank][0]} before: two runs are mixed in this log")
 
 
 def _row(m: re.Match[str]) -> Row:
@@ -180,6 +198,28 @@ def _read_summary(line: str, number: int, run: Run, log: NcclLog) -> bool:
     return False
 
 
+def _coverage(log: NcclLog, exp: Expectation) -> tuple[list[str], list[str]]:
+    """(lines, why unreadable): the run spans every node the task was meant to, on the
+    plan's GPU model. Counted from nccl-tests' rank lines, never taken on trust."""
+    if not log.ranks:
+        if exp.nodes > 1:
+            return [], [f"no `# Rank ... on HOST` lines: which of the {exp.nodes} nodes ran "
+                        "cannot be told (keep nccl-tests' whole output)"]
+        return [], []
+    hosts = sorted({h for h, _ in log.ranks.values()})
+    lines = [f"the run spans {len(hosts)} node(s) ({', '.join(hosts[:4])}"
+             f"{', ...' if len(hosts) > 4 else ''}), {len(log.ranks)} rank(s)"]
+    if len(hosts) < exp.nodes:
+        lines.append(f"FAIL: the run covers {len(hosts)} of {exp.nodes} nodes: the fabric "
+                     "between the others was never used (run the acceptance task on every "
+                     "node, or pass --nodes to judge fewer)")
+    models = sorted({m for _, m in log.ranks.values()})
+    if exp.gpu and any(exp.gpu.lower() not in m.lower() for m in models):
+        lines.append(f"FAIL: the log's GPUs are {', '.join(models)}, the fleet's {exp.gpu}: "
+                     "this is another fleet's log")
+    return lines, []
+
+
 @dataclass
 class Verdict:
     code: int  # 0 pass, 1 fail, 2 unreadable
@@ -210,6 +250,13 @@ def _judge_run(run: Run, exp: Expectation, label: str) -> tuple[list[str], bool,
         unreadable.append(f"{label}no 'Avg bus bandwidth' line: the run was cut off")
     else:
         lines.append(f"{label}average bus bandwidth (nccl-tests): {run.avg_busbw:g} GB/s")
+    if run.out_of_bounds is None:
+        unreadable.append(f"{label}no 'Out of bounds values' line: nccl-tests did not report "
+                          "its correctness check (cut off, or not all_reduce_perf's output)")
+    if all(r.wrong_out is None and r.wrong_in is None for r in run.rows):
+        unreadable.append(f"{label}#wrong is N/A at every size: the results were not checked "
+                          "(nccl-tests ran with -c 0); run it with -c 1")
+    complete = not unreadable
     failed = False
     if run.out_of_bounds is not None and run.out_of_bounds[1] == "FAILED":
         failed = True
@@ -220,7 +267,10 @@ def _judge_run(run: Run, exp: Expectation, label: str) -> tuple[list[str], bool,
         failed = True
         lines.append(f"{label}FAIL: wrong results (#wrong > 0) at " +
                      ", ".join(_size(r.size) for r in wrong[:5]))
-    if exp.threshold_gbps is not None:
+    if peak.busbw <= 0:
+        failed = True
+        lines.append(f"{label}FAIL: a bus bandwidth of 0 at every size")
+    if exp.threshold_gbps is not None and complete:  # a cut-off run is no bandwidth evidence
         if max(r.size for r in run.rows) < (1 << 30):
             lines.append(f"{label}note: the run stops below 1 GiB, where bus bandwidth has "
                          "not peaked yet")
@@ -250,6 +300,10 @@ def verdict(log: NcclLog, exp: Expectation) -> Verdict:
     lines: list[str] = []
     failed = False
     unreadable: list[str] = list(log.problems)
+    coverage, missing = _coverage(log, exp)
+    lines += coverage
+    failed = failed or any(line.startswith("FAIL") for line in coverage)
+    unreadable += missing
     if len(runs) > 1:
         lines.append(f"{len(runs)} runs in this log, judged one by one")
     for i, run in enumerate(runs, 1):

@@ -96,6 +96,18 @@ def parse_pairs(text: str) -> tuple[list[PairRun], int | None, list[str]]:
     return runs, done, problems
 
 
+def _ring_problems(runs: list[PairRun], n: int, want: int) -> list[str]:
+    """Each pair of the task's ring (node i with node i+1, the last with the first) exactly
+    once: a pair reported twice, or one the ring has not, proves nothing about the others."""
+    ring = {(i, (i + 1) % n) for i in range(want)}
+    got = [(r.a, r.b) for r in runs]
+    out = [f"pair {a}-{b} is reported {got.count((a, b))} times" for a, b in sorted(set(got))
+           if got.count((a, b)) > 1]
+    out += [f"pair {a}-{b} is not one of the task's ring" for a, b in sorted(set(got) - ring)]
+    out += [f"pair {a}-{b} never reported" for a, b in sorted(ring - set(got))]
+    return out
+
+
 def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
                 margin: float) -> tuple[int, list[str]]:
     """(exit code, lines): 0 no slow pair, 1 the node(s) or link(s) named, 2 no verdict."""
@@ -106,6 +118,7 @@ def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
     want = 1 if n == 2 else n
     if done is not None and len(runs) != want:
         problems.append(f"{len(runs)} pair run(s) for {n} nodes, the task runs {want}")
+    problems += _ring_problems(runs, n, want) if done is not None else []
     if done is not None and n < nodes_planned:
         problems.append(f"the task ran on {n} node(s), the fleet has {nodes_planned}")
     if problems or not runs:

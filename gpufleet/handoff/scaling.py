@@ -18,10 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.handoff.acceptance import fabric_facts
 from gpufleet.handoff.nccllog import NcclLog, parse_log
 
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
-DEFAULT_FRACTION = 0.8
+# One pass mark for `acceptance check` and `acceptance report`: the fabric facts' fraction of
+# the expected bus bandwidth (fabrics.json `pass_fraction`)
+DEFAULT_FRACTION = float(fabric_facts()["pass_fraction"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,8 @@ class ScalingReport:
     problems: list[str] = field(default_factory=list)  # why there is no verdict
 
     def ratio(self, p: Point) -> float:
-        return p.peak / self.references[p.nodes][0]
+        ref = self.references[p.nodes][0]
+        return p.peak / ref if ref > 0 else 0.0  # a reference of 0 is no reference
 
     def passed(self, p: Point) -> bool:
         return self.ratio(p) >= self.fraction
@@ -142,6 +146,9 @@ def scaling_report(fleet: str, logs: Sequence[tuple[str, str]], fraction: float,
             ref = (first.peak, f"the {first.nodes}-node run's own peak (no published figure: "
                    "scaling only)")
         report.references[p.nodes] = ref
+    zero = [f"{p.log}: a peak of 0 GB/s" for p in report.points if p.peak <= 0]
+    if zero:  # a zero figure is never a pass, and no reference for the others
+        report.problems += [*zero, "a run with no bandwidth proves nothing about scaling"]
     return report
 
 

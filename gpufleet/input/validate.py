@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gpufleet.backends import TRAITS_BY_NAME, traits_of
-from gpufleet.codes import B001, F012, F019, F021, G008, K003, L014
+from gpufleet.codes import B001, F012, F019, F021, F024, G008, K003, L014
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
     check_backends,
@@ -109,6 +109,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     fleets = [with_settings(f, g.names) for f in g.fleets]
     gateways = [with_gateway_settings(gw, g.names) for gw in g.gateways]
     diags.extend(_duplicates(fleets, gateways, g.backends, g.ssh_fleets))
+    diags.extend(_output_keys(fleets, gateways, g.volumes))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(g.profiles), tuple(g.backends),
                     tuple(g.ssh_fleets), g.access, g.warn_cost, tuple(g.reservations),
                     g.control_plane, tuple(g.volumes), tuple(g.filesystems))
@@ -220,6 +221,24 @@ def with_gateway_settings(gw: GatewaySpec, names: NameSettings) -> GatewaySpec:
     return dataclasses.replace(gw, dns_zone=own.get("dns_zone"),
                                protect_address=bool(own.get("protect_address", True)),
                                create_dns_zone=bool(own.get("create_dns_zone", False)))
+
+
+def _output_keys(fleets: list[FleetSpec], gateways: list[GatewaySpec],
+                 volumes: list[VolumeSpec]) -> list[Diagnostic]:
+    """A fleet's stack output is its name, a gateway's `gateway-NAME`, a volume's
+    `volume-NAME`: a fleet named like another's output key would overwrite it."""
+    taken = {f"gateway-{g.name}": ("gateway", g.origin) for g in gateways}
+    taken.update({f"volume-{v.name}": ("volume", v.origin) for v in volumes})
+    out = []
+    for f in fleets:
+        if f.name in taken:
+            kind, other = taken[f.name]
+            out.append(f.origin.at("name", F024, f"fleet '{f.name}' would have the stack output "
+                                   f"key of {kind} '{f.name.split('-', 1)[1]}' ({other.file}:"
+                                   f"{other.line}); one would overwrite the other",
+                                   f"rename the fleet (a fleet name may not start with "
+                                   f"`{kind}-` followed by a {kind}'s name)"))
+    return out
 
 
 def _duplicates(fleets: list[FleetSpec], gateways: list[GatewaySpec],

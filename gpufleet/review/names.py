@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends import backend_of_type, traits_of
-from gpufleet.codes import C019
+from gpufleet.codes import C019, C021
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs
 from gpufleet.review.owners import owner_map
@@ -55,13 +55,39 @@ def name_problems(resources: Sequence[Mapping[str, Any]]) -> list[NameProblem]:
     return out
 
 
+def twice(resources: Sequence[Mapping[str, Any]], inputs: Inputs) -> list[Diagnostic]:
+    """Two resources with one URN (fleets `tt` and `tt-bastion` both make `tt-bastion-sg`):
+    the engine refuses the second; said at each owner that makes one."""
+    owner_of_urn = owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
+                             for r in resources)
+    seen: dict[str, list[str]] = {}
+    for r in resources:
+        parent = str(r.get("parent") or "")
+        seen.setdefault(str(r["urn"]), []).append(
+            owner_of_urn.get(parent) or parent.rsplit("::", 1)[-1])
+    origins = {f.name: f.origin for f in inputs.fleets}
+    origins.update({g.name: g.origin for g in inputs.gateways})
+    out = []
+    for urn, owners in sorted(seen.items()):
+        if len(owners) < 2:
+            continue
+        named = sorted({o for o in owners if o in origins})
+        for owner in named[:1]:
+            out.append(origins[owner].at(
+                "name", C021, f"{' and '.join(named)} both make {urn.rsplit('::', 1)[-1]} "
+                f"({urn.split('::')[2]}): two resources cannot share a URN", "rename one of "
+                "them so that neither name is the other's followed by one of its roles "
+                "(`-bastion`, `-net`, ...)"))
+    return out
+
+
 def name_diagnostics(resources: Sequence[Mapping[str, Any]], inputs: Inputs
                      ) -> list[Diagnostic]:
     """One error per fleet or gateway (at its name) for the longest name it would get
     refused; the other problems are counted in the message."""
     problems = name_problems(resources)
     if not problems:
-        return []
+        return twice(resources, inputs)
     owners = owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
                        for r in resources)
     origins = {f.name: f.origin for f in inputs.fleets}
@@ -85,4 +111,4 @@ def name_diagnostics(resources: Sequence[Mapping[str, Any]], inputs: Inputs
             first = next(iter(origins.values()), None)
             if first is not None:
                 out.append(first.at("name", C019, message, hint))
-    return out
+    return [*out, *twice(resources, inputs)]
