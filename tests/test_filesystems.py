@@ -500,3 +500,29 @@ def test_two_filesystems_of_a_fleet_get_ranges_of_their_own_in_any_order(
     cap = capsys.readouterr()
     assert "error[V020]" in cap.out + cap.err and "already mounts a Managed Lustre" in \
         cap.out + cap.err
+
+
+def test_a_zonal_service_without_a_zone_and_a_full_block_are_refused(tmp_path: Path) -> None:
+    """V018 and V021 at the planner: a fleet without a zone for a zonal service (no `zone` on
+    the filesystem), and a fleet whose address block has no range left for the service."""
+    import dataclasses
+    from ipaddress import IPv4Network
+
+    from gpufleet.codes import V018, V021
+    from gpufleet.compile.filesystems import _plan
+
+    files = [write(tmp_path, "backends.yml", BACKENDS + LUSTRE),
+             write(tmp_path, "a4.yml", FLEETS["a4"])]
+    from gpufleet.input import validate_paths
+
+    validated = validate_paths(files)
+    report = plan_files(files)
+    a4 = next(f for f in report.fleets if f.name == "a4")
+    ckpt = next(fs for fs in validated.inputs.filesystems if fs.name == "ckpt")
+    _, refusal = _plan(dataclasses.replace(ckpt, zone=None), dataclasses.replace(a4, zone=None),
+                       IPv4Network(report.fleets[0].networks[0].cidr), [])
+    assert refusal is not None and refusal.code == V018 and "has no zone" in refusal.message
+    block = IPv4Network(a4.networks[0].cidr)
+    _, refusal = _plan(ckpt, a4, block, [str(block)])
+    assert refusal is not None and refusal.code == V021
+    assert "no free range left" in refusal.message

@@ -95,6 +95,12 @@ class QuotaFacts:
 class ScaleSetApi(Protocol):
     """A cloud's API for the instances of a scale set (Azure's is in its live module)."""
 
+    kind: str  # what the cloud calls a scale set ("Azure scale set"), for the messages
+
+    def inspect_hint(self, vmss_id: str) -> str:
+        """How the user looks at the instances when a redeploy did not succeed."""
+        ...
+
     def instances(self, vmss_id: str) -> list[dict[str, Any]]: ...
 
     def redeploy(self, vmss_id: str, instance_ids: Sequence[str]) -> str:

@@ -4,10 +4,11 @@ replacements and nothing else.
 
 The stack program is unchanged, so a replaced instance comes back with the same name and the
 same inputs: its placement group / COLLOCATED policy, reservation, subnets and security
-groups. An Azure scale set's instances are not Pulumi resources: the provider's equivalent
-is Azure's redeploy of those instances (each is shut down, moved to a new host and powered
-back on: the same instance, name, addresses and placement group, on other hardware), through
-ARM's REST API with the user's Azure credentials; Pulumi's state does not change.
+groups. A scale set's instances are not Pulumi resources: the provider's equivalent is the
+cloud's redeploy of those instances through the backend's live module (on Azure each is shut
+down, moved to a new host and powered back on: the same instance, name, addresses and
+placement group, on other hardware, through ARM's REST API with the user's credentials);
+Pulumi's state does not change.
 """
 
 from __future__ import annotations
@@ -122,9 +123,10 @@ class ScaleSetPlan:
     vmss_id: str
     nodes: tuple[str, ...]  # the instances' names
     instance_ids: tuple[str, ...]
+    kind: str = "scale set"  # what the cloud calls it
 
     def lines(self) -> list[str]:
-        return [f"redeploy in fleet {self.fleet} (Azure scale set {self.vmss_id}): "
+        return [f"redeploy in fleet {self.fleet} ({self.kind} {self.vmss_id}): "
                 f"{', '.join(self.nodes)} (instance ids {', '.join(self.instance_ids)})",
                 "  each is shut down, moved to a new host and powered back on: the same "
                 "instance, name, addresses and placement group; the stack does not change"]
@@ -163,7 +165,7 @@ def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
         if names[item] not in chosen:
             chosen.append(names[item])
     return ScaleSetPlan(fleet, vmss_id, tuple(n for _, n in chosen),
-                        tuple(i for i, _ in chosen))
+                        tuple(i for i, _ in chosen), api.kind)
 
 
 def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequence[str],
@@ -193,8 +195,8 @@ def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequenc
         except ProbeError as e:
             raise ReplaceError(str(e)) from None
         if status != "Succeeded":
-            raise ReplaceError(f"Azure's redeploy ended {status}: see `az vmss "
-                               f"get-instance-view --ids {shown.vmss_id}`") from None
+            raise ReplaceError(f"the {shown.kind}'s redeploy ended {status}: "
+                               f"{api.inspect_hint(shown.vmss_id)}") from None
         return shown
     for line in shown.lines():
         echo(line)

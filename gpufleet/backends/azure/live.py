@@ -199,6 +199,12 @@ class ScaleSetApi:
             url = body.get("nextLink")
         return out
 
+    kind = "Azure scale set"
+
+    def inspect_hint(self, vmss_id: str) -> str:
+        """How a user looks at the instances after a redeploy that did not succeed."""
+        return f"see `az vmss get-instance-view --ids {vmss_id}`"
+
     def redeploy(self, vmss_id: str, instance_ids: Sequence[str]) -> str:
         """Redeploy the instances and wait for the operation's end; its final status."""
         url = f"{ARM}{vmss_id}/redeploy?api-version={COMPUTE_API}"
