@@ -214,3 +214,46 @@ def test_a_report_of_zero_bandwidth_gives_no_verdict_and_no_crash(
     paths = [write(tmp_path, f"z{n}.log", scaled_log(n, 0.0)) for n in (2, 4)]
     assert main(["acceptance", "report", *paths, "--fleet", "a100-any", str(EXAMPLES)]) == 2
     assert "a peak of 0 GB/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_cost_guard_that_could_never_trip_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    from test_acceptance import EXAMPLES
+
+    assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", value]) == 2
+    assert "is not a finite number" in capsys.readouterr().err or value == "-inf"
+
+
+def test_fifos_are_never_opened_to_peek_or_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from test_acceptance import EXAMPLES
+
+    os.mkfifo(tmp_path / "ci.yml")  # validate with no PATH would block peeking at it
+    write(tmp_path, "f.dstack.yml", _fleet("f1"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate"]) == 0
+    assert "skipped 1 YAML file(s)" in capsys.readouterr().out
+    os.mkfifo(tmp_path / "levels.json")
+    assert main(["plan", str(EXAMPLES), "--policy-config", str(tmp_path / "levels.json")]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("gpu-1.example.com", "GPU-1.example.com."),
+    ("2001:db8::1", "2001:0db8:0:0:0:0:0:1"),
+    ("10.9.0.6", "[10.9.0.6]"),
+])
+def test_one_ssh_host_written_two_ways_is_one_host(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str, second: str) -> None:
+    def ssh(name: str, host: str) -> str:
+        return (f"type: fleet\nname: {name}\nssh_config:\n  user: ubuntu\n"
+                f"  identity_file: ~/.ssh/id\n  hosts:\n    - \"{host}\"\n")
+
+    files = [write(tmp_path, "a.dstack.yml", ssh("rack-a", first)),
+             write(tmp_path, "b.dstack.yml", ssh("rack-b", second))]
+    assert main(["validate", *files]) == 1
+    assert "error[F021]: Instances [" in capsys.readouterr().out

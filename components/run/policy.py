@@ -4,13 +4,12 @@ name, options) with the config `pulumi preview --policy-pack policy/` would give
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
 
-from gpufleet.input import Inputs
+from gpufleet.input import Inputs, JsonInputError, read_json_file
 from gpufleet.policy.rules import RULES
 from gpufleet.review import Violation, check_levels, owner_map, policy_config, where_of
 
@@ -23,11 +22,10 @@ def load_levels(path: str | None, mode: str) -> dict[str, str]:
     """Rule levels from a `{rule: level}` JSON file; mode ``off`` disables every rule."""
     levels: dict[str, str] = {}
     if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError) as e:
-            raise PolicyConfigError(f"--policy-config {path}: {e}") from None
+        try:  # bounded: a regular file, size, depth and digits capped
+            data = read_json_file(path, "a policy config ({rule: level} JSON)")
+        except JsonInputError as e:
+            raise PolicyConfigError(f"--policy-config {e}") from None
         if not check_levels(data, {r.name: r.level for r in RULES}):
             raise PolicyConfigError(f"--policy-config {path}: expected {{rule: mandatory|"
                                     "advisory|disabled}} with rules from `gpufleet policy list`")

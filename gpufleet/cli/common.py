@@ -3,6 +3,7 @@ with a located diagnostic or a usage error."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,11 +48,24 @@ def locked_option(f: Callable[..., Any]) -> Callable[..., Any]:
                              "fleet and gateway as written, instead of picking offers.")(f)
 
 
+class Finite(click.FloatRange):
+    """A float range that refuses nan and infinities (a guard that can never trip)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def cost_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--max-cost-increase", type=click.FloatRange(min=0), metavar="PCT",
+    f = click.option("--max-cost-increase", type=Finite(min=0), metavar="PCT",
                      help="Fail (exit 1) when the hourly cost rises by more than PCT percent."
                      )(f)
-    return click.option("--max-cost-per-hour", type=click.FloatRange(min=0), metavar="USD",
+    return click.option("--max-cost-per-hour", type=Finite(min=0), metavar="USD",
                         help="Fail (exit 1) when the fleets cost more than USD per hour.")(f)
 
 

@@ -11,6 +11,7 @@ import click
 from gpufleet.cli.common import (
     EXIT_INVALID,
     EXIT_USAGE,
+    Finite,
     check_out,
     finish_report,
     format_option,
@@ -70,7 +71,7 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
 @click.option("--max-instances", type=click.IntRange(min=0),
               help="Stop before the update when it would replace or delete more than N "
                    "instances.")
-@click.option("--max-cost-per-hour", type=click.FloatRange(min=0), metavar="USD",
+@click.option("--max-cost-per-hour", type=Finite(min=0), metavar="USD",
               help="Stop before the update when the fleets would cost more than USD per hour.")
 @click.option("--skip-preflight", is_flag=True,
               help="Do not run `gpufleet preflight` first (reservations, zones, quotas).")

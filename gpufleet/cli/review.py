@@ -12,6 +12,7 @@ import click
 
 from gpufleet.cli.common import (
     EXIT_INVALID,
+    Finite,
     catalog_option,
     check_out,
     compile_errors_exit,
@@ -49,7 +50,7 @@ from gpufleet.diagnostics import render_folded
 @click.option("--policy-config", type=click.Path(dir_okay=False, exists=True),
               help="JSON {rule: mandatory|advisory|disabled} overriding rule levels.")
 @cost_options
-@click.option("--warn-cost-per-month", type=click.FloatRange(min=0, min_open=True),
+@click.option("--warn-cost-per-month", type=Finite(min=0, min_open=True),
               metavar="USD", help="Warn (C018) when the whole bill goes over USD per month "
                                   "(default: `cost: {warn_per_month}` in the backends file).")
 @click.option("--expand", is_flag=True,

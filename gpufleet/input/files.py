@@ -79,12 +79,15 @@ PEEK = 65536
 def looks_like_ours(path: Path) -> bool:
     """A dstack or gpufleet file by its name (`*.dstack.yml`, `backends.yml`, ...) or its
     first 64 KB (a top-level `type: fleet`, `backends:`, ...). Unreadable files count as
-    ours, so that loading them reports why."""
+    ours, so that loading them reports why; a file that is not regular (a FIFO would block
+    the peek) and not ours by name is skipped unopened."""
     name = path.name
     if name in OUR_NAMES or name.endswith((".dstack.yml", ".dstack.yaml")) \
             or path.parent.name == DSTACK_DIR:
         return True
     try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return False  # a FIFO or device named like a CI config: never opened to peek
         with path.open("rb") as f:
             head = f.read(PEEK)
     except OSError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -164,8 +166,13 @@ class SshHost:
 
     @property
     def address(self) -> tuple[str, int]:
-        """What tells two hosts apart: one jump host on two ports is two hosts."""
-        return self.hostname, self.port if isinstance(self.port, int) else 22
+        """What tells two hosts apart: one jump host on two ports is two hosts, and one host
+        written two ways (case, a trailing dot, IPv6's long and short forms, brackets) is
+        one."""
+        name = self.hostname.strip().strip("[]").rstrip(".").lower()
+        with contextlib.suppress(ValueError):
+            name = ipaddress.ip_address(name).compressed
+        return name, self.port if isinstance(self.port, int) else 22
 
     @property
     def address_text(self) -> str:
