@@ -122,13 +122,13 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
           lock_file: str | None, profile: str | None) -> None:
     """Read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes):
     exit 0 pass, 1 fail, 2 unreadable log."""
-    from gpufleet.handoff import task_for
+    from gpufleet.handoff import expected_checks, task_for
 
     paths = _existing(paths, [log_file])
     plan, contract, gpu_gib = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     task_doc, exp = task_for(plan)
     _check(log_file, exp, _marks(exp, expect, contract), threshold, fmt,
-           (plan.nodes, task_doc["nodes"]), margin, gpu_gib)
+           (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan))
 
 
 @acceptance.command("report")
@@ -281,8 +281,10 @@ def _read_log(path: str) -> tuple[str, bool]:
 
 
 def _check(log_file: str, exp: Any, marks: Any, fraction: float | None, fmt: str,
-           nodes: tuple[int, int], margin: float, gpu_gib: float | None) -> None:
-    """Judge a log; `nodes`: the fleet's nodes and the NCCL tasks' nodes."""
+           nodes: tuple[int, int], margin: float, gpu_gib: float | None,
+           checks: Sequence[str] = ()) -> None:
+    """Judge a log; `nodes`: the fleet's nodes and the NCCL tasks' nodes; `checks`: what
+    the burn-in task makes every node print."""
     from gpufleet.handoff import (
         is_burnin_log,
         is_pairs_log,
@@ -298,7 +300,7 @@ def _check(log_file: str, exp: Any, marks: Any, fraction: float | None, fmt: str
     kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
     if kind is not None:
         if kind == "burn-in":
-            code, lines = judge(text, planned, margin, gpu_gib, exp.gpus)
+            code, lines = judge(text, planned, margin, gpu_gib, exp.gpus, checks)
         else:
             code, lines = judge_pairs(text, task_nodes, _judged(exp, marks, 2, fraction), margin)
         if too_big:

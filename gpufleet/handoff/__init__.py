@@ -8,7 +8,13 @@ from gpufleet.handoff.acceptance import (
     render_task,
     task_for,
 )
-from gpufleet.handoff.burnin import burnin_task, is_burnin_log, judge, render_burnin
+from gpufleet.handoff.burnin import (
+    burnin_task,
+    expected_checks,
+    is_burnin_log,
+    judge,
+    render_burnin,
+)
 from gpufleet.handoff.export import (
     Exported,
     check_gateway_dns,
@@ -47,6 +53,7 @@ __all__ = [
     "Verdict",
     "burnin_task",
     "check_gateway_dns",
+    "expected_checks",
     "export_dstack",
     "fabric_facts",
     "is_burnin_log",

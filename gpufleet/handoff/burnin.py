@@ -14,7 +14,7 @@ that cannot be read, gives no verdict.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,13 @@ class NodeFacts:
     fabric_software: str = ""  # what its host setup recorded ("", "none": missing)
     hostname: str = ""
     done: bool = False
+
+    def said(self, check: str) -> bool:
+        """Whether the node printed its `check=NAME` line."""
+        return {"gpus": self.gpus is not None, "dcgm": self.dcgm is not None,
+                "nccl": self.busbw is not None, "done": self.done,
+                "fabric": self.fabric is not None, "mounts": self.mounts is not None,
+                "gpu": bool(self.memory)}.get(check, False)
 
 
 def is_burnin_log(text: str) -> bool:
@@ -199,14 +206,15 @@ def _node_problems(f: NodeFacts, gpu_gib: float | None) -> list[str]:
 
 
 def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
-          gpu_gib: float | None = None, gpus_planned: int | None = None
-          ) -> tuple[int, list[str]]:
+          gpu_gib: float | None = None, gpus_planned: int | None = None,
+          expect: Sequence[str] = ()) -> tuple[int, list[str]]:
     """(exit code, lines): 0 every node passes, 1 a node named as bad, 2 no verdict.
     ``gpu_gib``: the planned GPU's memory (the catalog's); a GPU showing less than 90% of it
     (nvidia-smi reports a little under the nominal size) is named. ``gpus_planned``: the
-    type's GPU count (the plan's, never the log's)."""
+    type's GPU count (the plan's, never the log's). ``expect``: the checks every node's task
+    prints (``expected_checks``), each of which must be there."""
     nodes, problems = parse_burnin(text)
-    problems += _against_plan(nodes, nodes_planned, gpus_planned)
+    problems += _against_plan(nodes, nodes_planned, gpus_planned, expect)
     lines: list[str] = []
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
@@ -226,7 +234,11 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     if len(measured) >= 2:
         median = statistics.median(measured.values())
         for name, bw in sorted(measured.items(), key=lambda kv: int(kv[0])):
-            if bw <= 0 or bw < median * (1 - margin):
+            if bw <= 0:
+                bad.append(name)
+                lines.append(f"FAIL node {_label(name, nodes[name])}: single-node busbw 0: "
+                             "NCCL moved nothing between its GPUs")
+            elif bw < median * (1 - margin):
                 bad.append(name)
                 lines.append(f"FAIL node {_label(name, nodes[name])}: single-node busbw "
                              f"{bw:g} GB/s, {100 * (1 - bw / median):.0f}% under the nodes' median "
@@ -242,12 +254,31 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     return 0, [*lines, f"PASS: {seen} node(s) burned in"]
 
 
-def _against_plan(nodes: dict[str, NodeFacts], planned: int, gpus: int | None) -> list[str]:
+def expected_checks(plan: FleetPlan) -> tuple[str, ...]:
+    """The checks the burn-in task of ``plan`` makes every node print (`check=NAME`)."""
+    out = ["gpus", "dcgm", "nccl", "done"]
+    if plan.host_setup is not None and plan.host_setup.fabric != "none":
+        out.append("fabric")
+    if plan.filesystems:
+        out.append("mounts")
+    return tuple(out)
+
+
+def _against_plan(nodes: dict[str, NodeFacts], planned: int, gpus: int | None,
+                  expect: Sequence[str] = ()) -> list[str]:
     """What the plan says should be there and the log does not prove: nodes outside the
-    fleet, per-GPU lines missing, a GPU count the log states for itself."""
+    fleet, a check the task prints missing, per-GPU lines missing or incomplete, a GPU
+    count the log states for itself."""
     out = [f"node {n} is outside the fleet's {planned} node(s) (0..{planned - 1})"
            for n in sorted(nodes, key=int) if int(n) >= max(planned, 1)]
     for n, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
+        if f.host == "fail":
+            continue
+        absent = [c for c in expect if not f.said(c)]
+        if absent:
+            out.append(f"node {n}: no `{'`, `'.join(absent)}` line(s)")
+        if gpus and f.memory and sorted(f.memory) != list(range(gpus)):
+            out.append(f"node {n}: per-GPU lines for {len(f.memory)} of {gpus} GPU(s)")
         if gpus is not None and f.want is not None and f.want != gpus:
             out.append(f"node {n}: the log wants {f.want} GPU(s), the plan's type has {gpus}")
             f.want = gpus

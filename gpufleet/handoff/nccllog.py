@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpufleet.handoff.acceptance import _NUMBER, HOST_NOT_READY, Expectation, fabric_facts
+from gpufleet.handoff.ncclcover import coverage_of
 
 MAX_LOG_BYTES = 50 * 1024 * 1024
 
@@ -35,9 +36,14 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S*)")
 _HOST = re.compile(rf"gpufleet acceptance: node (\S+): {HOST_NOT_READY}: (.*)")
 
 
+# nccl-tests' first line: the sizes it was told to run (every run of the log must hold each)
+_HEADER = re.compile(r"^#\s*nThread\s+\d+.*?minBytes\s+([0-9]{1,15})\s+maxBytes\s+([0-9]{1,15})"
+                     r"\s+step:\s+([0-9]{1,6})\(factor\)")
+
+
 # nccl-tests' "Using devices" lines: which rank ran on which host and GPU
 _RANK = re.compile(r"^#\s*Rank\s+([0-9]{1,6})\s+Group\s+[0-9]+\s+Pid\s+[0-9]+\s+on\s+(\S+)\s+"
-                   r"device\s+[0-9]+\s+\[[^\]]*\]\s+(.+?)\s*$")
+                   r"device\s+([0-9]{1,3})\s+\[[^\]]*\]\s+(.+?)\s*$")
 
 
 class Unreadable(ValueError):
@@ -107,7 +113,19 @@ class NcclLog:
     problems: list[str] = field(default_factory=list)  # lines that cannot be read strictly
     too_big: bool = False  # larger than the read bound: the rest was not read
     hosts_not_ready: list[str] = field(default_factory=list)  # "node 1: reason"
-    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, GPU)
+    # per invocation of nccl-tests (each starts with its header): rank -> (host, GPU)
+    rank_sets: list[dict[int, tuple[str, str]]] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> dict[int, tuple[str, str]]:
+        """The last invocation's ranks."""
+        return self.rank_sets[-1] if self.rank_sets else {}
+    sizes: tuple[int, ...] | None = None  # what the header says each run covers
+    header_seen: bool = False  # a header since the last rank line
+    devices: dict[tuple[str, int], int] = field(default_factory=dict)  # (host, GPU) -> rank
+
+    def missing_sizes(self, run: Run) -> list[int]:
+        return [s for s in self.sizes or () if s not in {r.size for r in run.rows}]
 
     @property
     def rows(self) -> list[Row]:
@@ -126,6 +144,10 @@ def parse_log(text: str, too_big: bool = False) -> NcclLog:
         host = _HOST.search(line)
         if host is not None:
             log.hosts_not_ready.append(f"node {host.group(1)}: {host.group(2).strip()}")
+            continue
+        header = _HEADER.match(line.strip())
+        if header is not None:
+            _read_header(header, number, log)
             continue
         rank = _RANK.match(line.strip())
         if rank is not None:
@@ -159,12 +181,50 @@ def parse_log(text: str, too_big: bool = False) -> NcclLog:
     return log
 
 
+def _read_header(m: re.Match[str], number: int, log: NcclLog) -> None:
+    """The sizes the run was told to cover: minBytes up to maxBytes by the step factor."""
+    low, high, factor = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if factor < 2 or low < 1 or high < low or high > 1 << 40:
+        log.problems.append(f"line {number}: the header's sizes cannot be read "
+                            f"({m.group(0)[:100]})")
+        return
+    sizes = []
+    while low <= high:
+        sizes.append(low)
+        low *= factor
+    if log.sizes is not None and tuple(sizes) != log.sizes:
+        log.problems.append(f"line {number}: a second header with other sizes: two runs are "
+                            "mixed in this log")
+    log.sizes = tuple(sizes)
+    log.header_seen = True  # rank lines after it may start a new invocation
+
+
 def _read_rank(m: re.Match[str], number: int, log: NcclLog) -> None:
-    """A rank line; the same rank on another host or GPU means two runs are mixed."""
-    rank, where = int(m.group(1)), (m.group(2), m.group(3))
-    if log.ranks.setdefault(rank, where) != where:
+    """A rank line; the same rank again (on another host or the same) means two runs are
+    mixed, or the line was repeated."""
+    rank, where = int(m.group(1)), (m.group(2), m.group(4))
+    if not log.rank_sets or (log.header_seen and rank in log.rank_sets[-1]):
+        log.rank_sets.append({})  # nccl-tests ran again: it lists its ranks again
+        log.devices.clear()
+    log.header_seen = False
+    ranks = log.rank_sets[-1]
+    device = (m.group(2), int(m.group(3)))
+    if log.devices.setdefault(device, rank) != rank:
+        log.problems.append(f"line {number}: device {device[1]} of {device[0]} is rank "
+                            f"{log.devices[device]} and rank {rank}")
+    if rank in ranks and ranks[rank] == where:
+        if not any("is listed twice" in p for p in log.problems):  # said once
+            log.problems.append(f"line {number}: rank {rank} is listed twice (lines repeated, "
+                                "or two runs interleaved)")
+    elif ranks.setdefault(rank, where) != where:
         log.problems.append(f"line {number}: rank {rank} is on {where[0]} here and on "
-                            f"{log.ranks[rank][0]} before: two runs are mixed in this log")
+                            f"{ranks[rank][0]} before: two runs are mixed in this log")
+
+
+# nccl-tests' data types (bytes per element) and reduction ops
+_TYPES = {"int8": 1, "uint8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "half": 2, "bfloat16": 2,
+          "int32": 4, "uint32": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8}
+_OPS = ("sum", "prod", "max", "min", "avg", "none")
 
 
 def _row(m: re.Match[str]) -> Row:
@@ -173,6 +233,11 @@ def _row(m: re.Match[str]) -> Row:
         raise Unreadable(f"{len(rest)} of 8 columns")
     for i in (0, 1, 4, 5):  # time and algbw of both sides must be numbers too
         _num(rest[i])
+    width = _TYPES.get(m.group(3))
+    if width is None or m.group(4) not in _OPS:
+        raise Unreadable(f"{m.group(3)} {m.group(4)}")
+    if int(m.group(2)) * width != int(m.group(1)):  # count x element size is the size
+        raise Unreadable(f"{m.group(2)} elements of {m.group(3)} are not {m.group(1)} bytes")
     if int(m.group(5)) < -1:
         raise Unreadable(m.group(5))
     return Row(int(m.group(1)), _num(rest[2]), _num(rest[6]), _wrong(rest[3]),
@@ -182,13 +247,18 @@ def _row(m: re.Match[str]) -> Row:
 def _read_summary(line: str, number: int, run: Run, log: NcclLog) -> bool:
     oob, avg = _OOB.match(line.strip()), _AVG.match(line.strip())
     if oob is not None:
-        if _COUNT.fullmatch(oob.group(1)) and oob.group(2) in ("OK", "FAILED"):
+        if run.out_of_bounds is not None:
+            log.problems.append(f"line {number}: a second out-of-bounds line for one run")
+        elif _COUNT.fullmatch(oob.group(1)) and oob.group(2) in ("OK", "FAILED"):
             run.out_of_bounds = (int(oob.group(1)), oob.group(2))
         else:
             log.problems.append(f"line {number}: the out-of-bounds line cannot be read "
                                 f"({line.strip()[:100]})")
         return True
     if avg is not None:
+        if run.avg_busbw is not None:
+            log.problems.append(f"line {number}: a second average line for one run")
+            return True
         try:
             run.avg_busbw = _num(avg.group(1))
         except Unreadable:
@@ -196,28 +266,6 @@ def _read_summary(line: str, number: int, run: Run, log: NcclLog) -> bool:
                                 f"({line.strip()[:100]})")
         return True
     return False
-
-
-def _coverage(log: NcclLog, exp: Expectation) -> tuple[list[str], list[str]]:
-    """(lines, why unreadable): the run spans every node the task was meant to, on the
-    plan's GPU model. Counted from nccl-tests' rank lines, never taken on trust."""
-    if not log.ranks:
-        if exp.nodes > 1:
-            return [], [f"no `# Rank ... on HOST` lines: which of the {exp.nodes} nodes ran "
-                        "cannot be told (keep nccl-tests' whole output)"]
-        return [], []
-    hosts = sorted({h for h, _ in log.ranks.values()})
-    lines = [f"the run spans {len(hosts)} node(s) ({', '.join(hosts[:4])}"
-             f"{', ...' if len(hosts) > 4 else ''}), {len(log.ranks)} rank(s)"]
-    if len(hosts) < exp.nodes:
-        lines.append(f"FAIL: the run covers {len(hosts)} of {exp.nodes} nodes: the fabric "
-                     "between the others was never used (run the acceptance task on every "
-                     "node, or pass --nodes to judge fewer)")
-    models = sorted({m for _, m in log.ranks.values()})
-    if exp.gpu and any(exp.gpu.lower() not in m.lower() for m in models):
-        lines.append(f"FAIL: the log's GPUs are {', '.join(models)}, the fleet's {exp.gpu}: "
-                     "this is another fleet's log")
-    return lines, []
 
 
 @dataclass
@@ -233,7 +281,8 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _judge_run(run: Run, exp: Expectation, label: str) -> tuple[list[str], bool, list[str]]:
+def _judge_run(run: Run, exp: Expectation, label: str, log: NcclLog | None = None
+               ) -> tuple[list[str], bool, list[str]]:
     """(lines, failed, why unreadable) for one run."""
     peak = run.peak
     assert peak is not None
@@ -256,6 +305,10 @@ def _judge_run(run: Run, exp: Expectation, label: str) -> tuple[list[str], bool,
     if all(r.wrong_out is None and r.wrong_in is None for r in run.rows):
         unreadable.append(f"{label}#wrong is N/A at every size: the results were not checked "
                           "(nccl-tests ran with -c 0); run it with -c 1")
+    missing = log.missing_sizes(run) if log is not None else []
+    if missing:
+        unreadable.append(f"{label}size(s) {', '.join(_size(s) for s in missing[:4])} missing "
+                          "from the table the header announces")
     complete = not unreadable
     failed = False
     if run.out_of_bounds is not None and run.out_of_bounds[1] == "FAILED":
@@ -300,7 +353,7 @@ def verdict(log: NcclLog, exp: Expectation) -> Verdict:
     lines: list[str] = []
     failed = False
     unreadable: list[str] = list(log.problems)
-    coverage, missing = _coverage(log, exp)
+    coverage, missing = coverage_of(log.rank_sets, log.sizes is not None, exp)
     lines += coverage
     failed = failed or any(line.startswith("FAIL") for line in coverage)
     unreadable += missing
@@ -308,7 +361,7 @@ def verdict(log: NcclLog, exp: Expectation) -> Verdict:
         lines.append(f"{len(runs)} runs in this log, judged one by one")
     for i, run in enumerate(runs, 1):
         label = f"run {i} (line {run.line}): " if len(runs) > 1 else ""
-        more, bad, reasons = _judge_run(run, exp, label)
+        more, bad, reasons = _judge_run(run, exp, label, log)
         lines += more
         failed = failed or bad
         unreadable += reasons

@@ -84,6 +84,9 @@ def parse_pairs(text: str) -> tuple[list[PairRun], int | None, list[str]]:
     for number, body, kv in tagged_lines(text, PREFIX):
         try:
             if body.startswith("done "):
+                if done is not None:
+                    problems.append(f"line {number}: a second `done` line (two runs in one "
+                                    "log?)")
                 done = strict_int(kv["nodes"], 6)
                 continue
             if not (_IP.fullmatch(kv["host_a"]) and _IP.fullmatch(kv["host_b"])):
