@@ -172,3 +172,38 @@ def test_explicit_dir_and_env_override_the_cache(cache: Path, tmp_path: Path,
     assert {r.backend for r in load_catalog(str(d)).rows} == {"gcp"}
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(d))
     assert load_catalog().chosen_by == "GPUFLEET_CATALOG_DIR"
+
+
+def test_a_zip_that_inflates_past_the_bound_is_refused(server: tuple[str, Path], cache: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few KB that inflate to more than a catalog ever is (the bound made small here)."""
+    import io
+
+    import gpufleet.offers.update as update
+
+    monkeypatch.setattr(update, "MAX_CSV_BYTES", 64 * 1024)
+    url, root = server
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("gcp.csv", "instance_name,location,price,spot\n" + "a" * (1 << 20))
+    assert len(buf.getvalue()) < 16 * 1024
+    publish(root, "bomb", raw_zip={"gcp": buf.getvalue()})
+    with pytest.raises(UpdateError, match="inflates past"):
+        update_catalog(url)
+
+
+def test_rows_with_a_huge_field_or_a_negative_price_are_skipped() -> None:
+    import io
+
+    from gpufleet.offers.catalog import CatalogError, parse_rows
+
+    header = "instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot\n"
+    good = "g6.xlarge,us-east-1,0.80,4,16,1,L4,24,false\n"
+    rows, skipped = parse_rows("aws", io.StringIO(
+        header + good + "x" * 1000 + ",us-east-1,0.8,4,16,1,L4,24,false\n"
+        "g6.xlarge,us-east-1,-3.5,4,16,1,L4,24,false\n"
+        "g6.xlarge,us-east-1,nan,4,16,1,L4,24,false\n"))
+    assert [r.price for r in rows] == [0.8] and skipped == 3
+    # a field past the csv module's own bound: the file is not a catalog (no crash)
+    with pytest.raises(CatalogError, match="cannot be read as CSV"):
+        parse_rows("aws", io.StringIO(header + "x" * 200_000 + ",a,1,1,1,0,,,false\n"))

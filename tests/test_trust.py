@@ -257,3 +257,47 @@ def test_one_ssh_host_written_two_ways_is_one_host(
              write(tmp_path, "b.dstack.yml", ssh("rack-b", second))]
     assert main(["validate", *files]) == 1
     assert "error[F021]: Instances [" in capsys.readouterr().out
+
+
+def test_any_shape_of_a_nic_list_is_read_or_refused() -> None:
+    """`--azure-nics FILE`: whatever JSON the file holds, an address list or ExportError."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gpufleet.handoff import ExportError
+    from gpufleet.handoff.export import scale_set_hosts
+
+    values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                          lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.sampled_from(
+                              ["properties", "ipConfigurations", "virtualMachine", "id",
+                               "primary", "privateIPAddress", "publicIPAddress", "value"]),
+                              inner, max_size=4), max_leaves=12)
+
+    @settings(max_examples=400, deadline=None, database=None)
+    @given(values, st.booleans())
+    def run(data: Any, public: bool) -> None:
+        try:
+            hosts = scale_set_hosts(data, public, "nics.json")
+        except ExportError:
+            return
+        assert all(isinstance(h, str) for h in hosts)
+    run()
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("gpufleet:catalog: /nonexistent/catalog", "catalog folder /nonexistent/catalog does not"),
+    ("gpufleet:profile: nope", "no profile named 'nope'"),
+])
+def test_a_stack_config_naming_what_is_not_there_is_an_error_not_a_crash(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str,
+        message: str) -> None:
+    from test_acceptance import EXAMPLES
+
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        f"config:\n  gpufleet:files:\n    - {EXAMPLES}/fleets/*.yml\n"
+        f"    - {EXAMPLES}/backends.yml\n  gpufleet:lock: {EXAMPLES}/gpufleet.lock\n"
+        f"  {setting}\n")
+    assert main(["preflight", "--stack", "dev", "--cwd", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "internal error" not in err and message in err

@@ -152,6 +152,10 @@ def instance_volume_lines(out: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:
     """The instances' addresses, by instance id, from `az vmss nic list -o json` or the
     ARM answer it prints (`{"value": [...]}`): each NIC's primary IP configuration."""
@@ -159,12 +163,14 @@ def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:
     if not isinstance(nics, list):
         raise ExportError(f"{source}: not a list of scale set NICs (`az vmss nic list -o json`)")
     found: list[tuple[int, str]] = []
-    for i, nic in enumerate(nics):
-        props = nic.get("properties", nic) if isinstance(nic, dict) else None
-        configs = (props or {}).get("ipConfigurations") if isinstance(props, dict) else None
-        vm = str(((props or {}).get("virtualMachine") or {}).get("id", ""))
-        primary = [c.get("properties", c) for c in configs or [] if isinstance(c, dict)]
-        primary = [c for c in primary if c.get("primary", True)] or primary
+    for i, nic in enumerate(nics):  # any shape: what is not the expected type is absent
+        props = _dict(_dict(nic).get("properties", nic))
+        configs = props.get("ipConfigurations")
+        vm = _dict(props.get("virtualMachine")).get("id")
+        vm = vm if isinstance(vm, str) else ""
+        primary = [_dict(_dict(c).get("properties", c))
+                   for c in (configs if isinstance(configs, list) else [])]
+        primary = [c for c in primary if c.get("primary", True) is not False] or primary
         key = "publicIPAddress" if public else "privateIPAddress"
         address = primary[0].get(key) if primary else None
         if public and isinstance(address, dict):  # a reference only: no address in a list

@@ -8,6 +8,7 @@ from gpufleet.compile import Compiled, compile_files
 from gpufleet.diagnostics import render_text
 from gpufleet.input import Lock, Validated, load_lock
 from gpufleet.live.runner import LiveError
+from gpufleet.offers import CatalogError, UnknownProfile
 
 
 class StackFilesError(LiveError):
@@ -17,7 +18,10 @@ class StackFilesError(LiveError):
 def compile_stack(files: Sequence[str], profile: str | None, catalog_dir: str | None,
                   lock_path: str) -> tuple[Validated, Compiled, Lock]:
     """(inputs, plans, lock) of a stack; StackFilesError with the located errors."""
-    validated, compiled = compile_files(files, profile, catalog_dir, lock_path)
+    try:
+        validated, compiled = compile_files(files, profile, catalog_dir, lock_path)
+    except (CatalogError, UnknownProfile) as e:  # the stack config names what is not there
+        raise StackFilesError(f"the stack config's gpufleet settings: {e}") from None
     lock, _ = load_lock(lock_path)
     if compiled is None or not compiled.ok or lock is None:
         diags = compiled.diagnostics if compiled is not None else validated.diagnostics

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -188,11 +189,15 @@ def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
         raise CatalogError(f"{backend}.csv is not a gpuhunt v2 catalog: missing columns "
                            f"{', '.join(missing)}")
     rows, bad = [], 0
-    for raw in reader:
-        try:
-            rows.append(_row(backend, raw))
-        except (ValueError, TypeError, KeyError):
-            bad += 1
+    try:
+        for raw in reader:
+            try:
+                rows.append(_row(backend, raw))
+            except (ValueError, TypeError, KeyError):
+                bad += 1
+    except csv.Error as e:  # a field past the csv module's own bound, a broken quote
+        raise CatalogError(f"{backend}.csv cannot be read as CSV (line {reader.line_num}: "
+                           f"{e})") from None
     return rows, bad
 
 
@@ -200,7 +205,14 @@ def _opt_float(v: str | None) -> float | None:
     return float(v) if v else None
 
 
+# No gpuhunt field comes near this; a longer one is not catalog data (and would be carried
+# into every plan and lock that names the row)
+MAX_FIELD = 256
+
+
 def _row(backend: str, r: dict[str, str]) -> Row:
+    if any(isinstance(v, str) and len(v) > MAX_FIELD for v in r.values()) or None in r:
+        raise ValueError("a field longer than gpuhunt writes, or more fields than columns")
     spot = r["spot"].lower()
     if spot not in ("true", "false"):
         raise ValueError(spot)
@@ -213,7 +225,10 @@ def _row(backend: str, r: dict[str, str]) -> Row:
         vendor = "nvidia"
     if not r["instance_name"] or not r["location"]:
         raise ValueError("empty instance or location")
-    return Row(backend, r["instance_name"], r["location"], float(r["price"]), int(r["cpu"]),
+    price = float(r["price"])
+    if not math.isfinite(price) or price < 0:  # a price is a non-negative amount of money
+        raise ValueError(r["price"])
+    return Row(backend, r["instance_name"], r["location"], price, int(r["cpu"]),
                float(r["memory"]), gpu_count, name, _opt_float(r.get("gpu_memory")),
                spot == "true", _opt_float(r.get("disk_size")), vendor,
                tuple((r.get("flags") or "").split()), r.get("cpu_arch") or "x86")

@@ -30,6 +30,7 @@ from gpufleet.offers.catalog import CatalogError, bundled_dir, parse_rows, user_
 DEFAULT_URL = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"
 URL_ENV = "GPUHUNT_CATALOG_URL"
 MAX_ZIP_BYTES = 200 * 1024 * 1024
+MAX_CSV_BYTES = 256 * 1024 * 1024  # what one backend's CSV may inflate to
 _VERSION = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -72,7 +73,14 @@ def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, 
     blob = _get(url, timeout, MAX_ZIP_BYTES)
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
-            raw = zf.read(f"{backend}.csv")
+            # bounded inflation: the size the archive declares, then at most that many bytes
+            if zf.getinfo(f"{backend}.csv").file_size > MAX_CSV_BYTES:
+                raise UpdateError(f"{url}: {backend}.csv inflates past {MAX_CSV_BYTES:,} bytes; "
+                                  "this is not a catalog")
+            with zf.open(f"{backend}.csv") as member:
+                raw = member.read(MAX_CSV_BYTES + 1)
+            if len(raw) > MAX_CSV_BYTES:
+                raise UpdateError(f"{url}: {backend}.csv inflates past {MAX_CSV_BYTES:,} bytes")
     except KeyError:
         raise UpdateError(f"{url}: the archive has no {backend}.csv") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as e:
