@@ -13,7 +13,9 @@ from test_export import stack  # noqa: F401  (the module-scoped stack of fleets)
 from gpufleet.cli import main
 from gpufleet.fileio import WriteError, write_many
 
-from planutil import write
+from planutil import EXAMPLES, write
+
+LOGS = EXAMPLES / "logs"
 
 
 @pytest.mark.parametrize("key", ["../PWNED", "/tmp/abs", "a/b", "..", "UPPER", "x" * 80])
@@ -301,3 +303,21 @@ def test_a_stack_config_naming_what_is_not_there_is_an_error_not_a_crash(
     assert main(["preflight", "--stack", "dev", "--cwd", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "internal error" not in err and message in err
+
+
+def test_an_embedded_table_with_wrong_results_fails_burnin_and_pairs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node's summary line says all is well; the nccl-tests table above it says #wrong 7."""
+    from test_acceptance import A4
+
+    a, b = _burnin(tmp_path, capsys)
+    bad = b.replace("560.00      0   99.00", "560.00      7   99.00", 1)
+    assert bad != b
+    path = write(tmp_path, "burnin.log", a + bad)
+    assert main(["acceptance", "check", path, "--fleet", "a4", *A4]) == 1
+    assert "reports wrong results (#wrong > 0)" in capsys.readouterr().out
+    pairs = (LOGS / "a4-pairs.log").read_text().replace(": 0 OK", ": 12 FAILED")
+    pairs = pairs.replace("660.00      0   99.00", "660.00      7   99.00", 1)
+    path = write(tmp_path, "pairs.log", pairs)
+    assert main(["acceptance", "check", path, "--fleet", "a4", *A4]) == 1
+    assert "reports wrong results" in capsys.readouterr().out

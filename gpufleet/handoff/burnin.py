@@ -31,6 +31,7 @@ from gpufleet.handoff.acceptance import (
     task_resources,
     task_volumes,
 )
+from gpufleet.handoff.nccllog import embedded_failures
 
 PREFIX = "gpufleet burn-in:"
 DEFAULT_LEVEL = 3
@@ -215,7 +216,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     prints (``expected_checks``), each of which must be there."""
     nodes, problems = parse_burnin(text)
     problems += _against_plan(nodes, nodes_planned, gpus_planned, expect)
-    lines: list[str] = []
+    lines: list[str] = [f"FAIL: {e}" for e in embedded_failures(text)]
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
         why = _node_problems(f, gpu_gib)
@@ -248,6 +249,8 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
         hosts = [nodes[n].hostname or f"rank {n}" for n in sorted(set(bad), key=int)]
         return 1, [*lines, f"FAIL: replace {', '.join(hosts)} (`gpufleet replace FLEET "
                            "NODE...`)"]
+    if any(line.startswith("FAIL: ") for line in lines):  # an embedded table's wrong results
+        return 1, [*lines, "FAIL"]
     if problems:
         return 2, [*lines, *(f"unreadable: {p}" for p in problems[:5]),
                    "no verdict: the burn-in log is incomplete"]

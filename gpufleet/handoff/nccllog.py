@@ -268,6 +268,24 @@ def _read_summary(line: str, number: int, run: Run, log: NcclLog) -> bool:
     return False
 
 
+def embedded_failures(text: str) -> list[str]:
+    """nccl-tests tables inside another task's log (burn-in, pairs), read by the same parser:
+    what they prove wrong (#wrong > 0, out-of-bounds FAILED), whatever the task's own summary
+    line says."""
+    out = []
+    # a task may print its table without nccl-tests' column header: rows count from the start
+    for run in parse_log("# (rows) #wrong busbw\n" + text).runs:
+        wrong = run.wrong()
+        where = f"line {run.line - 1}" if run.line > 1 else "the start"
+        if wrong:
+            out.append(f"the nccl-tests table at {where} reports wrong results "
+                       f"(#wrong > 0) at {', '.join(_size(r.size) for r in wrong[:3])}")
+        if run.out_of_bounds is not None and run.out_of_bounds[1] == "FAILED":
+            out.append(f"the nccl-tests table at {where} reports "
+                       f"{run.out_of_bounds[0]} out-of-bounds value(s)")
+    return out
+
+
 @dataclass
 class Verdict:
     code: int  # 0 pass, 1 fail, 2 unreadable

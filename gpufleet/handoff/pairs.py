@@ -24,6 +24,7 @@ from gpufleet.handoff.acceptance import (
     tagged_lines,
     task_for,
 )
+from gpufleet.handoff.nccllog import embedded_failures
 
 PREFIX = "gpufleet pairs:"
 _IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")
@@ -124,6 +125,9 @@ def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
     problems += _ring_problems(runs, n, want) if done is not None else []
     if done is not None and n < nodes_planned:
         problems.append(f"the task ran on {n} node(s), the fleet has {nodes_planned}")
+    embedded = embedded_failures(text)
+    if embedded:  # the tables' own correctness check, whatever a pair line says
+        return 1, [*(f"FAIL: {e}" for e in embedded), "FAIL"]
     if problems or not runs:
         return 2, [*(f"unreadable: {p}" for p in problems[:5]),
                    "no verdict: the pairs log is incomplete"]
