@@ -178,6 +178,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "ask for more through the quota named, or put the fleets in fewer regions"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
                  "followed by a role)", "rename one of the two"),
+    "C022": Code("an offline run too big for the memory this process may take",
+                 "plan on a machine with more memory, or plan the big fleet with `nodes: 0..N`"),
     "B012": Code("a declared reservation's kind is not one of its backend's",
                  "gcp: specific or calendar; aws: capacity-reservation or capacity-block; azure: "
                  "capacity-reservation-group"),

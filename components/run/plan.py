@@ -9,7 +9,14 @@ from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, Validated, stackconfig
 from gpufleet.offers import Catalog
-from gpufleet.review import PlanReport, name_diagnostics, plan_report, quota_warnings
+from gpufleet.review import (
+    PlanReport,
+    available_mb,
+    memory_refusal,
+    name_diagnostics,
+    plan_report,
+    quota_warnings,
+)
 
 from .. import program
 from . import harness, offline
@@ -58,6 +65,9 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
+    too_big = memory_refusal(compiled.plans, validated.inputs, available_mb())
+    if too_big:  # said before the run starts, not as a MemoryError or a kill
+        return None, too_big
     run = run_offline(paths, stack, profile, catalog_dir, compiled, progress=progress)
     if progress is not None:
         progress("checking the policy rules")

@@ -21,6 +21,7 @@ from gpufleet.review.lock import (
     total_delta,
     unknown_names,
 )
+from gpufleet.review.memory import available_mb, memory_refusal, needed_mb
 from gpufleet.review.names import name_diagnostics, name_problems, physical_name
 from gpufleet.review.owners import is_top, owner_map, owner_of
 from gpufleet.review.policy import (
@@ -64,6 +65,7 @@ __all__ = [
     "StateError",
     "StateResource",
     "Violation",
+    "available_mb",
     "bills",
     "changes",
     "check_levels",
@@ -77,8 +79,10 @@ __all__ = [
     "is_secret",
     "is_top",
     "lock_report",
+    "memory_refusal",
     "name_diagnostics",
     "name_problems",
+    "needed_mb",
     "owner_map",
     "owner_of",
     "parse_export",
