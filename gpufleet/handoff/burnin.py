@@ -175,13 +175,16 @@ def _label(rank: str, f: NodeFacts) -> str:
     return f"{rank} ({f.hostname})" if f.hostname else rank
 
 
-def _node_problems(f: NodeFacts, gpu_gib: float | None) -> list[str]:
-    """What is wrong with one node by its own lines (not yet its bandwidth)."""
+def _node_problems(f: NodeFacts, gpu_gib: float | None,
+                   gpus_planned: int | None = None) -> list[str]:
+    """What is wrong with one node by its own lines (not yet its bandwidth); its GPU count
+    is held against the plan's type where known, else against what the task asked."""
     why = []
     if f.host == "fail":
         why.append("host setup not ready (see /var/log/gpufleet-host-setup.log)")
-    if f.gpus is not None and f.want is not None and f.gpus != f.want:
-        why.append(f"{f.gpus} GPU(s), the plan has {f.want}")
+    want = gpus_planned if gpus_planned is not None else f.want
+    if f.gpus is not None and want is not None and f.gpus != want:
+        why.append(f"{f.gpus} GPU(s), the plan has {want}")
     short = [g for g, mib in sorted(f.memory.items())
              if gpu_gib is not None and mib < 0.9 * gpu_gib * 1024]
     if short:
@@ -219,7 +222,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     lines: list[str] = [f"FAIL: {e}" for e in embedded_failures(text)]
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
-        why = _node_problems(f, gpu_gib)
+        why = _node_problems(f, gpu_gib, gpus_planned)
         if why:
             bad.append(name)
             lines.append(f"FAIL node {_label(name, f)}: " + "; ".join(why))
@@ -284,7 +287,6 @@ def _against_plan(nodes: dict[str, NodeFacts], planned: int, gpus: int | None,
             out.append(f"node {n}: per-GPU lines for {len(f.memory)} of {gpus} GPU(s)")
         if gpus is not None and f.want is not None and f.want != gpus:
             out.append(f"node {n}: the log wants {f.want} GPU(s), the plan's type has {gpus}")
-            f.want = gpus
         if f.host != "fail" and f.done and (gpus or f.gpus) and not f.memory:
             out.append(f"node {n}: no per-GPU lines (memory, ECC): its GPUs were not checked")
     return out

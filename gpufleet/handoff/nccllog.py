@@ -299,7 +299,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _judge_run(run: Run, exp: Expectation, label: str, log: NcclLog | None = None
+def _judge_run(run: Run, exp: Expectation, label: str, log: NcclLog
                ) -> tuple[list[str], bool, list[str]]:
     """(lines, failed, why unreadable) for one run."""
     peak = run.peak
@@ -323,7 +323,7 @@ def _judge_run(run: Run, exp: Expectation, label: str, log: NcclLog | None = Non
     if all(r.wrong_out is None and r.wrong_in is None for r in run.rows):
         unreadable.append(f"{label}#wrong is N/A at every size: the results were not checked "
                           "(nccl-tests ran with -c 0); run it with -c 1")
-    missing = log.missing_sizes(run) if log is not None else []
+    missing = log.missing_sizes(run)
     if missing:
         unreadable.append(f"{label}size(s) {', '.join(_size(s) for s in missing[:4])} missing "
                           "from the table the header announces")

@@ -294,8 +294,9 @@ def buildable(fleet: FleetSpec, ranked: list[Offer], pname: str | None,
               extra: tuple[Offer, ...]) -> Selection:
     """The offers gpufleet can build as the fleet asks, cheapest first; the others set apart
     (`offers` lists them with the code), or the refusal when none is left."""
-    refused = tuple(o for o in ranked if cluster_refusal(fleet, o))
-    kept = tuple(o for o in ranked if not cluster_refusal(fleet, o))
+    why = {o: cluster_refusal(fleet, o) for o in ranked}
+    refused = tuple(o for o in ranked if why[o])
+    kept = tuple(o for o in ranked if not why[o])
     if not refused:
         return Selection(fleet, kept, None, pname, extra)
     if kept:
@@ -304,7 +305,7 @@ def buildable(fleet: FleetSpec, ranked: list[Offer], pname: str | None,
     t = traits_of(first.backend)
     loss = t.cluster_fabric_loss.get(first.instance_type, "far below the GPU NICs' bandwidth")
     return Selection(fleet, (), fleet.origin.at(
-        "placement", C015, f"{first.instance_type} clusters need {cluster_refusal(fleet, first)}"
+        "placement", C015, f"{first.instance_type} clusters need {why[first]}"
         f", which gpufleet does not set up; without them NCCL falls back to TCP ({loss})",
         "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
         f"instances (`gpufleet export dstack`){t.cluster_fabric_alternative}"), pname, extra,

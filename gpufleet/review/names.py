@@ -14,8 +14,8 @@ from typing import Any
 from gpufleet.backends import backend_of_type, traits_of
 from gpufleet.codes import C019, C021
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Inputs
-from gpufleet.review.owners import owner_map
+from gpufleet.input import Inputs, Origin
+from gpufleet.review.owners import resource_owners, spec_origins
 from gpufleet.traits import NameRule
 
 
@@ -55,25 +55,20 @@ def name_problems(resources: Sequence[Mapping[str, Any]]) -> list[NameProblem]:
     return out
 
 
-def twice(resources: Sequence[Mapping[str, Any]], inputs: Inputs) -> list[Diagnostic]:
+def twice(resources: Sequence[Mapping[str, Any]], owners: Mapping[str, str],
+          origins: Mapping[str, Origin]) -> list[Diagnostic]:
     """Two resources with one URN (fleets `tt` and `tt-bastion` both make `tt-bastion-sg`):
-    the engine refuses the second; said at each owner that makes one."""
-    owner_of_urn = owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
-                             for r in resources)
+    the engine refuses the second; said at the first owner that makes one."""
     seen: dict[str, list[str]] = {}
-    for r in resources:
+    for r in resources:  # the URN collapses the two in ``owners``: their parents do not
         parent = str(r.get("parent") or "")
         seen.setdefault(str(r["urn"]), []).append(
-            owner_of_urn.get(parent) or parent.rsplit("::", 1)[-1])
-    origins = {f.name: f.origin for f in inputs.fleets}
-    origins.update({g.name: g.origin for g in inputs.gateways})
+            owners.get(parent) or parent.rsplit("::", 1)[-1])
     out = []
-    for urn, owners in sorted(seen.items()):
-        if len(owners) < 2:
-            continue
-        named = sorted({o for o in owners if o in origins})
-        for owner in named[:1]:
-            out.append(origins[owner].at(
+    for urn, makers in sorted(seen.items()):
+        named = sorted({o for o in makers if o in origins})
+        if len(makers) > 1 and named:
+            out.append(origins[named[0]].at(
                 "name", C021, f"{' and '.join(named)} both make {urn.rsplit('::', 1)[-1]} "
                 f"({urn.split('::')[2]}): two resources cannot share a URN", "rename one of "
                 "them so that neither name is the other's followed by one of its roles "
@@ -85,13 +80,8 @@ def name_diagnostics(resources: Sequence[Mapping[str, Any]], inputs: Inputs
                      ) -> list[Diagnostic]:
     """One error per fleet or gateway (at its name) for the longest name it would get
     refused; the other problems are counted in the message."""
+    owners, origins = resource_owners(resources), spec_origins(inputs)
     problems = name_problems(resources)
-    if not problems:
-        return twice(resources, inputs)
-    owners = owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
-                       for r in resources)
-    origins = {f.name: f.origin for f in inputs.fleets}
-    origins.update({g.name: g.origin for g in inputs.gateways})
     grouped: dict[str, list[NameProblem]] = {}
     for p in problems:
         grouped.setdefault(owners.get(str(p.resource["urn"]), ""), []).append(p)
@@ -102,13 +92,8 @@ def name_diagnostics(resources: Sequence[Mapping[str, Any]], inputs: Inputs
         message = (f"{worst.resource['type']} '{worst.resource['name']}' would be named "
                    f"'{worst.physical}' in the cloud: {worst.why}{more} (source: "
                    f"{worst.rule.source})")
-        origin = origins.get(owner)
-        hint = "shorten the name the resource's name starts with (the fleet, gateway or " \
-               "filesystem name)"
+        origin = origins.get(owner) or next(iter(origins.values()), None)
         if origin is not None:
-            out.append(origin.at("name", C019, message, hint))
-        else:
-            first = next(iter(origins.values()), None)
-            if first is not None:
-                out.append(first.at("name", C019, message, hint))
-    return [*out, *twice(resources, inputs)]
+            out.append(origin.at("name", C019, message, "shorten the name the resource's "
+                                 "name starts with (the fleet, gateway or filesystem name)"))
+    return [*out, *twice(resources, owners, origins)]

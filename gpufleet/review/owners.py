@@ -10,6 +10,9 @@ fleet's or gateway's name.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from gpufleet.input import Inputs, Origin
 
 TOP_KINDS = (":Fleet", ":Gateway")
 
@@ -55,3 +58,16 @@ def owner_map(resources: Iterable[tuple[str, str, str]]) -> dict[str, str]:
         if owner is not None:
             out[urn] = owner
     return out
+
+
+def resource_owners(resources: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """``owner_map`` of a run's resource dicts (`urn`, `type`, `parent`)."""
+    return owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
+                     for r in resources)
+
+
+def spec_origins(inputs: Inputs) -> dict[str, Origin]:
+    """Where each fleet and gateway is written, by name: where a run's finding is said."""
+    origins = {f.name: f.origin for f in inputs.fleets}
+    origins.update({g.name: g.origin for g in inputs.gateways})
+    return origins

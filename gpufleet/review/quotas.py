@@ -12,7 +12,7 @@ from gpufleet.backends import BACKENDS
 from gpufleet.codes import C020
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import Inputs
-from gpufleet.review.owners import owner_map
+from gpufleet.review.owners import resource_owners, spec_origins
 
 
 def _region(provider: Mapping[str, Any] | None) -> str:
@@ -24,8 +24,7 @@ def quota_counts(resources: Sequence[Mapping[str, Any]]
                  ) -> list[tuple[Any, str, int, list[str]]]:
     """(quota, region, count, owners) for every quota the resources pass."""
     providers = {str(r["urn"]): r for r in resources if str(r["type"]).startswith("pulumi:")}
-    owners = owner_map((str(r["urn"]), str(r["type"]), str(r.get("parent") or ""))
-                       for r in resources)
+    owners = resource_owners(resources)
     out = []
     for t in BACKENDS:
         for quota in t.network_quotas:
@@ -47,8 +46,7 @@ def quota_counts(resources: Sequence[Mapping[str, Any]]
 
 def quota_warnings(resources: Sequence[Mapping[str, Any]], inputs: Inputs) -> list[Diagnostic]:
     """A warning per quota passed, at the first fleet or gateway that counts against it."""
-    origins = {f.name: f.origin for f in inputs.fleets}
-    origins.update({g.name: g.origin for g in inputs.gateways})
+    origins = spec_origins(inputs)
     out = []
     for quota, region, count, owners in quota_counts(resources):
         origin = next((origins[o] for o in owners if o in origins), None)
