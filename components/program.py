@@ -16,6 +16,7 @@ from gpufleet.compile import (
     AzureOptions,
     Compiled,
     FleetPlan,
+    GatewayPlan,
     ProviderPlan,
     compile_files,
     emission_order,
@@ -23,7 +24,7 @@ from gpufleet.compile import (
 from gpufleet.diagnostics import render_text
 from gpufleet.input import stackconfig
 
-from .registry import BackendComponents, FleetResources, components_for
+from .registry import BackendComponents, FleetResources, GatewayResources, components_for
 from .volumes import emit_volume
 
 
@@ -33,7 +34,8 @@ def compile_settings(settings: stackconfig.StackSettings, base: Path) -> Compile
     same message as `gpufleet plan --locked`, so a catalog change never moves a cluster."""
     files = stackconfig.resolve_files(settings.files, base)
     validated, compiled = compile_files(files, settings.profile, settings.catalog,
-                                        stackconfig.lock_path(settings, base, files))
+                                        stackconfig.lock_path(settings, base, files),
+                                        settings.gateways)
     if compiled is None:
         raise pulumi.RunError("invalid gpufleet input:\n" + render_text(
             [d for d in validated.diagnostics if d.is_error], validated.sources))
@@ -62,16 +64,16 @@ def emit(compiled: Compiled) -> None:
         return providers[p.name]
 
     hosted: dict[str, Any] = {}  # filesystems other fleets mount, as their fleet builds them
+    fleets: dict[str, FleetResources] = {}  # a gateway may share a fleet's network
     for plan in emission_order(compiled.plans):
         module = components_for(plan.backend)
         fleet = module.emit(plan, provider_for(module, plan.provider), hosted)
+        fleets[plan.name] = fleet
         pulumi.export(plan.name, fleet_outputs(plan, fleet))
     for gw in compiled.gateways:
         module = components_for(gw.backend)
-        gateway = module.emit_gateway(gw, provider_for(module, gw.provider))
-        pulumi.export(f"gateway-{gw.name}", {
-            "backend": gw.backend, "region": gw.region, "addresses": gateway.addresses,
-            "record": gw.record.fqdn if gw.record else None})
+        gateway = module.emit_gateway(gw, provider_for(module, gw.provider), fleets)
+        pulumi.export(f"gateway-{gw.name}", gateway_outputs(gw, gateway))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:
@@ -102,6 +104,7 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
     networks = {n.role: {"name": fleet.network_names.get(n.role),
                          "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
                          "subnets": [s.cidr for s in n.subnets],
+                         "subnet_ids": [fleet.subnet_ids.get(s.name) for s in n.subnets],
                          **({"project": n.project} if n.project else {})}
                 for n in plan.networks}
     return {
@@ -130,6 +133,32 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
                                   "target": getattr(fleet, "filesystems", {}).get(fs.name),
                                   "capacity_gib": fs.capacity_gib}
                         for fs in plan.filesystems},
+    }
+
+
+def gateway_outputs(gw: GatewayPlan, res: GatewayResources) -> dict[str, Any]:
+    """A gateway's stack output: what `export dstack` writes for dstack (the configuration,
+    the project, and the network dstack's gateway lands in, shaped like a fleet's output
+    so the backend's own hand-off reads it) and where its record points."""
+    rec = gw.record
+    options = gw.options
+    return {
+        "backend": gw.backend, "region": gw.region, "scope": gw.provider.scope,
+        "project": gw.project, "fleet": gw.fleet, "public_ips": gw.public,
+        "load_balancer": gw.load_balancer,
+        "resource_group": getattr(res, "resource_group", None),
+        "tenant_id": options.tenant_id if options is not None else None,
+        "networks": {"main": {"name": res.network_name, "id": res.network_id,
+                              "cidr": gw.network.cidr,
+                              "subnets": [s.cidr for s in gw.network.subnets],
+                              "subnet_ids": [res.subnet_ids.get(s.name)
+                                             for s in gw.network.subnets]}},
+        "subnets": dict(res.subnet_ids),
+        "configuration": dict(gw.configuration),
+        "record": rec.fqdn if rec else None,
+        "record_type": rec.record_type if rec else None,
+        "targets": list(rec.targets) if rec else [],
+        "old_addresses": list(res.old_addresses),
     }
 
 

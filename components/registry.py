@@ -34,8 +34,17 @@ class FleetResources(Protocol):
 
 
 class GatewayResources(Protocol):
+    """What the stack outputs read from a gateway component: the network dstack's gateway
+    lands in, and the addresses kept from gpufleet's own gateway VMs (a migration)."""
+
     @property
-    def addresses(self) -> Sequence[Any]: ...
+    def network_id(self) -> Any: ...
+    @property
+    def network_name(self) -> Any: ...
+    @property
+    def subnet_ids(self) -> Mapping[str, Any]: ...
+    @property
+    def old_addresses(self) -> Sequence[Any]: ...
 
 
 class BackendComponents(Protocol):
@@ -49,8 +58,11 @@ class BackendComponents(Protocol):
         fleet adds the ones it holds and reads the ones it mounts from another fleet."""
         ...
 
-    def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource
-                     ) -> GatewayResources: ...
+    def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource,
+                     fleets: Mapping[str, Any] | None = None) -> GatewayResources:
+        """``fleets``: the fleet components built so far, by name (a gateway that shares a
+        fleet's network takes it from there)."""
+        ...
 
     def emit_volume(self, plan: VolumePlan, opts: pulumi.ResourceOptions
                     ) -> pulumi.Output[str]:

@@ -255,8 +255,18 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "F024": Code("a fleet named like a gateway's or volume's stack output key "
                  "(`gateway-NAME`, `volume-NAME`)", "rename the fleet"),
     "G017": Code("a gateway name longer than the longest whose every physical name fits on its "
-                 "backend (with a load balancer: the load balancer's name)",
-                 "shorten the gateway name"),
+                 "backend", "shorten the gateway name"),
+    "G018": Code("a gateway's `fleet` (backends file) names a fleet the files do not plan",
+                 "name a fleet of the files, or drop `fleet`"),
+    "G019": Code("a gateway shares the network of a fleet planned on another backend or region",
+                 "share a fleet of the gateway's backend and region, or drop `fleet`"),
+    "G020": Code("a gateway shares a fleet's existing network, which gpufleet does not build",
+                 "drop `fleet`: the gateway gets a network of its own"),
+    "G021": Code("a private gateway shares the network of a fleet without a NAT (public nodes)",
+                 "share a fleet with private nodes, or drop `fleet`"),
+    "G022": Code("the stack config's synced gateway (`gpufleet gateway sync`) is another "
+                 "project, backend or region than the file's (warning: the record stays "
+                 "pending)", "apply the exported gateway file, then `gpufleet gateway sync`"),
     "B015": Code("`control_plane.fleet` names no fleet of the files given (was B014)",
                  "name a fleet planned from these files"),
     "B016": Code("the `control_plane` fleet has no bastion to host the dstack server (was B014)",

@@ -230,7 +230,9 @@ class BackendTraits:
     lb_certificate_hint: str = ""  # the HTTPS a multi-replica gateway can have instead
     load_balancer_title: str = "{name}"  # {name}; {scope}: external or internal
     address_kinds: Mapping[bool, str] = field(default_factory=dict)  # by public or not
-    gateway_admin_key: bool = False  # its gateway VMs need an SSH key for the admin account
+    # a host name dstack reports for a gateway's load balancer that the cloud's DNS aliases
+    # (a Route 53 alias record) rather than a CNAME: its suffix
+    dns_alias_suffix: str | None = None
     # the DNS zone found at `pulumi up` ({zone}: the offline guess), else None
     zone_walk_text: str | None = None
     # --- reservations, zones, billing ---

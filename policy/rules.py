@@ -8,15 +8,15 @@ config, or the backends file offline) from ``args.config``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gpufleet.policy.reading import WORLD, _cfg, _ingress, _is_bastion, _is_gateway, _labels
 
 Report = Callable[[str, str | None], None]
 Validate = Callable[[Any, Report], None]
 
-WORLD = ("0.0.0.0/0", "::/0", "*", "Internet", "Any", "any")
-WEB_PORTS = {"80", "443"}
 IAP_RANGE = "35.235.240.0/20"
 
 
@@ -41,86 +41,14 @@ class Rule:
         return f"{self.off}, or {config}" if self.off else config
 
 
-def _is_gateway(args: Any) -> bool:
-    """A gateway's resource: by its tags, or by a gateway component in its URN's type chain."""
-    labels = _labels(args.props)
-    chain = str(args.urn).split("::")[2] if str(args.urn).count("::") >= 3 else ""
-    return "gpufleet-gateway" in labels or "gpufleet_gateway" in labels or any(
-        t.startswith("gpufleet:") and t.endswith(":Gateway") for t in chain.split("$"))
-
-
-def _is_bastion(args: Any) -> bool:
-    return "-bastion" in str(args.name)
-
-
-def _labels(props: Mapping[str, Any]) -> dict[str, Any]:
-    for key in ("tags", "labels"):
-        value = props.get(key)
-        if isinstance(value, Mapping):
-            return dict(value)
-    return {}
-
-
-def _cfg(args: Any) -> Mapping[str, Any]:
-    """The rule's configuration (pulumi-policy: the pack config of this policy)."""
-    get = getattr(args, "get_config", None)
-    config = get() if callable(get) else None
-    return config if isinstance(config, Mapping) else {}
-
-
-def _ports(spec: Any) -> set[str]:
-    out: set[str] = set()
-    for p in spec if isinstance(spec, list) else [spec]:
-        text = str(p)
-        if "-" in text:
-            lo, _, hi = text.partition("-")
-            if lo.isdigit() and hi.isdigit() and int(hi) - int(lo) < 1024:
-                out.update(str(i) for i in range(int(lo), int(hi) + 1))
-            else:
-                out.add("*")
-        else:
-            out.add(text)
-    return out
-
-
-def _ingress(args: Any) -> Iterable[tuple[set[str], str, list[str]]]:
-    """(ports, protocol, sources) of every inbound allow rule of a firewall-like resource."""
-    p, t = args.props, args.resource_type
-    if t == "aws:ec2/securityGroup:SecurityGroup":
-        for r in p.get("ingress") or []:
-            lo, hi = int(r.get("fromPort") or 0), int(r.get("toPort") or 0)
-            proto = str(r.get("protocol", ""))
-            ports = {"*"} if proto == "-1" or hi - lo > 1024 else \
-                {str(i) for i in range(lo, hi + 1)}
-            yield ports, proto, [*(r.get("cidrBlocks") or []), *(r.get("ipv6CidrBlocks") or [])]
-    elif t == "aws:ec2/securityGroupRule:SecurityGroupRule" and p.get("type") == "ingress":
-        lo, hi = int(p.get("fromPort") or 0), int(p.get("toPort") or 0)
-        yield ({str(i) for i in range(lo, hi + 1)} if hi - lo <= 1024 else {"*"},
-               str(p.get("protocol")), [*(p.get("cidrBlocks") or [])])
-    elif t == "gcp:compute/firewall:Firewall" and p.get("direction", "INGRESS") == "INGRESS":
-        for a in p.get("allows") or []:
-            ports = _ports(a["ports"]) if a.get("ports") else {"*"}
-            yield ports, str(a.get("protocol")), list(p.get("sourceRanges") or [])
-    elif t == "azure-native:network:NetworkSecurityGroup":
-        for r in p.get("securityRules") or []:
-            if r.get("direction") != "Inbound" or r.get("access") != "Allow":
-                continue
-            ports = _ports(r.get("destinationPortRanges") or r.get("destinationPortRange")
-                           or "*")
-            sources = list(r.get("sourceAddressPrefixes") or [])
-            if r.get("sourceAddressPrefix"):
-                sources.append(r["sourceAddressPrefix"])
-            yield ports, str(r.get("protocol")), sources
-
-
 # --- rules ------------------------------------------------------------------------------
 
 def no_world_ingress(args: Any, report: Report) -> None:
-    for ports, proto, sources in _ingress(args):
+    """Nothing gpufleet builds admits the world: dstack opens its gateways' web ports on the
+    firewall objects it makes itself."""
+    for ports, _proto, sources in _ingress(args):
         open_to_world = [s for s in sources if s in WORLD]
         if not open_to_world:
-            continue
-        if _is_gateway(args) and ports <= WEB_PORTS and proto.lower() in ("tcp", "6"):
             continue
         report(f"{args.name} admits {'all ports' if '*' in ports else ', '.join(sorted(ports))}"
                f" from {', '.join(open_to_world)}", args.urn)
@@ -242,6 +170,21 @@ def azure_nsg_no_allow_any(args: Any, report: Report) -> None:
             report(f"{args.name} has an allow-any inbound rule", args.urn)
 
 
+GATEWAY_MACHINES = ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate",
+                    "aws:lb/loadBalancer:LoadBalancer", "gcp:compute/instance:Instance",
+                    "gcp:compute/forwardingRule:ForwardingRule",
+                    "azure-native:compute:VirtualMachine",
+                    "azure-native:compute:VirtualMachineScaleSet")
+
+
+def gateway_no_instances(args: Any, report: Report) -> None:
+    """dstack 0.22.5 creates a gateway's instances and load balancer itself and cannot adopt
+    others: one built under a gateway would run nothing and be billed."""
+    if args.resource_type in GATEWAY_MACHINES and _is_gateway(args):
+        report(f"{args.name}: a gateway builds no instance or load balancer (dstack creates "
+               "its own at `dstack apply`)", args.urn)
+
+
 ADDRESS_TYPES = ("aws:ec2/eip:Eip", "gcp:compute/address:Address",
                  "azure-native:network:PublicIPAddress")
 ZONE_TYPES = ("aws:route53/zone:Zone", "gcp:dns/managedZone:ManagedZone",
@@ -260,8 +203,8 @@ def _is_gateway_address(args: Any) -> bool:
 def gateway_addresses_protected(args: Any, report: Report) -> None:
     protected = bool(getattr(args.opts, "protect", False))
     if _is_gateway_address(args) and not protected:
-        report(f"{args.name}: a gateway address without `protect`: deleting it breaks the "
-               "DNS record", args.urn)
+        report(f"{args.name}: an address kept from gpufleet's old gateway VM without "
+               "`protect`: it would be released at the next update", args.urn)
     if args.resource_type in ZONE_TYPES and not protected:
         report(f"{args.name}: a DNS zone without `protect`", args.urn)
 
@@ -325,9 +268,9 @@ def ownership_tags(args: Any, report: Report) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("no-world-ingress", "No inbound traffic from 0.0.0.0/0 or ::/0, except TCP 80/443 "
-         "on gateways", "mandatory", "remove the rule, or narrow its sources to known ranges",
-         "", no_world_ingress),
+    Rule("no-world-ingress", "No inbound traffic from 0.0.0.0/0 or ::/0 (dstack opens its "
+         "gateways' web ports itself)", "mandatory", "remove the rule, or narrow its sources "
+         "to known ranges", "", no_world_ingress),
     Rule("ssh-only-from-allowed", "Port 22 only from ssh_cidrs (and Google's IAP range)",
          "mandatory", "list the source in `ssh_cidrs` of the backends file, or remove it",
          "add the range to `ssh_cidrs`", ssh_only_from_allowed),
@@ -359,13 +302,17 @@ RULES: tuple[Rule, ...] = (
     Rule("azure-nsg-no-allow-any", "Azure NSGs have no allow-any inbound rule", "mandatory",
          "name the ports and sources of every inbound rule", "",
          azure_nsg_no_allow_any),
-    Rule("gateway-addresses-protected", "The address each gateway's DNS record points at, "
-         "and created DNS zones, are protected", "mandatory",
+    Rule("gateway-addresses-protected", "Addresses kept from gpufleet's old gateway VMs "
+         "(`old_address: keep`), and created DNS zones, are protected", "mandatory",
          "remove `protect_address: false` from the gateway's entry in the backends file "
          "(`gateways: {<name>: {protect_address: ...}}`); protected is the default",
          "`protect_address: false` for the gateway in the backends file, and this rule "
          "turned down",
          gateway_addresses_protected),
+    Rule("gateway-no-instances", "A gateway builds no instance or load balancer: dstack "
+         "creates its own at `dstack apply` and cannot adopt one", "mandatory",
+         "build the gateway's network only; dstack makes the instances", "",
+         gateway_no_instances),
     Rule("storage-private-encrypted-protected", "Shared filesystems and volumes are "
          "protected from deletion, encrypted at rest and closed to public networks",
          "mandatory", "keep `protect`, `encrypted: true` and the storage account's deny-by-"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpufleet.components.run.plan import build_report
-from gpufleet.input import stackconfig
+from gpufleet.input import SyncedGateway, stackconfig
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 from gpufleet.review import PlanReport
@@ -20,11 +20,15 @@ TEST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBIQCyff2ckZRUZ6RiZdRKLoVIKhAaB
             " gpufleet-tests")
 
 
-def plan_files(files: Sequence[str | Path], stack: str = "dev") -> PlanReport:
+def plan_files(files: Sequence[str | Path], stack: str = "dev",
+               synced: Mapping[str, SyncedGateway] | None = None) -> PlanReport:
+    """The offline plan; ``synced``: the gateways' addresses as `gpufleet gateway sync`
+    stores them in the stack config."""
     paths = [str(f) for f in files]
     validated = validate_paths(paths)
     assert validated.ok, validated.diagnostics
-    report, diags = build_report(validated, load_catalog(), paths, stack, None, None)
+    report, diags = build_report(validated, load_catalog(), paths, stack, None, None,
+                                 synced=synced)
     assert report is not None, diags
     return report
 

@@ -58,9 +58,9 @@ def _billed_resources(report: PlanReport) -> Counter[tuple[str, str]]:
 def _billed_lines(report: PlanReport) -> Counter[tuple[str, str]]:
     out: Counter[tuple[str, str]] = Counter()
     for name, bill in report.bills.items():
-        for item in bill.items:
+        for item in bill.items:  # what dstack creates at `dstack apply` is no resource here
             if item.kind in ("instance", "address", "nat", "load_balancer", "dns_zone",
-                             "volume", "filesystem"):
+                             "volume", "filesystem") and not item.by_dstack:
                 out[(name, item.kind)] += item.count
         # a filesystem of a service the price table lacks is listed, NOT PRICED
         out[(name, "filesystem")] += sum("(filesystem " in u for u in bill.unpriced)
@@ -121,10 +121,12 @@ def test_load_balancers_private_gateways_and_created_zones_are_priced(tmp_path: 
     files = [write(tmp_path, n, body) for n, body in gws]
     report = plan_files([*files, write(tmp_path, "backends.yml", backends)])
     _check_every_billable_resource_is_priced(report)
-    lines = {n: {i.kind for i in b.items} for n, b in report.bills.items()}
-    assert {"load_balancer", "nat", "dns_zone"} <= lines["alb-aws"]
-    assert {"load_balancer", "address"} <= lines["alb-gcp"]
-    assert "address" not in lines["priv-gcp"]  # internal addresses cost nothing
+    lines = {n: {(i.kind, i.by_dstack) for i in b.items} for n, b in report.bills.items()}
+    # dstack's load balancer and instances; the stack's NAT and zone
+    assert {("load_balancer", True), ("instance", True), ("nat", False),
+            ("dns_zone", False)} <= lines["alb-aws"]
+    assert {("load_balancer", True), ("address", True)} <= lines["alb-gcp"]
+    assert ("address", True) not in lines["priv-gcp"]  # a private gateway has no public one
 
 
 def test_dstacks_private_aws_gateway_example_plans_and_costs_its_parts(
@@ -147,10 +149,11 @@ def test_a_gateway_alone_costs_its_instance_address_and_disk(tmp_path: Path) -> 
                "region: us-east-1\ndomain: gpu.example.com\n")
     r = CliRunner().invoke(cli, ["plan", gw, write(tmp_path, "backends.yml", AWS)])
     assert r.exit_code == 0, r.output
-    # t3.micro $0.0104 + an Elastic IP $0.005 + 20 GiB gp3 (20 x $0.08 / 730 h)
-    expected = 0.0104 + 0.005 + 20 * 0.08 / 730
+    # what dstack creates: t3.micro $0.0104 + its public IPv4 $0.005 + 10 GiB gp3
+    # (10 x $0.08 / 730 h); the stack's own network for it costs nothing
+    expected = 0.0104 + 0.005 + 10 * 0.08 / 730
     assert f"cost:     ${expected:,.2f}/h, ${expected * 730:,.2f}/month (instances $0.01, " \
-           "network $0.0050, storage $0.0022)" in r.stdout
+           "network $0.0050, storage $0.0011)" in r.stdout
     assert "$0.00/month" not in r.stdout
 
 
@@ -284,7 +287,7 @@ def test_gpufleet_plan_on_a_terminal_prints_progress_on_stderr(tmp_path: Path) -
 def test_a_bill_over_the_monthly_threshold_is_a_warning(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["plan", str(EXAMPLES), "--warn-cost-per-month", "100000"])
     assert r.exit_code == 0
-    assert "warning[C018]: the plan costs $502,353/month, over the warning threshold " \
+    assert "warning[C018]: the plan costs $502,351/month, over the warning threshold " \
            "$100,000/month (most: nd-h100 $287,220" in r.stderr
     assert "C018" not in CliRunner().invoke(cli, ["plan", str(EXAMPLES)]).stderr
     # the default comes from the backends file

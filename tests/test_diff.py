@@ -167,8 +167,6 @@ def test_cidr_change_replaces_networks(tmp_path: Path, baseline: dict[str, Any])
 def test_guards(tmp_path: Path, baseline: dict[str, Any]) -> None:
     paths = files(tmp_path, gateway=False)
     report = run(tmp_path, paths, baseline, GuardOptions(("delete",), (), None))
-    assert any("delete of address gw1-ip" in v for v in report.violations)
-    assert any("delete of dns gw1-dns" in v for v in report.violations)
     assert any("delete of network gw1-net" in v for v in report.violations)
     report = run(tmp_path, paths, baseline, GuardOptions(("delete",), ("gw1*",), None))
     assert report.violations == ()
@@ -245,3 +243,57 @@ def test_malformed_exports_never_crash(tmp_path: Path, baseline: dict[str, Any],
         err = capsys.readouterr().err
         assert code in (0, 1, 7) and "internal error" not in err, (index, key, value, err)
     run()
+
+
+def _old_gateway(state: dict[str, Any]) -> dict[str, Any]:
+    """The export of a stack whose gateway gpufleet built as a VM (before dstack's own
+    gateways): the VM and its protected static address under the gateway component."""
+    old = copy.deepcopy(state)
+    resources = old["deployment"]["resources"]
+    gw = next(r for r in resources if r["type"] == "gpufleet:gcp:Gateway")
+    gw["outputs"]["gpufleet_digest"] = "sha256:an-older-gpufleet"  # its plan has changed
+    provider = next(r for r in resources if r["type"] == "pulumi:providers:gcp")
+    prefix = gw["urn"].rsplit("::", 1)[0]
+    for typ, name, protect in (("gcp:compute/instance:Instance", "gw1-vm", False),
+                               ("gcp:compute/address:Address", "gw1-ip", True)):
+        resources.append({
+            "urn": f"{prefix}${typ}::{name}", "custom": True, "type": typ, "id": name,
+            "parent": gw["urn"], "protect": protect,
+            "provider": f"{provider['urn']}::{provider['id']}",
+            "inputs": {"region": "us-west2", "addressType": "EXTERNAL",
+                       "networkTier": "PREMIUM"} if protect else {"machineType": "e2-medium"},
+            "outputs": {"name": name}})
+    return old
+
+
+def test_an_old_gateway_vm_goes_with_its_reason_and_its_address_can_stay(
+        tmp_path: Path, baseline: dict[str, Any]) -> None:
+    old = _old_gateway(baseline)
+    report = run(tmp_path, files(tmp_path), old)
+    gone = {c.name: c for c in report.changes if c.op == "delete"}
+    assert sorted(gone) == ["gw1-ip", "gw1-vm"]
+    assert all("dstack creates its own" in (c.cause or "") for c in gone.values())
+    assert gone["gw1-ip"].protect and "old_address: keep" in gone["gw1-ip"].action
+    assert "pulumi state unprotect '" in gone["gw1-ip"].action
+    guarded = run(tmp_path, files(tmp_path), old, GuardOptions(("delete",), (), None))
+    assert any("delete of address gw1-ip" in v for v in guarded.violations)
+    kept = run(tmp_path, files(tmp_path, backends=BACKENDS + "gateways:\n  gw1: "
+                               "{old_address: keep}\n"), old)
+    assert [c.name for c in kept.changes if c.op == "delete"] == ["gw1-vm"]
+
+
+def test_the_record_follows_the_stack_config(tmp_path: Path, baseline: dict[str, Any]) -> None:
+    state = write_export(tmp_path / "state.json", baseline)
+    stack = write(tmp_path, "Pulumi.dev.yaml", "config:\n  gpufleet:gateways:\n    gw1:\n"
+                  "      project: gateway-gw1\n      backend: gcp\n      region: us-west2\n"
+                  "      targets: [192.0.2.1, 192.0.2.2]\n")
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--stack-config", stack,
+                                 "--format", "json", *files(tmp_path)])
+    assert r.exit_code == 7, r.output
+    created = [c for c in json.loads(r.stdout)["changes"] if c["op"] == "create"]
+    assert [(c["name"], c["type"]) for c in created] == [
+        ("gw1-dns", "gcp:dns/recordSet:RecordSet")]
+    # without the stack config the record stays pending: nothing changes
+    r = CliRunner().invoke(cli, ["diff", "--state", state, "--cwd", str(tmp_path / "none"),
+                                 *files(tmp_path)])
+    assert r.exit_code == 0, r.output

@@ -1,6 +1,6 @@
-"""Gateways on every backend: a separately managed static address per replica, the instance,
-a firewall that opens 80/443 (and 22 only from ssh_cidrs), and the `*.<domain>` record whose
-value is the address resource's output."""
+"""Gateways as dstack 0.22.5 runs them: dstack creates the instances, addresses and load
+balancer at `dstack apply`; gpufleet builds the network they land in and the `*.<domain>`
+record, which points at what `gpufleet gateway sync` read from dstack (pending until then)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input import SyncedGateway
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 from gpufleet.review import PlanReport
@@ -17,6 +18,25 @@ from gpufleet.views.plan import render_plan_text
 from planutil import EXAMPLES, SHARED, TEST_KEY, by_type, named, plan_files, write
 
 ARN = "arn:aws:acm:us-east-1:123456789012:certificate/x"
+CM = "projects/p1/locations/us-east1/certificates/wild"
+RECORDS = ("gcp:dns/recordSet:RecordSet", "aws:route53/record:Record",
+           "azure-native:dns:RecordSet")
+# what a gateway made with its own VM had, and must no longer have
+VM_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance",
+            "azure-native:compute:VirtualMachine", "aws:lb/loadBalancer:LoadBalancer",
+            "gcp:compute/forwardingRule:ForwardingRule")
+ADDRESS_TYPES = ("aws:ec2/eip:Eip", "gcp:compute/address:Address",
+                 "azure-native:network:PublicIPAddress",
+                 "aws:ec2/networkInterface:NetworkInterface")
+AZURE = ("backends:\n  - type: azure\n    subscription_id: s1\n    tenant_id: t1\n"
+         f"    dns_resource_group: dns\n    ssh_public_key: {TEST_KEY}\n")
+GCP = "backends:\n  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0.113.0/24]\n"
+AWS = "backends:\n  - type: aws\n    ssh_cidrs: [203.0.113.0/24]\n"
+
+
+def synced(name: str, project: str, backend: str, region: str,
+           *targets: str) -> dict[str, SyncedGateway]:
+    return {name: SyncedGateway(project, backend, region, tuple(targets), "running", "t")}
 
 
 @pytest.fixture(scope="module")
@@ -24,145 +44,218 @@ def gws() -> PlanReport:
     return plan_files([*sorted((EXAMPLES / "gateways").glob("*.yml")), *SHARED])
 
 
-def test_aws_record_points_at_the_elastic_ip(gws: PlanReport) -> None:
-    rec = named(gws, "gw-aws-dns", "aws:route53/record:Record")
-    assert rec["inputs"]["name"] == "*.aws.gpu.example.com."
-    assert (rec["inputs"]["type"], rec["inputs"]["ttl"]) == ("A", 300)
-    assert rec["inputs"]["records"] == ["mock-public-ip-of-gw-aws-ip"]
-    assert rec["inputs"]["zoneId"] == "Z-MOCK-gpu.example.com"
-    eip = named(gws, "gw-aws-ip", "aws:ec2/eip:Eip")
-    assert eip["protect"] is True
-    assert rec["delete_before_replace"] is True  # the record's name is its identity
-
-
-def test_gcp_record_and_static_address(gws: PlanReport) -> None:
-    rec = named(gws, "gw-gcp-dns", "gcp:dns/recordSet:RecordSet")["inputs"]
-    assert (rec["name"], rec["type"], rec["ttl"]) == ("*.gcp.gpu.example.com.", "A", 300)
-    assert rec["rrdatas"] == ["mock-address-of-gw-gcp-ip"]
-    assert rec["managedZone"] == "mock-gpu-example-com-public"
-    addr = named(gws, "gw-gcp-ip", "gcp:compute/address:Address")
-    assert addr["protect"] is True and addr["inputs"]["addressType"] == "EXTERNAL"
-    vm = named(gws, "gw-gcp-vm", "gcp:compute/instance:Instance")["inputs"]
-    assert vm["machineType"] == "e2-medium"
-    assert vm["networkInterfaces"][0]["accessConfigs"] == [
-        {"natIp": "mock-address-of-gw-gcp-ip"}]
-
-
-def test_azure_record_and_public_ip(gws: PlanReport) -> None:
-    rec = named(gws, "gw-azure-dns", "azure-native:dns:RecordSet")["inputs"]
-    assert (rec["relativeRecordSetName"], rec["zoneName"], rec["recordType"], rec["ttl"]) == (
-        "*.azure", "gpu.example.com", "A", 300)
-    assert rec["aRecords"] == [{"ipv4Address": "mock-public-ip-of-gw-azure-ip"}]
-    pip = named(gws, "gw-azure-ip", "azure-native:network:PublicIPAddress")
-    assert pip["protect"] is True
-    assert pip["inputs"]["sku"] == {"name": "Standard"}
-    vm = named(gws, "gw-azure-vm", "azure-native:compute:VirtualMachine")["inputs"]
-    assert vm["hardwareProfile"]["vmSize"] == "Standard_B1ms"
-
-
-def test_firewalls_open_80_443_and_ssh_only_from_ssh_cidrs(gws: PlanReport) -> None:
-    sg = named(gws, "gw-aws-sg", "aws:ec2/securityGroup:SecurityGroup")["inputs"]["ingress"]
-    assert sorted((r["fromPort"], tuple(r["cidrBlocks"])) for r in sg) == [
-        (22, ("203.0.113.0/24",)), (80, ("0.0.0.0/0",)), (443, ("0.0.0.0/0",))]
-    gcp_rules = {r["name"]: r["inputs"] for r in by_type(gws, "gcp:compute/firewall:Firewall")}
-    assert gcp_rules["gw-gcp-web"]["allows"] == [{"protocol": "tcp", "ports": ["80", "443"]}]
-    assert gcp_rules["gw-gcp-web"]["targetTags"] == ["gpufleet-gw-gcp"]
-    assert gcp_rules["gw-gcp-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
-    nsg = named(gws, "gw-azure-nsg", "azure-native:network:NetworkSecurityGroup")["inputs"]
-    assert [(r["destinationPortRanges"], r["sourceAddressPrefixes"])
-            for r in nsg["securityRules"]] == [(["80", "443"], ["0.0.0.0/0"]),
-                                               (["22"], ["203.0.113.0/24"])]
-
-
-def test_plan_text_shows_address_firewall_and_record(gws: PlanReport) -> None:
-    text = render_plan_text(gws)
-    assert "gateway gw-gcp" in text
-    assert "address:  gw-gcp-ip (static external address, protected)" in text
-    assert "dns:      A *.gcp.gpu.example.com. -> gw-gcp-ip (zone gpu.example.com, TTL 300)" \
-        in text
-
-
-def _gw(tmp: Path, body: str, backends: str = "") -> PlanReport:
+def _gw(tmp: Path, body: str, backends: str = "", **kw: object) -> PlanReport:
     files = [write(tmp, "g.yml", "type: gateway\nname: gw1\n" + body)]
     if backends:
         files.append(write(tmp, "b.yml", backends))
-    return plan_files(files)
+    return plan_files(files, **kw)  # type: ignore[arg-type]
 
 
-def test_replicas_get_one_address_each_and_one_multi_value_record(tmp_path: Path) -> None:
-    report = _gw(tmp_path, "backend: gcp\nregion: us-east1\ndomain: gpu.example.com\n"
-                 "replicas: 3\ncertificate: null\n")
-    assert sorted(r["name"] for r in by_type(report, "gcp:compute/address:Address")) == [
-        "gw1-ip-0", "gw1-ip-1", "gw1-ip-2"]
-    rec = named(report, "gw1-dns", "gcp:dns/recordSet:RecordSet")["inputs"]
-    assert rec["name"] == "*.gpu.example.com." and len(rec["rrdatas"]) == 3
-    zones = [r["inputs"]["zone"] for r in by_type(report, "gcp:compute/instance:Instance")]
-    assert zones == ["us-east1-a", "us-east1-b", "us-east1-c"]
+def test_the_examples_gateways_build_no_vm_and_no_address(gws: PlanReport) -> None:
+    """dstack makes its own gateway instances and addresses: gpufleet builds neither."""
+    assert not [r["name"] for r in gws.resources if r["type"] in (*VM_TYPES, *ADDRESS_TYPES)]
+    assert not [r for r in gws.resources if r["type"] in RECORDS]  # pending: not synced
+    assert gws.violations == ()
 
 
-def test_acm_uses_an_alb_across_two_azs_and_an_alias_record(tmp_path: Path) -> None:
+def test_each_gateway_gets_the_network_dstack_puts_it_in(gws: PlanReport) -> None:
+    # aws: public subnets in two AZs (dstack's ALB refuses fewer), routed to an IGW
+    subnets = {r["name"]: r["inputs"]["availabilityZone"] for r in
+               by_type(gws, "aws:ec2/subnet:Subnet") if r["name"].startswith("gw-aws")}
+    assert subnets == {"gw-aws-subnet-0": "mock-region-1a", "gw-aws-subnet-1": "mock-region-1b"}
+    assert named(gws, "gw-aws-net-public-rt")["inputs"]["routes"][0]["cidrBlock"] == \
+        "0.0.0.0/0"
+    assert not [s for s in by_type(gws, "aws:ec2/securityGroup:SecurityGroup")
+                if s["name"].startswith("gw-")]  # dstack makes the gateway's own group
+    # gcp: a VPC and subnet, no firewall (dstack opens its own rules)
+    assert named(gws, "gw-gcp-subnet", "gcp:compute/subnetwork:Subnetwork")
+    assert not [f for f in by_type(gws, "gcp:compute/firewall:Firewall")
+                if f["name"].startswith("gw-")]
+    # azure: a VNet and subnet, no NSG (dstack puts its own on the VM's NIC)
+    assert named(gws, "gw-azure-subnet", "azure-native:network:Subnet")
+    assert not [n for n in by_type(gws, "azure-native:network:NetworkSecurityGroup")
+                if n["name"].startswith("gw-")]
+
+
+def test_the_plan_says_the_record_is_pending_and_the_next_steps(gws: PlanReport) -> None:
+    text = render_plan_text(gws)
+    assert ("dns:      A *.aws.gpu.example.com. -> pending: dstack has not created the gateway "
+            "yet; after `pulumi up`: `gpufleet export dstack --stack dev` (the server config "
+            "names this network for project gateway-gw-aws), `dstack apply -P gateway-gw-aws "
+            "-f gateway-gw-aws.dstack.yml`, `gpufleet gateway sync --stack dev`, then `pulumi "
+            "up` again") in text
+    assert "dstack:   creates the gateway at `dstack apply`: gcp us-west2  e2-medium x1, " \
+        "public" in text
+
+
+@pytest.mark.parametrize("backend,region,extra,rtype", [
+    ("aws", "us-east-1", AWS, "aws:route53/record:Record"),
+    ("gcp", "us-east1", GCP, "gcp:dns/recordSet:RecordSet"),
+    ("azure", "eastus", AZURE, "azure-native:dns:RecordSet")])
+def test_two_replica_addresses_make_two_a_records(tmp_path: Path, backend: str, region: str,
+                                                  extra: str, rtype: str) -> None:
+    report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\ndomain: gpu.example.com\n"
+                 "replicas: 2\ncertificate: null\n", extra,
+                 synced=synced("gw1", "gateway-gw1", backend, region, "203.0.113.10",
+                               "203.0.113.11"))
+    rec = named(report, "gw1-dns", rtype)["inputs"]
+    values = rec.get("records") or rec.get("rrdatas") or [
+        a["ipv4Address"] for a in rec["aRecords"]]
+    assert values == ["203.0.113.10", "203.0.113.11"]
+    assert (rec.get("type") or rec.get("recordType")) == "A"
+    assert named(report, "gw1-dns", rtype)["delete_before_replace"] is True
+    assert "-> 203.0.113.10, 203.0.113.11 (dstack's gateway, synced)" in \
+        render_plan_text(report)
+
+
+def test_an_alb_host_name_becomes_an_alias_on_route_53(tmp_path: Path) -> None:
+    host = "abcd1234-lb-1234567890.us-east-1.elb.amazonaws.com"
     report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
-                 f"certificate: {{type: acm, arn: '{ARN}'}}\n")
-    alb = named(report, "gw1-alb", "aws:lb/loadBalancer:LoadBalancer")["inputs"]
-    assert alb["subnets"] == ["gw1-subnet-0-id", "gw1-subnet-1-id"]
-    subnets = {r["name"]: r["inputs"]["availabilityZone"]
-               for r in by_type(report, "aws:ec2/subnet:Subnet")}
-    assert subnets == {"gw1-subnet-0": "mock-region-1a", "gw1-subnet-1": "mock-region-1b",
-                       "gw1-private-0": "mock-region-1a", "gw1-private-1": "mock-region-1b"}
-    # TLS ends at the ALB: the instances have no address and take HTTP from the ALB only.
-    assert not by_type(report, "aws:ec2/eip:Eip")[1:]  # only the NAT's
-    assert [e["name"] for e in by_type(report, "aws:ec2/eip:Eip")] == ["gw1-net-nat-eip"]
-    vm = named(report, "gw1-vm", "aws:ec2/instance:Instance")["inputs"]
-    assert vm["subnetId"] == "gw1-private-0-id"
-    sg = named(report, "gw1-sg", "aws:ec2/securityGroup:SecurityGroup")["inputs"]
-    web = [r for r in sg["ingress"] if r["fromPort"] != 22]
-    assert web == [{"protocol": "tcp", "fromPort": 80, "toPort": 80,
-                    "securityGroups": ["gw1-alb-web-id"], "description": web[0]["description"]}]
-    alb_sg = named(report, "gw1-alb-web", "aws:ec2/securityGroup:SecurityGroup")["inputs"]
-    assert sorted((r["fromPort"], tuple(r["cidrBlocks"])) for r in alb_sg["ingress"]) == [
-        (80, ("0.0.0.0/0",)), (443, ("0.0.0.0/0",))]
-    assert alb["securityGroups"] == ["gw1-alb-web-id"]
-    https = named(report, "gw1-https", "aws:lb/listener:Listener")["inputs"]
-    assert https["certificateArn"] == ARN
+                 f"certificate: {{type: acm, arn: '{ARN}'}}\n", AWS,
+                 synced=synced("gw1", "gateway-gw1", "aws", "us-east-1", host))
     rec = named(report, "gw1-dns", "aws:route53/record:Record")["inputs"]
-    assert rec["type"] == "A" and rec["aliases"] == [{
-        "name": "gw1-alb.mock.elb.amazonaws.com", "zoneId": "Z-MOCK-ELB",
-        "evaluateTargetHealth": True}]
+    assert rec["type"] == "A" and "records" not in rec
+    assert rec["aliases"] == [{"name": host, "zoneId": "Z-MOCK-ELB",
+                               "evaluateTargetHealth": True}]
+    lookup = [dict(a) for t, a in report.lookups if t == "aws:lb/getHostedZoneId:getHostedZoneId"]
+    assert lookup == [{"loadBalancerType": "application", "region": "us-east-1"}]
+    assert not [r for r in report.resources if r["type"] in VM_TYPES]
 
 
-def test_private_gateway_uses_internal_address_and_private_zone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend,region,extra,rtype", [
+    ("gcp", "us-east1", GCP, "gcp:dns/recordSet:RecordSet"),
+    ("azure", "eastus", AZURE, "azure-native:dns:RecordSet"),
+    ("aws", "us-east-1", AWS, "aws:route53/record:Record")])
+def test_another_host_name_becomes_a_cname(tmp_path: Path, backend: str, region: str,
+                                           extra: str, rtype: str) -> None:
+    report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\ndomain: gpu.example.com\n",
+                 extra, synced=synced("gw1", "gateway-gw1", backend, region,
+                                      "gw.internal.example.net"))
+    rec = named(report, "gw1-dns", rtype)["inputs"]
+    assert (rec.get("type") or rec.get("recordType")) == "CNAME"
+    value = rec.get("records") or rec.get("rrdatas") or [rec["cnameRecord"]["cname"]]
+    assert value[0].rstrip(".") == "gw.internal.example.net"
+
+
+def test_a_sync_of_another_place_leaves_the_record_pending(tmp_path: Path) -> None:
+    files = [write(tmp_path, "g.yml", "type: gateway\nname: gw1\nbackend: gcp\nregion: "
+                   "us-east1\ndomain: gpu.example.com\n"), write(tmp_path, "b.yml", GCP)]
+    compiled = compile_inputs(validate_paths(files).inputs, load_catalog(), synced=synced(
+        "gw1", "gateway-gw1", "gcp", "europe-west4", "198.51.100.7"))
+    assert [d.code for d in compiled.diagnostics] == ["G022"]
+    assert compiled.gateways[0].record is not None and compiled.gateways[0].record.pending
+
+
+def test_a_private_gateway_gets_private_subnets_with_nat(tmp_path: Path) -> None:
+    report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
+                 "public_ip: false\ncertificate: null\n", AWS)
+    assert named(report, "gw1-net-nat", "aws:ec2/natGateway:NatGateway")
+    rt = named(report, "gw1-net-private-rt", "aws:ec2/routeTable:RouteTable")["inputs"]
+    assert rt["routes"][0]["natGatewayId"] == "gw1-net-nat-id"
+    assoc = {r["name"]: r["inputs"]["routeTableId"]
+             for r in by_type(report, "aws:ec2/routeTableAssociation:RouteTableAssociation")}
+    assert assoc == {"gw1-subnet-0-rt": "gw1-net-private-rt-id",
+                     "gw1-subnet-1-rt": "gw1-net-private-rt-id",
+                     "gw1-public-rt": "gw1-net-public-rt-id"}
+    gcp = _gw(tmp_path, "backend: gcp\nregion: us-east1\ndomain: gpu.example.com\n"
+              "public_ip: false\ncertificate: null\n", GCP)
+    assert named(gcp, "gw1-net-nat", "gcp:compute/routerNat:RouterNat")
+    assert report.violations == gcp.violations == ()
+
+
+def test_a_gcp_load_balancer_gets_its_proxy_only_subnet(tmp_path: Path) -> None:
     report = _gw(tmp_path, "backend: gcp\nregion: us-east1\ndomain: gpu.example.com\n"
-                 "public_ip: false\ncertificate: null\n")
-    addr = named(report, "gw1-ip", "gcp:compute/address:Address")["inputs"]
-    assert addr["addressType"] == "INTERNAL"
-    rec = named(report, "gw1-dns", "gcp:dns/recordSet:RecordSet")["inputs"]
-    assert rec["managedZone"] == "mock-example-com-private"
-    web = named(report, "gw1-web", "gcp:compute/firewall:Firewall")["inputs"]
-    assert "0.0.0.0/0" not in web["sourceRanges"]
-    aws_report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
-                     "public_ip: false\ncertificate: null\n")
-    eni = named(aws_report, "gw1-ip", "aws:ec2/networkInterface:NetworkInterface")
-    assert eni["protect"] is True
-    rec = named(aws_report, "gw1-dns", "aws:route53/record:Record")["inputs"]
-    assert rec["records"] == ["mock-private-ip-of-gw1-ip"]
-    assert ("aws:route53/getZone:getZone", {"name": "example.com", "privateZone": True}) \
-        in [(t, dict(a)) for t, a in aws_report.lookups]
+                 f"replicas: 2\nload_balancer: {{type: alb}}\ncertificate:\n  type: gcp-cm\n"
+                 f"  name: {CM}\n", GCP)
+    proxy = named(report, "gw1-proxy", "gcp:compute/subnetwork:Subnetwork")["inputs"]
+    assert (proxy["purpose"], proxy["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
+    assert not [r for r in report.resources if r["type"] in VM_TYPES]
+    text = render_plan_text(report)
+    assert f"tls:      gcp-cm {CM} on dstack's regional external Application Load Balancer " \
+        "load balancer" in text
 
 
-def test_protect_can_be_turned_off_and_zone_created_on_request(tmp_path: Path) -> None:
+def test_a_gateway_shares_a_fleets_network_when_the_backends_file_says(tmp_path: Path
+                                                                       ) -> None:
+    fleet = write(tmp_path, "f.yml", "type: fleet\nname: train\nnodes: 1\nbackends: [aws]\n"
+                  "regions: [us-east-1]\nresources: {gpu: L4}\n")
+    gw = write(tmp_path, "g.yml", "type: gateway\nname: gw1\nbackend: aws\nregion: us-east-1\n"
+               "domain: gpu.example.com\n")
+    backends = write(tmp_path, "b.yml", AWS + "gateways:\n  gw1: {fleet: train}\n")
+    report = plan_files([fleet, gw, backends])
+    assert not [v for v in by_type(report, "aws:ec2/vpc:Vpc") if v["name"].startswith("gw1")]
+    block = named(report, "gw1-cidr",
+                  "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation")["inputs"]
+    assert block["vpcId"] == "train-vpc-id"
+    gw_plan = report.gateways[0]
+    assert block["cidrBlock"] == gw_plan.network.cidr and gw_plan.project == "train"
+    subnet = named(report, "gw1-subnet-0", "aws:ec2/subnet:Subnet")
+    assert subnet["inputs"]["vpcId"] == "train-vpc-id"
+    assert named(report, "gw1-subnet-0-rt")["inputs"]["routeTableId"] == \
+        "train-vpc-public-rt-id"
+    text = render_plan_text(report)
+    assert "network:  fleet train's network (project train): adds gw1-subnet-0" in text
+
+
+def test_sharing_a_fleet_is_checked(tmp_path: Path) -> None:
+    fleet = write(tmp_path, "f.yml", "type: fleet\nname: train\nnodes: 1\nbackends: [aws]\n"
+                  "regions: [us-east-1]\nresources: {gpu: L4}\n")
+
+    def codes(gw_body: str, settings: str, backends: str = AWS) -> list[str]:
+        gw = write(tmp_path, "g.yml", "type: gateway\nname: gw1\n" + gw_body)
+        b = write(tmp_path, "b.yml", backends + "gateways:\n  gw1: " + settings + "\n")
+        return [d.code for d in compile_inputs(validate_paths([fleet, gw, b]).inputs,
+                                               load_catalog()).diagnostics if d.is_error]
+    aws = "backend: aws\nregion: us-east-1\n"
+    assert codes(aws, "{fleet: nope}") == ["G018"]
+    assert codes("backend: aws\nregion: eu-west-1\n", "{fleet: train}") == ["G019"]
+    assert codes(aws, "{fleet: train}", AWS + "    vpc_name: shared\n") == ["G020"]
+    public = AWS + "    public_ips: true\n"
+    assert codes(aws + "public_ip: false\ncertificate: null\n", "{fleet: train}",
+                 public) == ["G021"]
+    assert codes(aws, "{fleet: train}", public) == []
+
+
+def test_a_kept_address_of_the_old_gateway_vm_keeps_its_name_and_protection(
+        tmp_path: Path) -> None:
+    """Migration: the static address gpufleet's own gateway VM had stays (same URN, same
+    inputs, protected) until the user releases it."""
+    for backend, region, extra, typ in (
+            ("aws", "us-east-1", AWS, "aws:ec2/eip:Eip"),
+            ("gcp", "us-east1", GCP, "gcp:compute/address:Address"),
+            ("azure", "eastus", AZURE, "azure-native:network:PublicIPAddress")):
+        report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\n"
+                     "domain: gpu.example.com\n",
+                     extra + "gateways:\n  gw1: {old_address: keep}\n")
+        kept = named(report, "gw1-ip", typ)
+        assert kept["protect"] is True
+        assert kept["urn"].endswith(f"gpufleet:{backend}:Gateway${typ}::gw1-ip")
+        assert "kept:     gw1-ip" in render_plan_text(report)
+    # An ALB gateway on AWS had no address of its own: nothing to keep
+    alb = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n"
+              "load_balancer: {type: alb}\ncertificate: null\n",
+              AWS + "gateways:\n  gw1: {old_address: keep}\n")
+    assert not by_type(alb, "aws:ec2/eip:Eip")
+
+
+def test_a_created_zone_is_made_at_once_and_protected(tmp_path: Path) -> None:
     report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n",
-                 "backends:\n  - type: aws\ngateways:\n  gw1: {protect_address: false, "
-                 "create_dns_zone: true, dns_zone: example.com}\n")
-    assert named(report, "gw1-ip", "aws:ec2/eip:Eip")["protect"] is False
+                 "backends:\n  - type: aws\ngateways:\n  gw1: {create_dns_zone: true, "
+                 "dns_zone: example.com}\n")
     zone = named(report, "gw1-zone", "aws:route53/zone:Zone")
     assert zone["protect"] is True and zone["inputs"]["name"] == "example.com"
-    rec = named(report, "gw1-dns", "aws:route53/record:Record")
-    assert rec["deleted_with"] == zone["urn"]
     assert not [t for t, _ in report.lookups if t == "aws:route53/getZone:getZone"]
+    synced_report = _gw(tmp_path, "backend: aws\nregion: us-east-1\ndomain: gpu.example.com\n",
+                        "backends:\n  - type: aws\ngateways:\n  gw1: {create_dns_zone: true, "
+                        "dns_zone: example.com}\n",
+                        synced=synced("gw1", "gateway-gw1", "aws", "us-east-1", "192.0.2.1"))
+    rec = named(synced_report, "gw1-dns", "aws:route53/record:Record")
+    assert rec["deleted_with"] == named(synced_report, "gw1-zone")["urn"]
 
 
 def test_zone_is_the_domains_parent_unless_dns_zone_is_set(tmp_path: Path) -> None:
-    report = _gw(tmp_path, "backend: gcp\nregion: us-east1\ndomain: a.gpu.example.com\n")
+    report = _gw(tmp_path, "backend: gcp\nregion: us-east1\ndomain: a.gpu.example.com\n", GCP,
+                 synced=synced("gw1", "gateway-gw1", "gcp", "us-east1", "192.0.2.1"))
     rec = named(report, "gw1-dns", "gcp:dns/recordSet:RecordSet")
     assert rec["inputs"]["name"] == "*.a.gpu.example.com."
     assert rec["inputs"]["managedZone"] == "mock-gpu-example-com-public"
@@ -182,7 +275,7 @@ def _codes(tmp: Path, body: str, backends: str = "") -> list[str]:
 
 def test_gateway_rules(tmp_path: Path) -> None:
     azure = "type: gateway\nname: gw1\nbackend: azure\nregion: eastus\ndomain: g.example.com\n"
-    assert _codes(tmp_path, azure, "backends:\n  - type: azure\n") == ["C011", "G010"]
+    assert _codes(tmp_path, azure, "backends:\n  - type: azure\n") == ["G010"]
     templated = ("type: gateway\nname: gw1\nbackend: gcp\nregion: us-east1\n"
                  "domain: '${{ run.project_name }}.example.com'\n")
     assert _codes(tmp_path, templated) == ["G011"]
@@ -203,14 +296,11 @@ def test_gateway_rules(tmp_path: Path) -> None:
 def test_a_gateway_with_any_domain_plans(tmp_path: Path, backend: str, region: str,
                                          domain: str) -> None:
     """Offline answers derive from the input, never from the examples' domains."""
-    extra = {"gcp": "    project_id: p1\n", "aws": "",
-             "azure": f"    ssh_public_key: {TEST_KEY}\n    dns_resource_group: dns\n"
-                      "    subscription_id: s1\n    tenant_id: t1\n"}
+    extra = {"gcp": GCP, "aws": AWS, "azure": AZURE}
     report = _gw(tmp_path, f"backend: {backend}\nregion: {region}\ndomain: {domain}\n",
-                 f"backends:\n  - type: {backend}\n" + extra[backend])
-    records = [r for r in report.resources
-               if r["type"] in ("gcp:dns/recordSet:RecordSet", "aws:route53/record:Record",
-                                "azure-native:dns:RecordSet")]
+                 extra[backend], synced=synced("gw1", "gateway-gw1", backend, region,
+                                               "192.0.2.1"))
+    records = [r for r in report.resources if r["type"] in RECORDS]
     assert len(records) == 1
     name = records[0]["inputs"].get("name") or records[0]["inputs"].get("relativeRecordSetName")
     assert domain.split(".")[0] in str(name)

@@ -86,7 +86,15 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
     assert gw == {"type": "gateway", "name": "gw-gcp", "backend": "gcp",
                   "region": "us-west2", "domain": "gcp.gpu.example.com"}
     text = (out / "gateway-gw-gcp.dstack.yml").read_text()
-    assert "cannot adopt an\n# existing gateway instance" in text and "dstack gateway list" in text
+    assert "#   1. dstack apply -P gateway-gw-gcp -f gateway-gw-gcp.dstack.yml\n" in text
+    assert "#   2. gpufleet gateway sync --stack STACK" in text
+    # the server config names a network for each gateway's region, in its own project
+    config = yaml.safe_load((out / "dstack-server-config.yml").read_text())
+    projects = {p["name"]: p["backends"][0] for p in config["projects"]}
+    assert projects["gateway-gw-aws"]["vpc_ids"] == {"us-east-1": "gw-aws-net-id"}
+    assert projects["gateway-gw-gcp"]["vpc_name"].startswith("gw-gcp-net")
+    assert projects["gateway-gw-gcp"]["subnetworks"] == {"us-west2": "gw-gcp-subnet"}
+    assert projects["gateway-gw-azure"]["subnet_ids"]["eastus"].endswith("/gw-azure-subnet-id")
     # every written file is what gpufleet's own validation accepts as dstack's format
     assert validate_texts({p.name: p.read_text() for p in out.glob("*.dstack.yml")}).ok
     # dev-l4 has no nodes (networks only): named with the reason, not silently dropped
@@ -157,11 +165,20 @@ def test_nic_lists_that_are_not_what_az_prints_are_refused() -> None:
             scale_set_hosts(bad, False, "nics.json")
 
 
-def test_check_dns_compares_each_wildcard_record_with_the_gateway_address(
-        state: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_check_dns_compares_each_wildcard_record_with_dstacks_gateway(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    answers = {"gpufleet-dns-check.aws.gpu.example.com": ["mock-public-ip-of-gw-aws-ip"],
-               "gpufleet-dns-check.gcp.gpu.example.com": ["203.0.113.9"]}
+    from gpufleet.input import SyncedGateway
+
+    synced = {"gw-aws": SyncedGateway("gateway-gw-aws", "aws", "us-east-1",
+                                      ("203.0.113.10", "203.0.113.11"), "running", "t"),
+              "gw-gcp": SyncedGateway("gateway-gw-gcp", "gcp", "us-west2",
+                                      ("lb.gcp.example.net",), "running", "t")}
+    files = [*sorted((EXAMPLES / "gateways").glob("*.yml")), EXAMPLES / "backends.yml"]
+    state = write_export(tmp_path / "state.json", export(files, synced=synced))
+    answers = {"gpufleet-dns-check.aws.gpu.example.com": ["203.0.113.10"],
+               "gpufleet-dns-check.gcp.gpu.example.com": ["203.0.113.9"],
+               "lb.gcp.example.net": ["198.51.100.1"]}
 
     def resolve(host: str) -> list[str]:
         if host not in answers:
@@ -169,16 +186,18 @@ def test_check_dns_compares_each_wildcard_record_with_the_gateway_address(
         return answers[host]
     monkeypatch.setattr("gpufleet.cli.handoff._resolve", resolve)
     code = main(["export", "dstack", "--state", state, "--out", str(tmp_path / "o"),
-                 "--check-dns", *nic_files(tmp_path)])
+                 "--check-dns"])
     out = capsys.readouterr().out
     assert code == 1
     assert "dns: gateway gw-aws: ok: gpufleet-dns-check.aws.gpu.example.com -> " \
-           "mock-public-ip-of-gw-aws-ip" in out
+           "203.0.113.10; dstack's gateway: 203.0.113.10, 203.0.113.11" in out
+    # a load balancer's host name: the record must resolve where the host name does
     assert "dns: gateway gw-gcp: FAIL: gpufleet-dns-check.gcp.gpu.example.com -> " \
-           "203.0.113.9; the gateway's address: mock-address-of-gw-gcp-ip" in out
-    assert "dns: gateway gw-azure: FAIL: gpufleet-dns-check.azure.gpu.example.com does " \
-           "not resolve" in out
-    answers["gpufleet-dns-check.gcp.gpu.example.com"] = ["mock-address-of-gw-gcp-ip"]
-    answers["gpufleet-dns-check.azure.gpu.example.com"] = ["mock-public-ip-of-gw-azure-ip"]
-    assert main(["export", "dstack", "--state", state, "--out", str(tmp_path / "o"),
-                 "--check-dns", *nic_files(tmp_path)]) == 0
+           "203.0.113.9; dstack's gateway: lb.gcp.example.net" in out
+    assert "dns: gateway gw-azure: FAIL: the record is pending: run `gpufleet gateway " \
+           "sync`, then `pulumi up`" in out
+    answers["gpufleet-dns-check.gcp.gpu.example.com"] = ["198.51.100.1"]
+    code = main(["export", "dstack", "--state", state, "--out", str(tmp_path / "o"),
+                 "--check-dns"])
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("dns:")]
+    assert code == 1 and [ln.split(":")[2].strip() for ln in lines] == ["ok", "FAIL", "ok"]

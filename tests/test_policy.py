@@ -27,8 +27,6 @@ from gpufleet.views import rules_table
 from planutil import EXAMPLES, TEST_KEY, write
 
 URN = "urn:pulumi:dev::gpufleet::gpufleet:aws:Fleet$aws:ec2/securityGroup:SecurityGroup::f-sg"
-GW_URN = ("urn:pulumi:dev::gpufleet::gpufleet:gcp:Gateway$gpufleet:gcp:Network$"
-          "gcp:compute/firewall:Firewall::gw-web")
 FLEET_TAGS = {"managed-by": "gpufleet", "gpufleet-fleet": "f"}
 
 
@@ -62,10 +60,12 @@ LT = "aws:ec2/launchTemplate:LaunchTemplate"
 GI = "gcp:compute/instance:Instance"
 CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
     "no-world-ingress": (
-        args("gcp:compute/firewall:Firewall", {"allows": [{"protocol": "tcp",
-             "ports": ["80", "443"]}], "sourceRanges": ["0.0.0.0/0"]}, "gw-web", GW_URN),
         args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
-                               "cidrBlocks": ["0.0.0.0/0"]}]})),
+                               "cidrBlocks": ["203.0.113.0/24"]}]}),
+        # a gateway no longer opens web ports: dstack opens its own gateway's
+        args("gcp:compute/firewall:Firewall", {"allows": [{"protocol": "tcp",
+             "ports": ["80", "443"]}], "sourceRanges": ["0.0.0.0/0"]}, "gw-web",
+             GW_URN.format("gcp:compute/firewall:Firewall", "gw-web"))),
     "ssh-only-from-allowed": (
         args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
                                "cidrBlocks": ["203.0.113.0/24"]}]},
@@ -117,6 +117,11 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
              protect=True, urn=GW_URN.format("gcp:compute/address:Address", "gw-ip")),
         args("aws:ec2/eip:Eip", {"tags": {"gpufleet-gateway": "gw"}},
              urn=GW_URN.format("aws:ec2/eip:Eip", "gw-ip"))),
+    "gateway-no-instances": (
+        args("aws:ec2/subnet:Subnet", {"tags": {"gpufleet-gateway": "gw"}},
+             urn=GW_URN.format("aws:ec2/subnet:Subnet", "gw-subnet-0")),
+        args("gcp:compute/instance:Instance", {"labels": {"gpufleet-gateway": "gw"}},
+             urn=GW_URN.format("gcp:compute/instance:Instance", "gw-vm"))),
     "storage-private-encrypted-protected": (
         args("aws:efs/fileSystem:FileSystem", {"encrypted": True}, "fs-home", protect=True),
         args("azure-native:storage:StorageAccount", {"networkRuleSet": {

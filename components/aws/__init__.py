@@ -3,6 +3,7 @@ sit in (``network``). Makes no decisions: every number and name comes from the p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -25,8 +26,11 @@ def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any])
     return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}), hosted)
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
-    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}))
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,
+                 fleets: Mapping[str, Any] | None = None) -> Gateway:
+    """The gateway; a shared fleet's network is taken from its component in ``fleets``."""
+    host = (fleets or {})[plan.fleet].network if plan.fleet else None
+    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}), host)
 
 
 def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

@@ -14,7 +14,6 @@ from gpufleet.compile import (
     AwsOptions,
     BastionPlan,
     FleetPlan,
-    GatewayOptions,
     GatewayPlan,
     NetworkPlan,
     naming,
@@ -47,13 +46,16 @@ class Network(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         self._azs: pulumi.Output[list[str]] | None = None
         self._invoke = invoke
-        if plan.zone:
-            self.zone = pulumi.Output.from_input(plan.zone)
-        elif isinstance(plan, FleetPlan):
-            self.zone = self.offering_zone(plan.instance_type)
-        else:
+        if isinstance(plan, GatewayPlan):
             self.zone = self.nth_zone(0)
+        elif plan.zone:
+            self.zone = pulumi.Output.from_input(plan.zone)
+        else:
+            self.zone = self.offering_zone(plan.instance_type)
         self.subnet_ids = {}
+        # the route tables of a created network (a gateway sharing it joins its subnets)
+        self.public_rt: aws.ec2.RouteTable | None = None
+        self.private_rt: aws.ec2.RouteTable | None = None
         if net.existing:
             self._existing(net, invoke)
         else:
@@ -62,23 +64,17 @@ class Network(pulumi.ComponentResource):
         access = plan.access if isinstance(plan, FleetPlan) else None
         if access is not None and access.bastion is not None:
             self.bastion_sg = self._bastion_group(access.bastion, plan, child)
-        self.alb_sg: aws.ec2.SecurityGroup | None = None
-        alb_rule = plan.options.alb_firewall if isinstance(plan.options, GatewayOptions) \
+        # a fleet's group; a gateway's network has none (dstack makes its gateway's own)
+        self._sg = self._security_group(net, plan, child) if isinstance(plan, FleetPlan) \
             else None
-        if alb_rule is not None:
-            self.alb_sg = aws.ec2.SecurityGroup(
-                alb_rule.name, vpc_id=self.vpc_id, description=f"gpufleet ALB of {plan.name}",
-                ingress=[ingress_rule(int(port), "tcp", alb_rule.description,
-                                  cidr_blocks=list(alb_rule.sources))
-                         for port in alb_rule.ports],
-                egress=[aws.ec2.SecurityGroupEgressArgs(
-                    protocol="-1", from_port=0, to_port=0,
-                    cidr_blocks=[net.cidr or "0.0.0.0/0"],
-                    description="to the gateway instances")],
-                tags=tags(plan, alb_rule.name), opts=child)
-        self.sg = self._security_group(net, plan, child)
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
-                               "security_group": self.sg.id})
+                               "security_group": self._sg.id if self._sg else None})
+
+    @property
+    def sg(self) -> aws.ec2.SecurityGroup:
+        """The fleet's security group."""
+        assert self._sg is not None, "a gateway's network has no security group"
+        return self._sg
 
     def _bastion_group(self, b: BastionPlan, plan: Owner,
                        child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
@@ -179,6 +175,7 @@ class Network(pulumi.ComponentResource):
                                               subnet_id=self.subnet_ids[s.name],
                                               route_table_id=public_rt.id, opts=child)
         private_rt = self._nat(net, plan, vpc, igw, to_peers, child) if net.nat else None
+        self.public_rt, self.private_rt = public_rt, private_rt
         if isinstance(plan, FleetPlan):
             # S3 through a gateway endpoint (free): datasets and checkpoints reach S3 without
             # the NAT gateway's per-GB processing charge
@@ -213,24 +210,22 @@ class Network(pulumi.ComponentResource):
                                               route_table_id=private_rt.id, opts=child)
         return private_rt
 
-    def _security_group(self, net: NetworkPlan, plan: Owner,
+    def _security_group(self, net: NetworkPlan, plan: FleetPlan,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         ingress: list[aws.ec2.SecurityGroupIngressArgs] = []
         for rule in net.firewall:
             if rule.from_self:
                 ingress.append(ingress_rule(0, "-1", rule.description, from_self=True))
                 continue
-            group = self.alb_sg if rule.from_load_balancer else \
-                self.bastion_sg if rule.from_bastion else None
-            if rule.from_load_balancer or rule.from_bastion:
+            group = self.bastion_sg if rule.from_bastion else None
+            if rule.from_bastion:
                 assert group is not None
                 ingress += [ingress_rule(int(p), rule.protocol, rule.description,
                                      security_groups=[group.id]) for p in rule.ports]
                 continue
             ingress += [ingress_rule(int(p), rule.protocol, rule.description,
                                  cidr_blocks=list(rule.sources)) for p in rule.ports]
-        name = options_of(plan, GatewayOptions).security_group \
-            if isinstance(plan, GatewayPlan) else options_of(plan, AwsOptions).security_group
+        name = options_of(plan, AwsOptions).security_group
         return aws.ec2.SecurityGroup(
             name, vpc_id=self.vpc_id, description=f"gpufleet {plan.name}",
             ingress=ingress,

@@ -48,8 +48,14 @@ def _aws_route53_zone(args: dict[str, Any]) -> dict[str, Any]:
             "privateZone": bool(args.get("privateZone"))}
 
 
+def _aws_lb_zone(args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "Z-MOCK-ELB", "loadBalancerType": args.get("loadBalancerType"),
+            "region": args.get("region")}
+
+
 def invokes(dns_zones: Iterable[str]) -> dict[str, Invoke]:
     return {
+        "aws:lb/getHostedZoneId:getHostedZoneId": _aws_lb_zone,
         "aws:route53/getZone:getZone": _aws_route53_zone,
         "aws:ec2/getAmi:getAmi": _aws_ami,
         "aws:index/getAvailabilityZones:getAvailabilityZones": _aws_azs,
@@ -72,11 +78,6 @@ def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out["publicIp"] = f"mock-public-ip-of-{name}"
     elif typ == "aws:ec2/networkInterface:NetworkInterface":
         out["privateIp"] = f"mock-private-ip-of-{name}"
-    elif typ == "aws:lb/loadBalancer:LoadBalancer":
-        out.update(dnsName=f"{name}.mock.elb.amazonaws.com", zoneId="Z-MOCK-ELB",
-                   arn=f"arn:mock:{name}")
-    elif typ == "aws:lb/targetGroup:TargetGroup":
-        out["arn"] = f"arn:mock:{name}"
     elif typ in ("aws:ec2/placementGroup:PlacementGroup", "aws:iam/role:Role",
                  "aws:iam/instanceProfile:InstanceProfile"):
         out["name"] = f"{name}-mock"

@@ -57,17 +57,17 @@ def image_reference(ref: str) -> compute.ImageReferenceArgsDict:
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
-def admin_ssh(plan: Owner) -> tuple[str, compute.LinuxConfigurationArgsDict]:
+def admin_ssh(plan: FleetPlan) -> tuple[str, compute.LinuxConfigurationArgsDict]:
     """The admin user and a Linux configuration that takes only its SSH key."""
-    user = opts_of(plan).admin_user
-    kind = "fleet" if isinstance(plan, FleetPlan) else "gateway"
-    data = public_key(opts_of(plan).ssh_public_key, f"{kind} '{plan.name}'")
+    options = options_of(plan, AzureOptions)
+    user = options.admin_user
+    data = public_key(options.ssh_public_key, f"fleet '{plan.name}'")
     return user, {"disable_password_authentication": True,
                   "ssh": {"public_keys": [{"path": f"/home/{user}/.ssh/authorized_keys",
                                            "key_data": data}]}}
 
 
-def os_profile(plan: Owner, computer_name: str,
+def os_profile(plan: FleetPlan, computer_name: str,
                custom_data: str | None = None) -> compute.OSProfileArgsDict:
     user, linux = admin_ssh(plan)
     profile: compute.OSProfileArgsDict = {"computer_name": computer_name,
@@ -93,7 +93,7 @@ class Priority(TypedDict, total=False):
     billing_profile: compute.BillingProfileArgsDict
 
 
-def vm_with_nic(owner: pulumi.Resource, plan: Owner, name: str, subnet_id: pulumi.Input[str],
+def vm_with_nic(owner: pulumi.Resource, plan: FleetPlan, name: str, subnet_id: pulumi.Input[str],
                 nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
                 storage_profile: compute.StorageProfileArgsDict,
                 public_ip_id: pulumi.Input[str] | None, accelerated: bool,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import authorization, network
 
-from gpufleet.compile import FleetPlan, NetworkPlan, naming
+from gpufleet.compile import AzureOptions, FleetPlan, NetworkPlan, naming, options_of
 
-from .common import Owner, opts_of
+from .common import Owner
 
 
 class Network(pulumi.ComponentResource):
@@ -36,9 +36,12 @@ class Network(pulumi.ComponentResource):
             self.bastion_asg = network.ApplicationSecurityGroup(
                 asg, resource_group_name=rg, location=plan.region, tags=dict(plan.labels),
                 opts=child)
-        self.nsg = network.NetworkSecurityGroup(
-            opts_of(plan).nsg, resource_group_name=rg, location=plan.region,
-            security_rules=self._rules(net), tags=dict(plan.labels), opts=child)
+        # a fleet's NSG (on its NICs); a gateway's network has none: dstack puts its own on
+        # the gateway VM's NIC
+        self._nsg = network.NetworkSecurityGroup(
+            options_of(plan, AzureOptions).nsg, resource_group_name=rg, location=plan.region,
+            security_rules=self._rules(net), tags=dict(plan.labels), opts=child) \
+            if isinstance(plan, FleetPlan) else None
         subnet = net.subnets[0]
         if net.existing and subnet.existing not in (None, "lookup"):
             self.subnet_id = self._subnet_by_path(str(subnet.existing), plan, invoke)
@@ -56,7 +59,13 @@ class Network(pulumi.ComponentResource):
         else:
             self._create(net, plan, rg, child)
         self.register_outputs({"vnet": self.vnet_id, "subnet": self.subnet_id,
-                               "nsg": self.nsg.id})
+                               "nsg": self._nsg.id if self._nsg else None})
+
+    @property
+    def nsg(self) -> network.NetworkSecurityGroup:
+        """The fleet's NSG."""
+        assert self._nsg is not None, "a gateway's network has no NSG"
+        return self._nsg
 
     def _rules(self, net: NetworkPlan) -> list[network.SecurityRuleArgsDict]:
         rules: list[network.SecurityRuleArgsDict] = []

@@ -4,6 +4,7 @@ provider is passed in explicitly and inherited by every child through ``parent=s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -26,8 +27,11 @@ def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any])
     return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))  # no shared ones
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource) -> Gateway:
-    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}))
+def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,
+                 fleets: Mapping[str, Any] | None = None) -> Gateway:
+    """The gateway; a shared fleet's main network is taken from its component in ``fleets``."""
+    host = (fleets or {})[plan.fleet].networks["main"] if plan.fleet else None
+    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}), host)
 
 
 def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

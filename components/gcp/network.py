@@ -111,7 +111,7 @@ class Network(pulumi.ComponentResource):
         allows = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ALL_PROTOCOLS] \
             if rule.protocol == "all" else \
             [gcp.compute.FirewallAllowArgs(protocol=rule.protocol, ports=list(rule.ports))]
-        tag = owner_options(plan).network_tag
+        tag = options_of(plan, GcpOptions).network_tag  # only fleets have rules
         sources = [tag] if rule.from_self else [bastion_tag(plan)] if rule.from_bastion else None
         gcp.compute.Firewall(
             rule.name, network=self.network_id, direction="INGRESS", allows=allows,
@@ -126,7 +126,7 @@ def owner_options(plan: Owner) -> GcpOptions | GatewayOptions:
 
 
 def bastion_tag(plan: Owner) -> str:
-    return naming.child(owner_options(plan).network_tag, "bastion")
+    return naming.child(options_of(plan, GcpOptions).network_tag, "bastion")
 
 
 def _first_subnet(result: gcp.compute.GetSubnetworksResult, net: NetworkPlan) -> str:

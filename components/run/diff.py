@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Lock, Validated
+from gpufleet.input import Lock, SyncedGateway, Validated
 from gpufleet.offers import Catalog
 from gpufleet.review import (
     STACK_TYPE,
@@ -57,11 +57,15 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
                  profile: str | None, catalog_dir: str | None, guards: GuardOptions,
                  lock: Lock | None = None, locked: bool = False, full: bool = False,
-                 ssh_public_key: str | None = None) -> tuple[Report | None, list[Diagnostic]]:
+                 ssh_public_key: str | None = None,
+                 synced: Mapping[str, SyncedGateway] | None = None
+                 ) -> tuple[Report | None, list[Diagnostic]]:
     """The diff; fleets and gateways whose input digest equals the one the export recorded
     are not run again (``full`` runs everything) and their resources count as unchanged.
-    ``ssh_public_key``: the stack config's key, where the stack's config was found."""
-    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
+    ``ssh_public_key``, ``synced``: the stack config's key and gateways' addresses, where
+    the stack's config was found."""
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked,
+                              synced=synced)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
     skips = choose_skips(compiled, state, full)

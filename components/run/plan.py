@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Lock, Validated, stackconfig
+from gpufleet.input import Lock, SyncedGateway, Validated, stackconfig
 from gpufleet.offers import Catalog
 from gpufleet.review import (
     PlanReport,
@@ -55,14 +55,17 @@ def run_offline(paths: Sequence[str], stack: str, profile: str | None,
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
                  profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
                  locked: bool = False, policy_levels: Mapping[str, str] | None = None,
-                 progress: Callable[[str], None] | None = None
+                 progress: Callable[[str], None] | None = None,
+                 synced: Mapping[str, SyncedGateway] | None = None
                  ) -> tuple[PlanReport | None, list[Diagnostic]]:
     """The plan report, or None and the compile errors; warnings come back in the list.
-    ``progress`` is told what runs (for a line on a terminal)."""
+    ``progress`` is told what runs (for a line on a terminal); ``synced``: the gateways'
+    addresses from the stack config (no entry: the record is pending)."""
     if progress is not None:
         progress(f"compiling {len(validated.inputs.fleets)} fleet(s), "
                  f"{len(validated.inputs.gateways)} gateway(s)")
-    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked)
+    compiled = compile_inputs(validated.inputs, catalog, profile, lock, locked=locked,
+                              synced=synced)
     if not compiled.ok:
         return None, list(compiled.diagnostics)
     too_big = memory_refusal(compiled.plans, validated.inputs, available_mb())

@@ -5,6 +5,7 @@ need them, so `gpufleet validate` starts fast."""
 
 from gpufleet.cli.acceptance import acceptance
 from gpufleet.cli.app import cli, main
+from gpufleet.cli.gateway import gateway
 from gpufleet.cli.handoff import export
 from gpufleet.cli.inputs import catalog, offers, schema, validate
 from gpufleet.cli.live import drift, preflight, replace, up
@@ -13,7 +14,7 @@ from gpufleet.cli.policy import policy
 from gpufleet.cli.review import diff, plan
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
-                 preflight, up, replace, acceptance, policy, export):
+                 preflight, up, replace, acceptance, policy, export, gateway):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,7 @@ from gpufleet.cli.common import (
     parse_forbid,
     write_or_print,
 )
+from gpufleet.cli.gateway import DSTACK_CONFIG
 
 if TYPE_CHECKING:  # the live stage loads only when a live command runs
     from gpufleet.live import UpOptions, UpResult
@@ -32,12 +33,21 @@ if TYPE_CHECKING:  # the live stage loads only when a live command runs
 @guard_options
 @format_option("text", "json", "markdown")
 @out_option("report")
+@click.option("--no-gateways", "skip_gateways", is_flag=True,
+              help="Do not ask the dstack server whether the gateways' records still point "
+                   "at its gateways.")
+@click.option("--dstack-config", default=DSTACK_CONFIG, show_default=True,
+              help="dstack's CLI config, for the server URL and token (or $DSTACK_SERVER_URL "
+                   "and $DSTACK_TOKEN).")
 def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
-          max_instances: int | None, fmt: str, out: str | None) -> None:
-    """Live drift through the Pulumi CLI: `refresh --preview-only`, then `preview --refresh`.
+          max_instances: int | None, fmt: str, out: str | None, skip_gateways: bool,
+          dstack_config: str) -> None:
+    """Live drift through the Pulumi CLI: `refresh --preview-only`, then `preview --refresh`;
+    and each synced gateway's record against where the dstack server now runs it (a record
+    dstack's gateway has moved away from is drift).
 
-    Exit codes: 0 no drift, 7 drift or pending changes, 1 failed run or forbidden changes,
-    2 usage or no Pulumi CLI.
+    Exit codes: 0 no drift, 7 drift or pending changes, 1 failed run, forbidden changes or
+    gateway records that could not be checked, 2 usage or no Pulumi CLI.
     """
     from gpufleet.components.run.automation import AutomationStack
     from gpufleet.live import DRIFT_NOTE, LiveError, MissingCli, live_drift
@@ -53,7 +63,30 @@ def drift(stack_name: str, cwd: str, forbid: str, allow: Sequence[str],
         sys.exit(EXIT_USAGE)
     except LiveError as e:
         raise click.ClickException(str(e)) from None
+    if not skip_gateways:
+        report = _gateway_drift(report, stack_name, cwd, dstack_config)
     finish_report(report, DRIFT_NOTE, fmt, out)
+
+
+def _gateway_drift(report: Any, stack: str, cwd: str, dstack_config: str) -> Any:
+    """The drift report with each synced gateway's record checked against dstack; a check
+    that cannot be made is a failure (exit 1), said in the report."""
+    import dataclasses
+
+    from gpufleet.cli.gateway import read_dstack, stack_gateways
+    from gpufleet.live import ServerError, record_drift
+
+    _, _, before, wanted = stack_gateways(stack, cwd)
+    if not before:
+        return report
+    try:
+        found = read_dstack(wanted, before, None, dstack_config)
+    except ServerError as e:
+        return dataclasses.replace(report, violations=(
+            *report.violations, f"gateway records not checked against dstack: {e} (pass "
+            "--no-gateways to skip them)"))
+    return dataclasses.replace(report, changes=(*report.changes,
+                                                *record_drift(found, stack)))
 
 
 @click.command()

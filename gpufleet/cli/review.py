@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
@@ -33,6 +34,9 @@ from gpufleet.cli.common import (
 from gpufleet.cli.progress import cost_warning, progress_line
 from gpufleet.diagnostics import render_folded
 
+if TYPE_CHECKING:
+    from gpufleet.input import SyncedGateway
+
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
@@ -56,11 +60,15 @@ from gpufleet.diagnostics import render_folded
 @click.option("--expand", is_flag=True,
               help="Add the resource tree (every resource, each node listed) and the "
                    "look-ups answered offline (the JSON format always has them).")
+@click.option("--stack-config", type=click.Path(dir_okay=False, exists=True),
+              help="The stack's `Pulumi.<stack>.yaml`, for the gateways' addresses "
+                   "`gpufleet gateway sync` stored there (without it the records are "
+                   "pending).")
 def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str | None,
          fmt: str, out: str | None, lock_file: str | None, locked: bool, policy_mode: str,
          policy_config: str | None, max_cost_per_hour: float | None,
          max_cost_increase: float | None, warn_cost_per_month: float | None,
-         expand: bool) -> None:
+         expand: bool, stack_config: str | None) -> None:
     """Preview, offline, every resource `pulumi up` would create for these files.
 
     Offers come from the lock where the requirements are unchanged; new or changed fleets
@@ -79,9 +87,10 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
         levels = load_levels(policy_config, policy_mode)
     except PolicyConfigError as e:
         raise click.UsageError(str(e)) from None
+    _, synced = _stack_settings(stack_config) if stack_config else (None, {})
     with progress_line() as progress:
         report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock,
-                                     locked, levels, progress)
+                                     locked, levels, progress, synced)
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return
@@ -120,7 +129,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
                    "unchanged.")
 @click.option("--stack-config", type=click.Path(dir_okay=False, exists=True),
               help="The stack's `Pulumi.<stack>.yaml` (default: the one in --cwd), for the "
-                   "values `pulumi up` reads from it (the SSH key).")
+                   "values `pulumi up` reads from it (the SSH key, the gateways' addresses).")
 @click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
               help="The Pulumi project folder, where `Pulumi.<stack>.yaml` is looked for.")
 @cost_options
@@ -152,10 +161,11 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
-    key = _stack_key(stack_config or os.path.join(cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
+    key, synced = _stack_settings(stack_config or os.path.join(
+        cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
     try:
         report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                     guards, lock, locked, full, key)
+                                     guards, lock, locked, full, key, synced)
     except StateError as e:
         raise click.ClickException(str(e)) from None
     if report is None:
@@ -166,14 +176,17 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     finish_report(report, DIFF_NOTE, fmt, out)
 
 
-def _stack_key(path: str) -> str | None:
-    """The SSH key `pulumi up` reads from the stack config, when that file is there."""
-    from gpufleet.input import stackconfig
+def _stack_settings(path: str) -> tuple[str | None, Mapping[str, SyncedGateway]]:
+    """What `pulumi up` reads from the stack config, when that file is there: the SSH key,
+    and the gateways' addresses `gpufleet gateway sync` stored."""
+    from gpufleet.input import SyncedError, parse_gateways, stackconfig
 
     if not os.path.isfile(path):
-        return None
+        return None, {}
     try:
-        return stackconfig.read_stack_file(path).get(stackconfig.SSH_PUBLIC_KEY)
-    except stackconfig.StackConfigError as e:
-        raise click.UsageError(str(e)) from None
+        config = stackconfig.read_stack_file(path)
+        return config.get(stackconfig.SSH_PUBLIC_KEY), parse_gateways(
+            config.get(stackconfig.GATEWAYS))
+    except (stackconfig.StackConfigError, SyncedError) as e:
+        raise click.UsageError(f"{path}: {e}") from None
 

@@ -6,6 +6,7 @@ from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, n
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
+from gpufleet.compile.gateway import project_of as gateway_project
 from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
 from gpufleet.compile.hostsetup import node_script, render_server
@@ -26,6 +27,7 @@ from gpufleet.compile.plan import (
     GcpOptions,
     NetworkPlan,
     ProviderPlan,
+    SubnetPlan,
     VolumePlan,
     options_of,
 )
@@ -56,12 +58,14 @@ __all__ = [
     "GcpOptions",
     "NetworkPlan",
     "ProviderPlan",
+    "SubnetPlan",
     "VolumePlan",
     "address_key",
     "compile_files",
     "compile_inputs",
     "emission_order",
     "gateway_key",
+    "gateway_project",
     "host_script",
     "input_digest",
     "naming",

@@ -13,8 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
-from gpufleet.backends import traits_of
 from gpufleet.codes import G013
+from gpufleet.compile import gateway
 from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.filesystems import attach_filesystems
@@ -29,6 +29,7 @@ from gpufleet.input import (
     Lock,
     ProfileSpec,
     ReservationSpec,
+    SyncedGateway,
     Validated,
     access_for,
     load_lock,
@@ -82,21 +83,21 @@ class Compiled:
         return needs_stack_key(self.plans, self.gateways)
 
 
-def needs_stack_key(plans: Sequence[FleetPlan], gateways: Sequence[GatewayPlan]) -> bool:
-    """Whether some node or gateway of these plans takes its SSH key from the stack config
-    at `pulumi up` (the backends file gives none)."""
-    fleets = any(p.access is not None and p.access.needs_key and not p.access.public_key
-                 for p in plans)
-    return fleets or any(traits_of(g.backend).gateway_admin_key and g.options is not None
-                         and not g.options.ssh_public_key for g in gateways)
+def needs_stack_key(plans: Sequence[FleetPlan], gateways: Sequence[GatewayPlan] = ()) -> bool:
+    """Whether some node of these plans takes its SSH key from the stack config at `pulumi
+    up` (the backends file gives none). Gateways need none: dstack makes their instances."""
+    return any(p.access is not None and p.access.needs_key and not p.access.public_key
+               for p in plans)
 
 
 def compile_files(paths: Sequence[str], profile: str | None = None,
-                  catalog_dir: str | None = None, lock_path: str | None = None
+                  catalog_dir: str | None = None, lock_path: str | None = None,
+                  synced: Mapping[str, SyncedGateway] | None = None
                   ) -> tuple[Validated, Compiled | None]:
     """Files -> validated inputs -> plans, the way `pulumi up` runs: with ``lock_path``
     (default: gpufleet.lock beside the first file) strictly, so that every fleet and gateway
-    must be locked as written. ``None`` for the plans when the input or the lock is invalid."""
+    must be locked as written. ``None`` for the plans when the input or the lock is invalid.
+    ``synced``: what `gpufleet gateway sync` stored in the stack config (the records)."""
     validated = validate_paths(paths)
     if not validated.ok:
         return validated, None
@@ -106,7 +107,7 @@ def compile_files(paths: Sequence[str], profile: str | None = None,
         validated.sources.update(lock_result.sources)
         return validated, None
     return validated, compile_inputs(validated.inputs, load_catalog(catalog_dir), profile,
-                                     lock, locked=True)
+                                     lock, locked=True, synced=synced)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +126,13 @@ class _Picked:
 
 def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                    lock: Lock | None = None, upgrade: Collection[str] | bool = (),
-                   locked: bool = False) -> Compiled:
+                   locked: bool = False,
+                   synced: Mapping[str, SyncedGateway] | None = None) -> Compiled:
     """``lock``: use its offers where the requirements are unchanged; ``upgrade``: fleet and
     gateway names (or True for all) to pick again regardless; ``locked``: an error for every
-    fleet or gateway the lock does not cover (`plan --locked`, the stack program)."""
+    fleet or gateway the lock does not cover (`plan --locked`, the stack program);
+    ``synced``: each gateway's address as `gpufleet gateway sync` read it from dstack (no
+    entry: the gateway's record is pending)."""
     picked = pick_offers(inputs, catalog, pick_profile(inputs.profiles, profile), lock,
                          upgrade, locked)
     addresses = allocate_addresses(inputs, picked.chosen, lock, picked.fleet_locks,
@@ -137,7 +141,7 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
     plans, fs_diags = attach_filesystems(plans, inputs.filesystems, addresses.blocks)
     plan_diags = [*plan_diags, *server_diags, *fs_diags]
-    gateways, gateway_diags = plan_gateways(inputs, addresses.blocks)
+    gateways, gateway_diags = plan_gateways(inputs, addresses.blocks, plans, synced or {})
     volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends, plans, catalog)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *volume_diags, *check_zone_owners(inputs, gateways)]
@@ -212,16 +216,24 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
     return plans, diags
 
 
-def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network]
+def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
+                  plans: Sequence[FleetPlan], synced: Mapping[str, SyncedGateway]
                   ) -> tuple[list[GatewayPlan], list[Diagnostic]]:
+    """Each gateway's network (its own, or added to the fleet it shares), its dstack
+    project and its record (pointing at what ``synced`` says dstack runs, else pending)."""
     gateways: list[GatewayPlan] = []
     diags: list[Diagnostic] = []
+    by_name = {p.name: p for p in plans}
     for g in inputs.gateways:
         impl = PLANNERS.get(g.backend)
         if impl is None or gateway_key(g.name) not in blocks:
             continue
+        host = gateway.host_fleet(g, by_name, diags)
+        if g.fleet is not None and host is None:
+            continue
+        found = gateway.synced_for(g, synced, diags)
         gplan, gdiags = impl.plan_gateway(g, blocks[gateway_key(g.name)],
-                                          inputs.backend(g.backend), access_for(inputs, g.backend))
+                                          inputs.backend(g.backend), host, found)
         diags += gdiags
         if gplan is not None:
             gateways.append(gplan)

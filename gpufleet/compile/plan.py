@@ -305,62 +305,75 @@ class DnsRecordPlan:
     name: str  # logical name of the record resource
     fqdn: str  # "*.gpu.example.com." (trailing dot)
     zone: str  # DNS name of the zone, "example.com"
-    record_type: str  # "A" (addresses) or "CNAME"/alias (a load balancer)
+    # "A" (addresses), "CNAME" (a host name) or "ALIAS" (a load balancer's host name, as an
+    # alias record where the cloud has them); "A" while pending
+    record_type: str
     ttl: int = 300
     private: bool = False
     create_zone: bool = False
     # The zone was derived from the domain (no `dns_zone`): where the cloud can list zones
     # (GCP), the closest zone that contains the domain is used at `pulumi up`.
     zone_walk: bool = False
+    # What the record points at: dstack's gateway as `gpufleet gateway sync` last read it
+    # (one address per replica, or the load balancer's host name). Empty: pending, dstack has
+    # not created the gateway yet (or it was never synced), and no record is made.
+    targets: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)
+
+    @property
+    def pending(self) -> bool:
+        return not self.targets
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayOptions:
-    """Gateway settings from the backends file and the names of its firewall objects."""
+    """Gateway settings from the backends file."""
 
-    project: str | None
-    network_tag: str
-    security_group: str
-    nsg: str
-    admin_user: str
-    alb_firewall: FirewallRule | None = None  # acm: who reaches the load balancer
-    dns_resource_group: str | None = None
-    resource_group: str | None = None
-    ssh_public_key: str | None = None
+    project: str | None  # gcp: the project
+    dns_resource_group: str | None = None  # azure: the DNS zone's resource group
+    resource_group: str | None = None  # azure: an existing group for the network
+    tenant_id: str | None = field(default=None, metadata=OMIT_NONE)  # azure: for dstack
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayPlan:
+    """A gateway as dstack runs it. dstack 0.22.5 creates the gateway's instances (one per
+    replica, each with its own address) and its load balancer at `dstack apply`, in the
+    network its backend config names, and cannot adopt an instance made by anyone else; so
+    gpufleet builds that network and the `*.<domain>` record, and the record follows the
+    address dstack reports (`gpufleet gateway sync`)."""
+
     name: str
     file: str
     backend: str
     provider: ProviderPlan
     region: str
-    zone: str | None
-    instance_type: str
+    instance_type: str  # dstack's gateway instance: created and billed at `dstack apply`
     replicas: int
     public: bool
     domain: str | None
+    project: str  # the dstack project the gateway is applied in
+    # The network dstack's gateway lands in: the gateway's own, or, with `fleet` (the backends
+    # file's `gateways: {NAME: {fleet: F}}`), what the gateway adds to fleet F's network
     network: NetworkPlan
-    address_names: tuple[str, ...]  # one stable address per replica, its own resource
-    instance_names: tuple[str, ...]
-    image: str
     certificate: str | None  # "lets-encrypt", "acm", "gcp-cm" or None
     certificate_arn: str | None = None
-    # The load balancer in front of the instances (`load_balancer: {type: alb}`, or acm):
-    # an ALB on aws, a regional Application Load Balancer on gcp. Its name.
-    load_balancer: str | None = None
+    certificate_name: str | None = field(default=None, metadata=OMIT_NONE)  # gcp-cm
+    load_balancer: bool = False  # dstack fronts the replicas with one (ALB / regional ALB)
     record: DnsRecordPlan | None = None
+    fleet: str | None = field(default=None, metadata=OMIT_NONE)
+    # dstack's gateway configuration as the file says it (what `export dstack` writes)
+    configuration: Mapping[str, object] = field(default_factory=lambda: EMPTY_MAP)
+    # Migration (`old_address: keep`): the static addresses gpufleet's own gateway VMs had,
+    # kept as they were, protected (``protect_address``), until the user releases them
+    old_addresses: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)
     protect_address: bool = True
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     options: GatewayOptions | None = None
-    certificate_name: str | None = field(default=None, metadata=OMIT_NONE)  # gcp-cm
 
     @property
-    def address_of_load_balancer(self) -> bool:
-        """The address (address_names[0]) belongs to the load balancer, not to an instance:
-        GCP's regional load balancer takes a static address; an AWS ALB has a DNS name."""
-        return self.load_balancer is not None and bool(self.address_names)
+    def shared(self) -> bool:
+        """The gateway lands in a fleet's network (and dstack project)."""
+        return self.fleet is not None
 
 
 def options_of(plan: FleetPlan | GatewayPlan, kind: type[OptionsT]) -> OptionsT:

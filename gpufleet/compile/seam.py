@@ -32,6 +32,7 @@ from gpufleet.input import (
     FleetSpec,
     GatewaySpec,
     ReservationSpec,
+    SyncedGateway,
     stackconfig,
 )
 from gpufleet.offers import Offer
@@ -63,8 +64,12 @@ class Backend(Protocol):
         ...
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
-        """The backend's gateway: its layout, built by ``gpufleet.compile.gateway.build``."""
+                     host: FleetPlan | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """The network dstack's gateway lands in: its own in ``block``, or what it adds to
+        the network of ``host`` (the fleet it shares), laid out by the backend and built by
+        ``gpufleet.compile.gateway.build``; ``synced``: dstack's gateway as `gpufleet
+        gateway sync` read it (None: the record is pending)."""
         ...
 
 

@@ -17,11 +17,11 @@ from gpufleet.handoff.burnin import (
 )
 from gpufleet.handoff.export import (
     Exported,
-    check_gateway_dns,
     export_dstack,
     scale_set_hosts,
     write_files,
 )
+from gpufleet.handoff.gateways import check_gateway_dns
 from gpufleet.handoff.nccllog import MAX_LOG_BYTES, NcclLog, Run, Verdict, parse_log, verdict
 from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, outputs_from_state
 from gpufleet.handoff.pairs import is_pairs_log, judge_pairs, pairs_task

@@ -11,7 +11,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import yaml
 from gpufleet.backends import TRAITS_BY_NAME, role_module, traits_of
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
+from gpufleet.handoff.gateways import gateway_file, gateway_notes, gateway_projects
 from gpufleet.handoff.outputs import (
     _SAFE_MOUNT,
     _SAFE_NAME,
@@ -203,32 +204,6 @@ def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
 
 
-def gateway_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
-    """dstack's gateway file for a gateway gpufleet deployed, and the hand-over note.
-
-    dstack 0.22.5 creates its own gateway instance and cannot adopt an existing one, so the
-    file asks dstack for a gateway in the same backend, region and domain; the note says how
-    to move the wildcard record to it."""
-    record = str(_secret(out.get("record")) or "")
-    addresses = [str(_secret(a)) for a in out.get("addresses") or [] if a]
-    domain = record.removeprefix("*.").rstrip(".")
-    if not domain:
-        return None, f"gateway {name}: the stack outputs carry no DNS record; no gateway file"
-    doc = {"type": "gateway", "name": name, "backend": out["backend"],
-           "region": out["region"], "domain": domain}
-    at = ", ".join(addresses) or "(no address in the outputs)"
-    header = (f"{MARKER} from the stack outputs of gateway {name}.\n"
-              f"# gpufleet created the record *.{domain} -> {at} (check it with\n"
-              "# `gpufleet export dstack ... --check-dns`). dstack 0.22.5 cannot adopt an\n"
-              "# existing gateway instance: `dstack apply -f` on this file creates dstack's own\n"
-              "# in the same backend and region, with its own address. Then point *.{d} at\n"
-              "# the address `dstack gateway list` shows, in the DNS zone gpufleet wrote the\n"
-              "# record into (and remove the gateway from gpufleet's files once nothing uses\n"
-              "# gpufleet's address: its VM, address and record go on the next `pulumi up`).\n"
-              ).replace("{d}", domain)
-    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), ""
-
-
 def backend_entry(name: str, out: Mapping[str, Any]) -> dict[str, Any]:
     """dstack's backend config for the networks of fleet ``name``."""
     backend = out["backend"]
@@ -269,9 +244,9 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
     fleets = fleets_in(outputs)
     for name, out in fleets.items():
         check_shape(name, out)
-    if not fleets:
-        raise ExportError("the stack outputs hold no gpufleet fleets; is this the right "
-                          "stack, and has `pulumi up` run?")
+    if not fleets and not gateways_in(outputs) and not volumes_in(outputs):
+        raise ExportError("the stack outputs hold no gpufleet fleets, gateways or volumes; "
+                          "is this the right stack, and has `pulumi up` run?")
     result = Exported()
     projects = []
     servers = control_planes(outputs)
@@ -294,6 +269,13 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         if not entry["public_ips"]:
             result.notes.append(_private_note(name, out, servers))
     _volumes_and_gateways(outputs, result)
+    try:
+        projects += gateway_projects(outputs, backend_entry)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ExportError(f"a gateway's stack output does not look like gpufleet's "
+                          f"({type(e).__name__}: {e}); was the stack deployed by gpufleet's "
+                          "program?") from None
+    result.notes += gateway_notes(outputs, {str(p["name"]) for p in projects})
     fleet_files = {n: text for n, text in result.files.items() if n.endswith(".dstack.yml")}
     check = validate_texts(fleet_files)
     if not check.ok:
@@ -306,8 +288,9 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         raise ExportError("the server config would not match dstack's backend models: "
                           + "; ".join(errors[:5]))
     result.files[CONFIG_FILE] = (
-        f"{MARKER}: one dstack project per fleet, with the networks\n"
-        "# gpufleet created. Merge it into ~/.dstack/server/config.yml and restart the server;\n"
+        f"{MARKER}: one dstack project per fleet (and per gateway\n"
+        "# with a network of its own), with the networks gpufleet created. Merge it into\n"
+        "# ~/.dstack/server/config.yml and restart the server;\n"
         "# `creds: {type: default}` uses the server's ambient cloud credentials.\n"
         + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
     mark_placeholders(result.files, result.notes)
@@ -351,31 +334,3 @@ def write_files(exported: Exported, out_dir: str, force: bool) -> list[str]:
     command did not write, unless ``force``, or when a target is not a regular file
     (``WriteError``)."""
     return write_many(out_dir, exported.files.items(), MARKER, force)
-
-
-Resolver = Callable[[str], list[str]]  # host name -> its addresses
-
-
-def check_gateway_dns(outputs: Mapping[str, Any], resolve: Resolver
-                      ) -> list[tuple[str, bool, str]]:
-    """Per gateway: whether a name under its wildcard record resolves to the gateway's
-    addresses, with what was found. A name that does not resolve is a failure."""
-    out: list[tuple[str, bool, str]] = []
-    for name, gw in gateways_in(outputs).items():
-        record = str(_secret(gw.get("record")) or "")
-        domain = record.removeprefix("*.").rstrip(".")
-        want = sorted({str(_secret(a)) for a in gw.get("addresses") or [] if a})
-        if not domain or not want:
-            out.append((name, False, "the stack outputs carry no record or address"))
-            continue
-        probe = f"gpufleet-dns-check.{domain}"
-        try:
-            got = sorted(set(resolve(probe)))
-        except OSError as e:
-            out.append((name, False, f"{probe} does not resolve ({e}); the record *.{domain} "
-                                     f"should point at {', '.join(want)}"))
-            continue
-        ok = bool(got) and set(got) <= set(want)
-        out.append((name, ok, f"{probe} -> {', '.join(got) or 'nothing'}; the gateway's "
-                              f"address: {', '.join(want)}"))
-    return out

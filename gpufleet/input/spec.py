@@ -214,6 +214,12 @@ class GatewaySpec:
     dns_zone: str | None = None
     protect_address: bool = True
     create_dns_zone: bool = False
+    # gpufleet settings (the backends file's `gateways: {name: ...}`): the fleet whose network
+    # and dstack project the gateway shares, and the old gateway VM's address kept (migration)
+    fleet: str | None = None
+    keep_old_address: bool = False
+    # where the backends file's `gateways: {NAME: ...}` entry is (errors about its settings)
+    settings_origin: Origin | None = field(default=None, compare=False)
 
     @property
     def behind_load_balancer(self) -> bool:
@@ -345,6 +351,8 @@ class NameSettings:
 
     fleets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     gateways: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # where each gateway's entry is, with the positions of its keys
+    gateway_origins: Mapping[str, Origin] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

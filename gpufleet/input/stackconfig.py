@@ -11,12 +11,18 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.input.files import read_small_text
 from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
 from gpufleet.input.lockspec import LOCK_FILE
+from gpufleet.input.synced import (
+    SyncedError,
+    SyncedGateway,
+    gateways_json,
+    parse_gateways,
+)
 
 NAMESPACE = "gpufleet"
 FILES = "gpufleet:files"
@@ -24,7 +30,8 @@ LOCK = "gpufleet:lock"
 PROFILE = "gpufleet:profile"
 CATALOG = "gpufleet:catalog"
 SSH_PUBLIC_KEY = "gpufleet:sshPublicKey"
-KEYS = (FILES, LOCK, PROFILE, CATALOG, SSH_PUBLIC_KEY)
+GATEWAYS = "gpufleet:gateways"
+KEYS = (FILES, LOCK, PROFILE, CATALOG, SSH_PUBLIC_KEY, GATEWAYS)
 FILES_MISSING = f"set the stack config `{FILES}` to a list of files"
 
 
@@ -60,6 +67,8 @@ class StackSettings:
     profile: str | None = None
     catalog: str | None = None
     ssh_public_key: str | None = None
+    # what `gpufleet gateway sync` last read from the dstack server, by gateway name
+    gateways: Mapping[str, SyncedGateway] = field(default_factory=dict)
 
     def to_config(self) -> dict[str, str]:
         """The config map, as `pulumi config` holds it (structured values as JSON)."""
@@ -68,6 +77,8 @@ class StackSettings:
                            (CATALOG, self.catalog), (SSH_PUBLIC_KEY, self.ssh_public_key)):
             if value:
                 config[key] = value
+        if self.gateways:
+            config[GATEWAYS] = gateways_json(self.gateways)
         return config
 
 
@@ -81,8 +92,13 @@ def settings_from_config(config: Mapping[str, str | None]) -> StackSettings:
             from None
     if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
         raise StackConfigError(FILES_MISSING)
+    try:
+        gateways = parse_gateways(config.get(GATEWAYS))
+    except SyncedError as e:
+        raise StackConfigError(str(e)) from None
     return StackSettings(tuple(files), config.get(LOCK) or None, config.get(PROFILE) or None,
-                         config.get(CATALOG) or None, config.get(SSH_PUBLIC_KEY) or None)
+                         config.get(CATALOG) or None, config.get(SSH_PUBLIC_KEY) or None,
+                         gateways)
 
 
 def offline_settings(paths: Sequence[str], profile: str | None, catalog_dir: str | None,

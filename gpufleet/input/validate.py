@@ -148,7 +148,8 @@ def _backends_file(c: Checked, g: _Gathered) -> list[Diagnostic]:
     g.backends.extend(bs)
     g.access = top if top != NO_ACCESS else g.access
     g.names = NameSettings({**g.names.fleets, **by_name.fleets},
-                           {**g.names.gateways, **by_name.gateways})
+                           {**g.names.gateways, **by_name.gateways},
+                           {**g.names.gateway_origins, **by_name.gateway_origins})
     rs, more_rs = check_reservations(c)
     g.reservations.extend(rs)
     cp, more_cp = check_control_plane(c)
@@ -220,7 +221,10 @@ def with_gateway_settings(gw: GatewaySpec, names: NameSettings) -> GatewaySpec:
         return gw
     return dataclasses.replace(gw, dns_zone=own.get("dns_zone"),
                                protect_address=bool(own.get("protect_address", True)),
-                               create_dns_zone=bool(own.get("create_dns_zone", False)))
+                               create_dns_zone=bool(own.get("create_dns_zone", False)),
+                               fleet=str(own["fleet"]) if own.get("fleet") else None,
+                               keep_old_address=own.get("old_address") == "keep",
+                               settings_origin=names.gateway_origins.get(gw.name))
 
 
 def _output_keys(fleets: list[FleetSpec], gateways: list[GatewaySpec],

@@ -2,6 +2,16 @@
 the clouds asked through probes -> preflight reports."""
 
 from gpufleet.live.drift import DRIFT_NOTE, changes_from_events, live_drift, merge
+from gpufleet.live.gateways import (
+    ServerError,
+    SyncReport,
+    Wanted,
+    find_server,
+    http_post,
+    record_drift,
+    sync,
+    wanted_gateways,
+)
 from gpufleet.live.preflight import (
     MissingAccess,
     Need,
@@ -50,23 +60,31 @@ __all__ = [
     "ReplaceError",
     "ReplacePlan",
     "ScaleSetPlan",
+    "ServerError",
+    "SyncReport",
     "UpError",
     "UpOptions",
     "UpOutcome",
     "UpPreview",
     "UpResult",
+    "Wanted",
     "capacity_code",
     "capacity_failures",
     "changes_from_events",
     "check_stack",
     "default_probes",
     "deploy",
+    "find_server",
+    "http_post",
     "live_drift",
     "merge",
+    "record_drift",
     "replace_nodes",
     "run_preflight",
     "scale_set_api",
     "scale_set_nics",
     "stack_files",
     "stack_needs",
+    "sync",
+    "wanted_gateways",
 ]

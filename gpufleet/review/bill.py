@@ -1,8 +1,9 @@
 """The whole bill of a plan: every resource that bills by the hour or the month, priced.
 
 Per fleet the nodes (the offer), the network (bastion VM and its address, NAT gateways and
-their addresses, node addresses) and the storage (node and bastion disks); per gateway its VMs,
-disks, addresses, NAT, load balancer and DNS zone. Instances of every role are priced from the
+their addresses, node addresses) and the storage (node and bastion disks); per gateway what
+dstack creates for it (instances, disks, addresses, load balancer) and what the stack builds
+(NAT, DNS zone, kept addresses). Instances of every role are priced from the
 catalog (the bundled one when the catalog in use lacks a small type); the rest from the
 price table (``gpufleet.offers.prices``). What has no price is named, never counted as $0.
 Pure.
@@ -55,6 +56,9 @@ class Item:
     count: int
     per_hour: float  # the line's total
     source: str
+    # made by dstack at `dstack apply` (a gateway's instances, addresses, load balancer),
+    # billed to the same account but no resource of the stack
+    by_dstack: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,7 @@ class _Biller:
         self.catalog = catalog
         self.items: list[Item] = []
         self.unpriced: list[str] = []
+        self.by_dstack = False  # the lines added now are what dstack creates
 
     def add(self, part: str, kind: str, what: str, count: int, unit: float | None,
             source: str) -> None:
@@ -91,7 +96,8 @@ class _Biller:
         if unit is None:
             self.unpriced.append(f"{what} (no price: {source})")
             return
-        self.items.append(Item(part, kind, what, count, unit * count, source))
+        self.items.append(Item(part, kind, what, count, unit * count, source,
+                               self.by_dstack))
 
     def instance(self, part: str, backend: str, region: str, itype: str, count: int,
                  role: str) -> None:
@@ -197,18 +203,29 @@ def _machine(backend: str, role: str) -> Machine:
 
 
 def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
+    """What the gateway costs once dstack runs it: dstack's instances, their disks and
+    addresses and its load balancer (created at `dstack apply`, billed to the same account),
+    and what the stack builds for it (a NAT, a zone, addresses kept from gpufleet's own
+    gateway VMs)."""
     b = _Biller(prices, catalog)
-    b.instance("nodes", g.backend, g.region, g.instance_type, g.replicas, "gateway")
+    b.by_dstack = True
+    b.instance("nodes", g.backend, g.region, g.instance_type, g.replicas,
+               "dstack's gateway instance")
     disk = _machine(g.backend, "gateway")
-    b.disk("storage", g.backend, disk.disk_type, disk.disk_gib, g.replicas, "gateway boot disk")
+    b.disk("storage", g.backend, disk.disk_type, disk.disk_gib, g.replicas,
+           "dstack's gateway boot disk")
     if g.public:
         b.fixed("network", "address", g.backend, "public_ipv4",
-                f"address(es) {', '.join(g.address_names)}", len(g.address_names))
-    if g.network.nat and not g.network.existing:
-        b.nat("network", g.backend, g.network.name, g.replicas)
+                "dstack's gateway address(es)", g.replicas)
     if g.load_balancer:
         b.fixed("network", "load_balancer", g.backend, "load_balancer",
-                f"load balancer {g.load_balancer}")
+                "dstack's load balancer")
+    b.by_dstack = False
+    if g.old_addresses:
+        b.fixed("network", "address", g.backend, "public_ipv4",
+                f"kept address(es) {', '.join(g.old_addresses)}", len(g.old_addresses))
+    if g.network.nat and not g.network.existing:
+        b.nat("network", g.backend, g.network.name, g.replicas)
     if g.record is not None and g.record.create_zone:
         b.fixed("network", "dns_zone", g.backend, "dns_zone", f"DNS zone {g.record.zone}")
     return b.bill(g.name, "gateway")

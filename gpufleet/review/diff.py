@@ -7,6 +7,7 @@ The run itself (the stack program under mocks seeded from the export) is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,13 @@ DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) f
         "export and the YAML: providers make the final update-or-replace call, and edits made "
         "in the cloud after the export was taken are not visible (use `gpufleet drift`)")
 PENDING = "pending program change"
+# why a gateway's instance, address or firewall goes (a stack deployed before dstack's own
+# gateways): the README's migration
+OLD_GATEWAY = ("gpufleet no longer builds gateway instances: dstack creates its own at "
+               "`dstack apply` (README: Gateways, moving an existing stack)")
+KEEP_HINT = ("; to keep the address through the move, set `old_address: keep` for the "
+             "gateway in the backends file, else release it first: `pulumi state unprotect "
+             "'{urn}'`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +141,7 @@ def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled
             and old.urn not in registered and not is_bookkeeping(old)]
     same += sum(1 for old in gone if old.urn in kept)
     changes += _deletions([old for old in gone if old.urn not in kept], old_owners, files,
-                          notes)
+                          notes, {g.name for g in compiled.gateways})
     if state.pending_operations:
         notes.append(f"the export lists {state.pending_operations} pending operation(s) from "
                      "an interrupted update: run `pulumi refresh` first")
@@ -146,14 +154,19 @@ def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled
 
 
 def _deletions(gone: Sequence[Any], old_owners: Mapping[str, str | None],
-               files: Mapping[str, str], notes: list[str]) -> list[Change]:
+               files: Mapping[str, str], notes: list[str],
+               gateways: set[str]) -> list[Change]:
     """The resources of the state the program no longer makes; a note for each owner that
-    left the input files."""
+    left the input files; the reason an old gateway's instance or address goes."""
     out = []
     for old in gone:
         owner = old_owners.get(old.urn)
-        out.append(_change(old.urn, old.type, "delete", [], [], owner,
-                           files.get(owner or ""), old.protect or old.retain_on_delete))
+        change = _change(old.urn, old.type, "delete", [], [], owner, files.get(owner or ""),
+                         old.protect or old.retain_on_delete)
+        if owner in gateways and change.category not in ("network", "dns", "storage"):
+            change = dataclasses.replace(change, cause=OLD_GATEWAY, action=change.action + (
+                KEEP_HINT.format(urn=old.urn) if change.protect else ""))
+        out.append(change)
         if owner and owner not in files:
             note = (f"'{owner}' is not in the input files: its resources are deleted (a "
                     "renamed fleet needs `previous_names`)")

@@ -141,7 +141,7 @@ def relock(inputs: Inputs, compiled: Compiled, lock: Lock, catalog: Catalog,
             gateways[gp.name] = _with_block("gateway", gp.name, st.previous, block,
                                             gp.replicas, moves, recorded)
             continue
-        entry = gateway_entry(gp.name, st.digest, gp.backend, gp.region, gp.zone,
+        entry = gateway_entry(gp.name, st.digest, gp.backend, gp.region, None,
                               gp.instance_type, catalog, block)
         gateways[gp.name] = entry
         if entry == st.previous:

@@ -77,7 +77,9 @@ def bill_json(bills: Mapping[str, Bill], catalog: str, prices: PriceTable | None
                    "total_per_month": round(b.total * HOURS_PER_MONTH, 2),
                    "lines": [{"part": i.part, "kind": i.kind, "what": i.what,
                               "count": i.count, "per_hour": round(i.per_hour, 6),
-                              "source": i.source} for i in b.items],
+                              "source": i.source,
+                              **({"by_dstack": True} if i.by_dstack else {})}
+                             for i in b.items],
                    "not_priced": list(b.unpriced)} for b in bills.values()],
     }
 

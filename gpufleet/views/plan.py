@@ -15,7 +15,6 @@ from typing import Any
 from gpufleet.backends import traits_of
 from gpufleet.compile import (
     ANY_SUBNET,
-    FirewallRule,
     FleetPlan,
     GatewayPlan,
     needs_stack_key,
@@ -27,6 +26,7 @@ from gpufleet.offers import HOURS_PER_MONTH, LockStatus
 from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
 from gpufleet.views.fleet_text import access_text, host_setup_text, reservation_text
+from gpufleet.views.gateway_text import gateway_lines, gateway_summary
 from gpufleet.views.storage import filesystem_text, volume_lines
 from gpufleet.views.tree import counts, lookups, resource_lines
 
@@ -98,93 +98,6 @@ def ssh_summary(s: SshFleetSpec) -> dict[str, Any]:
             "placement": s.placement, "network": s.network, "note": SSH_NOTE}
 
 
-def _address_kind(g: GatewayPlan) -> str:
-    if g.load_balancer and not g.address_names:
-        return "none of its own: the load balancer's DNS name"
-    kind = traits_of(g.backend).address_kinds.get(g.public, "address")
-    return f"{kind} of the load balancer" if g.address_of_load_balancer else kind
-
-
-def _sources(r: FirewallRule) -> str:
-    """Who a rule lets in, in words where it names no CIDR."""
-    named = [*r.sources, *(["the load balancer"] if r.from_load_balancer else []),
-             *(["its own members"] if r.from_self else []),
-             *(["the bastion"] if r.from_bastion else [])]
-    return ", ".join(named) or "nowhere"
-
-
-def _rule(r: FirewallRule) -> dict[str, Any]:
-    return {"name": r.name, "protocol": r.protocol, "ports": list(r.ports),
-            "sources": list(r.sources), "from": _sources(r)}
-
-
-def gateway_summary(g: GatewayPlan) -> dict[str, Any]:
-    rec = g.record
-    alb_rule = g.options.alb_firewall if g.options is not None else None
-    return {
-        "name": g.name, "file": g.file, "backend": g.backend, "region": g.region,
-        "instance_type": g.instance_type, "replicas": g.replicas, "public": g.public,
-        "domain": g.domain, "certificate": g.certificate, "load_balancer": g.load_balancer,
-        "addresses": list(g.address_names),
-        "address_kind": _address_kind(g),
-        "protected": g.protect_address and bool(g.address_names),
-        "firewall": [_rule(r) for r in g.network.firewall],
-        "load_balancer_firewall": None if alb_rule is None else _rule(alb_rule),
-        "record": None if rec is None else {
-            "fqdn": rec.fqdn, "type": rec.record_type, "zone": rec.zone, "ttl": rec.ttl,
-            "private": rec.private,
-            "target": g.load_balancer if rec.record_type == "ALIAS" else list(g.address_names)},
-    }
-
-
-def _tls(g: GatewayPlan) -> str:
-    if not g.load_balancer:
-        return g.certificate or "none at the gateway"
-    where = traits_of(g.backend).load_balancer_title.format(
-        name=g.load_balancer, scope="external" if g.public else "internal")
-    if g.certificate == "gcp-cm":
-        return f"gcp-cm {g.certificate_name} on {where}"
-    return f"{g.certificate} on {where}" if g.certificate else f"none: plain HTTP on {where}"
-
-
-def _gateway_lines(g: GatewayPlan, st: LockStatus | None = None, bill: Bill | None = None
-                   ) -> list[str]:
-    s = gateway_summary(g)
-    fw = "; ".join(f"{r['protocol']} {','.join(r['ports'])} from {r['from']}"
-                   for r in s["firewall"])
-    address = ", ".join(g.address_names)
-    lines = [f"gateway {g.name} ({g.file})",
-             f"  instance: {g.backend} {g.region}  {g.instance_type} x{g.replicas}, "
-             f"{'public' if g.public else 'private'}",
-             f"  address:  {address + ' (' if address else ''}{s['address_kind']}"
-             f"{', protected' if s['protected'] else ''}{')' if address else ''}",
-             f"  firewall: {fw}" + (" (the instances)" if g.load_balancer else "")]
-    lb_rule = s["load_balancer_firewall"]
-    if lb_rule:
-        lines.append(f"            {lb_rule['protocol']} {','.join(lb_rule['ports'])} from "
-                     f"{lb_rule['from']} (the load balancer)")
-    lock = lock_text(st, g)
-    if lock:
-        lines.insert(2, f"  lock:     {lock}")
-    lines.append(f"  tls:      {_tls(g)}")
-    if bill is not None:
-        lines.append(f"  cost:     {cost_line(bill)}")
-    rec = s["record"]
-    if rec:
-        target = rec["target"] if isinstance(rec["target"], str) else ", ".join(rec["target"])
-        lines.append(f"  dns:      {rec['type']} {rec['fqdn']} -> {target} (zone {rec['zone']}"
-                     f"{', private' if rec['private'] else ''}, TTL {rec['ttl']})")
-        if g.record is not None and g.record.zone_walk:
-            walk = traits_of(g.backend).zone_walk_text
-            lines.append("  zone:     " + (
-                walk.format(zone=rec["zone"]) if walk else
-                (f"{rec['zone']}, the domain itself (it has no parent below the top-level "
-                 "domain)" if rec["zone"] == (g.domain or "").rstrip(".").lower() else
-                 f"{rec['zone']}, the domain's parent") + "; if your zone sits elsewhere, set "
-                f"`gateways: {{{g.name}: {{dns_zone: ...}}}}` in the backends file"))
-    return lines
-
-
 def render_plan_json(report: PlanReport) -> str:
     data = {
         "stack": report.stack, "offline": True, "note": NOTE, "catalog": report.catalog,
@@ -192,7 +105,7 @@ def render_plan_json(report: PlanReport) -> str:
         "fleets": [{**fleet_summary(f), "lock": lock_summary(report.fleet_locks.get(f.name))}
                    for f in report.fleets],
         "ssh_fleets": [ssh_summary(s) for s in report.ssh_fleets],
-        "gateways": [{**gateway_summary(g),
+        "gateways": [{**gateway_summary(g, report.stack),
                       "lock": lock_summary(report.gateway_locks.get(g.name))}
                      for g in report.gateways],
         "plans": [plan_to_json(f) for f in report.fleets],
@@ -324,8 +237,10 @@ def render_plan_text(report: PlanReport, expand: bool = False) -> str:
         lines += [*_fleet_lines(f, report.fleet_locks.get(f.name), report.bills.get(f.name)),
                   ""]
     for g in report.gateways:
-        lines += [*_gateway_lines(g, report.gateway_locks.get(g.name),
-                                  report.bills.get(g.name)), ""]
+        bill = report.bills.get(g.name)
+        lines += [*gateway_lines(g, lock_text(report.gateway_locks.get(g.name), g),
+                                 cost_line(bill) if bill is not None else None, report.stack),
+                  ""]
     for v in report.volumes:
         lines += [*volume_lines(v, report.bills.get(f"volume:{v.name}")), ""]
     for s in report.ssh_fleets:
@@ -361,7 +276,7 @@ def _bill(report: PlanReport) -> list[str]:
     return [f"bill: {len(report.fleets)} fleet(s), {len(report.gateways)} gateway(s), "
             f"{_money(report.per_hour)}/h, {_money(report.per_hour * HOURS_PER_MONTH)}/month"
             f" (the fleets' nodes {_money(report.nodes_per_hour)}/h; the nodes column adds "
-            "the gateways' VMs)",
+            "dstack's gateway instances)",
             *bill_lines(report.bills, report.catalog, report.prices)]
 
 

@@ -10,10 +10,10 @@ from gpufleet.diagnostics import fold
 from gpufleet.offers import HOURS_PER_MONTH
 from gpufleet.review import PlanReport
 from gpufleet.views.bill import bill_markdown
+from gpufleet.views.gateway_text import gateway_summary
 from gpufleet.views.plan import (
     NOTE,
     _money,
-    gateway_summary,
     lock_text,
     next_step,
     summary_line,
@@ -78,7 +78,7 @@ def render_plan_markdown(report: PlanReport, expand: bool = False) -> str:
              f"**Total:** {_money(report.per_hour)}/h, "
              f"{_money(report.per_hour * HOURS_PER_MONTH)}/month (every billable resource; "
              f"the fleets' nodes alone {_money(report.nodes_per_hour)}/h; the bill's nodes "
-             "column adds the gateways' VMs)", "",
+             "column adds dstack's gateway instances)", "",
              *bill_markdown(report.bills, report.catalog, report.prices),
              *_gateways_markdown(report),
              "### Topology", "", *mermaid(report.fleets), "",
@@ -148,13 +148,15 @@ def _fleets_markdown(report: PlanReport) -> list[str]:
 def _gateways_markdown(report: PlanReport) -> list[str]:
     if not report.gateways:
         return []
-    lines = ["| gateway | backend | region | address | DNS record | TLS |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| gateway | backend | region | dstack project | network | DNS record | TLS |",
+             "|---|---|---|---|---|---|---|"]
     for g in report.gateways:
-        s = gateway_summary(g)
+        s = gateway_summary(g, report.stack)
         rec = s["record"]
-        record = f"{rec['type']} `{rec['fqdn']}`" if rec else "-"
-        protected = " (protected)" if g.protect_address else ""
-        lines.append(f"| `{g.name}` | {g.backend} | {g.region} | {s['address_kind']}"
-                     f"{protected} | {record} | {g.certificate or '-'} |")
+        record = "-" if not rec else f"{rec['type']} `{rec['fqdn']}` -> " + (
+            "pending (`gpufleet gateway sync`)" if rec["pending"] else
+            ", ".join(f"`{t}`" for t in rec["targets"]))
+        network = f"fleet `{g.fleet}`'s" if g.fleet else f"`{g.network.name}`"
+        lines.append(f"| `{g.name}` | {g.backend} | {g.region} | `{g.project}` | {network} "
+                     f"| {record} | {g.certificate or '-'} |")
     return [*lines, ""]

@@ -31,7 +31,10 @@ def _family(instance_type: str) -> str:
 
 
 BASTION = Machine("t3.nano", _UBUNTU, 8, "gp3")
-GATEWAY = Machine("t3.micro", _UBUNTU, 20, "gp3")
+# dstack's gateway instance, which dstack creates at `dstack apply` (priced in the bill):
+# t3.micro with a 10 GB root disk (dstack 0.22.5: core/backends/aws/compute.py,
+# create_gateway_replica, DEFAULT_GATEWAY_INSTANCE_TYPE and disk_size=10)
+GATEWAY = Machine("t3.micro", _UBUNTU, 10, "gp3")
 
 TRAITS = BackendTraits(
     "aws", _ALL - {Feature.IAP, Feature.GCP_CM_CERTIFICATES},
@@ -105,6 +108,9 @@ TRAITS = BackendTraits(
         "nfs": FilesystemService("efs", "EFS (elastic)", False, range_prefix=28)}),
     filesystem_range_in_network=True, shared_filesystem_subnet=True,
     shared_filesystem_way="through a VPC peering routed to its subnet {subnet} only",
+    # the host names Elastic Load Balancing gives load balancers (Route 53 aliases them:
+    # docs.aws.amazon.com/Route53/latest/DeveloperGuide/routing-to-elb-load-balancer.html)
+    dns_alias_suffix=".elb.amazonaws.com",
     lb_certificate="acm", lb_certificate_hint=", or `{type: acm, arn: <arn>}` (AWS ACM)",
     load_balancer_title="ALB {name} (two AZs)",
     reservation_use=MappingProxyType({

@@ -49,7 +49,14 @@ from gpufleet.compile.seam import (
     public_ips,
 )
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
+from gpufleet.input import (
+    AccessSpec,
+    BackendConfig,
+    FleetSpec,
+    GatewaySpec,
+    ReservationSpec,
+    SyncedGateway,
+)
 from gpufleet.offers import Offer
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
@@ -207,37 +214,33 @@ class AwsBackend:
         return options_of(plan, AwsOptions).eip_per_node
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
-        """Two subnets in two AZs (an ALB needs them; replicas spread over both); behind an
-        ALB the instances sit in private subnets with no address, and the record is an alias
-        of the ALB's DNS name."""
+                     host: FleetPlan | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """dstack puts a gateway's instances in a public subnet of the VPC its backend config
+        names (a private gateway: a subnet whose default route goes to a NAT gateway), and
+        its load balancer in one such subnet per AZ, refusing fewer than two AZs (dstack
+        0.22.5: core/backends/aws/compute.py, create_gateway_replica and
+        create_gateway_load_balancer). So: two such subnets in two AZs, in a VPC of the
+        gateway's own, or in the shared fleet's VPC (a CIDR block of the gateway's own
+        associated with it, routed through the fleet's internet gateway or NAT)."""
         diags: list[Diagnostic] = []
-        alb = gw.behind_load_balancer
-        dns = gateway.record(gw, diags, "ALIAS" if alb else "A")
+        dns = gateway.record(gw, diags, synced)
         r = gateway.ranges(block)
         subnets = [SubnetPlan(naming.child(gw.name, "subnet", i), str(r[k]), gw.region,
                               public=gw.public_ip, zone_index=i)
                    for i, k in enumerate(("a", "b"))]
-        if gw.public_ip and alb:  # TLS ends at the ALB
-            subnets += [SubnetPlan(naming.child(gw.name, "private", i), str(r[k]), gw.region,
-                                   zone_index=i) for i, k in enumerate(("c", "d"))]
-        elif not gw.public_ip:
+        nat = False
+        if not gw.public_ip and host is None:  # a NAT gateway of its own, in a public subnet
             subnets.append(SubnetPlan(naming.child(gw.name, "public"), str(r["nat"]),
                                       gw.region, public=True, zone_index=0))
-        if not alb:
-            layout = gateway.GatewayLayout(tuple(subnets), gateway.direct_web_rule(gw, block),
-                                           addresses=gateway.replica_addresses(gw))
-            return gateway.build(gw, block, config, access, layout, dns, diags)
-        ports = ("80",) if gw.certificate is None else ("80", "443")
-        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer only",
-                           "tcp", ("80",), from_load_balancer=True)
-        to_alb = FirewallRule(naming.child(gw.name, "alb-web"),
-                              "HTTP and HTTPS to the load balancer" if len(ports) == 2 else
-                              "HTTP to the load balancer", "tcp", ports,
-                              gateway.clients(gw, block))
-        # an ALB has a DNS name, no address of its own
-        layout = gateway.GatewayLayout(tuple(subnets), web, to_alb, (), "ALIAS")
-        return gateway.build(gw, block, config, access, layout, dns, diags)
+            nat = True
+        elif not gw.public_ip and host is not None and not host.network("main").nat:
+            diags.append(gateway.no_nat(gw, host))
+        # gpufleet's own gateway VMs had an Elastic IP each (none behind an ALB)
+        old = gateway.old_address_names(gw) if gw.public_ip and not gw.behind_load_balancer \
+            else ()
+        layout = gateway.GatewayLayout(tuple(subnets), nat, old)
+        return gateway.build(gw, block, config, layout, dns, host, diags)
 
 
 BACKEND = AwsBackend()

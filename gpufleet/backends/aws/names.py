@@ -32,10 +32,10 @@ NAME_RULES = MappingProxyType({
         None, "name"),
 })
 
-NAME_BUDGETS = MappingProxyType({
-    # 32 - 8 - len("-alb"): the load balancer in front of a gateway
-    "gateway-lb": NameBudget(20, "-alb", "aws:lb/loadBalancer:LoadBalancer"),
-})
+# No budget: dstack names its gateways' load balancers itself (a short random name, "as LB
+# and target groups have length limit of 32", dstack: core/backends/aws/compute.py), and
+# the names gpufleet gives are Name tags, which take 256 characters.
+NAME_BUDGETS: MappingProxyType[str, NameBudget] = MappingProxyType({})
 
 _VPC_QUOTAS = "docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html"
 # Default quotas per Region that each private fleet (a VPC, an internet gateway, the NAT

@@ -33,6 +33,8 @@ def _family(instance_type: str) -> str:
 
 
 BASTION = Machine("Standard_B1ls", _UBUNTU, 30, "StandardSSD_LRS")
+# dstack's gateway VM (dstack 0.22.5: core/backends/azure/compute.py,
+# create_gateway_replica: Standard_B1ms, a 30 GB disk)
 GATEWAY = Machine("Standard_B1ms", _UBUNTU, 30, "StandardSSD_LRS")
 
 TRAITS = BackendTraits(
@@ -108,7 +110,7 @@ TRAITS = BackendTraits(
                                  built_after_peers=True)}),
     filesystem_range_in_network=True,
     shared_filesystem_way="through a VNet peering both ways (its subnet {subnet})",
-    gateway_admin_key=True, declared_reservations_only=True,
+    declared_reservations_only=True,
     reservation_use=MappingProxyType({
         None: "the capacity reservation group the VMs or scale set join"}),
     export_requires=("tenant_id", "subscription_id"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet.backends.azure import TRAITS
-from gpufleet.codes import C006, C008, C011, C014, G010
+from gpufleet.codes import C006, C008, C014, G010
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack
 from gpufleet.compile.hostsetup import host_setup_plan
@@ -26,7 +26,6 @@ from gpufleet.compile.plan import (
     SubnetPlan,
 )
 from gpufleet.compile.seam import (
-    KEY_CONFIG,
     Planned,
     access_method,
     access_plan,
@@ -35,8 +34,15 @@ from gpufleet.compile.seam import (
     node_ssh_rules,
     public_ips,
 )
-from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import (
+    AccessSpec,
+    BackendConfig,
+    FleetSpec,
+    GatewaySpec,
+    ReservationSpec,
+    SyncedGateway,
+)
 from gpufleet.offers import Offer
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
@@ -143,27 +149,27 @@ class AzureBackend:
         return plan.placement is None or plan.placement.kind != "scale-set"
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
-        """One subnet and an address per instance; Azure DNS needs the zone's resource group,
-        and the VM an SSH key for its admin account."""
+                     host: FleetPlan | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """dstack puts a gateway's VM, always with a public IP and its own network security
+        group, in the subnet its backend config names for the region (`subnet_ids`, or the
+        network of `vpc_ids`) (dstack 0.22.5: core/backends/azure/compute.py,
+        create_gateway_replica). So: a VNet and subnet of the gateway's own, or the shared
+        fleet's node subnet (gpufleet's NSGs sit on the nodes' NICs, not on the subnet).
+        Azure DNS needs the zone's resource group."""
         diags: list[Diagnostic] = []
-        dns = gateway.record(gw, diags)
+        dns = gateway.record(gw, diags, synced)
         cfg = config.settings if config is not None else {}
         if dns is not None and not cfg.get("dns_resource_group"):
             diags.append(gw.origin.at("domain", G010, "Azure DNS needs the resource group of "
                                       f"the zone {dns.zone}", "set `dns_resource_group` for "
                                       "azure in the backends file"))
-        if not access.ssh_public_key:
-            diags.append(gw.origin.at("backend", C011, f"gateway '{gw.name}': Azure needs an "
-                                      "SSH public key for the admin account and the backends "
-                                      "file has none; `pulumi up` reads it from the stack "
-                                      f"config `{KEY_CONFIG}`", "set `access: {ssh_public_key: "
-                                      "file:~/.ssh/id_ed25519.pub}` in the backends file",
-                                      Severity.WARNING))
-        layout = gateway.GatewayLayout((gateway.one_subnet(gw, block),),
-                                       gateway.direct_web_rule(gw, block),
-                                       addresses=gateway.replica_addresses(gw))
-        return gateway.build(gw, block, config, access, layout, dns, diags)
+        subnets = () if host is not None else (
+            SubnetPlan(naming.child(gw.name, "subnet"), str(gateway.ranges(block)["a"]),
+                       gw.region),)
+        # gpufleet's own gateway VMs had a static public IP each
+        layout = gateway.GatewayLayout(subnets, old_addresses=gateway.old_address_names(gw))
+        return gateway.build(gw, block, config, layout, dns, host, diags)
 
 
 BACKEND = AzureBackend()

@@ -51,7 +51,9 @@ def _family(instance_type: str) -> str:
 
 
 BASTION = Machine("e2-micro", _UBUNTU, 10, "pd-balanced")
-GATEWAY = Machine("e2-medium", _UBUNTU, 20, "pd-balanced")
+# dstack's gateway instance (dstack 0.22.5: core/backends/gcp/compute.py,
+# create_gateway_replica: e2-medium, a 10 GB boot disk)
+GATEWAY = Machine("e2-medium", _UBUNTU, 10, "pd-balanced")
 
 TRAITS = BackendTraits(
     "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,

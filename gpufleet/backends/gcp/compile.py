@@ -39,7 +39,14 @@ from gpufleet.compile.seam import (
     public_ips,
 )
 from gpufleet.diagnostics import Diagnostic, Severity
-from gpufleet.input import AccessSpec, BackendConfig, FleetSpec, GatewaySpec, ReservationSpec
+from gpufleet.input import (
+    AccessSpec,
+    BackendConfig,
+    FleetSpec,
+    GatewaySpec,
+    ReservationSpec,
+    SyncedGateway,
+)
 from gpufleet.offers import Offer
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
@@ -214,29 +221,32 @@ class GcpBackend:
         return False
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     access: AccessSpec) -> tuple[GatewayPlan | None, list[Diagnostic]]:
-        """One subnet; behind a regional load balancer also its proxy-only subnet, one static
-        address (the load balancer's) and a rule for its proxies and health checks."""
+                     host: FleetPlan | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+        """dstack puts a gateway's instances in the subnet its backend config names for the
+        region (`subnetworks`, else any usable one of its VPC), opens the firewall for them
+        itself, and fronts them with a regional load balancer whose proxies need the VPC's
+        proxy-only subnet in the region (dstack 0.22.5: core/backends/gcp/compute.py,
+        create_gateway_replica and create_gateway_load_balancer). So: a VPC and subnet of
+        the gateway's own (with Cloud NAT for a private gateway), or the shared fleet's; and
+        the proxy-only subnet where a load balancer needs one."""
         diags: list[Diagnostic] = []
-        dns = gateway.record(gw, diags)
-        if not gw.behind_load_balancer:
-            layout = gateway.GatewayLayout((gateway.one_subnet(gw, block),),
-                                           gateway.direct_web_rule(gw, block),
-                                           addresses=gateway.replica_addresses(gw))
-            return gateway.build(gw, block, config, access, layout, dns, diags)
-        # A regional load balancer's proxies take their addresses from a proxy-only subnet of
-        # the region (GCP asks for one per network and region; /24 is within its /26../23).
-        proxy = str(gateway.ranges(block)["c"])
-        subnets = (gateway.one_subnet(gw, block),
-                   SubnetPlan(naming.child(gw.name, "proxy"), proxy, gw.region,
-                              purpose=PROXY_PURPOSE))
-        # The proxies and Google's health checks reach the instances on HTTP; TLS, if any,
-        # ends at the load balancer.
-        web = FirewallRule(naming.child(gw.name, "web"), "HTTP from the load balancer's "
-                           "proxies and health checks", "tcp", ("80",),
-                           (proxy, *HEALTH_CHECK_RANGES))
-        layout = gateway.GatewayLayout(subnets, web, None, (naming.child(gw.name, "ip"),))
-        return gateway.build(gw, block, config, access, layout, dns, diags)
+        dns = gateway.record(gw, diags, synced)
+        r = gateway.ranges(block)
+        subnets: list[SubnetPlan] = []
+        if host is None:
+            subnets.append(SubnetPlan(naming.child(gw.name, "subnet"), str(r["a"]), gw.region))
+        elif not gw.public_ip and not host.network("main").nat:
+            diags.append(gateway.no_nat(gw, host))
+        if gw.behind_load_balancer:
+            # one per network and region (cloud.google.com/load-balancing/docs/proxy-only-
+            # subnets); /24 is within its /26../23
+            subnets.append(SubnetPlan(naming.child(gw.name, "proxy"), str(r["c"]), gw.region,
+                                      purpose=PROXY_PURPOSE))
+        # gpufleet's own gateway VMs (or their load balancer) had static external addresses
+        old = gateway.old_address_names(gw) if gw.public_ip else ()
+        layout = gateway.GatewayLayout(tuple(subnets), not gw.public_ip and host is None, old)
+        return gateway.build(gw, block, config, layout, dns, host, diags)
 
 
 BACKEND = GcpBackend()

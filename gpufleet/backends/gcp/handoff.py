@@ -22,4 +22,11 @@ def backend_entry(out: Mapping[str, Any], main: Mapping[str, Any],
         entry["extra_vpcs"] = [plain(v) for v in out["extra_vpcs"]]
     if out.get("roce_vpcs"):
         entry["roce_vpcs"] = [plain(v) for v in out["roce_vpcs"]]
+    # dstack takes "any usable subnet" of the VPC in a region unless `subnetworks` names one
+    # (dstack 0.22.5: core/backends/gcp/compute.py, _get_vpc_subnet): name the main one, so a
+    # gateway's proxy-only subnet beside it is never taken for instances
+    first = (main.get("subnet_ids") or [None])[0]
+    name = str(plain(first) or "").rstrip("/").rsplit("/", 1)[-1]
+    if name and not main.get("project"):
+        entry["subnetworks"] = {out["region"]: name}
     return entry

@@ -89,11 +89,12 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):
         return out, ctx.diags, NO_ACCESS, NameSettings()
+    gateways = {str(k): dict(v) for k, v in (ctx.data().get("gateways") or {}).items()
+                if c.ok(("gateways", k))}
     names = NameSettings(
         {str(k): dict(v) for k, v in (ctx.data().get("fleets") or {}).items()
-         if c.ok(("fleets", k))},
-        {str(k): dict(v) for k, v in (ctx.data().get("gateways") or {}).items()
-         if c.ok(("gateways", k))})
+         if c.ok(("fleets", k))}, gateways,
+        {name: _entry_origin(c, ("gateways", name), entry) for name, entry in gateways.items()})
     top = NO_ACCESS
     if "access" in ctx.data() and c.ok(("access",)):
         top = _access(ctx, ("access",), ctx.data()["access"], NO_ACCESS, None)
@@ -116,6 +117,13 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
             raw.get("cidr"), strs(raw.get("ssh_cidrs")) or (), raw.get("public_ips"),
             frozen_map(settings), access))
     return out, ctx.diags, top, names
+
+
+def _entry_origin(c: Checked, path: KeyPath, entry: dict[str, Any]) -> Origin:
+    """An entry's origin, with the positions of its own keys (for later stages' errors)."""
+    line, col = c.doc.source.key(path)
+    return Origin(c.doc.file, line, col, c.doc.index,
+                  {str(k): c.doc.source.key((*path, k)) for k in entry})
 
 
 def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
