@@ -127,6 +127,28 @@ def test_nccl_evidence_that_proves_less_than_the_fleet_never_passes(
     assert message in out, out
 
 
+def test_nodes_narrows_a_run_on_purpose_and_it_passes_as_what_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_acceptance import EXAMPLES, log
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    path = write(tmp_path, "nccl.log", log(380.0, nodes=2, gpu=h100))
+    check = ["acceptance", "check", path, "--fleet", "h100-train", str(EXAMPLES)]
+    assert main(check) == 1  # the fleet's acceptance: 2 hosts of 4 never pass
+    assert "the run covers 2 of 4 nodes" in capsys.readouterr().out
+    assert main([*check, "--nodes", "2", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["scope"], data["fleet_nodes"], data["verdict"]) == ("2 of 4 nodes", 4, "pass")
+    assert data["lines"][-1] == ("PASS for 2 of 4 nodes (--nodes 2): not the fleet's "
+                                 "acceptance, which needs a run on all 4")
+    # narrowing says how many nodes the run must span: three named, two ran
+    assert main([*check, "--nodes", "3"]) == 1
+    assert "the run covers 2 of 3 nodes" in capsys.readouterr().out
+    for bad in ("5", "1"):  # only narrows; one node never uses the fabric
+        assert main([*check, "--nodes", bad]) == 2
+    assert "--nodes 1: a single node never uses the fabric" in capsys.readouterr().err
+
+
 def test_check_and_report_share_one_pass_mark(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from test_acceptance import A4, log

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -114,21 +113,28 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
 @click.option("--margin", type=click.FloatRange(min=0, max=1), default=0.1, show_default=True,
               help="With a burn-in log: a node whose single-node bandwidth is this fraction "
                    "under the nodes' median fails.")
+@click.option("--nodes", "narrowed", type=click.IntRange(min=1), metavar="N",
+              help="Judge an NCCL run on N of the fleet's nodes on purpose: it passes as "
+                   "what it is (\"N of M nodes\"), never as the fleet's acceptance.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="The verdict's format.")
 @_plan_options
 def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence[str],
-          threshold: float | None, margin: float, fmt: str, catalog_dir: str | None,
-          lock_file: str | None, profile: str | None) -> None:
+          threshold: float | None, margin: float, narrowed: int | None, fmt: str,
+          catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
     """Read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes):
-    exit 0 pass, 1 fail, 2 unreadable log."""
+    exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
+    acceptance task unless --nodes narrows it."""
+    from gpufleet.cli.verdicts import check_log
     from gpufleet.handoff import expected_checks, task_for
 
     paths = _existing(paths, [log_file])
     plan, contract, gpu_gib = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     task_doc, exp = task_for(plan)
-    _check(log_file, exp, _marks(exp, expect, contract), threshold, fmt,
-           (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan))
+    marks = _marks(exp, expect, contract)
+    check_log(log_file, exp, lambda e, n: _judged(e, marks, n, threshold), fmt,
+              (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan),
+              narrowed)
 
 
 @acceptance.command("report")
@@ -261,81 +267,11 @@ def _judged(exp: Any, marks: Any, nodes: int, fraction: float | None) -> Any:
                                source=ref[1], multi_node=True)
 
 
-def _read_log(path: str) -> tuple[str, bool]:
-    from gpufleet.handoff import MAX_LOG_BYTES
-
-    try:
-        # a FIFO or device would block or never end: only a regular file is read, and it is
-        # opened without blocking (a FIFO swapped in after the check returns at once)
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            click.echo(f"gpufleet acceptance: {path} is not a regular file (a FIFO, device "
-                       "or folder); give the log file itself", err=True)
-            sys.exit(EXIT_USAGE)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_LOG_BYTES + 1)
-    except OSError as e:
-        click.echo(f"gpufleet acceptance: cannot read {path}: {e.strerror}", err=True)
-        sys.exit(EXIT_USAGE)
-    return raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace"), len(raw) > MAX_LOG_BYTES
-
-
-def _check(log_file: str, exp: Any, marks: Any, fraction: float | None, fmt: str,
-           nodes: tuple[int, int], margin: float, gpu_gib: float | None,
-           checks: Sequence[str] = ()) -> None:
-    """Judge a log; `nodes`: the fleet's nodes and the NCCL tasks' nodes; `checks`: what
-    the burn-in task makes every node print."""
-    from gpufleet.handoff import (
-        is_burnin_log,
-        is_pairs_log,
-        judge,
-        judge_pairs,
-        nodes_in,
-        parse_log,
-        verdict,
-    )
-
-    planned, task_nodes = nodes
-    text, too_big = _read_log(log_file)
-    kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
-    if kind is not None:
-        if kind == "burn-in":
-            code, lines = judge(text, planned, margin, gpu_gib, exp.gpus, checks)
-        else:
-            code, lines = judge_pairs(text, task_nodes, _judged(exp, marks, 2, fraction), margin)
-        if too_big:
-            code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
-        _say({"log": log_file, "kind": kind, "margin": margin, "lines": lines}, lines, code,
-             fmt)
-    log = parse_log(text, too_big=too_big)
-    count = nodes_in(text) or task_nodes
-    exp = _judged(exp, marks, count, fraction)
-    result = verdict(log, exp)
-    peak = max((r.busbw for r in log.rows), default=None)
-    _say({"log": log_file, "kind": "nccl", "nodes": count, "fabric": exp.fabric,
-          "expected_busbw_gbps": exp.busbw_gbps, "threshold_gbps": exp.threshold_gbps,
-          "source": exp.source, "peak_busbw_gbps": peak, "lines": result.lines},
-         result.lines, result.code, fmt)
-
-
-def _say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str) -> None:
-    """Print the verdict (text lines, or JSON evidence) and exit with its code."""
-    import json
-
-    if fmt == "json":
-        click.echo(json.dumps({**evidence, "verdict": {0: "pass", 1: "fail",
-                                                       2: "no verdict"}[code],
-                               "exit_code": code}, indent=2))
-    else:
-        for line in lines:
-            click.echo(line)
-    sys.exit(code)
-
-
 def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
             plot_file: str | None, fmt: str, force: bool) -> None:
     import json
 
+    from gpufleet.cli.verdicts import read_log
     from gpufleet.handoff import (
         DEFAULT_FRACTION,
         PLOT_MARKER,
@@ -346,7 +282,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
         scaling_report,
     )
 
-    read = [(path, *_read_log(path)) for path in logs]
+    read = [(path, *read_log(path)) for path in logs]
     report = scaling_report(fleet, [(p, t) for p, t, _ in read],
                             fraction if fraction is not None else DEFAULT_FRACTION, marks,
                             [p for p, _, big in read if big])

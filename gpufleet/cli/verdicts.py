@@ -1,0 +1,113 @@
+"""`gpufleet acceptance check`: one log judged (burn-in, pairs or nccl-tests), its verdict
+said in text or JSON, with the exit code that goes with it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from gpufleet.cli.common import EXIT_USAGE
+
+
+def read_log(path: str) -> tuple[str, bool]:
+    from gpufleet.handoff import MAX_LOG_BYTES
+
+    try:
+        # a FIFO or device would block or never end: only a regular file is read, and it is
+        # opened without blocking (a FIFO swapped in after the check returns at once)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            click.echo(f"gpufleet acceptance: {path} is not a regular file (a FIFO, device "
+                       "or folder); give the log file itself", err=True)
+            sys.exit(EXIT_USAGE)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_LOG_BYTES + 1)
+    except OSError as e:
+        click.echo(f"gpufleet acceptance: cannot read {path}: {e.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    return raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace"), len(raw) > MAX_LOG_BYTES
+
+
+Judged = Callable[[Any, int], Any]  # (expectation, node count) -> with its figure and mark
+
+
+def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[int, int],
+              margin: float, gpu_gib: float | None, checks: Sequence[str] = (),
+              narrowed: int | None = None) -> None:
+    """Judge a log and exit with its verdict. ``nodes``: the fleet's nodes and the NCCL
+    task's; ``checks``: what the burn-in task makes every node print; ``narrowed``: `--nodes
+    N`, an NCCL run judged on N nodes on purpose (it passes as what it is, "N of M")."""
+    from gpufleet.handoff import (
+        is_burnin_log,
+        is_pairs_log,
+        judge,
+        judge_pairs,
+        nodes_in,
+        parse_log,
+        verdict,
+    )
+
+    planned, task_nodes = nodes
+    text, too_big = read_log(log_file)
+    kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
+    if kind is not None and narrowed is not None:
+        raise click.UsageError(f"--nodes narrows an NCCL run; a {kind} log is judged on "
+                               "every node the task ran on")
+    if kind is not None:
+        if kind == "burn-in":
+            code, lines = judge(text, planned, margin, gpu_gib, exp.gpus, checks)
+        else:
+            code, lines = judge_pairs(text, task_nodes, judged(exp, 2), margin)
+        if too_big:
+            code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
+        say({"log": log_file, "kind": kind, "margin": margin, "lines": lines}, lines, code,
+            fmt)
+    if narrowed is not None:
+        exp = narrow(exp, narrowed)
+    log = parse_log(text, too_big=too_big)
+    count = nodes_in(text) or exp.nodes
+    exp = judged(exp, count)
+    result = verdict(log, exp)
+    lines = list(result.lines)
+    scope = f"{exp.nodes} of {task_nodes} nodes" if exp.nodes < task_nodes else None
+    if scope and result.code == 0:
+        lines[-1] = (f"PASS for {scope} (--nodes {exp.nodes}): not the fleet's acceptance, "
+                     f"which needs a run on all {task_nodes}")
+    peak = max((r.busbw for r in log.rows), default=None)
+    say({"log": log_file, "kind": "nccl", "nodes": count, "fleet_nodes": task_nodes,
+         "scope": scope or f"all {task_nodes} nodes", "fabric": exp.fabric,
+         "expected_busbw_gbps": exp.busbw_gbps, "threshold_gbps": exp.threshold_gbps,
+         "source": exp.source, "peak_busbw_gbps": peak, "lines": lines}, lines, result.code,
+        fmt)
+
+
+def narrow(exp: Any, nodes: int) -> Any:
+    """The expectation of a run on ``nodes`` of the fleet's nodes (`--nodes`)."""
+    import dataclasses
+
+    if nodes > exp.nodes:
+        raise click.UsageError(f"--nodes {nodes}: the fleet's acceptance run spans "
+                               f"{exp.nodes} node(s); --nodes only narrows it")
+    if exp.multi_node and nodes < 2:
+        raise click.UsageError("--nodes 1: a single node never uses the fabric between "
+                               "nodes; judge 2 or more")
+    return dataclasses.replace(exp, nodes=nodes)
+
+
+def say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str) -> None:
+    """Print the verdict (text lines, or JSON evidence) and exit with its code."""
+    import json
+
+    if fmt == "json":
+        click.echo(json.dumps({**evidence, "verdict": {0: "pass", 1: "fail",
+                                                       2: "no verdict"}[code],
+                               "exit_code": code}, indent=2))
+    else:
+        for line in lines:
+            click.echo(line)
+    sys.exit(code)
