@@ -108,6 +108,23 @@ def bombs(n: int, rnd: random.Random) -> None:
           f"{worst_rss / 1024:.0f} MB (the whole process, Python included)")
 
 
+def plain() -> None:
+    """Plain YAML (no aliases) up to the 10 MB cap: the parse budget refuses what holds more
+    than 100,000 values before composing it (each file in its own process)."""
+    folder = Path(tempfile.mkdtemp())
+    for mb, keys in ((0.5, 45_000), (1, 90_000), (9.9, 900_000)):
+        path = folder / f"plain-{mb}.yml"
+        path.write_text("type: fleet\nname: big\nnodes: 1\ntags:\n" + "".join(
+            f"  key{i:07d}: value\n" for i in range(keys))[:int(mb * 1e6)])
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "gpufleet", "validate", str(path)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        print(f"plain:   {path.stat().st_size / 1e6:.1f} MB of plain YAML: exit "
+              f"{os.waitstatus_to_exitcode(status)} in {time.perf_counter() - start:.2f} s, "
+              f"{usage.ru_maxrss / 1024:.0f} MB (the whole process)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", type=int, default=2000)
@@ -118,6 +135,7 @@ def main() -> None:
     logs(args.examples, rnd)
     exports(args.examples // 4, rnd)
     bombs(args.bombs, rnd)
+    plain()
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "L010": Code("unsupported YAML tag (`!!binary`, `!!set`, `!!python/...`)",
                  "remove the tag"),
     "L011": Code("empty file", "add a document, or remove the file"),
+    "L015": Code("a file with more values than gpufleet reads in one file (100,000 scalars: "
+                 "the parse budget)", "split the file; fleet files hold a few hundred"),
     "L014": Code("a fleet or gateway file with more than one YAML document (dstack reads one)",
                  "put each fleet and gateway in a file of its own"),
     "L013": Code("a value of another type that dstack's models convert (`'1.25'` for a number, "

@@ -103,10 +103,19 @@ def test_a_merge_with_many_keys_is_read_once_per_key() -> None:
 
 
 def test_many_plain_keys_are_not_an_alias_bomb() -> None:
-    keys = "\n".join(f"k{i}: v" for i in range(120_000))
+    keys = "\n".join(f"k{i}: v" for i in range(45_000))
     r = _load("type: fleet\n" + keys + "\n")
     assert [d.code for d in r.diagnostics] == []
-    assert len(r.documents[0].data) == 120_001
+    assert len(r.documents[0].data) == 45_001
+
+
+def test_a_file_past_the_parse_budget_is_refused_where_it_passes_it() -> None:
+    """Plain YAML costs about 1.7 s and 200 MB per MB to compose: a file of more than
+    100,000 values is refused from the scan alone, at the line where it passes the budget."""
+    keys = "\n".join(f"k{i}: v" for i in range(400_000))  # 800,000 values, about 6 MB
+    r = _load("type: fleet\n" + keys + "\n")
+    assert [(d.code, d.line) for d in r.diagnostics] == [("L015", 50_001)]
+    assert "more than 100,000 values" in r.diagnostics[0].message and not r.documents
 
 
 def test_nesting_is_refused_before_the_parser() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from gpufleet.codes import L003, L004, L005, L006, L009, L010, L011, L012
+from gpufleet.codes import L003, L004, L005, L006, L009, L010, L011, L012, L015
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -22,6 +22,11 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_VALUES = 100_000
 MAX_DEPTH = 64
 MAX_TEXT_DEPTH = 200  # refused before parsing: deeper nesting crashes PyYAML's C composer
+# Scalars one file may hold, aliases not expanded (the parse budget): composing costs about
+# 1.7 s and 200 MB per MB of plain YAML, and the largest file gpufleet reads (a lock of a
+# thousand fleets) holds some 30,000. A file past it is refused before it is composed, at
+# about 0.1 s per 100,000 values scanned.
+MAX_FILE_VALUES = 100_000
 MAX_INT_DIGITS = 30
 YAML_SUFFIXES = (".yml", ".yaml")
 
@@ -101,15 +106,21 @@ _OPEN_TOKENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
 _CLOSE_TOKENS = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
-def nesting_depth(text: str, limit: int) -> tuple[int, int]:
+def nesting_depth(text: str, limit: int, values: int = MAX_FILE_VALUES) -> tuple[int, int]:
     """How deep the YAML nests, read from the scanner's tokens (libyaml's scanner is an
     iterative state machine, so any nesting is safe to scan; its composer recurses and
     crashes the process on deep input): the depth and the line where it passes ``limit``,
-    else (0, 0). A syntax error ends the scan; the parser reports it."""
+    else (0, 0); (-N, line) where the file holds more than ``values`` scalars (N of them
+    counted by then). A syntax error ends the scan; the parser reports it."""
     depth = 0
+    scalars = 0
     try:
         for token in yaml.scan(text, Loader=_Loader):
-            if isinstance(token, _OPEN_TOKENS):
+            if isinstance(token, yaml.ScalarToken):
+                scalars += 1
+                if scalars > values:
+                    return -scalars, token.start_mark.line + 1
+            elif isinstance(token, _OPEN_TOKENS):
                 depth += 1
                 if depth > limit:
                     return depth, token.start_mark.line + 1
@@ -127,6 +138,13 @@ def nesting_depth(text: str, limit: int) -> tuple[int, int]:
 
 def load_text(name: str, text: str, result: LoadResult) -> None:
     depth, line = nesting_depth(text, MAX_TEXT_DEPTH)
+    if depth < 0:
+        result.diagnostics.append(Diagnostic(
+            name, line, 1, L015, f"the file holds more than {MAX_FILE_VALUES:,} values (here, "
+            f"at line {line}); gpufleet reads no more in one file",
+            hint="fleet, gateway and backends files hold a few hundred; is this the right "
+                 "file? Split a generated one"))
+        return
     if depth:
         result.diagnostics.append(Diagnostic(
             name, line, 1, L005, f"the YAML nests deeper than {MAX_TEXT_DEPTH} levels",
