@@ -164,3 +164,43 @@ def test_the_cli_refuses_a_mutated_log_the_same_way(tmp_path: Path,
     path.write_text(log(700.0).replace("#  Rank  9", "#  Rank  7", 1))
     assert main(["acceptance", "check", str(path), "--fleet", "a4", *A4]) == 2
     assert "rank" in capsys.readouterr().out
+
+
+# --- the scaling report -------------------------------------------------------------------
+
+def _scaling(logs: list[tuple[str, str]]) -> int:
+    from gpufleet.handoff import DEFAULT_FRACTION, Marks, scaling_report
+
+    marks = Marks(published=680.0, published_source="test", published_nodes=2)
+    return scaling_report("a4", logs, DEFAULT_FRACTION, marks, expected=A4_NCCL).exit_code
+
+
+def _series() -> list[tuple[str, str]]:
+    return [(f"nccl-{n}.log", log(700.0, nodes=n)) for n in (2, 4, 8)]
+
+
+def test_the_good_scaling_series_passes() -> None:
+    assert _scaling(_series()) == 0
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_mutation_of_a_scaling_series_passes(data: st.DataObject) -> None:
+    """One log of the series mutated, or the series itself (a log given twice, or a log of
+    one node count under another's name): the report never passes."""
+    series = _series()
+    where = data.draw(st.sampled_from(["log", "twice", "relabel"]))
+    if where == "twice":
+        i = data.draw(st.sampled_from(range(3)))
+        series.insert(i, (f"again-{i}.log", series[i][1]))
+    elif where == "relabel":  # a 2-node log renamed as the 8-node one: the ranks tell
+        series[2] = (series[2][0], series[0][1])
+    else:
+        i = data.draw(st.sampled_from(range(3)))
+        name, good = series[i]
+        bad = mutate(good, data, _nccl_evidence, "700.00",
+                     lambda x: bool(x.strip()) and x.strip()[0].isdigit())
+        if bad == good:
+            return
+        series[i] = (name, bad)
+    assert _scaling(series) in (1, 2), series

@@ -16,12 +16,13 @@ from gpufleet.handoff import nodes_in
 from planutil import write
 
 
-def scaled_log(nodes: int, peak: float, gpus: int = 8, wrong: bool = False) -> str:
+def scaled_log(nodes: int, peak: float, gpus: int = 8, wrong: bool = False,
+               gpu: str = "NVIDIA B200") -> str:
     lines = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor)",
              "# Using devices"]
     for rank in range(nodes * gpus):
         lines.append(f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:5d} on a4-node-{rank // gpus}"
-                     f" device  {rank % gpus} [0x{rank:02x}] NVIDIA B200")
+                     f" device  {rank % gpus} [0x{rank:02x}] {gpu}")
     lines.append(HEADER.rstrip("\n"))
     for exp in range(3, 34):
         size = 1 << exp
@@ -135,8 +136,8 @@ def test_without_a_published_figure_the_smallest_run_is_the_reference(
                   "resources:\n  gpu: L4:1\nbackends: [gcp]\n")
     backends = write(tmp_path, "b.yml", f"backends:\n  - type: gcp\n    project_id: p1\n"
                      f"access:\n  ssh_public_key: {TEST_KEY}\n")
-    paths = [write(tmp_path, "a.log", scaled_log(2, 20.0, gpus=1)),
-             write(tmp_path, "b.log", scaled_log(8, 10.0, gpus=1))]
+    paths = [write(tmp_path, "a.log", scaled_log(2, 20.0, gpus=1, gpu="NVIDIA L4")),
+             write(tmp_path, "b.log", scaled_log(8, 10.0, gpus=1, gpu="NVIDIA L4"))]
     code = main(["acceptance", "report", *paths, "--fleet", "g2", fleet, backends])
     out = capsys.readouterr().out
     assert code == 1

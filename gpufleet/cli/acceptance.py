@@ -168,7 +168,8 @@ def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
     paths = _existing(paths, logs)
     plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     _, exp = task_for(plan)
-    _report(fleet_name, logs, _marks(exp, expect, contract), threshold, plot_file, fmt, force)
+    _report(fleet_name, logs, _marks(exp, expect, contract), threshold, plot_file, fmt, force,
+            exp)
 
 
 def _existing(paths: Sequence[str], logs: Sequence[str] = ()) -> list[str]:
@@ -268,7 +269,7 @@ def _judged(exp: Any, marks: Any, nodes: int, fraction: float | None) -> Any:
 
 
 def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
-            plot_file: str | None, fmt: str, force: bool) -> None:
+            plot_file: str | None, fmt: str, force: bool, exp: Any) -> None:
     import json
 
     from gpufleet.cli.verdicts import read_log
@@ -285,7 +286,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
     read = [(path, *read_log(path)) for path in logs]
     report = scaling_report(fleet, [(p, t) for p, t, _ in read],
                             fraction if fraction is not None else DEFAULT_FRACTION, marks,
-                            [p for p, _, big in read if big])
+                            [p for p, _, big in read if big], exp)
     if plot_file is not None and report.points:
         check_file(plot_file, PLOT_MARKER, force)  # before drawing: a foreign file stays
         try:

@@ -12,14 +12,15 @@ A log that cannot be read strictly, or two logs of one node count, make no verdi
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.handoff.acceptance import fabric_facts
-from gpufleet.handoff.nccllog import NcclLog, parse_log
+from gpufleet.handoff.acceptance import Expectation, fabric_facts
+from gpufleet.handoff.nccllog import NcclLog, parse_log, verdict
 
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
 # One pass mark for `acceptance check` and `acceptance report`: the fabric facts' fraction of
@@ -69,7 +70,8 @@ def nodes_in(text: str) -> int:
     return len(hosts)
 
 
-def _point(name: str, text: str, log: NcclLog, problems: list[str]) -> Point | None:
+def _point(name: str, text: str, log: NcclLog, problems: list[str],
+           expected: Expectation | None) -> Point | None:
     runs = [r for r in log.runs if r.rows]
     nodes = nodes_in(text)
     if not nodes:
@@ -88,6 +90,17 @@ def _point(name: str, text: str, log: NcclLog, problems: list[str]) -> Point | N
                         "line missing or FAILED, or #wrong > 0): check it with `gpufleet "
                         "acceptance check` first")
         return None
+    if expected is not None:
+        # the NCCL checker's evidence rules, bandwidth aside: every size the header
+        # announces, every GPU of every node it names once, on the plan's GPU model,
+        # results checked and correct, a whole run
+        judged = verdict(log, dataclasses.replace(expected, nodes=nodes, busbw_gbps=None,
+                                                  threshold_gbps=None))
+        if judged.code != 0:
+            why = next((x for x in judged.lines if x.startswith(("FAIL:", "unreadable"))),
+                       judged.lines[-1])
+            problems.append(f"{name}: not evidence `acceptance check` would pass ({why})")
+            return None
     peak = max(run.rows, key=lambda r: r.busbw)
     return Point(nodes, name, {r.size: r.busbw for r in run.rows}, peak.busbw, peak.size)
 
@@ -126,10 +139,14 @@ class Marks:
 
 
 def scaling_report(fleet: str, logs: Sequence[tuple[str, str]], fraction: float,
-                   marks: Marks, too_big: Sequence[str] = ()) -> ScalingReport:
+                   marks: Marks, too_big: Sequence[str] = (),
+                   expected: Expectation | None = None) -> ScalingReport:
+    """``expected``: the fleet's acceptance expectation, whose GPU model and GPUs per node
+    every log's rank lines must show (each rank once)."""
     report = ScalingReport(fleet, fraction)
     for name, text in logs:
-        point = _point(name, text, parse_log(text, too_big=name in too_big), report.problems)
+        point = _point(name, text, parse_log(text, too_big=name in too_big), report.problems,
+                       expected)
         if point is None:
             continue
         twin = next((p for p in report.points if p.nodes == point.nodes), None)
