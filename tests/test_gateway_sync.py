@@ -304,8 +304,10 @@ def test_where_the_server_and_token_come_from() -> None:
     with pytest.raises(ServerError, match="no dstack server for project a: run `dstack "
                                           "project add"):
         find_server("a", None, {}, None, "cfg")
-    with pytest.raises(ServerError, match="is not YAML"):
+    with pytest.raises(ServerError, match="cfg:1:12: YAML syntax error"):
         find_server("a", None, {}, "projects: [", "cfg")
+    with pytest.raises(ServerError, match="nests deeper than 200 levels"):
+        find_server("a", None, {}, "projects: " + "[" * 5000, "cfg")
 
 
 def test_the_stack_file_keeps_every_other_line() -> None:

@@ -97,9 +97,9 @@ def _point(name: str, text: str, log: NcclLog, problems: list[str],
         judged = verdict(log, dataclasses.replace(expected, nodes=nodes, busbw_gbps=None,
                                                   threshold_gbps=None))
         if judged.code != 0:
-            why = next((x for x in judged.lines if x.startswith(("FAIL:", "unreadable"))),
-                       judged.lines[-1])
-            problems.append(f"{name}: not evidence `acceptance check` would pass ({why})")
+            reasons = [x for x in judged.lines if x.startswith(("FAIL:", "unreadable"))]
+            reason = (reasons or list(judged.lines[-1:]) or ["no verdict"])[0]
+            problems.append(f"{name}: not evidence `acceptance check` would pass ({reason})")
             return None
     peak = max(run.rows, key=lambda r: r.busbw)
     return Point(nodes, name, {r.size: r.busbw for r in run.rows}, peak.busbw, peak.size)

@@ -5,7 +5,7 @@ from gpufleet.input.checks import region_of_zone
 from gpufleet.input.checks.reservations import parse_time
 from gpufleet.input.files import read_small_text
 from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
-from gpufleet.input.loader import MAX_FILE_BYTES
+from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
 from gpufleet.input.lockspec import LOCK_FILE, Lock, LockEntry, offer_place
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
@@ -50,6 +50,7 @@ __all__ = [
     "GatewaySpec",
     "Inputs",
     "JsonInputError",
+    "LoadResult",
     "Lock",
     "LockEntry",
     "Origin",
@@ -65,6 +66,7 @@ __all__ = [
     "check_targets",
     "is_ipv4",
     "load_lock",
+    "load_text",
     "offer_place",
     "parse_gateways",
     "parse_json",

@@ -21,10 +21,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from gpufleet.compile import gateway_project
-from gpufleet.input import Inputs, SyncedError, SyncedGateway, check_targets
+from gpufleet.input import (
+    Inputs,
+    JsonInputError,
+    LoadResult,
+    SyncedError,
+    SyncedGateway,
+    check_targets,
+    load_text,
+    parse_json,
+)
 from gpufleet.live.runner import LiveError
 from gpufleet.review import Change, PropertyChange
 
@@ -74,13 +81,17 @@ def find_server(project: str, url: str | None, env: Mapping[str, str],
 
 
 def _cli_projects(text: str | None, path: str) -> list[dict[str, Any]]:
-    """The `projects` of dstack's CLI config that carry a URL and a token."""
+    """The `projects` of dstack's CLI config that carry a URL and a token, read with
+    gpufleet's bounded YAML reader (nesting, aliases and size are bounded)."""
     if text is None:
         return []
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ServerError(f"{path} is not YAML; `dstack project add` rewrites it") from None
+    loaded = LoadResult()
+    load_text(path, text, loaded)
+    if any(d.is_error for d in loaded.diagnostics):
+        first = next(d for d in loaded.diagnostics if d.is_error)
+        raise ServerError(f"{path}:{first.line}:{first.column}: {first.message}; `dstack "
+                          "project add` rewrites the file")
+    data = loaded.documents[0].data if loaded.documents else None
     projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, list):
         return []
@@ -108,11 +119,13 @@ def http_post(url: str, body: Mapping[str, Any], token: str) -> tuple[int, Any]:
 
 
 def _json(raw: bytes) -> Any:
+    """The answer's JSON through gpufleet's bounded parser (depth, numbers); None when the
+    body is not JSON (an HTML error page)."""
     if len(raw) > MAX_ANSWER:
         raise ServerError("the dstack server's answer is over 1 MB; not a gateway")
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return parse_json(raw, "the dstack server's answer", "a dstack answer")
+    except JsonInputError:
         return None
 
 
