@@ -54,8 +54,9 @@ class BackendComponents(Protocol):
 
     def emit(self, plan: FleetPlan, prov: pulumi.ProviderResource,
              hosted: dict[str, Any]) -> FleetResources:
-        """``hosted``: the filesystems built so far that other fleets mount (by name); a
-        fleet adds the ones it holds and reads the ones it mounts from another fleet."""
+        """``hosted``: what fleets built so far share with others: the filesystems other
+        fleets mount (by name), and each fleet's main network (by ``network_key``); a fleet
+        adds what it holds and reads what it uses from another fleet."""
         ...
 
     def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource,
@@ -68,6 +69,12 @@ class BackendComponents(Protocol):
                     ) -> pulumi.Output[str]:
         """A new volume's disk; its id (what dstack's `volume_id` takes)."""
         ...
+
+
+def network_key(fleet: str) -> str:
+    """Where a fleet's main network component is kept in ``hosted``, for fleets (and
+    gateways) that join it."""
+    return f"network:{fleet}"
 
 
 def _loader(backend: str) -> Callable[[], BackendComponents]:

@@ -178,6 +178,17 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C020": Code("the stack's own resources in one region pass a default network quota of the "
                  "cloud (VPCs, Elastic IPs, internet gateways)",
                  "ask for more through the quota named, or put the fleets in fewer regions"),
+    "C023": Code("a fleet's `network` (backends file) names a fleet the files do not plan",
+                 "name another fleet of the files, or drop `network`"),
+    "C024": Code("a fleet joins the network of a fleet on another backend or region, or on a "
+                 "backend whose fleets share no network (azure)",
+                 "join a fleet of the same backend and region, or drop `network`"),
+    "C025": Code("a fleet joins a network that cannot take it: an existing network, one that "
+                 "joins another itself, one without a NAT for private nodes, or one past its "
+                 "address blocks (aws: 4 joining fleets)", "drop `network`"),
+    "C026": Code("a fleet joins a network while a filesystem is reached through a peering of "
+                 "one of the two (or, on gcp, holds a filesystem)",
+                 "keep the networks apart, or mount the filesystem from one fleet"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
                  "followed by a role)", "rename one of the two"),
     "C022": Code("an offline run too big for the memory this process may take",

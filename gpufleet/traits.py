@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from typing import Any
 
 
 class Feature(StrEnum):
@@ -34,6 +35,7 @@ class Feature(StrEnum):
     SSM = "Session Manager access"
     KEY_PAIRS = "existing key pairs (key_name)"
     SHARED_FILESYSTEMS = "a filesystem mounted by several fleets"
+    SHARED_NETWORKS = "fleets sharing one network (`fleets: {NAME: {network: FLEET}}`)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +152,21 @@ class NameBudget:
 
 @dataclass(frozen=True, slots=True)
 class NetworkQuota:
-    """A default per-region quota the stack's own resources count against."""
+    """A quota the stack's own network resources count against, per region (or per project
+    or account, ``scope`` "global")."""
 
     name: str  # as the cloud's quota console shows it
     resource: str  # the resource type token counted
-    default: int
+    default: int | None  # None: no documented default (the project's console has it)
     raise_how: str  # the quota code, or where to ask for more
     source: str
+    live: str = ""  # the id the cloud's quota API gives it (preflight reads limit and use)
+    scope: str = "region"  # "region", or "global" for a project- or account-wide quota
+    # resources that do not count: (input, value) pairs (an INTERNAL address, say)
+    skip: tuple[tuple[str, str], ...] = ()
+
+    def counts(self, inputs: Mapping[str, Any]) -> bool:
+        return not any(inputs.get(k) == v for k, v in self.skip)
 
 
 class ZoneModel(Enum):
@@ -256,6 +266,8 @@ class BackendTraits:
     autoname_suffix: int = 8
     name_budgets: Mapping[str, NameBudget] = field(default_factory=dict)
     network_quotas: tuple[NetworkQuota, ...] = ()
+    # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
+    shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs
     unbuildable_cluster_fabrics: Mapping[str, str] = field(default_factory=dict)
     # what such a cluster loses without it, per instance type; and what to pick instead

@@ -184,7 +184,7 @@ def test_a_gateway_shares_a_fleets_network_when_the_backends_file_says(tmp_path:
     backends = write(tmp_path, "b.yml", AWS + "gateways:\n  gw1: {fleet: train}\n")
     report = plan_files([fleet, gw, backends])
     assert not [v for v in by_type(report, "aws:ec2/vpc:Vpc") if v["name"].startswith("gw1")]
-    block = named(report, "gw1-cidr",
+    block = named(report, "gw1-net-cidr",
                   "aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation")["inputs"]
     assert block["vpcId"] == "train-vpc-id"
     gw_plan = report.gateways[0]

@@ -446,13 +446,18 @@ def test_preflight_command_reports_in_text_and_json(
     assert r.exit_code == 1, r.output
     assert "FAIL reservation a4-res: projects/p1/reservations/my-a4-res: 0/4 free" in r.stdout
     assert "ok   reservation nd-res:" in r.stdout
-    assert "preflight: 1 check(s) failed (6 checks)" in r.stdout
+    assert "preflight: 1 check(s) failed (14 checks)" in r.stdout
+    # the network quotas the stack draws on, read from each cloud (8 of the 14 checks)
+    assert "ok   network     a4-res: 'Networks' of p1 across the project: limit 15, used 3, " \
+        "3 more (3 in the plan, 0 held already)" in r.stdout
+    assert "ok   network     nd-res: 'Virtual networks' of 11111111-2222-3333-4444-" \
+        "555555555555 in eastus: limit 1000, used 4, 1 more" in r.stdout
     # no Pulumi CLI here: the running nodes are not known, and the report says so
     assert "every planned node was counted as one to start" in r.stdout
     r = CliRunner().invoke(cli, ["preflight", "--stack", "dev", "--cwd", str(tmp_path),
                                  "--format", "json"])
     data = json.loads(r.stdout)
-    assert data["ok"] is False and len(data["checks"]) == 6
+    assert data["ok"] is False and len(data["checks"]) == 14
     assert {c["verdict"] for c in data["checks"]} == {"ok", "fail", "skip"}
     r = CliRunner().invoke(cli, ["preflight", "--stack", "prod", "--cwd", str(tmp_path)])
     assert r.exit_code == 2 and "no stack config" in r.output

@@ -21,6 +21,7 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script_b64, public_key, server_script_b64
+from ..registry import network_key
 from ..renames import rename_options
 from .filesystems import aws_filesystem
 from .network import Network, tags
@@ -73,7 +74,8 @@ class Fleet(pulumi.ComponentResource):
         self.internal_ips = [n.private_ip for n in self.nodes]
         self.network_ids = {"main": self.network.vpc_id}
         self.network_names: dict[str, pulumi.Input[str]] = {
-            "main": net_plan.existing or net_plan.name}
+            "main": net_plan.existing or (f"{net_plan.host}-vpc" if net_plan.host
+                                          else net_plan.name)}
         self.subnet_ids = dict(self.network.subnet_ids)
         self.register_outputs({"nodes": [n.id for n in self.nodes],
                                "internal_ips": self.internal_ips,
@@ -89,7 +91,9 @@ class Fleet(pulumi.ComponentResource):
         network = Network(
             net_plan, plan, child,
             peers={fs.host: hosted[fs.name].vpc_id for fs in remote if fs.host},
-            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote])
+            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote],
+            host=hosted[network_key(net_plan.host)] if net_plan.host else None)
+        hosted[network_key(plan.name)] = network  # fleets may join it (`network`)
         for fs in remote:
             aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
                           route_table_id=hosted[fs.name].route_table_id,

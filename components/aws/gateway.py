@@ -20,16 +20,12 @@ class Gateway(pulumi.ComponentResource):
                  host: Network | None = None) -> None:
         super().__init__("gpufleet:aws:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.network: Network | None = None
-        self.network_name: str | None = None  # the VPC's Name tag (its own VPC only)
-        if host is None:
-            self.network = Network(plan.network, plan, child)
-            self.network_id: pulumi.Output[str] = self.network.vpc_id
-            self.network_name = plan.network.name
-            self.subnet_ids = dict(self.network.subnet_ids)
-        else:
-            self.network_id = host.vpc_id
-            self.subnet_ids = self._in_fleet_vpc(plan, host, child)
+        # its own VPC, or its subnets in the shared fleet's (an address block of its own
+        # associated with that VPC, on the fleet's route tables)
+        self.network = Network(plan.network, plan, child, host=host)
+        self.network_id: pulumi.Output[str] = self.network.vpc_id
+        self.network_name: str | None = None if host else plan.network.name  # its Name tag
+        self.subnet_ids = dict(self.network.subnet_ids)
         keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
         # gpufleet's own gateway VMs' addresses, as they were made: kept, never re-created
         self.old_addresses = [aws.ec2.Eip(name, domain="vpc", tags=tags(plan, name), opts=keep)
@@ -39,30 +35,6 @@ class Gateway(pulumi.ComponentResource):
         self.register_outputs({"vpc": self.network_id, "subnets": self.subnet_ids,
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
-
-    def _in_fleet_vpc(self, plan: GatewayPlan, host: Network,
-                      child: pulumi.ResourceOptions) -> dict[str, pulumi.Output[str]]:
-        """The gateway's subnets in the fleet's VPC, from a CIDR block of the gateway's own
-        associated with it, on the fleet's public route table (its internet gateway) or,
-        for a private gateway, its private one (its NAT)."""
-        table = host.public_rt if plan.public else host.private_rt
-        assert table is not None and plan.network.cidr, "the planner checks the fleet's routes"
-        block = aws.ec2.VpcIpv4CidrBlockAssociation(
-            naming.child(plan.name, "cidr"), vpc_id=host.vpc_id, cidr_block=plan.network.cidr,
-            opts=child)
-        out: dict[str, pulumi.Output[str]] = {}
-        for s in plan.network.subnets:
-            zone = host.nth_zone(s.zone_index or 0)
-            sub = aws.ec2.Subnet(
-                s.name, vpc_id=block.vpc_id, cidr_block=s.cidr, availability_zone=zone,
-                map_public_ip_on_launch=False, tags=tags(plan, s.name),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[block],
-                                            replace_on_changes=["cidr_block",
-                                                                "availability_zone"]))
-            aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"), subnet_id=sub.id,
-                                          route_table_id=table.id, opts=child)
-            out[s.name] = sub.id
-        return out
 
     def _record(self, plan: GatewayPlan, rec: DnsRecordPlan) -> None:
         """The zone (created, protected, or looked up) and, once dstack's gateway is synced,

@@ -36,10 +36,12 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions,
                  peers: Mapping[str, pulumi.Input[str]] | None = None,
-                 peer_routes: Sequence[tuple[str, str]] = ()) -> None:
+                 peer_routes: Sequence[tuple[str, str]] = (),
+                 host: Network | None = None) -> None:
         """``peers``: fleet name -> the VPC to peer with (a fleet holding filesystems this one
         mounts); ``peer_routes``: (a filesystem's subnet, its fleet), routed through that
-        peering from this network's route tables."""
+        peering from this network's route tables; ``host``: the network whose VPC this one's
+        subnets join (`network`, or a gateway sharing a fleet's)."""
         super().__init__("gpufleet:aws:Network", net.name, None, opts)
         self.peerings: dict[str, aws.ec2.VpcPeeringConnection] = {}
         child = pulumi.ResourceOptions(parent=self)
@@ -58,6 +60,8 @@ class Network(pulumi.ComponentResource):
         self.private_rt: aws.ec2.RouteTable | None = None
         if net.existing:
             self._existing(net, invoke)
+        elif host is not None:
+            self._join(net, plan, host, child)
         else:
             self._create(net, plan, child, peers or {}, peer_routes)
         self.bastion_sg: aws.ec2.SecurityGroup | None = None
@@ -135,6 +139,33 @@ class Network(pulumi.ComponentResource):
             filters=pulumi.Output.all(vpc.id, self.zone).apply(vpc_zone_filters), opts=invoke)
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
+
+    def _join(self, net: NetworkPlan, plan: Owner, host: Network,
+              child: pulumi.ResourceOptions) -> None:
+        """The subnets in another network's VPC: this network's own address block associated
+        with the VPC (docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html), on the
+        host's route tables (its internet gateway; its NAT for private subnets); no VPC,
+        internet gateway or NAT of its own."""
+        assert net.cidr and host.public_rt is not None, "the planner checks the host's routes"
+        block = aws.ec2.VpcIpv4CidrBlockAssociation(
+            naming.child(net.name, "cidr"), vpc_id=host.vpc_id, cidr_block=net.cidr,
+            opts=child)
+        self.vpc_id = host.vpc_id
+        self.public_rt, self.private_rt = host.public_rt, host.private_rt
+        for s in net.subnets:
+            zone = s.zone or (self.nth_zone(s.zone_index) if s.zone_index is not None
+                              else self.zone)
+            sub = aws.ec2.Subnet(
+                s.name, vpc_id=block.vpc_id, cidr_block=s.cidr, availability_zone=zone,
+                map_public_ip_on_launch=False, tags=tags(plan, s.name),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[block],
+                                            replace_on_changes=["cidr_block",
+                                                                "availability_zone"]))
+            self.subnet_ids[s.name] = sub.id
+            table = host.public_rt if s.public else host.private_rt
+            assert table is not None, "the planner checks the host's NAT"
+            aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"), subnet_id=sub.id,
+                                          route_table_id=table.id, opts=child)
 
     def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions,
                 peers: Mapping[str, pulumi.Input[str]],

@@ -24,7 +24,7 @@ def provider(p: ProviderPlan) -> pulumi.ProviderResource:
 
 
 def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
-    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}))  # no shared ones
+    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}), hosted)
 
 
 def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,

@@ -5,6 +5,7 @@ plan (gpufleet.backends.gcp.compile)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -19,6 +20,7 @@ from gpufleet.compile import (
 )
 
 from ..access import boot_script, public_key, server_script
+from ..registry import network_key
 from ..renames import rename_options
 from .filesystems import gcp_filesystem
 from .network import Network, bastion_tag
@@ -49,11 +51,15 @@ def node_metadata(plan: FleetPlan, targets: Mapping[str, pulumi.Output[str | Non
 class Fleet(pulumi.ComponentResource):
     """A fleet: its networks, its placement policy, one VM per node and its way in."""
 
-    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+                 hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.networks = {n.role: Network(n, plan, child) for n in plan.networks}
+        hosted = {} if hosted is None else hosted
+        self.networks = {n.role: Network(n, plan, child, host=hosted[network_key(n.host)]
+                                         if n.host else None) for n in plan.networks}
+        hosted[network_key(plan.name)] = self.networks["main"]  # fleets may join it
         policies = []
         if plan.placement is not None:
             policy = gcp.compute.ResourcePolicy(

@@ -30,18 +30,11 @@ class Gateway(pulumi.ComponentResource):
                  host: Network | None = None) -> None:
         super().__init__("gpufleet:gcp:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        if host is None:
-            self.network = Network(plan.network, plan, child)
-            self.network_id = self.network.network_id
-            self.network_name = self.network.network_name
-            self.subnet_ids = dict(self.network.subnet_links)
-        else:  # the fleet's VPC; a load balancer's proxy-only subnet is the gateway's own
-            self.network_id, self.network_name = host.network_id, host.network_name
-            self.subnet_ids = {s.name: gcp.compute.Subnetwork(
-                s.name, network=host.network_id, ip_cidr_range=s.cidr, region=s.region,
-                purpose=s.purpose, role="ACTIVE" if s.purpose else None,
-                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["ip_cidr_range"])
-            ).self_link for s in plan.network.subnets}
+        # its own VPC, or the shared fleet's (a load balancer's proxy-only subnet added)
+        self.network = Network(plan.network, plan, child, host=host)
+        self.network_id = self.network.network_id
+        self.network_name = self.network.network_name
+        self.subnet_ids = dict(self.network.subnet_links)
         keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
         # gpufleet's own gateway VMs' addresses, as they were made: kept, never re-created
         self.old_addresses = [gcp.compute.Address(

@@ -134,7 +134,8 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
     from gpufleet.live import UpOptions, default_probes
 
     options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour,
-                        None if skip_preflight else default_probes)
+                        None if skip_preflight else default_probes,
+                        None if skip_preflight else _network_needs)
     result = _deploy(stack_name, cwd, options, yes)
     if result.unchanged:
         click.echo(f"gpufleet up: stack {stack_name} is up to date; nothing was changed")
@@ -200,13 +201,17 @@ def preflight(stack_name: str, cwd: str, state_file: str | None, fmt: str,
     import json
 
     from gpufleet.live import LiveError, MissingAccess, check_stack, default_probes, stack_needs
+    from gpufleet.review import running_nodes
 
     check_out(out)
     try:
         files, lock_path, profile, catalog = _stack_files(stack_name, cwd)
-        running, known = _running(stack_name, cwd, state_file)
-        needs = stack_needs(files, profile, catalog, lock_path, running)
-        report = check_stack(stack_name, needs, default_probes, running_known=known)
+        state, known = _state(stack_name, cwd, state_file)
+        needs = stack_needs(files, profile, catalog, lock_path,
+                            running_nodes(state) if state is not None else {})
+        network = _network_needs(stack_name, files, profile, catalog, lock_path, state)
+        report = check_stack(stack_name, needs, default_probes, running_known=known,
+                             network=network)
     except MissingAccess as e:
         click.echo(f"gpufleet preflight: {e}", err=True)
         sys.exit(EXIT_USAGE)
@@ -236,14 +241,14 @@ def _stack_files(stack: str, cwd: str) -> tuple[list[str], str, str | None, str 
     return stack_files({k: v for k, v in config.items() if v is not None}, cwd)
 
 
-def _running(stack: str, cwd: str, state_file: str | None) -> tuple[dict[str, int], bool]:
-    """Nodes per fleet the stack runs now, and whether that was read at all."""
-    from gpufleet.review import StateError, parse_export, running_nodes
+def _state(stack: str, cwd: str, state_file: str | None) -> tuple[Any, bool]:
+    """The stack's state (what it runs and holds now), and whether it was read at all."""
+    from gpufleet.review import StateError, parse_export
 
     if state_file is not None:
         try:
             with open(state_file, encoding="utf-8") as f:
-                return running_nodes(parse_export(f.read(), state_file)), True
+                return parse_export(f.read(), state_file), True
         except OSError as e:
             raise click.UsageError(f"cannot read {state_file}: {e.strerror or e}") from None
         except StateError as e:
@@ -255,9 +260,21 @@ def _running(stack: str, cwd: str, state_file: str | None) -> tuple[dict[str, in
         runner = AutomationStack.open(stack, cwd, why="pass --state EXPORT.json instead")
         import json
 
-        return running_nodes(parse_export(json.dumps(runner.export()), "the stack")), True
+        return parse_export(json.dumps(runner.export()), "the stack"), True
     except MissingCli:
-        return {}, False
+        return None, False
+
+
+def _network_needs(stack: str, files: Sequence[str], profile: str | None,
+                   catalog: str | None, lock_path: str, state: Any) -> list[Any]:
+    """What the stack would hold of each network quota (the offline run of its program)
+    against what its state holds now."""
+    from gpufleet.components.run.plan import run_offline
+    from gpufleet.live import compile_stack, network_needs, state_records
+
+    _, compiled, _ = compile_stack(files, profile, catalog, lock_path)
+    run = run_offline(files, stack, profile, catalog, compiled)
+    return network_needs([r.to_json() for r in run.sorted()], state_records(state))
 
 
 @click.command()

@@ -19,6 +19,7 @@ from gpufleet.compile.addresses import allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.hostsetup import with_fabric
+from gpufleet.compile.networks import attach_networks
 from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.volumes import plan_volumes
@@ -140,7 +141,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     plans, plan_diags = plan_fleets(inputs, picked.chosen, addresses.blocks)
     plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
     plans, fs_diags = attach_filesystems(plans, inputs.filesystems, addresses.blocks)
-    plan_diags = [*plan_diags, *server_diags, *fs_diags]
+    plans, net_diags = attach_networks(plans, inputs.fleets)
+    plan_diags = [*plan_diags, *server_diags, *fs_diags, *net_diags]
     gateways, gateway_diags = plan_gateways(inputs, addresses.blocks, plans, synced or {})
     volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends, plans, catalog)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,

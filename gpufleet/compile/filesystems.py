@@ -135,13 +135,17 @@ def _cross_zone(fs: FilesystemSpec, plan: FilesystemPlan, fleet: FleetPlan,
 def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
     """The fleets in the order the stack program builds them: a fleet holding a filesystem
     other fleets mount before them (they peer with its network; Azure Files the other way
-    round: its storage account lists their subnets), else as given.
+    round: its storage account lists their subnets), a fleet whose network others join
+    before them, else as given.
     `attach_filesystems` refuses the filesystems that would make a circle."""
     after: dict[str, set[str]] = {p.name: set() for p in plans}
     for p in plans:  # the holding fleet's plan lists the others (`peers`)
         for fs in p.filesystems:
             for waiter, waited in waits(fs.service, p.name, fs.peers):
                 after.setdefault(waiter, set()).add(waited)
+        # a fleet joining another's network after that fleet (`network`)
+        hosts = {n.host for n in p.networks if n.host and n.host in after}
+        after[p.name] |= hosts
     done: set[str] = set()
     order: list[FleetPlan] = []
     while len(order) < len(plans):

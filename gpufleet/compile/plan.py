@@ -74,6 +74,9 @@ class NetworkPlan:
     # GCP Shared VPC: the host project the (existing) network lives in; its firewall rules,
     # routes and NAT belong to that project, so the plan creates none.
     project: str | None = field(default=None, metadata=OMIT_NONE)
+    # The fleet whose network this one's subnets join (the backends file's `network`): no
+    # VPC, internet gateway or NAT of its own; its routes and NAT are that fleet's
+    host: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,10 @@ class FleetSpec:
     # The backends file's `expect_busbw`: the acceptance figure (GB/s) by node count, applying
     # from its count up; 0 is every count.
     expect_busbw: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The backends file's `network`: the fleet whose network this fleet's subnets join
+    network_of: str | None = None
+    # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
+    settings_origin: Origin | None = field(default=None, compare=False)
     # Fields the user set explicitly (profiles fill in the others).
     explicit: frozenset[str] = frozenset()
 
@@ -353,6 +357,7 @@ class NameSettings:
     gateways: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # where each gateway's entry is, with the positions of its keys
     gateway_origins: Mapping[str, Origin] = field(default_factory=dict)
+    fleet_origins: Mapping[str, Origin] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,7 +149,8 @@ def _backends_file(c: Checked, g: _Gathered) -> list[Diagnostic]:
     g.access = top if top != NO_ACCESS else g.access
     g.names = NameSettings({**g.names.fleets, **by_name.fleets},
                            {**g.names.gateways, **by_name.gateways},
-                           {**g.names.gateway_origins, **by_name.gateway_origins})
+                           {**g.names.gateway_origins, **by_name.gateway_origins},
+                           {**g.names.fleet_origins, **by_name.fleet_origins})
     rs, more_rs = check_reservations(c)
     g.reservations.extend(rs)
     cp, more_cp = check_control_plane(c)
@@ -202,6 +203,9 @@ def with_settings(fleet: FleetSpec, names: NameSettings) -> FleetSpec:
     previous = tuple(str(n) for n in own.get("previous_names") or ())
     if previous:
         fleet = dataclasses.replace(fleet, previous_names=previous)
+    if own.get("network"):
+        fleet = dataclasses.replace(fleet, network_of=str(own["network"]),
+                                    settings_origin=names.fleet_origins.get(fleet.name))
     expect = own.get("expect_busbw")
     figures = expect if isinstance(expect, dict) else {0: expect}
     try:  # a value the schema refused (reported there) is left out

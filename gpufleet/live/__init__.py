@@ -12,6 +12,7 @@ from gpufleet.live.gateways import (
     sync,
     wanted_gateways,
 )
+from gpufleet.live.netquota import NetworkNeed, network_needs, state_records
 from gpufleet.live.preflight import (
     MissingAccess,
     Need,
@@ -33,6 +34,7 @@ from gpufleet.live.runner import (
     PreviewRunner,
     UpOutcome,
 )
+from gpufleet.live.stack import compile_stack
 from gpufleet.live.up import (
     CAPACITY_ERRORS,
     UpError,
@@ -53,6 +55,7 @@ __all__ = [
     "MissingAccess",
     "MissingCli",
     "Need",
+    "NetworkNeed",
     "PreflightReport",
     "PreviewRunner",
     "Probe",
@@ -72,12 +75,14 @@ __all__ = [
     "capacity_failures",
     "changes_from_events",
     "check_stack",
+    "compile_stack",
     "default_probes",
     "deploy",
     "find_server",
     "http_post",
     "live_drift",
     "merge",
+    "network_needs",
     "record_drift",
     "replace_nodes",
     "run_preflight",
@@ -85,6 +90,7 @@ __all__ = [
     "scale_set_nics",
     "stack_files",
     "stack_needs",
+    "state_records",
     "sync",
     "wanted_gateways",
 ]

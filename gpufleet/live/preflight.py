@@ -23,6 +23,7 @@ from gpufleet.compile import FleetPlan
 from gpufleet.input import Lock, ReservationSpec
 from gpufleet.live.runner import LiveError
 from gpufleet.live.stack import compile_stack
+from gpufleet.traits import NetworkQuota
 
 Verdict = Literal["ok", "fail", "skip"]
 LIVE_EXTRA = "pip install 'gpufleet[live]'"
@@ -127,6 +128,12 @@ class Probe(Protocol):
 
     def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
         """The quota's limit and usage now; None when the cloud does not list it."""
+        ...
+
+    def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
+                      ) -> QuotaFacts | None:
+        """A network quota's limit and use now (``region`` "global": project- or
+        account-wide); None when the cloud does not list it."""
         ...
 
 
@@ -298,6 +305,38 @@ def _quotas(report: PreflightReport, needs: Sequence[Need],
             report.checks.append(Check(who, "quota", "ok", head))
 
 
+def check_network(report: PreflightReport, needs: Sequence[Any],
+                  probes: Mapping[str, Probe]) -> None:
+    """A check per quota that gets new resources: the live limit less the use covers them.
+    A quota the cloud does not list fails: it is never assumed."""
+    for need in needs:
+        c = need.planned
+        if need.new == 0:
+            continue
+        probe = probes.get(c.backend)
+        if probe is None:
+            continue
+        who = ", ".join(o for o in c.owners if o) or c.backend
+        where = (f"of {c.scope} " if c.scope else "") + (
+            "across the project" if c.region == "global" else f"in {c.region}")
+        facts = probe.network_quota(c.scope, c.region, c.quota)
+        if facts is None:
+            report.checks.append(Check(who, "network", "fail", (
+                f"'{c.quota.name}' {where} is not listed for these credentials; the quota "
+                "cannot be read, so it is not assumed")))
+            continue
+        head = (f"'{c.quota.name}' {where}: limit {facts.limit:g}, used {facts.used:g}, "
+                f"{need.new} more ({c.count} in the plan, {need.existing} held already)")
+        short = need.new - (facts.limit - facts.used)
+        if short > 0:
+            report.checks.append(Check(who, "network", "fail", (
+                f"{head}; {short:g} short: raise it ({c.quota.raise_how}), or share one "
+                "network between fleets of the region (`fleets: {NAME: {network: FLEET}}` "
+                "in the backends file)")))
+        else:
+            report.checks.append(Check(who, "network", "ok", head))
+
+
 def _unit_key(key: QuotaKey) -> QuotaKey:
     """The quota itself, whatever a node of one fleet counts in it."""
     return QuotaKey(key.name, key.region, key.unit, 0)
@@ -315,9 +354,12 @@ def stack_needs(files: Sequence[str], profile: str | None, catalog_dir: str | No
 
 
 def check_stack(stack: str, needs: Sequence[Need], probes: ProbeFactory,
-              running_known: bool = True) -> PreflightReport:
-    """The checks of ``needs`` through the probes ``probes`` builds for their backends."""
-    report = run_preflight(stack, needs, probes({n.backend for n in needs}))
+              running_known: bool = True, network: Sequence[Any] = ()) -> PreflightReport:
+    """The checks of ``needs`` through the probes ``probes`` builds for their backends, and
+    of the network quotas ``network`` (``gpufleet.live.netquota.NetworkNeed``s)."""
+    built = probes({n.backend for n in needs} | {n.planned.backend for n in network})
+    report = run_preflight(stack, needs, built)
+    check_network(report, network, built)
     if not running_known:
         report.notes.append("the stack's state was not read (no Pulumi CLI, or --state not "
                             "given): every planned node was counted as one to start")

@@ -139,6 +139,11 @@ def stack_files(config: Mapping[str, str], cwd: str) -> tuple[list[str], str, st
         settings.catalog
 
 
+# (stack, files, profile, catalog, lock, state) -> the network quota needs
+NetworkCounter = Callable[[str, Sequence[str], str | None, str | None, str, Any],
+                          Sequence[Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class UpOptions:
     """What `gpufleet up` may do on its own: fallback attempts, fleets it may move although
@@ -150,6 +155,9 @@ class UpOptions:
     max_cost_per_hour: float | None = None
     # the clouds' probes for the preflight that runs first (None: no preflight)
     preflight: ProbeFactory | None = None
+    # the preflight's network quota needs of the stack's files against its state (the
+    # offline run of its program, which the CLI makes); None: not checked
+    network: NetworkCounter | None = None
 
 
 Confirm = Callable[[UpPreview], bool]
@@ -163,9 +171,11 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
     (preview and question included), at most ``options.fallback`` times."""
     files, lock_path, profile, catalog_dir = stack_files(runner.config(), cwd)
     if options.preflight is not None:
-        needs = stack_needs(files, profile, catalog_dir, lock_path,
-                            running_nodes(_state(runner)))
-        checked = check_stack(runner.name, needs, options.preflight)
+        state = _state(runner)
+        needs = stack_needs(files, profile, catalog_dir, lock_path, running_nodes(state))
+        network = options.network(runner.name, files, profile, catalog_dir, lock_path,
+                                  state) if options.network is not None else ()
+        checked = check_stack(runner.name, needs, options.preflight, network=network)
         for line in checked.lines():
             echo(line)
         if not checked.ok:

@@ -31,7 +31,7 @@ from gpufleet.review.policy import (
     policy_config,
     where_of,
 )
-from gpufleet.review.quotas import quota_counts, quota_warnings
+from gpufleet.review.quotas import NetworkCount, network_counts, quota_counts, quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
 from gpufleet.review.state import (
     STACK_TYPE,
@@ -56,6 +56,7 @@ __all__ = [
     "GuardOptions",
     "Item",
     "Move",
+    "NetworkCount",
     "PlanReport",
     "PropertyChange",
     "Relocked",
@@ -83,6 +84,7 @@ __all__ = [
     "name_diagnostics",
     "name_problems",
     "needed_mb",
+    "network_counts",
     "owner_map",
     "owner_of",
     "parse_export",

@@ -136,4 +136,8 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    # a VPC takes 5 IPv4 CIDR blocks by default (Service Quotas L-83CA0A9D, "IPv4 CIDR
+    # blocks per VPC"; docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html):
+    # its own and one per fleet that joins it
+    shared_network_limit=4,
 )

@@ -19,6 +19,7 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
+from gpufleet.traits import NetworkQuota
 
 # instance family (the type's leading letters) -> (on-demand code, spot code, quota name)
 QUOTAS: dict[str, tuple[str, str, str]] = {
@@ -140,6 +141,10 @@ class AwsProbe:
                 int(types[0]["VCpuInfo"]["DefaultVCpus"]) if types else 0
         return self._types[(region, instance_type)]
 
+    def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
+                      ) -> QuotaFacts | None:
+        return _network_quota(self, region, quota)
+
     def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
         code = key.name.split(" ", 1)[0]
         if not code.startswith("L-"):
@@ -172,6 +177,45 @@ class AwsProbe:
         except (ClientError, BotoCoreError) as e:
             raise ProbeError(f"aws ec2 describe_instances in {need.region}: {e}") from None
         return used
+
+
+# How the stack's network resources are counted in a region: the EC2 call that lists them,
+# its answer's key, and its filters (what counts against the quota)
+_LISTED: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
+    "aws:ec2/vpc:Vpc": ("describe_vpcs", "Vpcs", []),
+    "aws:ec2/internetGateway:InternetGateway": (
+        "describe_internet_gateways", "InternetGateways", []),
+    "aws:ec2/eip:Eip": ("describe_addresses", "Addresses",
+                        [{"Name": "domain", "Values": ["vpc"]}]),
+    # per Availability Zone, counted per region: an upper bound of any one zone's use
+    "aws:ec2/natGateway:NatGateway": ("describe_nat_gateways", "NatGateways",
+                                      [{"Name": "state", "Values": ["pending", "available"]}]),
+    "aws:ec2/securityGroup:SecurityGroup": ("describe_security_groups", "SecurityGroups", []),
+}
+
+
+def _network_quota(probe: AwsProbe, region: str, quota: NetworkQuota) -> QuotaFacts | None:
+    """A network quota's applied value (Service Quotas) and the region's use (EC2)."""
+    service, _, code = quota.live.partition(":")
+    listed = _LISTED.get(quota.resource)
+    if not code or listed is None:
+        return None
+    answer = probe._call("service-quotas", region, "get_service_quota", ServiceCode=service,
+                         QuotaCode=code)
+    if not answer:
+        return None
+    op, key, filters = listed
+    client = probe._client("ec2", region)
+    from botocore.exceptions import BotoCoreError, ClientError
+    try:
+        if client.can_paginate(op):
+            used = sum(len(page.get(key, [])) for page in
+                       client.get_paginator(op).paginate(Filters=filters))
+        else:
+            used = len((getattr(client, op)(Filters=filters) or {}).get(key, []))
+    except (ClientError, BotoCoreError) as e:
+        raise ProbeError(f"aws ec2 {op} in {region}: {e}") from None
+    return QuotaFacts(limit=float(answer["Quota"]["Value"]), used=float(used))
 
 
 def probe() -> Probe:

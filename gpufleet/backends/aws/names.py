@@ -38,14 +38,26 @@ NAME_RULES = MappingProxyType({
 NAME_BUDGETS: MappingProxyType[str, NameBudget] = MappingProxyType({})
 
 _VPC_QUOTAS = "docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html"
-# Default quotas per Region that each private fleet (a VPC, an internet gateway, the NAT
-# gateway's and the bastion's Elastic IPs) and each gateway draw on
+# Default quotas per Region that each private fleet (a VPC, an internet gateway, a NAT
+# gateway, the NAT gateway's and the bastion's Elastic IPs) and each gateway draw on;
+# `live` is the Service Quotas service and quota code preflight reads.
 NETWORK_QUOTAS = (
     NetworkQuota("VPCs per Region", "aws:ec2/vpc:Vpc", 5,
-                 "Service Quotas code L-F678F1CE (Amazon VPC)", _VPC_QUOTAS),
+                 "Service Quotas code L-F678F1CE (Amazon VPC)", _VPC_QUOTAS,
+                 live="vpc:L-F678F1CE"),
     NetworkQuota("Internet gateways per Region", "aws:ec2/internetGateway:InternetGateway", 5,
-                 "Service Quotas code L-A4707A72 (Amazon VPC)", _VPC_QUOTAS),
+                 "Service Quotas code L-A4707A72 (Amazon VPC)", _VPC_QUOTAS,
+                 live="vpc:L-A4707A72"),
     NetworkQuota("EC2-VPC Elastic IPs", "aws:ec2/eip:Eip", 5,
                  "Service Quotas code L-0263D0A3 (Amazon EC2)",
-                 "docs.aws.amazon.com/AWSEC2/latest/UserGuide/elastic-ip-addresses-eip.html"),
+                 "docs.aws.amazon.com/AWSEC2/latest/UserGuide/elastic-ip-addresses-eip.html",
+                 live="ec2:L-0263D0A3"),
+    # per Availability Zone: the fleets' NAT gateways sit in their node subnets' zones,
+    # which the same first-offering rule makes one zone for most fleets of a region
+    NetworkQuota("NAT gateways per Availability Zone", "aws:ec2/natGateway:NatGateway", 5,
+                 "Service Quotas code L-FE5A380F (Amazon VPC)", _VPC_QUOTAS,
+                 live="vpc:L-FE5A380F"),
+    NetworkQuota("VPC security groups per Region", "aws:ec2/securityGroup:SecurityGroup",
+                 2500, "Service Quotas code L-E79EC296 (Amazon VPC)", _VPC_QUOTAS,
+                 live="vpc:L-E79EC296"),
 )

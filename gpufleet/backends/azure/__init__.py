@@ -41,7 +41,7 @@ TRAITS = BackendTraits(
     "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
                      Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
                      Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
-                     Feature.GATEWAY_LOAD_BALANCER},
+                     Feature.GATEWAY_LOAD_BALANCER, Feature.SHARED_NETWORKS},
     MappingProxyType({
         Feature.RESERVATIONS: "dstack's azure backend takes no reservation; gpufleet joins "
                               "a capacity reservation group declared in the backends file",
@@ -53,6 +53,9 @@ TRAITS = BackendTraits(
         Feature.GATEWAY_LOAD_BALANCER: "dstack fronts gateways with a load balancer on aws and "
                                        "gcp only",
         Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+        Feature.SHARED_NETWORKS: "a VNet per fleet keeps its NSG, NAT gateway and peerings "
+                                 "apart; Azure's VNet and public IP quotas per region are "
+                                 "large (`gpufleet preflight` reads them)",
         Feature.SSM: "Session Manager is an AWS service",
         Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
     re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser", zones=ZoneModel.NONE,
@@ -129,4 +132,5 @@ TRAITS = BackendTraits(
     ),
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
+    network_quotas=_names.NETWORK_QUOTAS,
 )

@@ -24,10 +24,12 @@ from gpufleet.live.preflight import (
     ReservationFacts,
 )
 from gpufleet.live.probes.rest import Get, get_json, session_get
+from gpufleet.traits import NetworkQuota
 
 ARM = "https://management.azure.com"
 COMPUTE_API = "2024-07-01"
 SKUS_API = "2021-07-01"
+NETWORK_API = "2023-09-01"  # learn.microsoft.com/rest/api/virtualnetwork/usages/list
 
 
 def azure_get() -> Get:
@@ -62,6 +64,7 @@ class AzureProbe:
         self._get = get
         self._skus: dict[tuple[str, str], list[Any]] = {}
         self._usages: dict[tuple[str, str], list[Any]] = {}
+        self._network: dict[tuple[str, str], list[Any]] = {}
 
     def _subscription(self, need: Need) -> str:
         sub = need.scope or os.environ.get("AZURE_SUBSCRIPTION_ID") \
@@ -128,6 +131,26 @@ class AzureProbe:
         state = ", ".join(sorted(states)) or "holds no reservation of this size"
         return ReservationFacts(group_id, states == {"Succeeded"}, state, zone,
                                 need.instance_type if total else "", total, free)
+
+    def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
+                      ) -> QuotaFacts | None:
+        """The subscription's network usage in the region (Network usages API) by name."""
+        sub = scope or os.environ.get("AZURE_SUBSCRIPTION_ID") \
+            or os.environ.get("ARM_SUBSCRIPTION_ID")
+        if not sub:
+            raise MissingAccess("azure: no subscription for the network quotas: set "
+                                "`subscription_id` for azure in the backends file")
+        key = (sub, region)
+        if key not in self._network:
+            body = get_json(self._get, f"{ARM}/subscriptions/{sub}/providers/"
+                            f"Microsoft.Network/locations/{region}/usages?api-version="
+                            f"{NETWORK_API}", "azure")
+            self._network[key] = list((body or {}).get("value") or [])
+        for u in self._network[key]:
+            if (u.get("name") or {}).get("value") == quota.live:
+                return QuotaFacts(limit=float(u.get("limit", 0)),
+                                  used=float(u.get("currentValue", 0)))
+        return None
 
     def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
         sku = self._sku(need)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gpufleet.traits import NameBudget, NameRule
+from gpufleet.traits import NameBudget, NameRule, NetworkQuota
 
 _DOCS = "learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
 
@@ -29,5 +29,23 @@ NAME_RULES = MappingProxyType({
 NAME_BUDGETS = MappingProxyType({
     # 64 - 8 - len("-bastion"): the bastion VM (Linux VM names: 64)
     "fleet": NameBudget(48, "-bastion", "azure-native:compute:VirtualMachine"),
-    "gateway": NameBudget(53, "-vm", "azure-native:compute:VirtualMachine"),
+    # 64 - 8 - len("-net"): the gateway's VNet (dstack makes the gateway's VM itself)
+    "gateway": NameBudget(52, "-net", "azure-native:network:VirtualNetwork"),
 })
+
+_LIMITS = ("learn.microsoft.com/azure/azure-resource-manager/management/"
+           "azure-subscription-service-limits#networking-limits")
+# The subscription's network quotas per region the stack's own resources draw on. Their
+# defaults are not encoded (large, and set per subscription): preflight reads the limit and
+# the use from Azure's network usages API (`live`: the usage's name).
+NETWORK_QUOTAS = (
+    NetworkQuota("Virtual networks", "azure-native:network:VirtualNetwork", None,
+                 "a quota request in the portal (Networking)", _LIMITS,
+                 live="VirtualNetworks"),
+    NetworkQuota("Public IP addresses", "azure-native:network:PublicIPAddress", None,
+                 "a quota request in the portal (Networking)", _LIMITS,
+                 live="PublicIPAddresses"),
+    NetworkQuota("Network security groups", "azure-native:network:NetworkSecurityGroup", None,
+                 "a quota request in the portal (Networking)", _LIMITS,
+                 live="NetworkSecurityGroups"),
+)

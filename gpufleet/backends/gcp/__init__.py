@@ -157,4 +157,5 @@ TRAITS = BackendTraits(
     cluster_fabric_alternative=", or pick A3 Ultra / A4 (RoCE)",
     family=_family, labels=labels,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
+    network_quotas=_names.NETWORK_QUOTAS,
 )

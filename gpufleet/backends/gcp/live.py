@@ -18,6 +18,7 @@ from gpufleet.live.preflight import (
     ReservationFacts,
 )
 from gpufleet.live.probes.rest import Get, get_json, session_get
+from gpufleet.traits import NetworkQuota
 
 API = "https://compute.googleapis.com/compute/v1"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -123,6 +124,20 @@ class GcpProbe:
             body = self._region(project, key.region)
         for q in (body or {}).get("quotas", []):
             if q.get("metric") == key.name:
+                return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
+        return None
+
+    def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
+                      ) -> QuotaFacts | None:
+        """A project quota (`projects.get`) or a regional one (`regions.get`) by metric."""
+        project = scope or self._default
+        if not project:
+            raise MissingAccess("gcp: no project for the network quotas: set `project_id` for "
+                                "gcp in the backends file or GOOGLE_CLOUD_PROJECT")
+        body = get_json(self._get, f"{API}/projects/{project}", "gcp") \
+            if quota.scope == "global" else self._region(project, region)
+        for q in (body or {}).get("quotas", []):
+            if q.get("metric") == quota.live:
                 return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
         return None
 

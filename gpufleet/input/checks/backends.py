@@ -91,10 +91,12 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
         return out, ctx.diags, NO_ACCESS, NameSettings()
     gateways = {str(k): dict(v) for k, v in (ctx.data().get("gateways") or {}).items()
                 if c.ok(("gateways", k))}
+    fleets = {str(k): dict(v) for k, v in (ctx.data().get("fleets") or {}).items()
+              if c.ok(("fleets", k))}
     names = NameSettings(
-        {str(k): dict(v) for k, v in (ctx.data().get("fleets") or {}).items()
-         if c.ok(("fleets", k))}, gateways,
-        {name: _entry_origin(c, ("gateways", name), entry) for name, entry in gateways.items()})
+        fleets, gateways,
+        {name: _entry_origin(c, ("gateways", name), entry) for name, entry in gateways.items()},
+        {name: _entry_origin(c, ("fleets", name), entry) for name, entry in fleets.items()})
     top = NO_ACCESS
     if "access" in ctx.data() and c.ok(("access",)):
         top = _access(ctx, ("access",), ctx.data()["access"], NO_ACCESS, None)

@@ -1,0 +1,99 @@
+"""Fleets sharing one network (the backends file's `fleets: {NAME: {network: FLEET}}`): the
+joining fleet's subnets go into the host fleet's network (VPC) instead of a network of its
+own, so a region's fleets stay under its VPC, internet gateway, NAT gateway and address
+quotas. Only the main network is shared (a RoCE or gVNIC network stays the fleet's own), the
+host builds the network (not an existing one), is on the same backend and region, joins no
+network itself, and has a NAT when the joining fleet's nodes are private. Pure."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+from gpufleet.backends import supports, traits_of
+from gpufleet.codes import C023, C024, C025, C026
+from gpufleet.compile.plan import FleetPlan
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import FleetSpec
+from gpufleet.traits import Feature
+
+
+def attach_networks(plans: list[FleetPlan], fleets: Sequence[FleetSpec]
+                    ) -> tuple[list[FleetPlan], list[Diagnostic]]:
+    """The plans with each joining fleet's main network pointing at its host's; an error
+    (and the fleet left out) for each join that cannot be built."""
+    by_name = {p.name: p for p in plans}
+    joins = {f.name: f for f in fleets if f.network_of and f.name in by_name}
+    diags: list[Diagnostic] = []
+    refused: set[str] = set()
+    for name, spec in joins.items():
+        problem = _problem(by_name[name], spec, by_name, joins)
+        if problem is not None:
+            diags.append(problem)
+            refused.add(name)
+    counts = Counter(str(s.network_of) for n, s in joins.items() if n not in refused)
+    for host, n in counts.items():
+        limit = traits_of(by_name[host].backend).shared_network_limit
+        if limit is not None and n > limit:
+            for name in sorted(k for k, s in joins.items() if s.network_of == host)[limit:]:
+                diags.append(_at(joins[name], C025, f"fleet '{name}' would be fleet "
+                                 f"'{host}''s network's {n}th joining fleet; its VPC takes "
+                                 f"{limit} besides its own address block by default",
+                                 "give this fleet a network of its own (drop `network`)"))
+                refused.add(name)
+    out = []
+    for p in plans:
+        if p.name in refused:
+            continue
+        joining = joins.get(p.name)
+        if joining is not None:
+            networks = tuple(dataclasses.replace(n, host=joining.network_of)
+                             if n.role == "main" else n for n in p.networks)
+            p = dataclasses.replace(p, networks=networks)
+        out.append(p)
+    return out, diags
+
+
+def _at(spec: FleetSpec, code: str, message: str, hint: str) -> Diagnostic:
+    origin = spec.settings_origin or spec.origin
+    return origin.at("network", code, message, hint)
+
+
+def _problem(plan: FleetPlan, spec: FleetSpec, by_name: dict[str, FleetPlan],
+             joins: dict[str, FleetSpec]) -> Diagnostic | None:
+    host = by_name.get(str(spec.network_of))
+    if host is None or host.name == plan.name:
+        return _at(spec, C023, f"fleet '{plan.name}' joins the network of fleet "
+                   f"'{spec.network_of}', which the files do not plan",
+                   "name another fleet of the files, or drop `network`")
+    if (host.backend, host.region) != (plan.backend, plan.region) or \
+            not supports(plan.backend, Feature.SHARED_NETWORKS):
+        why = traits_of(plan.backend).why_not(Feature.SHARED_NETWORKS) \
+            if not supports(plan.backend, Feature.SHARED_NETWORKS) else \
+            f"'{host.name}' is on {host.backend} {host.region}"
+        return _at(spec, C024, f"fleet '{plan.name}' ({plan.backend} {plan.region}) cannot "
+                   f"join the network of fleet '{host.name}': {why}",
+                   "join a fleet of the same backend and region, or drop `network`")
+    main = host.network("main")
+    own = plan.network("main")
+    unfit = ("it uses the existing network " + str(main.existing) if main.existing else
+             "it joins another fleet's network itself" if host.name in joins else
+             "this fleet's network is an existing one" if own.existing else
+             "it has no NAT for this fleet's private nodes" if own.nat and not main.nat
+             else None)
+    if unfit is not None:
+        return _at(spec, C025, f"fleet '{plan.name}' cannot join the network of fleet "
+                   f"'{host.name}': {unfit}", "join a fleet whose network gpufleet builds (with "
+                   "a NAT for private nodes), or drop `network`")
+    fs = next((f for f in (*plan.filesystems, *host.filesystems) if f.peers or f.host), None)
+    if fs is None and not traits_of(plan.backend).filesystem_range_in_network:
+        # its filesystems reach the network through a peering of the network itself (gcp's
+        # private services access), which is the host's
+        fs = next(iter(plan.filesystems), None)
+    if fs is not None:
+        return _at(spec, C026, f"fleet '{plan.name}' cannot join the network of fleet "
+                   f"'{host.name}' while filesystem '{fs.name}' is reached through a peering "
+                   "of one of them (a network cannot peer with itself)",
+                   "keep the fleets' networks apart, or mount the filesystem from one fleet")
+    return None
