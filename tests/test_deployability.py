@@ -140,3 +140,37 @@ def test_six_private_aws_fleets_in_one_region_warn_of_the_vpc_and_eip_quotas(
     assert "6 Eip(s) in us-east-1" in err and "Vpc(s)" not in err
     assert main(["plan", *files[4:]]) == 0
     assert "C020" not in capsys.readouterr().err
+
+
+_LONGEST = "n" * 41  # dstack's names: at most 41 characters
+
+
+@pytest.mark.parametrize(("backend", "region", "gpu", "extra"), [
+    ("aws", "us-east-1", "H100:8", ""),
+    ("azure", "eastus", "H100:8", "    subscription_id: s1\n    tenant_id: t1\n"
+                                  "    dns_resource_group: dns\n"),
+])
+def test_the_longest_names_dstack_takes_plan_within_every_limit(
+        tmp_path: Path, backend: str, region: str, gpu: str, extra: str) -> None:
+    """A 41-character cluster fleet (bastion, filesystem) and a 41-character gateway (its own
+    network, a load balancer where the cloud has one) on each cloud gpufleet does not refuse
+    them on: every physical name within the cloud's rule."""
+    backends = (f"access:\n  ssh_public_key: {TEST_KEY}\nbackends:\n  - type: {backend}\n"
+                f"    ssh_cidrs: [203.0.113.0/24]\n{extra}")
+    fleet = (f"type: fleet\nname: {_LONGEST}\nnodes: 2\nplacement: cluster\n"
+             f"backends: [{backend}]\nregions: [{region}]\nresources:\n  gpu: {gpu}\n")
+    lb = "load_balancer: {type: alb}\ncertificate: null\n" if backend == "aws" else ""
+    gateway = (f"type: gateway\nname: {'g' * 41}\nbackend: {backend}\nregion: {region}\n"
+               f"domain: x.example.com\n{lb}")
+    report = plan_files([write(tmp_path, "f.yml", fleet), write(tmp_path, "g.yml", gateway),
+                         write(tmp_path, "b.yml", backends)])
+    assert name_problems(report.resources) == []
+    assert {f.name for f in report.fleets} == {_LONGEST}
+
+
+def test_a_41_character_fleet_on_gcp_is_refused_naming_the_longest_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = write(tmp_path, "f.yml", _fleet(_LONGEST))
+    assert main(["validate", f, write(tmp_path, "b.yml", GCP)]) == 1
+    out = capsys.readouterr().out
+    assert f"'{_LONGEST}-ssh-from-bastion' plus the 8-character auto-name suffix" in out
