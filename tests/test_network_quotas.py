@@ -19,8 +19,7 @@ from gpufleet.backends import traits_of
 from gpufleet.backends.aws.live import AwsProbe
 from gpufleet.backends.gcp.live import GcpProbe
 from gpufleet.live import NetworkNeed, network_needs
-from gpufleet.live.preflight import check_network
-from gpufleet.live.preflight import PreflightReport
+from gpufleet.live.preflight import PreflightReport, check_network
 from gpufleet.review import network_counts
 
 from planutil import EXAMPLES, TEST_KEY, plan_files, write
