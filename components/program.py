@@ -25,6 +25,7 @@ from gpufleet.diagnostics import render_text
 from gpufleet.input import stackconfig
 
 from .registry import BackendComponents, FleetResources, GatewayResources, components_for
+from .sampling import registered_nodes
 from .volumes import emit_volume
 
 
@@ -116,7 +117,7 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
         else None,
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}
-                  for name, private, public in zip(plan.node_names, fleet.internal_ips,
+                  for name, private, public in zip(registered_nodes(plan), fleet.internal_ips,
                                                    fleet.public_ips, strict=True)],
         "access": None if access is None else {"method": access.method,
                                                "user": access.user},

@@ -353,11 +353,11 @@ def test_a_plan_too_big_for_the_memory_at_hand_is_refused_before_it_runs(
 
     assert available_mb() is None or available_mb() > 0  # type: ignore[operator]
     monkeypatch.setattr("gpufleet.components.run.plan.available_mb", lambda: 300.0)
-    f = write(tmp_path, "big.yml", "type: fleet\nname: big\nnodes: 1000\nbackends: [gcp]\n"
+    f = write(tmp_path, "big.yml", "type: fleet\nname: big\nnodes: 8000\nbackends: [gcp]\n"
               "resources:\n  gpu: L4\n")
     b = write(tmp_path, "b.yml", "backends:\n  - type: gcp\n    project_id: p1\n")
     assert main(["plan", f, b]) == 1
     err = capsys.readouterr().err
-    assert "big.yml:3:1: error[C022]: the offline run of 1,000 node(s) (big: 1,000) needs " \
-           "about 510 MB; this process may take 300 MB" in err
+    assert "big.yml:3:1: error[C022]: the offline run of 8,000 node(s) (big: 8,000) needs " \
+           "about 480 MB; this process may take 300 MB" in err
     assert needed_mb([]) < 300  # a small plan still runs under the same limit

@@ -23,6 +23,7 @@ from gpufleet.compile import (
 from ..access import boot_script_b64, public_key, server_script_b64
 from ..registry import network_key
 from ..renames import rename_options
+from ..sampling import registered_nodes
 from .filesystems import aws_filesystem
 from .network import Network, tags
 
@@ -62,7 +63,7 @@ class Fleet(pulumi.ComponentResource):
         self.nodes = [aws.ec2.Instance(name, launch_template=launch, tags=tags(plan, name),
                                        volume_tags=tags(plan, name), user_data_base64=script,
                                        opts=node_opts)
-                      for name in plan.node_names]
+                      for name in registered_nodes(plan)]
         self.public_ips: list[Any] = [n.public_ip if plan.public_ip else None
                                       for n in self.nodes]
         if options.eip_per_node:
@@ -115,7 +116,7 @@ class Fleet(pulumi.ComponentResource):
     def _elastic_ips(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> list[Any]:
         """An Elastic IP on each node's primary interface."""
         out: list[Any] = []
-        for name, node in zip(plan.node_names, self.nodes, strict=True):
+        for name, node in zip(registered_nodes(plan), self.nodes, strict=True):
             eip = aws.ec2.Eip(naming.child(name, "eip"), domain="vpc",
                               tags=tags(plan, naming.child(name, "eip")), opts=child)
             aws.ec2.EipAssociation(naming.child(name, "eip-assoc"),

@@ -20,6 +20,7 @@ from gpufleet.compile import (
 
 from ..access import boot_script_b64, server_script_b64
 from ..renames import rename_options
+from ..sampling import registered_nodes
 from .common import (
     Priority,
     admin_ssh,
@@ -65,10 +66,10 @@ class Fleet(pulumi.ComponentResource):
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
             self.scale_set = self._scale_set(plan)
-            self.internal_ips: list[Any] = [None] * plan.nodes
-            self.public_ips = [None] * plan.nodes
+            self.internal_ips: list[Any] = [None] * len(registered_nodes(plan))
+            self.public_ips = [None] * len(registered_nodes(plan))
         else:
-            vms = [self._vm(plan, name) for name in plan.node_names]
+            vms = [self._vm(plan, name) for name in registered_nodes(plan)]
             self.internal_ips = [nic.ip_configurations.apply(
                 lambda cfgs: cfgs[0].private_ip_address if cfgs else None) for nic in vms]
         self.bastion_address: pulumi.Output[str] | None = None

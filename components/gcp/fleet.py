@@ -22,6 +22,7 @@ from gpufleet.compile import (
 from ..access import boot_script, public_key, server_script
 from ..registry import network_key
 from ..renames import rename_options
+from ..sampling import registered_nodes
 from .filesystems import gcp_filesystem
 from .network import Network, bastion_tag
 
@@ -75,7 +76,7 @@ class Fleet(pulumi.ComponentResource):
                                                     main.network_name, child)
                             for fs in plan.filesystems}
         self.metadata = node_metadata(plan, self.filesystems)
-        self.nodes = [self._node(plan, name, policies) for name in plan.node_names]
+        self.nodes = [self._node(plan, name, policies) for name in registered_nodes(plan)]
         self.bastion_address: pulumi.Output[str] | None = None
         if plan.access is not None and plan.access.bastion is not None:
             self.bastion_address = self._bastion(plan)

@@ -28,24 +28,41 @@ from gpufleet.review import (
 )
 
 from .. import program
+from ..sampling import sampling
 from . import harness, offline
+from .derive import NotDerivable, derive
 from .plan import offline_config
 
 
 def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
-               catalog_dir: str | None, ssh_public_key: str | None = None
-               ) -> list[dict[str, Any]]:
+               catalog_dir: str | None, ssh_public_key: str | None = None,
+               sample: bool = True) -> list[dict[str, Any]]:
+    """The program seeded from the state; with ``sample``, each fleet's nodes the state holds
+    and its new ones are sampled apart and the rest derived (``derive``)."""
     if not compiled.plans and not compiled.gateways:
         return []  # nothing to run: every fleet was skipped
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
-    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
-                                seed=seed)
+    names = [urn.rsplit("::", 1)[-1] for urn in seed]
+
+    def once(sampled: bool) -> harness.RunResult:
+        mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
+                                    seed=seed)
+
+        def go() -> harness.RunResult:
+            return harness.run_program(lambda: program.main(compiled=compiled),
+                                       offline_config(paths, profile, catalog_dir, compiled,
+                                                      ssh_public_key), mocks,
+                                       stack=state.stack or "dev",
+                                       project=state.project or "gpufleet", preview=True)
+        if not sampled:
+            return go()
+        with sampling(names):  # nodes the state holds, and new ones, sampled apart
+            return derive(go(), compiled.plans, mocks)
     try:
-        run = harness.run_program(lambda: program.main(compiled=compiled),
-                                  offline_config(paths, profile, catalog_dir, compiled,
-                                                 ssh_public_key), mocks,
-                                  stack=state.stack or "dev",
-                                  project=state.project or "gpufleet", preview=True)
+        try:
+            run = once(sample)
+        except NotDerivable:
+            run = once(False)
     except Exception as e:  # the SDK refused a value the export recorded
         raise StateError(f"not a stack export gpufleet can compare with: the program could "
                          f"not use the values it records ({type(e).__name__}: "

@@ -101,19 +101,25 @@ class StrictMocks(pulumi.runtime.Mocks):
         self.registered = 0
 
     def new_resource(self, args: pmocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        urn = getattr(self.local, "urn", "")
-        state = dict(args.inputs)
         self.registered += 1
         if self.progress is not None:
             self.progress(f"running the stack program: {self.registered} resources")
+        return self.outcome(getattr(self.local, "urn", ""), args.typ, args.name,
+                            dict(args.inputs))
+
+    def outcome(self, urn: str, typ: str, name: str, inputs: dict[str, Any]
+                ) -> tuple[str, dict[str, Any]]:
+        """A resource's id and state: the seed's for one the state holds, unknown for a new
+        one in a seeded preview, else ``<name>-id`` and the inputs plus the type's outputs."""
+        state = dict(inputs)
         if self.seed is not None:
             if urn not in self.seed:
                 return "", state  # a create in a preview: computed outputs stay unknown
             known_id, outputs = self.seed[urn]
             return known_id, {**outputs, **state}
         if self.outputs is not None:
-            state.update(self.outputs(args.typ, args.name, args.inputs))
-        return f"{args.name}-id", state
+            state.update(self.outputs(typ, name, inputs))
+        return f"{name}-id", state
 
     def call(self, args: pmocks.MockCallArgs
              ) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:

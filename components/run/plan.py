@@ -19,7 +19,9 @@ from gpufleet.review import (
 )
 
 from .. import program
+from ..sampling import sampling
 from . import harness, offline
+from .derive import NotDerivable, derive
 from .policy import run_policies
 
 # What the offline run puts where `pulumi up` reads the stack config `gpufleet:sshPublicKey`
@@ -42,14 +44,28 @@ def offline_config(paths: Sequence[str], profile: str | None, catalog_dir: str |
 def run_offline(paths: Sequence[str], stack: str, profile: str | None,
                 catalog_dir: str | None, compiled: Compiled | None = None,
                 record_outputs: bool = False,
-                progress: Callable[[str], None] | None = None) -> harness.RunResult:
-    """The stack program once under mocks (``compiled``: the plans it would compute)."""
-    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones if compiled else ()),
-                                offline.outputs)
-    mocks.progress = progress
-    return harness.run_program(lambda: program.main(compiled=compiled),
-                               offline_config(paths, profile, catalog_dir, compiled), mocks,
-                               stack=stack, record_outputs=record_outputs)
+                progress: Callable[[str], None] | None = None,
+                sample: bool = True) -> harness.RunResult:
+    """The stack program under mocks (``compiled``: the plans it would compute). With
+    ``compiled`` and ``sample``, each fleet's first nodes are registered and the others
+    derived from them (``derive``); a fleet whose nodes differ in more than their names
+    makes the run start again registering every node."""
+    def once(sampled: bool) -> harness.RunResult:
+        mocks = harness.StrictMocks(
+            offline.invokes_for(compiled.dns_zones if compiled else ()), offline.outputs)
+        mocks.progress = progress
+        config = offline_config(paths, profile, catalog_dir, compiled)
+        if not sampled or compiled is None:
+            return harness.run_program(lambda: program.main(compiled=compiled), config,
+                                       mocks, stack=stack, record_outputs=record_outputs)
+        with sampling():
+            run = harness.run_program(lambda: program.main(compiled=compiled), config,
+                                      mocks, stack=stack, record_outputs=record_outputs)
+            return derive(run, compiled.plans, mocks, record_outputs)
+    try:
+        return once(sample)
+    except NotDerivable:
+        return once(False)
 
 
 def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,

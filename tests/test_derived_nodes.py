@@ -1,0 +1,117 @@
+"""Big fleets at near-constant cost (issue 44): offline runs register each fleet's first nodes
+and derive the rest. The proof: for every cloud and fleet kind, the derived run's records
+(every registration, its inputs, ids, outputs and dependencies, and the stack outputs) are
+byte-identical to a run that registers every node - for plans and for seeded diffs, for
+node counts up to 64."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from exportutil import export
+
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.components.run import diff as run_diff
+from gpufleet.components.run import harness
+from gpufleet.components.run.plan import run_offline
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.review import parse_export
+
+from planutil import TEST_KEY, write
+
+KEY = f"access:\n  ssh_public_key: {TEST_KEY}\n"
+AWS = "  - type: aws\n    ssh_cidrs: [203.0.113.0/24]\n"
+GCP = "  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0.113.0/24]\n"
+AZURE = ("  - type: azure\n    subscription_id: s1\n    tenant_id: t1\n"
+         "    ssh_cidrs: [203.0.113.0/24]\n")
+# (fleet body after `nodes:`, backends entries, more of the backends file)
+KINDS: dict[str, tuple[str, str, str]] = {
+    "aws-cluster": ("placement: cluster\nbackends: [aws]\nregions: [us-east-1]\n"
+                    "resources:\n  gpu: H100:8\n", AWS, ""),
+    "aws-public-efa": ("placement: cluster\nbackends: [aws]\nregions: [us-east-1]\n"
+                       "resources:\n  gpu: H100:8\n",
+                       AWS + "    public_ips: true\n", ""),
+    "aws-spot": ("backends: [aws]\nregions: [us-east-1]\nspot_policy: spot\n"
+                 "resources:\n  gpu: L4\n", AWS, ""),
+    "aws-reservation": ("placement: cluster\nbackends: [aws]\nregions: [us-east-1]\n"
+                        "reservation: cr-0123456789abcdef0\nresources:\n  gpu: H100:8\n",
+                        AWS, ""),
+    "aws-filesystem": ("placement: cluster\nbackends: [aws]\nregions: [us-east-1]\n"
+                       "resources:\n  gpu: H100:8\n", AWS,
+                       "filesystems:\n  - {name: data, backend: aws, region: us-east-1, "
+                       "kind: lustre, capacity_gib: 1200, mount: /mnt/data, fleets: [f1]}\n"),
+    "gcp-roce": ("placement: cluster\nbackends: [gcp]\navailability_zones: [us-west2-c]\n"
+                 "spot_policy: auto\nresources:\n  gpu: B200:8\n", GCP, ""),
+    "gcp-public": ("backends: [gcp]\nregions: [us-central1]\nresources:\n  gpu: L4\n",
+                   GCP + "    public_ips: true\n", ""),
+    "azure-scale-set": ("placement: cluster\nbackends: [azure]\nresources:\n"
+                        "  gpu: H100:8\n", AZURE, ""),
+    "azure-vms": ("backends: [azure]\nresources:\n  gpu: A100:80GB:8\n", AZURE, ""),
+}
+
+
+def _files(tmp: Path, kind: str, nodes: int) -> list[str]:
+    body, backends, more = KINDS[kind]
+    fleet = write(tmp, "f1.yml", f"type: fleet\nname: f1\nnodes: {nodes}\n{body}")
+    return [fleet, write(tmp, "b.yml", f"{KEY}backends:\n{backends}{more}")]
+
+
+def _records(run: Any) -> str:
+    return json.dumps({"resources": [r.to_json() for r in run.sorted()],
+                       "exports": run.exports}, sort_keys=True)
+
+
+def _compiled(files: list[str]) -> Any:
+    validated = validate_paths(files)
+    assert validated.ok, validated.diagnostics
+    compiled = compile_inputs(validated.inputs, load_catalog())
+    assert compiled.ok, compiled.diagnostics
+    return compiled
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 5, 17, 64])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_derived_plan_is_byte_identical_to_a_full_one(
+        tmp_path: Path, kind: str, nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _files(tmp_path, kind, nodes)
+    compiled = _compiled(files)
+    registered: list[int] = []
+    real = harness.run_program
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        run = real(*args, **kw)
+        registered.append(len(run.registrations))
+        return run
+    monkeypatch.setattr(harness, "run_program", counted)
+    for outputs in (False, True):
+        full = run_offline(files, "dev", None, None, compiled, outputs, sample=False)
+        derived = run_offline(files, "dev", None, None, compiled, outputs)
+        assert _records(derived) == _records(full)
+    # each derived plan ran the program once (no fall-back to a full run), registering
+    # fewer resources than the full one when there were nodes to derive
+    assert len(registered) == 4
+    assert (registered[1] < registered[0]) == (nodes > 2 and kind != "azure-scale-set")
+    fleet = next(r for r in full.registrations if r.name == "f1" and not r.custom)
+    assert fleet is not None and len(full.exports["f1"]["nodes"]) == nodes
+
+
+@pytest.mark.parametrize(("deployed", "planned"), [(3, 3), (3, 9), (9, 4), (0, 6), (64, 64)])
+@pytest.mark.parametrize("kind", ["aws-public-efa", "azure-vms", "gcp-roce",
+                                  "azure-scale-set"])
+def test_a_derived_diff_is_byte_identical_to_a_full_one(tmp_path: Path, kind: str,
+                                                          deployed: int, planned: int) -> None:
+    """Seeded from an export of `deployed` nodes (the state's real-looking ids and outputs),
+    planning `planned`: the nodes the state holds and the new ones are derived apart."""
+    (tmp_path / "old").mkdir()
+    deployment = export(_files(tmp_path / "old", kind, deployed)) if deployed else \
+        {"version": 3, "deployment": {"resources": []}}
+    state = parse_export(json.dumps(deployment))
+    new = _files(tmp_path, kind, planned)
+    compiled = _compiled(new)
+    full = run_diff.run_seeded(new, compiled, state, None, None, sample=False)
+    derived = run_diff.run_seeded(new, compiled, state, None, None)
+    assert json.dumps(derived, sort_keys=True) == json.dumps(full, sort_keys=True)
