@@ -11,9 +11,17 @@ import pulumi_aws as aws
 
 from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
-from .fleet import Fleet
-from .gateway import Gateway
-from .network import Network
+from ..sdk import by_class
+
+# The pulumi_aws services the components use, loaded class by class
+# (components/sdk.py), before the modules below bind them.
+SDK = "pulumi_aws"
+SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53")
+by_class(SDK, SERVICES)
+
+from .fleet import Fleet  # noqa: E402
+from .gateway import Gateway  # noqa: E402
+from .network import Network  # noqa: E402
 
 __all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
 

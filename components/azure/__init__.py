@@ -11,10 +11,18 @@ import pulumi
 
 from gpufleet.compile import VolumePlan
 
-from .common import provider
-from .fleet import Fleet, emit
-from .gateway import Gateway, emit_gateway
-from .network import Network
+from ..sdk import by_class
+
+# The pulumi_azure_native services the components use, loaded class by class
+# (components/sdk.py), before the modules below bind them.
+SDK = "pulumi_azure_native"
+SERVICES = ("authorization", "compute", "dns", "network", "resources", "storage", "storagecache")
+by_class(SDK, SERVICES)
+
+from .common import provider  # noqa: E402
+from .fleet import Fleet, emit  # noqa: E402
+from .gateway import Gateway, emit_gateway  # noqa: E402
+from .network import Network  # noqa: E402
 
 __all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 import traceback
 from collections.abc import Sequence
@@ -24,8 +26,21 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = {"verbose": verbose}
 
 
+_EXIT_FROZEN: list[bool] = []
+
+
+def _freeze_at_exit() -> None:
+    """At exit, the interpreter's last collections walk every object left, the loaded provider
+    SDKs' 350,000 included: 0.8 s of a 3 s `plan examples/`. Frozen objects are skipped and
+    the OS takes the memory back; files are written and closed before (fileio)."""
+    if not _EXIT_FROZEN:
+        _EXIT_FROZEN.append(True)
+        atexit.register(gc.freeze)  # atexit runs it last: registered before the commands'
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
+    _freeze_at_exit()
     args = list(argv) if argv is not None else sys.argv[1:]
     verbose = "-v" in args or "--verbose" in args
     try:

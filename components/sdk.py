@@ -1,0 +1,109 @@
+"""Provider SDK services loaded class by class.
+
+Each service of a provider SDK (``pulumi_gcp.compute``, ``pulumi_aws.ec2``,
+``pulumi_azure_native.network``) is a package whose ``__init__`` imports every resource
+module of the service -- 290 modules for GCP's compute, most of a second on a 2-core
+machine -- while the program uses a few dozen classes. ``by_class(sdk, services)`` installs
+those services as packages whose ``__init__`` has not run: an attribute read on one
+(``gcp.compute.Instance``) imports only the module that defines it (``instance``, with the
+service's ``_inputs`` and ``outputs`` it needs). The components keep their typed
+``gcp.compute.Instance`` spelling, so ``mypy --strict`` checks the same inputs.
+
+A name the module guesses miss runs the service's own ``__init__`` (every class, as without
+this module) and is counted in ``FULL_LOADS``: slower, never wrong. Tests assert the
+bundled examples plan without one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import re
+import sys
+import types
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+# services whose own __init__ had to run, with the name that made it (for tests and benches)
+FULL_LOADS: list[tuple[str, str]] = []
+
+_WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _snake(name: str) -> str:
+    """``PublicIPAddress`` -> ``public_ip_address``: the SDKs' module naming."""
+    return _WORD.sub("_", name).lower()
+
+
+def _modules_for(name: str) -> Iterator[str]:
+    """The modules of a service that may define ``name``, most likely first: a resource and
+    its ``FooArgs`` (or ``FooInitArgs``) live in ``foo``; ``get_foo``/``get_foo_output`` and
+    ``(Awaitable)GetFooResult`` in ``get_foo``; nested input types in ``_inputs``; enums in
+    ``_enums``."""
+    if name[:1].islower():
+        yield name.removesuffix("_output")
+        return
+    base = name
+    for suffix in ("ArgsDict", "InitArgs", "Args"):  # InitArgs: a resource's, where its
+        # plain name is taken by an input type
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            yield _snake(base)
+            yield "_inputs"
+            return
+    if base.endswith("Result"):  # a function's result, or an enum named so
+        yield _snake(base.removeprefix("Awaitable").removesuffix("Result"))
+    yield _snake(base)
+    yield "_enums"
+    yield "_inputs"
+
+
+class _Service(types.ModuleType):
+    """A service package whose ``__init__`` has not run; see the module's docstring."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        path = self.__dict__["__path__"]
+        own = self.__dict__["__name__"]
+        if importlib.machinery.PathFinder.find_spec(f"{own}.{attr}", path) is not None:
+            return importlib.import_module(f"{own}.{attr}")  # a module: ``outputs``
+        for module in _modules_for(attr):
+            if importlib.machinery.PathFinder.find_spec(f"{own}.{module}", path) is None:
+                continue
+            found = importlib.import_module(f"{own}.{module}").__dict__.get(attr)
+            if found is not None:
+                setattr(self, attr, found)
+                return found
+        return self._load(attr)
+
+    def _load(self, attr: str) -> Any:
+        """The service's own ``__init__``, run once into this module."""
+        FULL_LOADS.append((self.__name__, attr))
+        object.__setattr__(self, "__class__", types.ModuleType)  # plain attribute reads now
+        spec = self.__spec__
+        assert spec is not None and spec.loader is not None
+        spec.loader.exec_module(self)
+        return getattr(self, attr)
+
+
+def by_class(sdk: str, services: Iterable[str]) -> None:
+    """Install ``sdk``'s ``services`` as class-by-class packages, unless already loaded."""
+    top = importlib.util.find_spec(sdk)
+    if top is None or top.submodule_search_locations is None:
+        raise ImportError(f"no provider SDK {sdk!r}")  # a broken install: say so, never guess
+    for service in services:
+        name = f"{sdk}.{service}"
+        present = sys.modules.get(name)
+        if present is not None and type(present) is types.ModuleType:
+            continue  # imported whole already (a test, a user's program): keep it
+        spec = importlib.machinery.PathFinder.find_spec(name, top.submodule_search_locations)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"no service {name!r} in the installed {sdk}")
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = _Service
+        sys.modules[name] = module
+        parent = sys.modules.get(sdk)
+        if parent is not None:  # imported already: its lazy attribute points at the old one
+            setattr(parent, service, module)
