@@ -2,14 +2,20 @@
 
 Generates 200 fleet files (about a quarter invalid), then times each tool as a whole command
 (process start included, as a pre-commit hook runs it) several times and prints the medians
-and their ratio. Target from the foundation issue: gpufleet <= 0.5x check-jsonschema.
+and their ratio. Target (performance issue): gpufleet <= 0.3x check-jsonschema.
 
-    python bench/validate.py [--files 200] [--rounds 7]
+Both run with their bytecode cached, as installed tools do: check-jsonschema's comes with
+its wheel; gpufleet's is written by the warm-up run even where PYTHONDONTWRITEBYTECODE is
+set (some CI images set it, and recompiling gpufleet's modules on every run would be
+timed against a tool that does not).
+
+    python bench/validate.py [--files 200] [--rounds 7] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -52,9 +58,13 @@ def make_files(folder: Path, count: int) -> list[Path]:
     return files
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env=ENV)
     return time.perf_counter() - start
 
 
@@ -62,7 +72,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--smoke", action="store_true",
+                    help="10 files, one round: proves the benchmark still runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.files, args.rounds = 10, 1
     bindir = Path(sys.executable).parent
     gpufleet = shutil.which("gpufleet", path=str(bindir)) or "gpufleet"
     cjs = shutil.which("check-jsonschema", path=str(bindir)) or "check-jsonschema"
@@ -81,7 +95,7 @@ def main() -> None:
     print(f"gpufleet validate     median {ma * 1000:8.1f} ms  (schema + grammar + rules, "
           "line:col)")
     print(f"check-jsonschema      median {mb * 1000:8.1f} ms  (schema only, no positions)")
-    print(f"ratio gpufleet/check-jsonschema: {ma / mb:.2f}  (target <= 0.50)")
+    print(f"ratio gpufleet/check-jsonschema: {ma / mb:.2f}  (target <= 0.30)")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpufleet.input.files import expand_paths, load_paths
-from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
+from gpufleet.input.loader import (
+    MAX_FILE_BYTES,
+    MAX_TEXT_DEPTH,
+    LoadResult,
+    depth_bound,
+    load_text,
+    nesting_depth,
+)
 
 
 def _load(text: str) -> LoadResult:
@@ -168,3 +179,59 @@ def test_a_folder_brings_in_dstacks_profiles_file_but_no_other_hidden_file(
     # The seed's profile: lambda is left out with a warning, azure stays.
     assert [(d.code, d.severity.value) for d in v.diagnostics] == [("F022", "warning")]
     assert v.inputs.profiles[0].values["backends"] == ("azure",)
+
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5))
+_trees = st.recursive(_leaf, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=4), kids, max_size=3)),
+    max_leaves=60)
+
+
+def _chain(kinds: list[str]) -> object:
+    """A chain of one-key mappings and one-item sequences: the most levels per column."""
+    tree: object = "v"
+    for kind in reversed(kinds):
+        tree = {"k": tree} if kind == "map" else [tree]
+    return tree
+
+
+_kinds = st.lists(st.sampled_from(["map", "seq"]), min_size=1, max_size=90)
+_chains = _kinds.map(_chain)
+
+
+def _by_hand(kinds: list[str]) -> str:
+    """The same chain as a person may write it: one space more per level (`k:`, `-`)."""
+    lines = [" " * col + ("k:" if kind == "map" else "-") for col, kind in enumerate(kinds)]
+    return "\n".join([*lines, " " * len(kinds) + "v"]) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=st.one_of(_trees, _chains), style=st.sampled_from([False, True, None]),
+       indent=st.sampled_from([2, 4]), compact=st.booleans())
+def test_the_depth_bound_holds_for_any_nesting(tree: object, style: bool | None, indent: int,
+                                              compact: bool) -> None:
+    """The loader skips the token scan where ``depth_bound`` is within the limit: the bound
+    must never be below the depth the scan would count, in block, flow and mixed styles,
+    with sequences written flush under their keys (`key:\\n- a`, the tightest)."""
+    text = yaml.safe_dump(tree, default_flow_style=style, indent=indent, width=10_000)
+    if compact:  # "- - - a" and sequences flush with their keys
+        text = text.replace("-\n" + " " * indent + "- ", "- - ")
+    bound = depth_bound(text)
+    assert nesting_depth(text, bound) == (0, 0), (bound, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kinds=_kinds)
+def test_the_depth_bound_holds_for_one_space_indents(kinds: list[str]) -> None:
+    text = _by_hand(kinds)
+    assert yaml.safe_load(text) == _chain(kinds)  # what it means, to be sure of the case
+    bound = depth_bound(text)
+    assert nesting_depth(text, bound) == (0, 0), (bound, text)
+
+
+def test_a_file_past_the_bound_is_still_scanned_and_refused() -> None:
+    deep = "a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 260)) + " " * 260 + "v\n"
+    assert depth_bound(deep) > MAX_TEXT_DEPTH
+    result = LoadResult()
+    load_text("deep.yml", deep, result)
+    assert [d.code for d in result.diagnostics] == ["L005"]

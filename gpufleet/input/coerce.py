@@ -78,15 +78,18 @@ def _convertible(err: Any) -> Iterable[Any]:
             yield from _convertible(e)
 
 
-def coerce(doc: Document, kind: str) -> list[Diagnostic]:
+def coerce(doc: Document, kind: str) -> tuple[list[Diagnostic], list[Any]]:
     """Values of the wrong type that dstack's models convert (`max_price: '1.25'`,
     `reservation: 12345`, `blocks: '4'`, `default: 'true'`, `replicas: 2.0`): converted the same
-    way, each with a warning, so that gpufleet accepts what dstack accepts."""
+    way, each with a warning, so that gpufleet accepts what dstack accepts. Also gives the
+    schema's errors for the data as converted (the pass that found nothing left to convert:
+    a valid document is walked once)."""
     out: list[Diagnostic] = []
     done: set[KeyPath] = set()
     for _ in range(4):  # a conversion can uncover another (a list of them)
         changed = False
-        errors = [e for top in validator(kind).iter_errors(doc.data) for e in _convertible(top)]
+        tops = list(validator(kind).iter_errors(doc.data))
+        errors = [e for top in tops for e in _convertible(top)]
         for err in errors:
             path = tuple(err.absolute_path)
             if err.schema.get("x-coerce") is False or path in done:
@@ -103,8 +106,8 @@ def coerce(doc: Document, kind: str) -> list[Diagnostic]:
                                     severity=Severity.WARNING,
                                     hint=f"write {json.dumps(new)} to say so"))
         if not changed:
-            break
-    return out
+            return out, tops
+    return out, list(validator(kind).iter_errors(doc.data))
 
 
 def narrow_backends(doc: Document, kind: str) -> list[Diagnostic]:

@@ -136,8 +136,20 @@ def nesting_depth(text: str, limit: int, values: int = MAX_FILE_VALUES) -> tuple
     return 0, 0
 
 
+def depth_bound(text: str) -> int:
+    """A bound, at C speed, on the depth ``nesting_depth`` counts: a flow collection opens on
+    a `[` or `{`, and a block collection it counts starts right of the one it sits in (a
+    sequence flush with its key, `key:\n- a`, has no start token), so within the longest
+    line."""
+    longest = max(map(len, text.splitlines()), default=0)
+    return longest + 1 + text.count("[") + text.count("{")
+
+
 def load_text(name: str, text: str, result: LoadResult) -> None:
-    depth, line = nesting_depth(text, MAX_TEXT_DEPTH)
+    # the token scan (a Python loop over every token) only where its limits could be passed:
+    # a scalar takes at least one character, a level of nesting is within depth_bound
+    small = len(text) <= MAX_FILE_VALUES and depth_bound(text) <= MAX_TEXT_DEPTH
+    depth, line = (0, 0) if small else nesting_depth(text, MAX_TEXT_DEPTH)
     if depth < 0:
         result.diagnostics.append(Diagnostic(
             name, line, 1, L015, f"the file holds more than {MAX_FILE_VALUES:,} values (here, "

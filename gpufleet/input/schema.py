@@ -100,15 +100,18 @@ def check_schema(doc: Document) -> Checked:
     if kind is None:
         checked.bad.add(())
         return checked
-    checked.diagnostics += coerce(doc, kind)
-    checked.diagnostics += narrow_backends(doc, kind)
+    converted, errors = coerce(doc, kind)
+    narrowed = narrow_backends(doc, kind)
+    checked.diagnostics += converted + narrowed
+    if narrowed:  # backends left out of a list: the errors were for the list before
+        errors = list(validator(kind).iter_errors(doc.data))
     for path, value in _not_finite(doc.data, ()):
         checked.bad.add(path)
         checked.diagnostics.append(doc.at_value(
             path, F020, f"{_where(path, kind)} must be a finite number, not {value}; "
             "gpufleet's rule (dstack reads some of these): no bound or price holds for it",
             hint="YAML reads .nan and .inf as numbers; write a number"))
-    for err in validator(kind).iter_errors(doc.data):
+    for err in errors:
         if tuple(err.absolute_path) not in checked.bad:
             _translate(checked, err, kind)
     return checked
