@@ -315,32 +315,58 @@ def test_a_folder_with_a_symlink_loop_is_reported_not_crashed(tmp_path: Path) ->
     assert code == 1 and "error[L000]" in out and "symbolic links" in out
 
 
-def test_the_fast_depth_count_agrees_with_a_character_walk() -> None:
-    """json_depth drops strings with a regular expression; a plain walk is the reference."""
-    import random
+_json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(alphabet='[]{}"\\a', max_size=4)),
+    lambda kids: st.one_of(st.lists(kids, max_size=3),
+                           st.dictionaries(st.text(alphabet='[]{}"\\a', max_size=3), kids,
+                                           max_size=3)),
+    max_leaves=40)
 
-    from gpufleet.input.jsonfile import MAX_JSON_DEPTH, json_depth
 
-    def walk(text: str) -> int:
-        depth = deepest = 0
-        in_string = escaped = False
-        for ch in text:
-            if in_string:
-                escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
-            elif ch == '"':
-                in_string = True
-            elif ch in "[{":
-                depth += 1
-                deepest = max(deepest, depth)
-            elif ch in "]}":
-                depth -= 1
-        return deepest
+def _char_walk(text: str) -> int:
+    """The reference: brackets outside strings, one character at a time."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
-    rng = random.Random(7)
-    for _ in range(5000):
-        text = "".join(rng.choice('[]{}"\\a,:1') for _ in range(rng.randint(0, 60)))
-        assert min(json_depth(text)[0], MAX_JSON_DEPTH + 1) == \
-            min(walk(text), MAX_JSON_DEPTH + 1), text
-    deep = '{"a": "[[[", "b": ' + "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1) + "}"
-    depth, offset = json_depth(deep)
-    assert depth == MAX_JSON_DEPTH + 1 and deep[offset] == "[" and offset > deep.index("b")
+
+@settings(deadline=None, max_examples=500)
+@given(_json_values)
+def test_the_depth_of_a_parsed_value_agrees_with_a_character_walk(value: object) -> None:
+    """parse_json counts depth on the parsed value, level by level; the text's brackets
+    outside strings (which may hold brackets and escaped quotes) are the reference."""
+    from gpufleet.input.jsonfile import MAX_JSON_DEPTH, nesting
+
+    text = json.dumps(value)
+    assert nesting(value) == _char_walk(text)
+    assert nesting(value, limit=2) == min(_char_walk(text), 3)
+    assert nesting(json.loads(text)) <= MAX_JSON_DEPTH
+
+
+def test_json_nested_past_the_bound_is_refused_with_its_offset() -> None:
+    from gpufleet.input.jsonfile import MAX_JSON_DEPTH, JsonInputError, parse_json
+
+    n = MAX_JSON_DEPTH + 1
+    deep = '{"a": "[[[", "b": ' + "[" * n + "]" * n + "}"
+    with pytest.raises(JsonInputError, match=f"nested deeper than {MAX_JSON_DEPTH} levels "
+                                             r"\(at offset (\d+)\)") as e:
+        parse_json(deep.encode(), "x.json", "a stack export")
+    offset = int(str(e.value).split("at offset ")[1].split(")")[0])
+    assert deep[offset] == "[" and offset > deep.index("b")
+    ok = '{"b": ' + "[" * (n - 2) + "]" * (n - 2) + "}"  # exactly the bound: read
+    assert parse_json(ok.encode(), "x.json", "a stack export")["b"] is not None
+    # far past what the C parser recurses into: its own guard, the same message
+    with pytest.raises(JsonInputError, match="nested deeper than"):
+        parse_json(b"[" * 200_000 + b"]" * 200_000, "x.json", "a stack export")
+    with pytest.raises(JsonInputError, match="nested deeper than"):
+        parse_json(b'{"a": ' * 200_000, "x.json", "a stack export")

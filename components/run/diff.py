@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.diagnostics import Diagnostic
@@ -27,11 +27,10 @@ from gpufleet.review import (
     running_nodes,
 )
 
-from .. import program
 from ..sampling import sampling
-from . import harness, offline
-from .derive import NotDerivable, derive
-from .plan import offline_config
+
+if TYPE_CHECKING:
+    from .harness import RunResult
 
 
 def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: str | None,
@@ -41,14 +40,20 @@ def run_seeded(paths: Sequence[str], compiled: Compiled, state: State, profile: 
     and its new ones are sampled apart and the rest derived (``derive``)."""
     if not compiled.plans and not compiled.gateways:
         return []  # nothing to run: every fleet was skipped
+    # the Pulumi SDK only where something runs: an unchanged stack is compared without it
+    from .. import program
+    from . import harness, offline
+    from .derive import NotDerivable, derive
+    from .plan import offline_config
+
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     names = [urn.rsplit("::", 1)[-1] for urn in seed]
 
-    def once(sampled: bool) -> harness.RunResult:
+    def once(sampled: bool) -> RunResult:
         mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs,
                                     seed=seed)
 
-        def go() -> harness.RunResult:
+        def go() -> RunResult:
             return harness.run_program(lambda: program.main(compiled=compiled),
                                        offline_config(paths, profile, catalog_dir, compiled,
                                                       ssh_public_key), mocks,

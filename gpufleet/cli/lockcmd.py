@@ -81,15 +81,15 @@ def _relock(paths: list[str], path: str, upgrade: bool, names: Sequence[str], pr
     new = relock(result.inputs, compiled, lock, catalog, prune)
     for line in lock_report(new, upgrade):
         click.echo(line)
-    current = lock.exists and render_lock(new.fleets, new.gateways) == render_lock(
-        lock.fleets, lock.gateways)
+    text = render_lock(new.fleets, new.gateways)
+    current = lock.exists and text == render_lock(lock.fleets, lock.gateways)
     if check:
         if current:
             click.echo(f"{path} is up to date")
             return
         click.echo(f"{path} is out of date: run `gpufleet lock` and commit it", err=True)
         sys.exit(EXIT_INVALID)
-    if write_lock(path, new.fleets, new.gateways, force):
+    if write_lock(path, new.fleets, new.gateways, force, text):
         click.echo(f"wrote {path}: {len(new.fleets)} fleet(s), {len(new.gateways)} "
                    "gateway(s)")
     else:

@@ -4,6 +4,7 @@ cost) and `diff` (the YAML against a `pulumi stack export`)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -158,6 +159,9 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
         raise click.UsageError(f"--state: {e}") from None
     except StateError as e:
         raise click.ClickException(str(e)) from None
+    # the export lives as long as the command: out of the collector's sight (for a 100 MB
+    # export, its millions of objects would be walked again by every full collection)
+    gc.freeze()
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)

@@ -163,7 +163,8 @@ def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock
     selections: list[Selection] = []
     fleet_locks: dict[str, LockStatus] = {}
     for f in inputs.fleets:
-        sel, st, more = select_locked(f, catalog, inputs, prof, lock, again(f.name))
+        sel, st, more = select_locked(f, catalog, inputs, prof, lock, again(f.name),
+                                      alternatives=False)  # a plan builds the first
         selections.append(sel)
         fleet_locks[f.name] = st
         diags += more

@@ -135,22 +135,28 @@ def locked_offer(catalog: Catalog, e: LockEntry) -> tuple[Offer, bool]:
 
 
 def select_locked(fleet: FleetSpec, catalog: Catalog, inputs: Inputs,
-                  profile: ProfileSpec | None, lock: Lock | None, upgrade: bool = False
+                  profile: ProfileSpec | None, lock: Lock | None, upgrade: bool = False,
+                  alternatives: bool = True
                   ) -> tuple[Selection, LockStatus, list[Diagnostic]]:
     """Offers for ``fleet`` with the lock applied: the locked offer first while the fleet's
-    requirements are unchanged; otherwise the catalog's cheapest, marked as a new offer."""
+    requirements are unchanged; otherwise the catalog's cheapest, marked as a new offer.
+    Without ``alternatives`` (compiling: only the first offer is built) a current lock
+    entry is the whole selection and the catalog is not searched."""
     applied = apply_profile(fleet, profile)
     want = digest(fleet_requirements(applied, inputs))
-    sel = select(fleet, catalog, inputs, profile)
-    if lock is None:
-        return sel, LockStatus(UNLOCKED, want), []
     entry = entry_for(fleet.name, lock, fleet.previous_names)
+    current = lock is not None and entry is not None and not upgrade \
+        and entry.requirements == want
+    sel = select(fleet, catalog, inputs, profile) if alternatives or not current else None
+    if lock is None:
+        assert sel is not None
+        return sel, LockStatus(UNLOCKED, want), []
     if entry is None:
+        assert sel is not None
         return sel, LockStatus(NEW, want), []
-    if upgrade:
-        return sel, LockStatus(UPGRADED, want, entry), []
-    if entry.requirements != want:
-        return sel, LockStatus(CHANGED, want, entry), []
+    if upgrade or entry.requirements != want:
+        assert sel is not None
+        return sel, LockStatus(UPGRADED if upgrade else CHANGED, want, entry), []
     offer, listed = locked_offer(catalog, entry)
     diags = []
     if not listed:
@@ -159,9 +165,12 @@ def select_locked(fleet: FleetSpec, catalog: Catalog, inputs: Inputs,
             f"not in the {catalog.describe()}; keeping it - the cloud decides at `pulumi up`",
             "to move to an offer the catalog lists, run `gpufleet lock --upgrade --fleet "
             f"{fleet.name}`", Severity.WARNING))
+    status = LockStatus(LOCKED, want, entry)
+    if sel is None:
+        return Selection(applied, (offer,), profile=profile.name if profile else None), \
+            status, diags
     rest = tuple(o for o in sel.offers if offer_place(o) != offer_place(offer))
-    return (dataclasses.replace(sel, offers=(offer, *rest), error=None),
-            LockStatus(LOCKED, want, entry), diags)
+    return dataclasses.replace(sel, offers=(offer, *rest), error=None), status, diags
 
 
 def gateway_status(gw: GatewaySpec, lock: Lock | None, upgrade: bool = False) -> LockStatus:
@@ -265,10 +274,12 @@ LOCK_MARKER = LOCK_HEADER.splitlines()[0]
 
 
 def write_lock(path: str | os.PathLike[str], fleets: Mapping[str, LockEntry],
-               gateways: Mapping[str, LockEntry], force: bool = False) -> bool:
+               gateways: Mapping[str, LockEntry], force: bool = False,
+               rendered: str | None = None) -> bool:
     """Write the lock atomically; False (nothing written) when the bytes would not change.
-    A file there that `gpufleet lock` did not write is replaced only with ``force``."""
-    text = render_lock(fleets, gateways)
+    A file there that `gpufleet lock` did not write is replaced only with ``force``.
+    ``rendered``: ``render_lock(fleets, gateways)``, where the caller has it already."""
+    text = render_lock(fleets, gateways) if rendered is None else rendered
     p = Path(path)
     check_file(str(p), LOCK_MARKER, force)
     if p.is_file() and p.read_text("utf-8") == text:
