@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine; each creates .venv on first use.
 #   make plan   - the main job on the bundled examples (installs the runtime only)
-#   make test   - lint, type-check and the test suite (what CI runs; adds the test tools and
-#                 the dstack oracle)
+#   make test   - lint, type-check and the test suite, one worker per core (what CI runs;
+#                 adds the test tools and the dstack oracle)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -38,4 +38,4 @@ plan: venv
 test: test-venv oracle
 	$(BIN)/ruff check gpufleet components policy tests bench scripts
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto

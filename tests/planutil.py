@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,31 @@ def plan_files(files: Sequence[str | Path], stack: str = "dev",
                                  synced=synced)
     assert report is not None, diags
     return report
+
+
+@cache
+def examples_report() -> PlanReport:
+    """The bundled examples' plan, run once per test process (a frozen report: tests read
+    it, none changes it; the examples folder is never written by a test)."""
+    return plan_files([EXAMPLES])
+
+
+@cache
+def _examples_json() -> str:
+    from click.testing import CliRunner
+
+    from gpufleet.cli import cli
+
+    r = CliRunner().invoke(cli, ["plan", "--format", "json", str(EXAMPLES)])
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
+
+
+def examples_plan_json() -> dict[str, Any]:
+    """`gpufleet plan --format json examples/`, run once per test process; a fresh copy for
+    each caller."""
+    data: dict[str, Any] = json.loads(_examples_json())
+    return data
 
 
 def write(tmp: Path, name: str, text: str) -> str:

@@ -25,7 +25,7 @@ from gpufleet.review import BILLED_AS, PlanReport, owner_map
 from gpufleet.views.plan import render_plan_text
 from gpufleet.views.tree import tree
 
-from planutil import EXAMPLES, TEST_KEY, plan_files, write
+from planutil import EXAMPLES, TEST_KEY, examples_plan_json, examples_report, plan_files, write
 
 ROOT = Path(__file__).resolve().parent.parent
 ARN = "arn:aws:acm:eu-west-1:123456789012:certificate/abc"
@@ -76,7 +76,7 @@ def _check_every_billable_resource_is_priced(report: PlanReport) -> None:
 
 
 def test_every_billable_resource_of_the_examples_has_a_priced_line() -> None:
-    report = plan_files([EXAMPLES])
+    report = examples_report()
     _check_every_billable_resource_is_priced(report)
     # every type the examples create is either billed or known to be free
     unknown = {r["type"] for r in report.resources
@@ -158,7 +158,7 @@ def test_a_gateway_alone_costs_its_instance_address_and_disk(tmp_path: Path) -> 
 
 
 def test_a_fleet_with_no_nodes_costs_its_nat_bastion_and_addresses() -> None:
-    report = plan_files([EXAMPLES])
+    report = examples_report()
     bill = report.bills["dev-l4"]
     plan = next(f for f in report.fleets if f.name == "dev-l4")
     assert plan.nodes == 0 and bill.part("nodes") == 0
@@ -175,8 +175,7 @@ def test_the_lock_keeps_the_overhead_and_the_cost_guard_counts_it(tmp_path: Path
     assert text.count("overhead:") == 8  # 5 fleets, 3 gateways
     r = CliRunner().invoke(cli, ["lock", "--check", str(EXAMPLES)])
     assert r.exit_code == 0, r.output
-    data = json.loads(CliRunner().invoke(cli, ["plan", "--format", "json", str(EXAMPLES)]
-                                         ).stdout)
+    data = examples_plan_json()
     costs, total = data["costs"], data["summary"]["total_per_hour"]
     assert costs["after_per_hour"] == pytest.approx(total, abs=1e-3)
     assert costs["before_per_hour"] == 0  # a plan starts from an empty stack

@@ -22,7 +22,7 @@ from gpufleet.live import NetworkNeed, network_needs
 from gpufleet.live.preflight import PreflightReport, check_network
 from gpufleet.review import network_counts
 
-from planutil import EXAMPLES, TEST_KEY, plan_files, write
+from planutil import TEST_KEY, examples_report, plan_files, write
 
 AWS_FLEET = ("type: fleet\nname: {name}\nnodes: 1\nbackends: [aws]\nregions: [us-east-1]\n"
              "resources:\n  gpu: L4\n")
@@ -36,7 +36,7 @@ def _quota(backend: str, name: str) -> Any:
 
 
 def test_the_plan_counts_every_quota_per_region_and_project() -> None:
-    report = plan_files([EXAMPLES])
+    report = examples_report()
     counts = {(c.backend, c.quota.name, c.scope, c.region): c.count
               for c in network_counts(report.resources)}
     # aws: h100-train and dev-l4 each make a VPC; gateway gw-aws one more (us-east-1)

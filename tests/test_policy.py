@@ -4,12 +4,10 @@ argument types, the offline runner over the examples (0 violations) and over ins
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from pulumi_policy import (
     EnforcementLevel,
     PolicyCustomTimeouts,
@@ -18,13 +16,13 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from gpufleet.cli import cli, main
+from gpufleet.cli import main
 from gpufleet.components.run.policy import run_policies
 from gpufleet.input.validate import validate_paths
 from gpufleet.policy.rules import RULES, resource_policies
 from gpufleet.views import rules_table
 
-from planutil import EXAMPLES, TEST_KEY, write
+from planutil import EXAMPLES, TEST_KEY, examples_plan_json, write
 
 URN = "urn:pulumi:dev::gpufleet::gpufleet:aws:Fleet$aws:ec2/securityGroup:SecurityGroup::f-sg"
 FLEET_TAGS = {"managed-by": "gpufleet", "gpufleet-fleet": "f"}
@@ -159,9 +157,7 @@ def test_the_pack_wraps_every_rule_as_a_resource_validation_policy() -> None:
 
 
 def test_every_example_plans_with_no_violation(tmp_path: Path) -> None:
-    r = CliRunner().invoke(cli, ["plan", "--format", "json", str(EXAMPLES)])
-    assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["policy"] == []
+    assert examples_plan_json()["policy"] == []
 
 
 def test_insecure_backends_fire_and_are_traced_to_the_yaml(
