@@ -5,7 +5,7 @@ Uses the strategies of tests/test_fuzz.py (type confusion on every key, odd gram
 YAML tags, anchors and merges, byte mutations of the valid corpus). The issue's bar: no
 internal error (exit 3), no signal, no input over 2 s or 200 MB.
 
-    python bench/fuzz.py [--examples 5000] [--seed 1]
+    python bench/fuzz.py [--examples 5000] [--seed 1] [--smoke]
 """
 
 from __future__ import annotations
@@ -25,7 +25,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true",
+                    help="20 inputs: proves the benchmark still runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.examples = 20
     import contextlib
     import io
 

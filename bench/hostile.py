@@ -5,7 +5,7 @@ Classes: nccl-tests logs with unreadable fields or several runs (never a pass), 
 exports (random JSON and mutated real exports: never an internal error), and alias / merge
 bombs (each validated in its own process: time and peak memory of that process).
 
-    python bench/hostile.py [--examples 2000] [--bombs 200] [--seed 1]
+    python bench/hostile.py [--examples 2000] [--bombs 200] [--seed 1] [--smoke]
 """
 
 from __future__ import annotations
@@ -130,7 +130,11 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=2000)
     ap.add_argument("--bombs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few inputs of each kind: proves the benchmark still runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.examples, args.bombs = 8, 4
     rnd = random.Random(args.seed)
     logs(args.examples, rnd)
     exports(args.examples // 4, rnd)

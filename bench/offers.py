@@ -4,7 +4,7 @@ Prints the median time to select offers for each example fleet, and for a genera
 100 fleets (mixed GPUs, backends, spot policies). The catalog is loaded once, as a CLI run
 does; its load time is printed separately. Target (offers issue): <= 20 ms per fleet, median.
 
-    python bench/offers.py [--rounds 20]
+    python bench/offers.py [--rounds 20] [--smoke]
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ def time_fleets(paths: list[str], rounds: int) -> list[tuple[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true",
+                    help="one round: proves the benchmark still runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
     _load_dir.cache_clear()
     t = time.perf_counter()
     cat = load_catalog()

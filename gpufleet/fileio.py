@@ -18,8 +18,9 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 STDOUT = "-"
 MARKER_BYTES = 4096  # how much of an existing file is read to find the marker
@@ -117,6 +118,32 @@ def write_text(path: str, text: str, marker: str | None = None, force: bool = Fa
     write_atomically(path, text)
 
 
+def write_chunks(path: str, chunks: Iterable[str], marker: str | None = None,
+                 force: bool = False) -> None:
+    """``write_text`` for a text made in pieces, written as they come: to standard output for
+    `-`, else atomically (a failure part-way leaves the target as it was)."""
+    check_file(path, marker, force)
+    if path == STDOUT:
+        _stream(chunks, sys.stdout.write)
+        sys.stdout.flush()
+    elif os.path.lexists(path) and stat.S_ISCHR(os.lstat(path).st_mode):
+        with open(path, "w", encoding="utf-8") as tty:
+            _stream(chunks, tty.write)
+    else:
+        _atomically(path, lambda fh: _stream(chunks, lambda s: fh.write(s.encode("utf-8"))))
+
+
+def _stream(chunks: Iterable[str], write: Callable[[str], object]) -> None:
+    """Each chunk written, and a final newline unless the text ends with one."""
+    last = ""
+    for chunk in chunks:
+        if chunk:
+            write(chunk)
+            last = chunk
+    if not last.endswith("\n"):
+        write("\n")
+
+
 def write_bytes(path: str, data: bytes, marker: str, force: bool = False) -> None:
     """Write a binary file (a PNG or SVG plot) whose first bytes carry ``marker`` (a PNG text
     chunk, SVG metadata), checked and replaced like the text files: a file gpufleet wrote is
@@ -130,13 +157,20 @@ def write_bytes(path: str, data: bytes, marker: str, force: bool = False) -> Non
 def write_atomically(path: str, text: str | bytes) -> None:
     """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, then
     rename. An existing file keeps its permission bits. Callers check the target first."""
+    data = text if isinstance(text, bytes) else \
+        (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    _atomically(path, lambda fh: fh.write(data))
+
+
+def _atomically(path: str, fill: Callable[[BinaryIO], object]) -> None:
+    """A temporary file in ``path``'s folder, filled, given the target's permission bits (or
+    the umask's) and renamed over it; removed if anything fails."""
     folder = os.path.dirname(os.path.abspath(path))
     mode = stat.S_IMODE(os.lstat(path).st_mode) if os.path.isfile(path) else None
     fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text if isinstance(text, bytes) else
-                     (text if text.endswith("\n") else text + "\n").encode("utf-8"))
+            fill(fh)
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
 
 from gpufleet.diagnostics import Diagnostic, render_folded, render_json, render_text
-from gpufleet.fileio import STDOUT, check_file, write_text
+from gpufleet.fileio import STDOUT, check_file, write_chunks
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CHANGES = 7  # mirrors `pulumi preview --expect-no-changes`
@@ -156,13 +156,13 @@ def check_out(out: str | None) -> None:
         check_file(out)
 
 
-def write_or_print(text: str, out: str | None, what: str) -> None:
-    """``text`` to ``out`` (atomically) or to standard output."""
+def write_or_print(text: str | Iterable[str], out: str | None, what: str) -> None:
+    """``text`` (or its pieces, written as they come) to ``out`` (atomically) or to
+    standard output."""
+    chunks = (text,) if isinstance(text, str) else text
+    write_chunks(out if out else STDOUT, chunks)
     if out and out != STDOUT:
-        write_text(out, text)
         click.echo(f"{what} written to {out}", err=True)
-    else:
-        click.echo(text)
 
 
 def finish_report(report: Any, note: str, fmt: str, out: str | None) -> None:

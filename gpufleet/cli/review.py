@@ -78,7 +78,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     from gpufleet.components.run.plan import build_report
     from gpufleet.components.run.policy import PolicyConfigError, load_levels
     from gpufleet.review import cost_violations
-    from gpufleet.views import render_plan
+    from gpufleet.views import plan_chunks
 
     check_out(out)
     result = validated_or_exit(paths, fmt, profile)
@@ -102,7 +102,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     if diags:  # warnings: said once on standard error, and in the report in every format
         click.echo(render_folded(diags, result.sources), err=True)
         report = dataclasses.replace(report, diagnostics=tuple(diags))
-    write_or_print(render_plan(report, fmt, expand), out, "plan")
+    write_or_print(plan_chunks(report, fmt, expand), out, "plan")
     failures = [f"policy: {v.where}: {v.rule}: {v.message}" for v in report.violations
                 if v.level == "mandatory" and policy_mode == "mandatory"]
     if report.costs is not None:

@@ -1,0 +1,141 @@
+"""Every benchmark, one after the other, and one table of their headline figures.
+
+    python bench/run_all.py            # full sizes: about 5 minutes on 2 cores
+    python bench/run_all.py --smoke    # tiny sizes, no target judged (what CI runs)
+
+Each benchmark is its own script (see bench/README.md for what each compares against); this
+runs each in a fresh process, reads the figures it prints with the patterns in BENCHES (the
+test suite runs every script in --smoke mode and checks the same patterns, so neither the
+scripts nor this table can rot unnoticed), and prints one row per figure with its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure: the pattern that reads it from the script's output (its first
+    group is the number), how it is shown, and the target it is judged against."""
+
+    label: str
+    pattern: str
+    unit: str
+    target: str
+    met: Callable[[float], bool]
+
+
+@dataclass(frozen=True)
+class Bench:
+    script: str
+    compares: str
+    figures: tuple[Figure, ...]
+
+
+BENCHES = (
+    Bench("startup.py", "a bare `python -c pass`", (
+        Figure("plan examples/, whole process", r"gpufleet plan examples/\s+([\d.]+) s", "s",
+               "<= 2 s", lambda v: v <= 2.0),
+        Figure("validate examples/, whole process",
+               r"gpufleet validate examples/\s+([\d.]+) s", "s", "-", lambda v: True),
+    )),
+    Bench("validate.py", "check-jsonschema on the same 200 files", (
+        Figure("validate / check-jsonschema", r"ratio gpufleet/check-jsonschema: ([\d.]+)",
+               "x", "<= 0.30", lambda v: v <= 0.30),
+    )),
+    Bench("plan.py", "the bare Pulumi SDK registering the same resources", (
+        Figure("plan / SDK floor, 1,000 nodes", r"ratio at [\d,]+ nodes: ([\d.]+)x", "x",
+               "< 0.20", lambda v: v < 0.20),
+        Figure("16,000-node fleet, whole process", r"whole process: ([\d.]+) s, peak", "s",
+               "<= 10 s", lambda v: v <= 10.0),
+        Figure("16,000-node fleet, peak RSS", r"whole process: [\d.]+ s, peak RSS (\d+) MB",
+               "MB", "<= 400 MB", lambda v: v <= 400),
+    )),
+    Bench("diff.py", "itself: unchanged, one fleet changed, --full (20 fleets, 5,000 "
+          "resources)", (
+        Figure("diff, unchanged YAML", r"unchanged YAML:\s+([\d.]+) s", "s", "<= 2 s",
+               lambda v: v <= 2.0),
+        Figure("diff, one fleet changed", r"fleet\(s\) changed:\s+([\d.]+) s", "s", "<= 5 s",
+               lambda v: v <= 5.0),
+        Figure("diff, --full", r"--full:\s+([\d.]+) s", "s", "-", lambda v: True),
+    )),
+    Bench("lock.py", "`gpufleet lock` writing the lock from scratch", (
+        Figure("lock re-run / fresh", r"ratio re-run/fresh: ([\d.]+)", "x", "<= 1.00",
+               lambda v: v <= 1.0),
+    )),
+    Bench("offers.py", "its own target per fleet", (
+        Figure("offer selection, median per fleet", r"100-fleet file: median ([\d.]+) ms",
+               "ms", "<= 20 ms", lambda v: v <= 20.0),
+    )),
+    Bench("fuzz.py", "no internal error, no input over 2 s", (
+        Figure("fuzz internal errors", r"internal errors \(exit 3\): (\d+)", "", "0",
+               lambda v: v == 0),
+        Figure("fuzz slowest input", r"slowest input: ([\d.]+) s", "s", "<= 2 s",
+               lambda v: v <= 2.0),
+    )),
+    Bench("hostile.py", "no pass on bad evidence, no internal error, bounded bombs", (
+        Figure("alias bomb, worst process", r"worst ([\d.]+) s and \d+ MB", "s", "<= 2 s",
+               lambda v: v <= 2.0),
+        Figure("alias bomb, worst memory", r"worst [\d.]+ s and (\d+) MB", "MB", "<= 200 MB",
+               lambda v: v <= 200),
+    )),
+)
+
+
+def run(bench: Bench, smoke: bool) -> tuple[str, float]:
+    """The script's output (it must exit 0) and how long it took."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(BENCH / bench.script),
+                           *(["--smoke"] if smoke else [])], capture_output=True, text=True,
+                          check=False)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"bench/{bench.script} failed ({done.returncode}):\n"
+                         f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done.stdout, took
+
+
+def read(figure: Figure, output: str) -> float:
+    found = re.search(figure.pattern, output)
+    if found is None:
+        raise SystemExit(f"no figure '{figure.label}' in the output (pattern "
+                         f"{figure.pattern!r}):\n{output[-2000:]}")
+    return float(found.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes; the figures are shown but no target is judged")
+    args = ap.parse_args()
+    rows = []
+    for bench in BENCHES:
+        output, took = run(bench, args.smoke)
+        print(f"bench/{bench.script}: {took:.0f} s", file=sys.stderr)
+        for fig in bench.figures:
+            value = read(fig, output)
+            verdict = "-" if args.smoke or fig.target == "-" else \
+                ("met" if fig.met(value) else "NOT MET")
+            rows.append((fig.label, f"{value:g} {fig.unit}".strip(), fig.target, verdict,
+                         bench.script))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    head = ("figure", "measured", "target", "verdict", "script")
+    widths = [max(w, len(h)) for w, h in zip(widths, head, strict=True)]
+    for row in (head, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if args.smoke:
+        print("(smoke sizes: the figures prove the scripts run, they measure nothing)")
+
+
+if __name__ == "__main__":
+    main()
