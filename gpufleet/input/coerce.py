@@ -60,6 +60,12 @@ def _convert(value: Any, types: Iterable[str]) -> Any:
     return _UNSET
 
 
+def schema_of(err: Any) -> dict[str, Any]:
+    """The subschema an error comes from; a boolean schema (`false`: nothing is valid
+    there) has no keywords."""
+    return err.schema if isinstance(err.schema, dict) else {}
+
+
 def _wanted_types(err: Any) -> list[str]:
     if err.validator == "type":
         return _as_list(err.validator_value)
@@ -92,7 +98,7 @@ def coerce(doc: Document, kind: str) -> tuple[list[Diagnostic], list[Any]]:
         errors = [e for top in tops for e in _convertible(top)]
         for err in errors:
             path = tuple(err.absolute_path)
-            if err.schema.get("x-coerce") is False or path in done:
+            if schema_of(err).get("x-coerce") is False or path in done:
                 continue
             new = _convert(err.instance, _wanted_types(err))
             if new is _UNSET or not path or not _set(doc.data, path, new):

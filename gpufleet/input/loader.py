@@ -269,7 +269,8 @@ class _Builder:
         ctor = self._scalars.yaml_constructors[node.tag]
         try:
             value = ctor(self._scalars, node)
-        except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as e:
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError,
+                yaml.YAMLError) as e:  # IndexError: an empty `!!int`
             kind = node.tag.rsplit(":", 1)[-1]
             shown = node.value if len(node.value) <= 40 else node.value[:40] + "..."
             raise self.fail(node, L009, f"{_where(path)}: cannot read {shown!r} as {kind}",

@@ -28,7 +28,14 @@ from gpufleet.codes import (
     S010,
 )
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity, did_you_mean
-from gpufleet.input.coerce import _as_list, _not_finite, _where, coerce, narrow_backends
+from gpufleet.input.coerce import (
+    _as_list,
+    _not_finite,
+    _where,
+    coerce,
+    narrow_backends,
+    schema_of,
+)
 from gpufleet.input.loader import Document
 from gpufleet.input.schema_files import validator
 from gpufleet.input.spec import DSTACK_BACKENDS, SETTINGS_KEYS
@@ -159,7 +166,7 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
 
 
 def _unknown_keys(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
-    allowed = list(err.schema.get("properties", {}))
+    allowed = list(schema_of(err).get("properties", {}))
     unknown = [key for key in err.instance if key not in allowed]
     for key in unknown:
         c.bad.add((*path, key))
@@ -223,14 +230,18 @@ def _value_error(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
     elif v in _BOUND_WORDS:
         c.diagnostics.append(doc.at_value(
             path, S006, f"Input should be {_BOUND_WORDS[v]} {err.validator_value}",
-            hint=err.schema.get("x-hint") or f"check `{_where(path, kind)}`"))
+            hint=schema_of(err).get("x-hint") or f"check `{_where(path, kind)}`"))
     elif v == "minLength":
         c.diagnostics.append(doc.at_value(path, S006, f"{_where(path, kind)} must not be empty"))
     elif v == "maxItems":
         c.diagnostics.append(doc.at_value(
             path, S006, f"{_where(path, kind)} takes at most {err.validator_value} item(s)"))
-    elif v == "False" or err.validator_value is False:
-        c.diagnostics.append(doc.at_key(path, S001, f"'{path[-1]}' is not allowed here"))
+    elif v == "not" and err.validator_value == {} and path:  # a key another one excludes
+        c.diagnostics.append(doc.at_key(path, S001, f"'{path[-1]}' is not allowed here",
+                                        hint=schema_of(err).get("x-hint")))
+    elif err.schema is False:  # jsonschema puts no key in the path of a `false` schema
+        c.diagnostics.append(doc.at_value(path, S001, f"{_where(path, kind)}: a key is not "
+                                          "allowed here", hint=f"check `{_where(path, kind)}`"))
     else:
         c.diagnostics.append(doc.at_value(path, S007, f"{_where(path, kind)}: {err.message}"))
 
@@ -257,8 +268,8 @@ def _choice_error(c: Checked, path: KeyPath, context: Iterable[Any], instance: A
     for e in context:
         if e.validator == "const":
             words.append(f"'{e.validator_value}'")
-        elif e.validator == "minimum" or (e.validator == "type" and "minimum" in e.schema):
-            words.append(f"a whole number of at least {e.schema.get('minimum')}")
+        elif e.validator == "minimum" or (e.validator == "type" and "minimum" in schema_of(e)):
+            words.append(f"a whole number of at least {schema_of(e).get('minimum')}")
         elif e.validator == "type":
             words += [_TYPE_NAMES.get(t, t) for t in _as_list(e.validator_value)]
     unique = list(dict.fromkeys(words))

@@ -81,6 +81,16 @@ def _public_key(ctx: Ctx, path: KeyPath, value: str) -> tuple[str | None, str | 
     return text, source
 
 
+def _by_name(c: Checked, key: str) -> dict[str, dict[str, Any]]:
+    """The settings by fleet (or gateway) name the schema let through (a list or a number
+    where a mapping belongs is reported by the schema pass, and left out here)."""
+    value = c.doc.data.get(key) if isinstance(c.doc.data, dict) else None
+    if not isinstance(value, dict) or not c.ok_above((key,)):
+        return {}
+    return {str(k): dict(v) for k, v in value.items()
+            if isinstance(v, dict) and c.ok((key, k))}
+
+
 def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], AccessSpec,
                                         NameSettings]:
     """The backend entries, the diagnostics, the file's top-level `access`, and the
@@ -89,10 +99,7 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
     out: list[BackendConfig] = []
     if not c.ok_above(("backends",)):
         return out, ctx.diags, NO_ACCESS, NameSettings()
-    gateways = {str(k): dict(v) for k, v in (ctx.data().get("gateways") or {}).items()
-                if c.ok(("gateways", k))}
-    fleets = {str(k): dict(v) for k, v in (ctx.data().get("fleets") or {}).items()
-              if c.ok(("fleets", k))}
+    gateways, fleets = _by_name(c, "gateways"), _by_name(c, "fleets")
     names = NameSettings(
         fleets, gateways,
         {name: _entry_origin(c, ("gateways", name), entry) for name, entry in gateways.items()},

@@ -86,8 +86,9 @@ def check_fleet(c: Checked, declared_groups: frozenset[str] = frozenset()
     idle = ctx.parse("idle_duration", parse_idle_duration, F003)
     tags = tags_of(ctx, (), d)
     _fleet_rules(ctx, declared_groups)
-    check_name_budget(ctx, d.get("name"), ("fleet",),
-                      strs(d.get("backends")) or SUPPORTED_BACKENDS, F023, "fleet")
+    named = strs(d.get("backends")) if c.ok(("backends",)) else None
+    check_name_budget(ctx, d.get("name"), ("fleet",), named or SUPPORTED_BACKENDS, F023,
+                      "fleet")
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
     spec = FleetSpec(
