@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measured import run_measured
 
 FLEET = {
     "gcp": ("placement: cluster\nbackends: [gcp]\nspot_policy: auto\nresources:\n"
@@ -44,19 +45,14 @@ def measure(folder: Path, export_file: Path, full: bool = False) -> dict[str, ob
     cmd = [sys.executable, "-m", "gpufleet", "diff", str(folder), "--state",
            str(export_file), "--locked", "--format", "json"] + (["--full"] if full else [])
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=ENV)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        m = run_measured(cmd, stdout=out, stderr=err, env=ENV)
         out.seek(0)
         err.seek(0)
-        if proc.returncode not in (0, 7):  # 7: changes found
-            raise SystemExit(f"the measured run failed ({proc.returncode}):\n"
-                             f"{err.read().decode()}")
+        if m.code not in (0, 7):  # 7: changes found
+            raise SystemExit(f"the measured run failed ({m.code}):\n{err.read().decode()}")
         report = json.loads(out.read())
     notes = report["notes"]
-    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024,
+    return {"seconds": m.seconds, "peak_rss_mb": m.peak_mb,
             "counts": report["summary"], "ran": sum(": run (" in n for n in notes),
             "resources": sum(report["summary"].values())}
 

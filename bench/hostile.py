@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from measured import run_measured
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -82,7 +83,7 @@ def exports(n: int, rnd: random.Random) -> None:
 
 def bombs(n: int, rnd: random.Random) -> None:
     folder = Path(tempfile.mkdtemp())
-    worst_time, worst_rss = 0.0, 0
+    worst_time, worst_rss = 0.0, 0.0
     codes: Counter[int] = Counter()
     for k in range(n):
         levels, width, merge = rnd.randint(2, 12), rnd.randint(5, 200), rnd.random() < 0.5
@@ -96,16 +97,14 @@ def bombs(n: int, rnd: random.Random) -> None:
                       for i in range(1, levels + 1)]
         path = folder / f"bomb{k}.yml"
         path.write_text("\n".join(lines) + "\n")
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "gpufleet", "validate", str(path)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        worst_time = max(worst_time, time.perf_counter() - start)
-        worst_rss = max(worst_rss, usage.ru_maxrss)
-        codes[os.waitstatus_to_exitcode(status)] += 1
+        m = run_measured([sys.executable, "-m", "gpufleet", "validate", str(path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worst_time = max(worst_time, m.seconds)
+        worst_rss = max(worst_rss, m.peak_mb)
+        codes[m.code] += 1
     print(f"bombs:   {n} alias/merge bombs, each in its own process: exit codes "
           f"{dict(sorted(codes.items()))}, worst {worst_time:.2f} s and "
-          f"{worst_rss / 1024:.0f} MB (the whole process, Python included)")
+          f"{worst_rss:.0f} MB (the whole process, Python included)")
 
 
 def plain() -> None:
@@ -116,13 +115,10 @@ def plain() -> None:
         path = folder / f"plain-{mb}.yml"
         path.write_text("type: fleet\nname: big\nnodes: 1\ntags:\n" + "".join(
             f"  key{i:07d}: value\n" for i in range(keys))[:int(mb * 1e6)])
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "gpufleet", "validate", str(path)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        print(f"plain:   {path.stat().st_size / 1e6:.1f} MB of plain YAML: exit "
-              f"{os.waitstatus_to_exitcode(status)} in {time.perf_counter() - start:.2f} s, "
-              f"{usage.ru_maxrss / 1024:.0f} MB (the whole process)")
+        m = run_measured([sys.executable, "-m", "gpufleet", "validate", str(path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(f"plain:   {path.stat().st_size / 1e6:.1f} MB of plain YAML: exit {m.code} in "
+              f"{m.seconds:.2f} s, {m.peak_mb:.0f} MB (the whole process)")
 
 
 def main() -> None:

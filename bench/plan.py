@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measured import run_measured
+
 # Shapes that scale to 5,000 nodes: GCP A4 (10 NICs per node) in a cluster; AWS g6e (one
 # ENA; 5,000 p5 nodes x 32 interfaces would not fit one subnet, which plan refuses); Azure
 # plain VMs (a scale set is one resource whatever its size, and caps at 300 nodes).
@@ -98,17 +100,14 @@ def big(folder: Path, nodes: int) -> dict[str, Any]:
     (path / "backends.yml").write_text("access:\n  ssh_public_key: ssh-ed25519 AAAAbench bench\n"
                                        "backends:\n  - type: aws\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([sys.executable, "-m", "gpufleet", "plan", "--format", "json",
-                                 str(path)], stdout=out, stderr=subprocess.DEVNULL, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) != 0:
+        m = run_measured([sys.executable, "-m", "gpufleet", "plan", "--format", "json",
+                          str(path)], stdout=out, stderr=subprocess.DEVNULL, env=env)
+        if m.code != 0:
             raise SystemExit(f"gpufleet plan of {nodes} nodes failed")
         out.seek(0)
         resources = len(json.loads(out.read())["resources"])
-    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024, "resources": resources}
+    return {"seconds": m.seconds, "peak_rss_mb": m.peak_mb, "resources": resources}
 
 
 def _snake(name: str) -> str:

@@ -370,3 +370,27 @@ def test_json_nested_past_the_bound_is_refused_with_its_offset() -> None:
         parse_json(b"[" * 200_000 + b"]" * 200_000, "x.json", "a stack export")
     with pytest.raises(JsonInputError, match="nested deeper than"):
         parse_json(b'{"a": ' * 200_000, "x.json", "a stack export")
+
+
+def test_a_malformed_secret_is_refused_however_its_key_is_spelt(
+        real_export: dict[str, Any]) -> None:
+    """The walk over every value that checks each secret runs unless the text cannot hold
+    the signature at all; a key spelt with JSON escapes still counts."""
+    from gpufleet.review import StateError, parse_export
+    from gpufleet.review.state import SECRET_SIG, may_hold_secrets
+
+    data = copy.deepcopy(real_export)
+    resources = data["deployment"]["resources"]
+    i = next(i for i, r in enumerate(resources) if r.get("outputs"))
+    good = json.dumps(data).replace("<", "\\u003c")  # as Go writes `<`, `>`, `&`
+    assert not may_hold_secrets(good.encode()) and parse_export(good).resources
+    resources[i]["outputs"]["leak"] = {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270"}
+    plain = json.dumps(data)
+    escaped = plain.replace(SECRET_SIG, "\\u0034" + SECRET_SIG[1:4] + "\\u0066"
+                            + SECRET_SIG[5:])  # "4" and "f" as escapes
+    assert SECRET_SIG not in escaped and json.loads(escaped) == data
+    for text in (plain, escaped):
+        assert may_hold_secrets(text.encode())
+        with pytest.raises(StateError, match=f"resource #{i} is malformed \\(a secret in "
+                                             "outputs\\)"):
+            parse_export(text)

@@ -5,6 +5,7 @@ Only the fields the offline diff needs are kept; secrets stay opaque.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,10 +71,24 @@ def parse_export(text: str | bytes, source: str = "export") -> State:
     except JsonInputError as e:
         raise StateError(f"{NOT_EXPORT}: {e}; write it with `pulumi stack export --file "
                          "FILE`") from None
-    return export_from_data(data, source)
+    return export_from_data(data, source, secrets=may_hold_secrets(raw))
 
 
-def export_from_data(data: Any, source: str) -> State:
+# A JSON escape of a character of the secret signature (digits and a-f): with none in the
+# text, no key can decode to the signature unless the text holds it as it is.
+_SIG_ESCAPE = re.compile(rb"\\u00(?:3[0-9]|6[1-6])")
+
+
+def may_hold_secrets(raw: bytes) -> bool:
+    """False when no object of this JSON text can have the secret signature as a key: it
+    appears nowhere, not even spelt with escapes (a C-speed search; the walk that checks
+    each secret's shape then has nothing to find, a tenth of a second on 100 MB)."""
+    return SECRET_SIG.encode("ascii") in raw or _SIG_ESCAPE.search(raw) is not None
+
+
+def export_from_data(data: Any, source: str, secrets: bool = True) -> State:
+    """``secrets``: False where the text is known to hold no secret (``may_hold_secrets``),
+    which spares the walk over every value."""
     def bad(why: str) -> StateError:
         return StateError(f"{source}: {NOT_EXPORT}: {why}; export the stack again with "
                           "`pulumi stack export --file FILE`")
@@ -98,7 +113,7 @@ def export_from_data(data: Any, source: str) -> State:
         raise bad("`deployment.resources` is not a list")
     if not isinstance(pending, list):
         raise bad("`deployment.pending_operations` is not a list")
-    resources = tuple(_resource(i, r, bad) for i, r in enumerate(entries))
+    resources = tuple(_resource(i, r, bad, secrets) for i, r in enumerate(entries))
     stack, project = "", ""
     root = next((r for r in resources if r.type == STACK_TYPE), None) or \
         (resources[0] if resources else None)
@@ -108,7 +123,8 @@ def export_from_data(data: Any, source: str) -> State:
     return State(resources, int(version), stack, project, len(pending))
 
 
-def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource:
+def _resource(i: int, r: Any, bad: Callable[[str], StateError], secrets: bool = True
+              ) -> StateResource:
     if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
             or not isinstance(r.get("type"), str):
         raise bad(f"resource #{i} has no urn or type")
@@ -121,7 +137,7 @@ def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource
     for key in ("dependencies", "ignoreChanges"):
         if isinstance(r.get(key), list) and not all(isinstance(u, str) for u in r[key]):
             wrong.append(key)
-    for key in ("inputs", "outputs"):
+    for key in ("inputs", "outputs") if secrets else ():
         if isinstance(r.get(key), dict) and not _secrets_ok(r[key]):
             wrong.append(f"a secret in {key}")
     if wrong or str(r["urn"]).count("::") < 3:

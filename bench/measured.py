@@ -1,0 +1,47 @@
+"""A command's wall time and its own peak memory, for the benchmarks.
+
+Linux counts in a process's peak RSS the memory of the process it was forked from, up to
+the exec: a child started by a benchmark that holds a 400 MB export in memory reports
+400 MB whatever it used itself. So the command is started by a small launcher process
+(about 10 MB), and the launcher's wait4 reads the command's peak.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+proc = subprocess.Popen(cmd)
+_, status, usage = os.wait4(proc.pid, 0)
+seconds = time.perf_counter() - start
+with open(out, "w") as fh:
+    json.dump({"code": os.waitstatus_to_exitcode(status), "seconds": seconds,
+               "peak_mb": usage.ru_maxrss / 1024}, fh)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    code: int
+    seconds: float
+    peak_mb: float
+
+
+def run_measured(cmd: list[str], stdout: IO[Any] | int | None = None,
+                 stderr: IO[Any] | int | None = None,
+                 env: dict[str, str] | None = None, cwd: str | Path | None = None) -> Measured:
+    """Run ``cmd`` (its output to ``stdout``/``stderr``) and measure it."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as result:
+        subprocess.run([sys.executable, "-c", _LAUNCHER, result.name, *cmd], stdout=stdout,
+                       stderr=stderr, env=env, cwd=cwd, check=True)
+        data = json.loads(Path(result.name).read_text())
+    return Measured(int(data["code"]), float(data["seconds"]), float(data["peak_mb"]))
