@@ -115,3 +115,28 @@ def test_a_derived_diff_is_byte_identical_to_a_full_one(tmp_path: Path, kind: st
     full = run_diff.run_seeded(new, compiled, state, None, None, sample=False)
     derived = run_diff.run_seeded(new, compiled, state, None, None)
     assert json.dumps(derived, sort_keys=True) == json.dumps(full, sort_keys=True)
+
+
+@pytest.mark.parametrize("kind", ["aws-cluster", "gcp-roce", "azure-vms"])
+def test_the_program_pulumi_runs_registers_every_node(tmp_path: Path, kind: str) -> None:
+    """`pulumi up` and `pulumi preview` run the program outside any offline run: no sample,
+    every node registered; an offline run's sample ends with it, even when it fails."""
+    from gpufleet.components import program
+    from gpufleet.components.run.plan import offline_config
+    from gpufleet.components.sampling import is_sampling, registered_nodes, sampling
+
+    files = _files(tmp_path, kind, 9)
+    compiled = _compiled(files)
+    (plan,) = compiled.plans
+    assert registered_nodes(plan) == plan.node_names and not is_sampling()
+    from gpufleet.components.run import offline
+
+    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs)
+    run = harness.run_program(lambda: program.main(compiled=compiled),
+                              offline_config(files, None, None, compiled), mocks)
+    nodes = {r.name for r in run.registrations if r.name in plan.node_names}
+    assert nodes == set(plan.node_names) and len(nodes) == 9
+    with pytest.raises(RuntimeError), sampling():
+        assert registered_nodes(plan) == plan.node_names[:2]
+        raise RuntimeError("an offline run that fails")
+    assert not is_sampling() and registered_nodes(plan) == plan.node_names
