@@ -57,9 +57,10 @@ def read_settings() -> stackconfig.StackSettings:
 
 
 def emit(compiled: Compiled) -> None:
-    providers: dict[str, pulumi.ProviderResource] = {}
+    providers: dict[str, pulumi.ProviderResource | None] = {}
 
-    def provider_for(module: BackendComponents, p: ProviderPlan) -> pulumi.ProviderResource:
+    def provider_for(module: BackendComponents, p: ProviderPlan
+                     ) -> pulumi.ProviderResource | None:
         if p.name not in providers:
             providers[p.name] = module.provider(p)
         return providers[p.name]

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pulumi
 
-from gpufleet.backends import BACKENDS
+from gpufleet.backends import BACKENDS, component_package
 from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
 
@@ -50,16 +50,19 @@ class GatewayResources(Protocol):
 class BackendComponents(Protocol):
     """One backend's component module."""
 
-    def provider(self, p: ProviderPlan) -> pulumi.ProviderResource: ...
+    def provider(self, p: ProviderPlan) -> pulumi.ProviderResource | None:
+        """The plan's provider resource; None where the backend has none (a dynamic
+        provider is the program's own code)."""
+        ...
 
-    def emit(self, plan: FleetPlan, prov: pulumi.ProviderResource,
+    def emit(self, plan: FleetPlan, prov: pulumi.ProviderResource | None,
              hosted: dict[str, Any]) -> FleetResources:
         """``hosted``: what fleets built so far share with others: the filesystems other
         fleets mount (by name), and each fleet's main network (by ``network_key``); a fleet
         adds what it holds and reads what it uses from another fleet."""
         ...
 
-    def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource,
+    def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource | None,
                      fleets: Mapping[str, Any] | None = None) -> GatewayResources:
         """``fleets``: the fleet components built so far, by name (a gateway that shares a
         fleet's network takes it from there)."""
@@ -79,7 +82,7 @@ def network_key(fleet: str) -> str:
 
 def _loader(backend: str) -> Callable[[], BackendComponents]:
     def load() -> BackendComponents:
-        module: BackendComponents = importlib.import_module(f"{__package__}.{backend}")
+        module: BackendComponents = importlib.import_module(component_package(backend))
         return module
     return load
 

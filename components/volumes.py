@@ -12,7 +12,7 @@ from gpufleet.compile import VolumePlan
 from .registry import components_for
 
 
-def emit_volume(plan: VolumePlan, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
+def emit_volume(plan: VolumePlan, prov: pulumi.ProviderResource | None) -> pulumi.Output[str]:
     """The disk of a new volume; its id (what dstack's `volume_id` takes)."""
     if plan.size_gib is None or plan.zone is None:
         raise pulumi.RunError(f"volume '{plan.name}' has no size or zone to create")

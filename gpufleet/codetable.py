@@ -189,6 +189,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C026": Code("a fleet joins a network while a filesystem is reached through a peering of "
                  "one of the two (or, on gcp, holds a filesystem)",
                  "keep the networks apart, or mount the filesystem from one fleet"),
+    "C027": Code("a fleet wants more instances than gpufleet launches on its backend (lambda: "
+                 "100, one launch per 12 seconds)", "split the fleet"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
                  "followed by a role)", "rename one of the two"),
     "C022": Code("an offline run too big for the memory this process may take",
@@ -267,6 +269,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "backend it may land on", "shorten the fleet name"),
     "F024": Code("a fleet named like a gateway's or volume's stack output key "
                  "(`gateway-NAME`, `volume-NAME`)", "rename the fleet"),
+    "F025": Code("`placement: cluster` or `spot_policy: spot` on a fleet whose backends cannot "
+                 "honour it (lambda: no interconnect through its API, no spot market)",
+                 "add a backend that can, or remove the setting"),
     "G017": Code("a gateway name longer than the longest whose every physical name fits on its "
                  "backend", "shorten the gateway name"),
     "G018": Code("a gateway's `fleet` (backends file) names a fleet the files do not plan",
@@ -289,6 +294,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "list the ranges your team connects from in `allow`"),
     "B018": Code("a declared reservation name used twice (was B012)",
                  "give each reservation its own name"),
+    "B020": Code("a backend without networks told `public_ips: false` (lambda: every "
+                 "instance has its own public address)",
+                 "remove `public_ips`, and keep `ssh_cidrs` to the ranges that need SSH"),
     "B019": Code("a backend entry without a key dstack's backend for it requires (azure: "
                  "`tenant_id` and `subscription_id`; gcp: `project_id`): `export dstack` needs it",
                  "add the key to the backend entry"),

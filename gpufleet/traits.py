@@ -53,6 +53,8 @@ class ResourceKind:
     # An update gives it a new version that its dependents read (an EC2 launch template's
     # latest version), so they change with it.
     versioned: bool = False
+    # what the bill lists it as (instance, filesystem, ...; gpufleet.review.bill.BILLED_AS)
+    billed_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,18 @@ class BackendTraits:
     region_example: str
     default_user: str
     zones: ZoneModel = ZoneModel.PER_REGION
+    # the folder of its code under gpufleet/backends/ and components/, where the name cannot
+    # be a Python package (`lambda` is a keyword): the name itself unless set
+    package: str = ""
+    # gpuhunt's name for its catalog (`gpufleet catalog update`): the name itself unless set
+    gpuhunt_provider: str = ""
+    # the cloud gives every node a public address and has no private network to build (no
+    # VPC, subnet, NAT or bastion): SSH reaches the nodes through its firewall, from ssh_cidrs
+    networkless: bool = False
     # a zone's name, its region as group 1 (us-west2-c, us-east-1a); None: no zone names
     zone_pattern: re.Pattern[str] | None = None
-    # the Pulumi package of its resources and invokes (the prefix of their type tokens)
+    # the Pulumi package of its resources and invokes (the prefix of their type tokens, up to
+    # a colon: `aws`, or `pulumi-python:dynamic/lambda` for a dynamic provider's resources)
     pulumi_package: str = ""
     # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
     scale_set_type: str | None = None
@@ -277,6 +288,15 @@ class BackendTraits:
     family: Callable[[str], str] = _whole_name
     # tags as the cloud accepts them as labels
     labels: Callable[[Mapping[str, str]], dict[str, str]] = _as_is
+
+    @property
+    def folder(self) -> str:
+        """The package of its code: ``gpufleet.backends.<folder>``, ``components/<folder>``."""
+        return self.package or self.name
+
+    @property
+    def catalog_provider(self) -> str:
+        return self.gpuhunt_provider or self.name
 
     @property
     def zonal_offers(self) -> bool:

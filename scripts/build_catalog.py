@@ -2,7 +2,8 @@
 
     python scripts/build_catalog.py PATH/TO/gpu-instances.csv
 
-Writes one gpuhunt CSV v2 file per backend (aws.csv, gcp.csv, azure.csv: one row per
+Writes one gpuhunt CSV v2 file per backend (aws.csv, gcp.csv, azure.csv, and lambda.csv
+from scripts/lambda/: one row per
 instance type x location x spot/on-demand, sorted by price as gpuhunt's collectors write
 them), network.csv (RDMA kind and interface counts, which gpuhunt does not carry) and
 catalog.json (source and date). Deterministic: the same input gives byte-identical files.
@@ -200,6 +201,35 @@ def cpu_rows(paths: list[Path]) -> list[dict[str, str]]:
     return out
 
 
+LAMBDA_DIR = Path(__file__).resolve().parent / "lambda"
+
+
+def _uncommented(path: Path) -> list[str]:
+    return [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+
+
+def lambda_rows() -> tuple[list[dict[str, str]], dict[str, tuple[str, int, int, str]]]:
+    """Lambda Cloud: every type of scripts/lambda/instance-types.csv in every region of
+    scripts/lambda/regions.txt (both name their source), on-demand only (Lambda sells no
+    spot); no RDMA between instances through the API, one NIC each."""
+    regions = _uncommented(LAMBDA_DIR / "regions.txt")
+    rows, network = [], {}
+    for r in csv.DictReader(_uncommented(LAMBDA_DIR / "instance-types.csv")):
+        arch = r["cpu_arch"]
+        for region in regions:
+            rows.append({
+                "instance_name": r["instance_type"], "location": region,
+                "price": _price(r["price"]), "cpu": r["vcpus"],
+                "memory": str(float(r["memory_gib"])), "gpu_count": r["gpu_count"],
+                "gpu_name": r["gpu_name"], "gpu_memory": str(float(r["gpu_memory_gib"])),
+                "spot": "False", "disk_size": "", "gpu_vendor": "nvidia",
+                "flags": "lambda-arm" if arch == "arm" else "", "cpu_arch": arch,
+                "provider_data": "{}"})
+        network[r["instance_type"]] = ("none", 0, 1, "Lambda API: single instances, one "
+                                       "public NIC (scripts/lambda/instance-types.csv)")
+    return rows, network
+
+
 def main(src: Path) -> None:
     rows: dict[str, list[dict[str, str]]] = {"aws": [], "gcp": [], "azure": []}
     network: dict[tuple[str, str], tuple[str, int, int, str]] = {}
@@ -229,10 +259,12 @@ def main(src: Path) -> None:
             if backend == "aws" and itype in EFA_FACTS:
                 efa, note = EFA_FACTS[itype]
                 network[(backend, itype)] = ("efa", efa, efa, note)
-    for backend in rows:
+    for backend in list(rows):
         # The SkyPilot extract (with spot prices) first, then the others by name.
         extracts = sorted(CPU_DIR.glob(f"{backend}*.txt"), key=lambda p: (p.stem != backend, p))
         rows[backend] += cpu_rows(extracts)
+    rows["lambda"], lambda_network = lambda_rows()
+    network.update({("lambda", itype): facts for itype, facts in lambda_network.items()})
     OUT.mkdir(parents=True, exist_ok=True)
     for backend, items in rows.items():
         items.sort(key=lambda x: (float(x["price"]), x["instance_name"], x["location"],
@@ -250,7 +282,8 @@ def main(src: Path) -> None:
             "date": "2026-08-21",
             "derived_from": "curated gpu-instances.csv (SkyPilot catalog snapshot + corrections)"
                             "; CPU families from scripts/cpu/ (SkyPilot snapshot; Apache Libcloud"
-                            " 3.9.1 price list)",
+                            " 3.9.1 price list); Lambda from scripts/lambda/ (SkyPilot catalog "
+                            "v8 lambda snapshot)",
             "rows": {b: len(v) for b, v in rows.items()}}
     (OUT / "catalog.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(meta["rows"])

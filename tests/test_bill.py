@@ -72,7 +72,9 @@ def _check_every_billable_resource_is_priced(report: PlanReport) -> None:
     for bill in report.bills.values():
         # only shared filesystems of services without a price may go unpriced, and say so
         assert all("(filesystem " in u and "has no" in u for u in bill.unpriced), bill
-        assert all(i.per_hour > 0 and i.source for i in bill.items if i.count), bill
+        # (or free because the instance's price includes it: Lambda's disk and address)
+        assert all((i.per_hour > 0 or "included in the instance" in i.source) and i.source
+                   for i in bill.items if i.count), bill
 
 
 def test_every_billable_resource_of_the_examples_has_a_priced_line() -> None:
@@ -97,7 +99,11 @@ def test_every_billable_resource_of_the_examples_has_a_priced_line() -> None:
             # a private services access range and its peering (Managed Lustre): no charge
             "gcp:compute/globalAddress:GlobalAddress",
             "gcp:servicenetworking/connection:Connection",
-            "azure-native:network:NetworkInterface", "azure-native:dns:RecordSet"}
+            "azure-native:network:NetworkInterface", "azure-native:dns:RecordSet",
+            # Lambda bills instances, 1-Click Clusters and filesystems only
+            # (docs.lambda.ai/public-cloud/billing)
+            "pulumi-python:dynamic/lambda:SshKey",
+            "pulumi-python:dynamic/lambda:FirewallRuleset"}
     assert unknown <= free, unknown - free
     # the totals: the nodes plus everything beside them
     nodes = sum(f.total_per_hour for f in report.fleets)
@@ -172,7 +178,7 @@ def test_a_fleet_with_no_nodes_costs_its_nat_bastion_and_addresses() -> None:
 
 def test_the_lock_keeps_the_overhead_and_the_cost_guard_counts_it(tmp_path: Path) -> None:
     text = (EXAMPLES / "gpufleet.lock").read_text()
-    assert text.count("overhead:") == 8  # 5 fleets, 3 gateways
+    assert text.count("overhead:") == 9  # 6 fleets, 3 gateways
     r = CliRunner().invoke(cli, ["lock", "--check", str(EXAMPLES)])
     assert r.exit_code == 0, r.output
     data = examples_plan_json()
@@ -249,7 +255,7 @@ def test_the_progress_line_shows_on_a_terminal_only(monkeypatch: pytest.MonkeyPa
                                  None, progress=show)
     assert report is not None
     out = tty.getvalue()
-    assert "\rgpufleet: compiling 5 fleet(s), 3 gateway(s)" in out
+    assert "\rgpufleet: compiling 6 fleet(s), 3 gateway(s)" in out
     assert f"running the stack program: {len(report.resources)} resources" in out
     assert out.endswith("\r")  # the line is cleared at the end
     pipe = io.StringIO()
@@ -286,7 +292,7 @@ def test_gpufleet_plan_on_a_terminal_prints_progress_on_stderr(tmp_path: Path) -
 def test_a_bill_over_the_monthly_threshold_is_a_warning(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["plan", str(EXAMPLES), "--warn-cost-per-month", "100000"])
     assert r.exit_code == 0
-    assert "warning[C018]: the plan costs $502,351/month, over the warning threshold " \
+    assert "warning[C018]: the plan costs $537,274/month, over the warning threshold " \
            "$100,000/month (most: nd-h100 $287,220" in r.stderr
     assert "C018" not in CliRunner().invoke(cli, ["plan", str(EXAMPLES)]).stderr
     # the default comes from the backends file

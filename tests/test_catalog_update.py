@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
 from gpufleet.cli import cli
 from gpufleet.offers.catalog import bundled_dir, load_catalog
 from gpufleet.offers.update import UpdateError, update_catalog
 
-BACKENDS = ("aws", "gcp", "azure")
+BACKENDS = SUPPORTED_BACKENDS
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -44,11 +45,13 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def publish(root: Path, version: str, price_factor: float = 1.0,
             csv_text: dict[str, str] | None = None, raw_zip: dict[str, bytes] | None = None
             ) -> None:
-    """Write a catalog the way gpuhunt's collectors publish it."""
+    """Write a catalog the way gpuhunt's collectors publish it: under gpuhunt's name for each
+    provider (`lambdalabs` for gpufleet's `lambda`)."""
     for b in BACKENDS:
-        folder = root / b / version
+        provider = traits_of(b).catalog_provider
+        folder = root / provider / version
         folder.mkdir(parents=True, exist_ok=True)
-        (root / b / "version").write_text(version + "\n")
+        (root / provider / "version").write_text(version + "\n")
         if raw_zip and b in raw_zip:
             (folder / "catalog.zip").write_bytes(raw_zip[b])
             continue
@@ -62,7 +65,7 @@ def publish(root: Path, version: str, price_factor: float = 1.0,
                 out.append(",".join(cells))
             text = "\n".join(out) + "\n"
         with zipfile.ZipFile(folder / "catalog.zip", "w") as zf:
-            zf.writestr(f"{b}.csv", text)
+            zf.writestr(f"{provider}.csv", text)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -86,7 +89,9 @@ def test_update_downloads_and_later_runs_prefer_the_cache(server: tuple[str, Pat
     assert res.path == cache and cache.is_symlink()
     cat = load_catalog()
     assert cat.chosen_by == "cache" and cat.source == url
-    assert cat.version == "aws=20261120 gcp=20261120 azure=20261120"
+    assert cat.version == " ".join(f"{b}=20261120" for b in BACKENDS)
+    assert (root / "lambdalabs" / "20261120" / "catalog.zip").is_file()  # gpuhunt's name
+    assert {r.backend for r in cat.rows} == set(BACKENDS)
     bundled = load_catalog(str(bundled_dir()))
     assert len(cat.rows) == len(bundled.rows)
     assert cat.rows[0].price == pytest.approx(2 * bundled.rows[0].price, rel=1e-4)

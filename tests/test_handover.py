@@ -69,7 +69,14 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
                      "dstack-server-config.yml", "gateway-gw-aws.dstack.yml",
                      "gateway-gw-azure.dstack.yml", "gateway-gw-gcp.dstack.yml",
                      "h100-train-storage.dstack.yml", "h100-train.dstack.yml",
-                     "nd-h100-storage.dstack.yml", "nd-h100.dstack.yml"]
+                     "lambda-h100.dstack.yml", "nd-h100-storage.dstack.yml",
+                     "nd-h100.dstack.yml"]
+    # Lambda: an SSH fleet of the instances' public addresses, no proxy, no project
+    lam = yaml.safe_load((out / "lambda-h100.dstack.yml").read_text())
+    assert lam["ssh_config"]["hosts"] == [f"mock-public-ip-of-lambda-h100-node-{i}" for i in (0, 1)]
+    assert "proxy_jump" not in lam["ssh_config"] and "placement" not in lam
+    assert lam["ssh_config"]["user"] == "ubuntu"
+    assert "fleet lambda-h100: lambda builds no network" in err
     # each cluster fleet's shared filesystem: in the fleet file's header, and a task that
     # mounts it as an instance volume on every node
     assert "#     - instance_path: /mnt/data   # filesystem a4-data" in \
@@ -91,6 +98,7 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
     # the server config names a network for each gateway's region, in its own project
     config = yaml.safe_load((out / "dstack-server-config.yml").read_text())
     projects = {p["name"]: p["backends"][0] for p in config["projects"]}
+    assert "lambda-h100" not in projects
     assert projects["gateway-gw-aws"]["vpc_ids"] == {"us-east-1": "gw-aws-net-id"}
     assert projects["gateway-gw-gcp"]["vpc_name"].startswith("gw-gcp-net")
     assert projects["gateway-gw-gcp"]["subnetworks"] == {"us-west2": "gw-gcp-subnet"}

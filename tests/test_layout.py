@@ -326,9 +326,9 @@ def test_one_registry_lists_the_backends() -> None:
 
     assert tuple(t.name for t in BACKENDS) == SUPPORTED_BACKENDS
     assert set(PLANNERS) == set(COMPONENTS_BY_NAME) == set(SUPPORTED_BACKENDS)
-    for name in SUPPORTED_BACKENDS:
-        assert (ROOT / "gpufleet" / "backends" / name / "__init__.py").exists()
-        assert (ROOT / "components" / name / "__init__.py").exists()
+    for t in BACKENDS:  # the folder is the name, or `package` where the name is a keyword
+        assert (ROOT / "gpufleet" / "backends" / t.folder / "__init__.py").exists()
+        assert (ROOT / "components" / t.folder / "__init__.py").exists()
     enum = schema("fleet")["$defs"]["backend"]["enum"] if "backend" in schema("fleet").get(
         "$defs", {}) else None
     if enum is not None:

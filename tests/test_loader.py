@@ -176,9 +176,9 @@ def test_a_folder_brings_in_dstacks_profiles_file_but_no_other_hidden_file(
     v = validate_paths([str(tmp_path)])
     assert [p.name for p in v.inputs.profiles] == ["cheap"]
     assert [f.name for f in v.inputs.fleets] == ["shown"]
-    # The seed's profile: lambda is left out with a warning, azure stays.
-    assert [(d.code, d.severity.value) for d in v.diagnostics] == [("F022", "warning")]
-    assert v.inputs.profiles[0].values["backends"] == ("azure",)
+    # The seed's profile from dstack's docs: both backends are built, nothing narrowed.
+    assert v.diagnostics == []
+    assert v.inputs.profiles[0].values["backends"] == ("azure", "lambda")
 
 
 _leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5))

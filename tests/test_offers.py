@@ -250,4 +250,4 @@ def test_bundled_catalog_never_offers_a4_on_demand() -> None:
     cat = load_catalog()
     a4 = [r for r in cat.rows if r.instance_type == "a4-highgpu-8g"]
     assert a4 and not any(not r.spot for r in a4)
-    assert {r.backend for r in cat.rows} == {"aws", "gcp", "azure"}
+    assert {r.backend for r in cat.rows} == {"aws", "gcp", "azure", "lambda"}

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import SUPPORTED_BACKENDS, supports
 from gpufleet.input.schema_files import schema, validator
 from gpufleet.input.validate import validate_paths
+from gpufleet.traits import Feature
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["fleet", "gateway", "profiles", "backends", "lock", "defs"]
@@ -82,8 +83,9 @@ def test_every_example_validates(monkeypatch: pytest.MonkeyPatch) -> None:
     result = validate_paths(["examples"])
     assert [d for d in result.diagnostics] == []
     assert {f.name for f in result.inputs.fleets} == {
-        "a4", "h100-train", "nd-h100", "a100-any", "dev-l4"}
-    assert {g.backend for g in result.inputs.gateways} == set(SUPPORTED_BACKENDS)
+        "a4", "h100-train", "nd-h100", "a100-any", "dev-l4", "lambda-h100"}
+    assert {g.backend for g in result.inputs.gateways} == {
+        b for b in SUPPORTED_BACKENDS if supports(b, Feature.GATEWAYS)}
     assert result.inputs.profiles and result.inputs.backends
 
 

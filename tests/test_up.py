@@ -219,7 +219,9 @@ def test_capacity_codes_match_whole_codes_of_their_own_cloud() -> None:
     assert capacity_code("gcp", "InsufficientInstanceCapacity") is None
     assert capacity_code("gcp", "code: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS") == \
         "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
-    assert {c.backend for c in CAPACITY_ERRORS} == {"aws", "gcp", "azure"}
+    full = "instance-operations/launch/insufficient-capacity"
+    assert capacity_code("lambda", f"Lambda API: {full}: Not enough capacity") == full
+    assert {c.backend for c in CAPACITY_ERRORS} == {"aws", "gcp", "azure", "lambda"}
     assert all(c.source for c in CAPACITY_ERRORS)
 
 

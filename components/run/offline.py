@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from gpufleet.backends import BACKENDS, backend_of_type
+from gpufleet.backends import BACKENDS, backend_of_type, component_package
 
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -23,7 +23,7 @@ def _cloud(token: str) -> ModuleType | None:
     backend = backend_of_type(token)
     if backend is None:
         return None
-    return importlib.import_module(f"gpufleet.components.{backend}.offline")
+    return importlib.import_module(f"{component_package(backend)}.offline")
 
 
 class Invokes(Mapping[str, Invoke]):
@@ -42,7 +42,7 @@ class Invokes(Mapping[str, Invoke]):
     def __iter__(self) -> Iterator[str]:
         for t in BACKENDS:
             yield from importlib.import_module(
-                f"gpufleet.components.{t.name}.offline").invokes(self.dns_zones)
+                f"{component_package(t.name)}.offline").invokes(self.dns_zones)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

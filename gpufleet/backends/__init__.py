@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gpufleet.backends import aws, azure, gcp
+from gpufleet.backends import aws, azure, gcp, lambda_
 from gpufleet.traits import BackendTraits, Feature, ResourceKind
 
 # The backends gpufleet builds, in the order messages list them.
-BACKENDS: tuple[BackendTraits, ...] = (aws.TRAITS, gcp.TRAITS, azure.TRAITS)
+BACKENDS: tuple[BackendTraits, ...] = (aws.TRAITS, gcp.TRAITS, azure.TRAITS, lambda_.TRAITS)
 
 TRAITS_BY_NAME: Mapping[str, BackendTraits] = MappingProxyType({t.name: t for t in BACKENDS})
 SUPPORTED_BACKENDS: tuple[str, ...] = tuple(t.name for t in BACKENDS)
@@ -30,13 +30,19 @@ def traits_of(backend: str) -> BackendTraits:
 
 def role_module(backend: str, stage: str) -> str:
     """The module of a backend's code for one stage (``gpufleet.backends.aws.compile``)."""
-    return f"{__name__}.{traits_of(backend).name}.{stage}"
+    return f"{__name__}.{traits_of(backend).folder}.{stage}"
+
+
+def component_package(backend: str) -> str:
+    """The package of a backend's Pulumi components (``gpufleet.components.aws``)."""
+    return f"gpufleet.components.{traits_of(backend).folder}"
 
 
 def backend_of_type(token: str) -> str | None:
-    """The backend whose Pulumi package prefixes a resource type or invoke token."""
-    package = token.split(":", 1)[0]
-    return next((t.name for t in BACKENDS if t.pulumi_package == package), None)
+    """The backend whose Pulumi package (or dynamic provider module) prefixes a resource type
+    or invoke token: `aws:ec2/instance:Instance`, `pulumi-python:dynamic/lambda:Instance`."""
+    return next((t.name for t in BACKENDS if t.pulumi_package
+                 and token.startswith(t.pulumi_package + ":")), None)
 
 
 def supports(backend: str, feature: Feature) -> bool:

@@ -41,6 +41,11 @@ def pool_for(inputs: Inputs, backend: str) -> str:
     return (cfg.cidr if cfg is not None and cfg.cidr else None) or traits_of(backend).address_pool
 
 
+# What the planner of a backend without networks (traits `networkless`) gets for a block:
+# nothing is allocated, and the lock records none.
+NO_BLOCK = IPv4Network("0.0.0.0/32")
+
+
 @dataclass(frozen=True, slots=True)
 class Addresses:
     """The blocks of one compile: by fleet name and by ``gateway:<name>``."""
@@ -113,6 +118,8 @@ def allocate_addresses(inputs: Inputs, chosen: Sequence[Selection], lock: Lock |
                               f"cheapest offer is on {backend}, which gpufleet cannot build yet",
                               f"set `backends:` to {', '.join(sorted(PLANNERS))}")
                       for s in sels]
+            continue
+        if traits_of(backend).networkless:
             continue
         claims = _claims(inputs, sels, backend, fleet_locks or {}, gateway_locks or {})
         pool = ipaddress.IPv4Network(pool_for(inputs, backend))

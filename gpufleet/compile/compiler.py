@@ -15,7 +15,7 @@ from ipaddress import IPv4Network
 
 from gpufleet.codes import G013
 from gpufleet.compile import gateway
-from gpufleet.compile.addresses import allocate_addresses, gateway_key
+from gpufleet.compile.addresses import NO_BLOCK, allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.hostsetup import with_fabric
@@ -200,10 +200,11 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
     for s in chosen:
         assert s.best is not None
         impl = PLANNERS.get(s.best.backend)
-        if impl is None or s.fleet.name not in blocks:
+        networkless = impl is not None and impl.traits.networkless
+        if impl is None or (s.fleet.name not in blocks and not networkless):
             continue
         fleet, declared = reserved_fleet(s.fleet, inputs)
-        planned = impl.plan(fleet, s.best, blocks[s.fleet.name],
+        planned = impl.plan(fleet, s.best, blocks.get(s.fleet.name, NO_BLOCK),
                             inputs.backend(s.best.backend), access_for(inputs, s.best.backend),
                             declared)
         diags += planned.diagnostics

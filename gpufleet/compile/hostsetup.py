@@ -94,6 +94,9 @@ FAMILIES: dict[str, ImageFamily] = {f.name: f for f in (
                 "image); no Docker, no Container Toolkit"),
     ImageFamily("azure-ubuntu-hpc", True, "NVIDIA driver, CUDA, InfiniBand (DOCA OFED), Docker, "
                 "NVIDIA Container Toolkit (azhpc-images component list)"),
+    ImageFamily("lambda-stack", True, "NVIDIA driver, CUDA, Docker and the NVIDIA Container "
+                "Toolkit as Lambda Stack installs them on Lambda's default image (docs.lambda.ai, "
+                "On-Demand Cloud)"),
     ImageFamily("ubuntu", False, "plain Ubuntu: no Docker"),
     ImageFamily("custom-gpu", True, "a user image: nothing assumed"),
     ImageFamily("custom", False, "a user image: nothing assumed"),

@@ -1,7 +1,5 @@
 """Frozen dataclasses for a resolved plan: what the components create, decided up front. Pure.
-
-Components receive a finished ``FleetPlan`` and make no decisions of their own.
-"""
+Components receive a finished ``FleetPlan`` and make no decisions of their own."""
 
 from __future__ import annotations
 
@@ -180,8 +178,20 @@ class AzureOptions:
     accelerated_networking: bool = True
 
 
-FleetOptions = AwsOptions | GcpOptions | AzureOptions
-OptionsT = TypeVar("OptionsT", AwsOptions, GcpOptions, AzureOptions, "GatewayOptions")
+@dataclass(frozen=True, slots=True)
+class LambdaOptions:
+    """Lambda: the key's and ruleset's names, its rules (the only way in), the image family."""
+
+    ssh_key: str
+    firewall: str
+    firewall_rules: tuple[FirewallRule, ...] = ()
+    image: str | None = None
+    public_key: str | None = None
+
+
+FleetOptions = AwsOptions | GcpOptions | AzureOptions | LambdaOptions
+OptionsT = TypeVar("OptionsT", AwsOptions, GcpOptions, AzureOptions, LambdaOptions,
+                   "GatewayOptions")
 
 
 @dataclass(frozen=True, slots=True)

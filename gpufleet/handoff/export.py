@@ -251,23 +251,11 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
     projects = []
     servers = control_planes(outputs)
     for name, out in fleets.items():
-        try:
-            text, note = ssh_fleet(name, out, identity_file, (scale_sets or {}).get(name))
-            entry = backend_entry(name, out)
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
-                              f"output ({type(e).__name__}: {e}); was the stack deployed by "
-                              "gpufleet's program?") from None
-        if text is not None:
-            add_file(result.files, f"{name}.dstack.yml", text, name)
-        if note:
-            result.notes.append(note)
-        task = storage_task(name, out)
-        if task is not None:
-            add_file(result.files, f"{name}-storage.dstack.yml", task, name)
-        projects.append({"name": name, "backends": [entry]})
-        if not entry["public_ips"]:
-            result.notes.append(_private_note(name, out, servers))
+        project = _fleet_files(name, out, identity_file, (scale_sets or {}).get(name), result)
+        if project is not None:
+            projects.append(project)
+            if not project["backends"][0]["public_ips"]:
+                result.notes.append(_private_note(name, out, servers))
     _volumes_and_gateways(outputs, result)
     try:
         projects += gateway_projects(outputs, backend_entry)
@@ -295,6 +283,32 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
     mark_placeholders(result.files, result.notes)
     return result
+
+
+def _fleet_files(name: str, out: Mapping[str, Any], identity_file: str,
+                 listed: Sequence[str] | None, result: Exported) -> dict[str, Any] | None:
+    """One fleet's SSH fleet and storage task files into ``result``; its server-config
+    project, None for a backend without networks (its fleets are SSH fleets only: a dstack
+    `lambda` backend would launch instances of its own)."""
+    try:
+        text, note = ssh_fleet(name, out, identity_file, listed)
+        entry = None if traits_of(out["backend"]).networkless else backend_entry(name, out)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
+                          f"output ({type(e).__name__}: {e}); was the stack deployed by "
+                          "gpufleet's program?") from None
+    if text is not None:
+        add_file(result.files, f"{name}.dstack.yml", text, name)
+    if note:
+        result.notes.append(note)
+    task = storage_task(name, out)
+    if task is not None:
+        add_file(result.files, f"{name}-storage.dstack.yml", task, name)
+    if entry is None:
+        result.notes.append(f"fleet {name}: {out['backend']} builds no network, so the server "
+                            "config gets no project for it; apply the SSH fleet file")
+        return None
+    return {"name": name, "backends": [entry]}
 
 
 def control_planes(outputs: Mapping[str, Any]) -> dict[str, str]:

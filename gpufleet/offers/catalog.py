@@ -172,7 +172,8 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
         rows.extend(parsed)
         skipped += bad
     if not found:
-        raise CatalogError(f"catalog folder {path} holds none of aws.csv, gcp.csv, azure.csv")
+        raise CatalogError(f"catalog folder {path} holds none of "
+                           f"{', '.join(b + '.csv' for b in SUPPORTED_BACKENDS)}")
     network = read_network(folder / "network.csv" if (folder / "network.csv").is_file()
                            else bundled_dir() / "network.csv")
     return Catalog(tuple(rows), network, str(meta.get("source", "local")),

@@ -219,6 +219,12 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
     if declared is not None:
         out.append(declared)
     if fleet.is_cluster:
+        # dstack drops the offers of backends without multinode support first
+        out.append(("placement", "is on a backend that builds clusters ("
+                    + "; ".join(f"not {b}: {traits_of(b).why_not(Feature.CLUSTER)}"
+                                for b in backends if b in TRAITS_BY_NAME
+                                and not supports(b, Feature.CLUSTER)) + ")",
+                    lambda os: [o for o in os if supports(o.backend, Feature.CLUSTER)]))
         out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
                     lambda os: [o for o in os
                                 if not o.instance_type.startswith(

@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
 from gpufleet.offers.catalog import CatalogError, bundled_dir, parse_rows, user_cache_dir
 
 # gpuhunt's published location (dstackai/gpuhunt: src/gpuhunt/_internal/catalog.py); the
@@ -65,24 +65,27 @@ def _get(url: str, timeout: float, limit: int) -> bytes:
 
 
 def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, int, int]:
-    """Download and check one backend's catalog: (version, csv bytes, rows, skipped rows)."""
-    version = _get(f"{base}/{backend}/version", timeout, 1024).decode("utf-8", "replace").strip()
+    """Download and check one backend's catalog: (version, csv bytes, rows, skipped rows).
+    gpuhunt publishes it under its own name for the provider (`lambdalabs`)."""
+    provider = traits_of(backend).catalog_provider
+    version = _get(f"{base}/{provider}/version", timeout, 1024).decode("utf-8", "replace").strip()
     if not _VERSION.match(version):
-        raise UpdateError(f"{base}/{backend}/version: not a version string: {version[:40]!r}")
-    url = f"{base}/{backend}/{version}/catalog.zip"
+        raise UpdateError(f"{base}/{provider}/version: not a version string: {version[:40]!r}")
+    url = f"{base}/{provider}/{version}/catalog.zip"
     blob = _get(url, timeout, MAX_ZIP_BYTES)
+    member = f"{provider}.csv"
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
             # bounded inflation: the size the archive declares, then at most that many bytes
-            if zf.getinfo(f"{backend}.csv").file_size > MAX_CSV_BYTES:
-                raise UpdateError(f"{url}: {backend}.csv inflates past {MAX_CSV_BYTES:,} bytes; "
+            if zf.getinfo(member).file_size > MAX_CSV_BYTES:
+                raise UpdateError(f"{url}: {member} inflates past {MAX_CSV_BYTES:,} bytes; "
                                   "this is not a catalog")
-            with zf.open(f"{backend}.csv") as member:
-                raw = member.read(MAX_CSV_BYTES + 1)
+            with zf.open(member) as opened:
+                raw = opened.read(MAX_CSV_BYTES + 1)
             if len(raw) > MAX_CSV_BYTES:
-                raise UpdateError(f"{url}: {backend}.csv inflates past {MAX_CSV_BYTES:,} bytes")
+                raise UpdateError(f"{url}: {member} inflates past {MAX_CSV_BYTES:,} bytes")
     except KeyError:
-        raise UpdateError(f"{url}: the archive has no {backend}.csv") from None
+        raise UpdateError(f"{url}: the archive has no {member}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as e:
         raise UpdateError(f"{url}: not a valid zip archive ({e})") from None
     try:
@@ -90,9 +93,9 @@ def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, 
     except (UnicodeDecodeError, CatalogError) as e:
         raise UpdateError(f"{url}: {e}") from None
     if not rows:
-        raise UpdateError(f"{url}: {backend}.csv has no usable rows ({skipped} malformed)")
+        raise UpdateError(f"{url}: {member} has no usable rows ({skipped} malformed)")
     if skipped > len(rows):
-        raise UpdateError(f"{url}: {backend}.csv is mostly malformed ({skipped} of "
+        raise UpdateError(f"{url}: {member} is mostly malformed ({skipped} of "
                           f"{skipped + len(rows)} rows)")
     return version, raw, len(rows), skipped
 

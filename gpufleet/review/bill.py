@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.backends import traits_of
+from gpufleet.backends import BACKENDS, traits_of
 from gpufleet.compile import PLANNERS, FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
@@ -42,6 +42,9 @@ BILLED_AS: dict[str, str] = {
     "gcp:filestore/instance:Instance": "filesystem",
     "azure-native:storagecache:AmlFilesystem": "filesystem",
     "azure-native:storage:FileShare": "filesystem",
+    # and what a backend's traits declare (its ResourceKind's billed_as)
+    **{typ: kind.billed_as for t in BACKENDS for typ, kind in t.resources.items()
+       if kind.billed_as},
 }
 
 

@@ -193,7 +193,8 @@ def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None =
                                             f"{_money(f.total_per_hour * HOURS_PER_MONTH)}"
                                             "/month"),
         f"  fabric:   {f.rdma}" + (f" x{f.rdma_interfaces}" if f.rdma_interfaces else "")
-        + f"; {len(f.nics)} NIC(s) per node ({nic_desc})",
+        + (f"; {len(f.nics)} NIC(s) per node ({nic_desc})" if f.nics else
+           "; the one NIC the cloud gives each instance (no network to lay out)"),
     ]
     lock = lock_text(st, f)
     if lock:

@@ -29,6 +29,7 @@ from gpufleet.codes import (
     F018,
     F021,
     F023,
+    F025,
 )
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import (
@@ -121,6 +122,10 @@ def _fleet_rules(ctx: Ctx, declared_groups: frozenset[str] = frozenset()) -> Non
                   f"({', '.join(able)}), but backends are {', '.join(backends)}", F011,
                   key=True, hint=f"add {' or '.join(able)} to `backends`, or remove "
                   "`reservation`")
+    if d.get("placement") == "cluster":
+        _needs(ctx, backends, "placement", Feature.CLUSTER, "placement: cluster")
+    if d.get("spot_policy") == "spot":
+        _needs(ctx, backends, "spot_policy", Feature.SPOT, "spot_policy: spot")
     if d.get("placement") == "cluster" and ctx.has("availability_zones"):
         regions = sorted({r for z in d["availability_zones"] if (r := region_of_zone(str(z)))})
         if len(regions) > 1:
@@ -135,6 +140,19 @@ def _fleet_rules(ctx: Ctx, declared_groups: frozenset[str] = frozenset()) -> Non
                 ctx.error(("backend_options", i), "backend_options contains duplicate entry "
                           f"for backend '{t}'", F013)
             seen.add(t)
+
+
+def _needs(ctx: Ctx, backends: list[str] | None, key: str, feature: Feature, what: str
+           ) -> None:
+    """A setting no backend of the fleet's list can honour: each one's reason (the others,
+    dstack's own backends, are left out with F022)."""
+    known = [b for b in backends or () if b in TRAITS_BY_NAME]
+    if not known or any(supports(b, feature) for b in known):
+        return
+    able = backends_with(feature)
+    ctx.error((key,), f"{what}: " + "; ".join(f"{b}: {traits_of(b).why_not(feature)}"
+                                             for b in known), F025, key=True,
+              hint=f"add {' or '.join(able)} to `backends`, or remove `{key}`")
 
 
 # --- SSH fleets --------------------------------------------------------------------------

@@ -1,0 +1,79 @@
+"""A Lambda fleet: its SSH key, its firewall ruleset (SSH from ssh_cidrs, nothing else), the
+filesystems it holds, and one instance per node launched with them and the host setup as
+user data (gpufleet.backends.lambda_.compile)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pulumi
+
+from gpufleet.backends.lambda_.names import tags as lambda_tags
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, LambdaOptions, input_digest, options_of
+
+from ..access import boot_script, public_key
+from ..renames import rename_options
+from ..sampling import registered_nodes
+from .provider import Filesystem, FirewallRuleset, Instance, SshKey
+
+
+def stack_suffix() -> str:
+    """7 hex characters of the project and stack: what keeps two stacks' names apart in one
+    Lambda account (SSH keys and filesystems are named per account)."""
+    seed = f"{pulumi.get_project()}/{pulumi.get_stack()}".encode()
+    return hashlib.sha256(seed).hexdigest()[:7]
+
+
+def physical(logical: str) -> str:
+    return f"{logical}-{stack_suffix()}"
+
+
+class Fleet(pulumi.ComponentResource):
+    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+                 hosted: dict[str, Any] | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
+        super().__init__("gpufleet:lambda:Fleet", plan.name, None, opts)
+        hosted = {} if hosted is None else hosted
+        o = options_of(plan, LambdaOptions)
+        child = pulumi.ResourceOptions(parent=self)
+        key_name = physical(o.ssh_key)
+        SshKey(o.ssh_key, {"name": key_name,
+                           "public_key": public_key(o.public_key, f"fleet {plan.name}")},
+               child)
+        ruleset = FirewallRuleset(o.firewall, {
+            "name": physical(o.firewall), "region": plan.region,
+            "rules": [{"protocol": "tcp", "port_range": [int(p), int(p)],
+                       "source_network": src, "description": r.description}
+                      for r in o.firewall_rules for p in r.ports for src in r.sources]},
+            child)
+        self.filesystems: dict[str, Any] = {}
+        mounts = []
+        for fs in plan.filesystems:
+            held = hosted.get(fs.name) if fs.host else None
+            if held is None:
+                held = Filesystem(fs.name, {"name": physical(fs.name), "region": plan.region},
+                                  pulumi.ResourceOptions(parent=self, protect=True))
+                hosted[fs.name] = held
+            self.filesystems[fs.name] = held.mount_point
+            mounts.append({"mount_point": fs.mount, "file_system_id": held.filesystem_id})
+        script = boot_script(plan)
+        props: dict[str, Any] = {
+            "region_name": plan.region, "instance_type_name": plan.instance_type,
+            "ssh_key_names": [key_name], "tags": [{"key": k, "value": v} for k, v in
+                                                  sorted(lambda_tags(plan.labels).items())],
+            "firewall_rulesets": [{"id": ruleset.ruleset_id}],
+            **({"user_data": script} if script else {}),
+            **({"file_system_mounts": mounts} if mounts else {}),
+            **({"image": {"family": o.image}} if o.image else {})}
+        # the key and ruleset by name and id: an instance waits for both
+        after = pulumi.ResourceOptions(parent=self, depends_on=[ruleset])
+        nodes = [Instance(name, {**props, "name": physical(name)}, after)
+                 for name in registered_nodes(plan)]
+        self.internal_ips: list[Any] = [n.private_ip for n in nodes]
+        self.public_ips: list[Any] = [n.ip for n in nodes]
+        self.bastion_address: Any = None
+        self.network_ids: dict[str, Any] = {}
+        self.network_names: dict[str, Any] = {}
+        self.subnet_ids: dict[str, Any] = {}
+        self.register_outputs({"public_ips": self.public_ips, DIGEST_OUTPUT: input_digest(plan)})

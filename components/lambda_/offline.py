@@ -1,0 +1,31 @@
+"""Lambda's offline answers for `gpufleet plan`: no lookups, and the outputs the API gives its
+resources (ids, addresses, a filesystem's mount point). Every value is a placeholder that says
+so (``mock-...``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gpufleet.backends.lambda_ import names
+
+from ..run.offline import Invoke
+
+
+def invokes(dns_zones: Iterable[str]) -> dict[str, Invoke]:
+    return {}
+
+
+def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    if typ == names.INSTANCE:
+        return {"instance_id": f"mock-instance-id-of-{name}",
+                "ip": f"mock-public-ip-of-{name}", "private_ip": f"mock-private-ip-of-{name}",
+                "hostname": f"mock-hostname-of-{name}", "status": "active"}
+    if typ == names.FIREWALL:
+        return {"ruleset_id": f"mock-ruleset-id-of-{name}"}
+    if typ == names.SSH_KEY:
+        return {"key_id": f"mock-key-id-of-{name}"}
+    if typ == names.FILESYSTEM:
+        return {"filesystem_id": f"mock-filesystem-id-of-{name}",
+                "mount_point": f"/lambda/nfs/{inputs.get('name', name)}"}
+    return {}

@@ -1,0 +1,79 @@
+"""lambda: what Lambda Cloud can do through its public API and the tables gpufleet keeps for
+it. Pure data.
+
+Lambda Cloud's API (docs-api.lambda.ai/api/cloud, OpenAPI 1.10.0) launches single instances
+with a public address each, `user_data` (cloud-init), tags, regional firewall rulesets and
+regional filesystems; it has no VPCs, placement, reservations or spot market, and its 1-Click
+Clusters cannot be created through it. No Pulumi provider exists for it: gpufleet's
+components drive the API through a dynamic provider (components/lambda_/). The backend's code
+lives in `lambda_` folders: `lambda` is a Python keyword. dstack 0.22.5's own Lambda backend
+(core/backends/lambdalabs/compute.py) creates single instances, no gateways, no volumes.
+"""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from gpufleet.backends.lambda_ import names as _names
+from gpufleet.traits import (
+    BackendTraits,
+    CapacityCode,
+    Feature,
+    FilesystemService,
+    ResourceKind,
+    ZoneModel,
+)
+
+_API = "docs-api.lambda.ai/api/cloud (OpenAPI 1.10.0)"
+_NO_GATEWAYS = ("dstack runs no gateway on lambda (dstack 0.22.5: LambdaCompute has no "
+                "gateway support)")
+
+TRAITS = BackendTraits(
+    "lambda", frozenset({Feature.SHARED_FILESYSTEMS}),
+    MappingProxyType({
+        Feature.CLUSTER: "Lambda's API launches single instances with no interconnect "
+                         "between them; its 1-Click Clusters (InfiniBand) cannot be created "
+                         "through it: use one as an SSH fleet (README, \"Lambda Cloud\")",
+        Feature.SPOT: "Lambda sells on-demand instances only",
+        Feature.RESERVATIONS: "Lambda's API takes no reservation",
+        Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
+        Feature.GATEWAYS: _NO_GATEWAYS,
+        Feature.PRIVATE_GATEWAYS: _NO_GATEWAYS,
+        Feature.GATEWAY_INSTANCE_TYPE: _NO_GATEWAYS,
+        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
+        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
+        Feature.GATEWAY_LOAD_BALANCER: _NO_GATEWAYS,
+        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
+        Feature.SSM: "Session Manager is an AWS service",
+        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
+        Feature.SHARED_NETWORKS: "Lambda has no networks to share: every instance has its own "
+                                 "public address"}),
+    re.compile(r"[a-z]+-[a-z]+-\d+"), "us-east-1", "ubuntu", zones=ZoneModel.NONE,
+    package="lambda_", gpuhunt_provider="lambdalabs", networkless=True,
+    pulumi_package="pulumi-python:dynamic/lambda",
+    node_types=(_names.INSTANCE,),
+    resources=MappingProxyType({
+        # the API changes an instance's name only (POST /instances/{id}); everything else it
+        # was launched with replaces it
+        _names.INSTANCE: ResourceKind(
+            frozenset({"region_name", "instance_type_name", "ssh_key_names",
+                       "file_system_mounts", "user_data", "tags", "firewall_rulesets",
+                       "image"}), "instance", billed_as="instance"),
+        _names.SSH_KEY: ResourceKind(frozenset({"name", "public_key"})),
+        # PATCH /firewall-rulesets/{id} changes the name and the rules in place
+        _names.FIREWALL: ResourceKind(frozenset({"region"}), "network"),
+        _names.FILESYSTEM: ResourceKind(frozenset({"name", "region"}), "storage",
+                                        billed_as="filesystem"),
+    }),
+    server_size="", gpu_image_family="lambda-stack",
+    # a Lambda filesystem: regional, elastic (no size to give), mounted by every instance of
+    # the region that names it at launch (file_system_mounts)
+    filesystems=MappingProxyType({
+        "nfs": FilesystemService("lambda-filesystem", "Lambda filesystem", False)}),
+    export_requires=(),
+    capacity_errors=(
+        CapacityCode("lambda", "instance-operations/launch/insufficient-capacity", _API),),
+    name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
+    labels=_names.tags,
+)

@@ -1,0 +1,246 @@
+"""lambda: a small client of Lambda Cloud's public REST API, for the components' dynamic
+provider and `gpufleet preflight`. No Pulumi, no SDK, no stage of the core: urllib and json,
+with the answer's size bounded before it is parsed (the C parser bounds its own depth).
+
+Following Lambda's OpenAPI document 1.10.0 (docs-api.lambda.ai/api/cloud): requests carry the
+API key as a Bearer header; a success is `{"data": ...}`, a failure `{"error": {"code",
+"message", "suggestion"?}}`. Lambda allows one request per second and one launch per 12
+seconds: every request of this process waits its turn (a lock and a clock shared by all
+clients), and a 429 or a 5xx answer is retried with a growing back-off (its Retry-After when
+it gives one), a bounded number of times. The key is never logged or put in an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+BASE_URL = "https://cloud.lambda.ai/api/v1"
+ENV_KEY = "LAMBDA_API_KEY"
+ENV_URL = "LAMBDA_API_URL"  # another endpoint (a test's fake of the API)
+REQUEST_SPACING = 1.0  # seconds between two requests (Lambda: one per second)
+LAUNCH_SPACING = 12.0  # seconds between two launches (Lambda: one per 12 seconds)
+RETRIES = 5
+MAX_BACKOFF = 60.0
+MAX_ANSWER = 8 * 1024 * 1024  # an instance list of a large account stays far below
+ACTIVE_WAIT = 1800.0  # how long a launch may take to become `active` (seconds)
+POLL = 10.0
+CAPACITY_ERROR = "instance-operations/launch/insufficient-capacity"
+
+
+class LambdaError(Exception):
+    """A failed request: the HTTP status (0: none), Lambda's error code and message."""
+
+    def __init__(self, status: int, code: str, message: str, suggestion: str = "") -> None:
+        self.status, self.code, self.message, self.suggestion = status, code, message, \
+            suggestion
+        super().__init__(f"Lambda API: {code or status}: {message}"
+                         + (f" ({suggestion})" if suggestion else ""))
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class Pacer:
+    """When this process may send its next request, and its next launch."""
+
+    clock: Clock = field(default_factory=SystemClock)
+    spacing: float = REQUEST_SPACING
+    launch_spacing: float = LAUNCH_SPACING
+    last: float | None = None
+    last_launch: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, launch: bool) -> None:
+        with self.lock:
+            due = max(self._due(self.last, self.spacing),
+                      self._due(self.last_launch, self.launch_spacing) if launch else 0.0)
+            now = self.clock.now()
+            if due > now:
+                self.clock.sleep(due - now)
+            self.last = self.clock.now()
+            if launch:
+                self.last_launch = self.last
+
+    @staticmethod
+    def _due(last: float | None, spacing: float) -> float:
+        return 0.0 if last is None else last + spacing
+
+
+PACER = Pacer()  # the process's one: Lambda's limits are per account
+
+Transport = Callable[[urllib.request.Request, float], tuple[int, Mapping[str, str], bytes]]
+
+
+def urllib_transport(req: urllib.request.Request, timeout: float
+                     ) -> tuple[int, Mapping[str, str], bytes]:
+    """Send one request; (status, headers, body) for any HTTP answer, errors included."""
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return int(resp.status), dict(resp.headers), resp.read(MAX_ANSWER + 1)
+    except urllib.error.HTTPError as e:
+        return int(e.code), dict(e.headers or {}), e.read(MAX_ANSWER + 1)
+
+
+@dataclass
+class LambdaApi:
+    key: str
+    base: str = BASE_URL
+    pacer: Pacer = field(default_factory=lambda: PACER)
+    transport: Transport = urllib_transport
+    timeout: float = 30.0
+    retries: int = RETRIES
+
+    @classmethod
+    def from_env(cls, key: str | None = None) -> LambdaApi:
+        """A client with ``key`` (the stack config's), else $LAMBDA_API_KEY; a LambdaError
+        when there is neither."""
+        key = key or os.environ.get(ENV_KEY)
+        if not key:
+            raise LambdaError(0, "missing-api-key", "no Lambda API key: set the stack config "
+                              "secret `gpufleet:lambdaApiKey` or $LAMBDA_API_KEY")
+        return cls(key, os.environ.get(ENV_URL) or BASE_URL)
+
+    # --- one request ------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None,
+             launch: bool = False) -> Any:
+        """The `data` of a successful answer; LambdaError otherwise (after the retries a
+        429, a 5xx or a dropped connection get)."""
+        delay = 1.0
+        for attempt in range(self.retries + 1):
+            self.pacer.wait(launch)
+            try:
+                status, headers, raw = self.transport(self._request(method, path, body),
+                                                      self.timeout)
+            except (urllib.error.URLError, OSError) as e:
+                if attempt == self.retries:
+                    raise LambdaError(0, "connection", f"{method} {path}: "
+                                      f"{getattr(e, 'reason', e)}") from None
+                status, headers, raw = 0, {}, b""
+            if (status == 429 or status >= 500 or status == 0) and attempt < self.retries:
+                self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
+                delay = min(delay * 2, MAX_BACKOFF)
+                continue
+            return self._answer(method, path, status, raw)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None
+                 ) -> urllib.request.Request:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        return urllib.request.Request(f"{self.base}{path}", data=data, method=method,
+                                      headers=headers)
+
+    def _answer(self, method: str, path: str, status: int, raw: bytes) -> Any:
+        if len(raw) > MAX_ANSWER:
+            raise LambdaError(status, "answer-too-large", f"{method} {path}: more than "
+                              f"{MAX_ANSWER:,} bytes")
+        try:
+            doc = json.loads(raw, parse_constant=_no_constant) if raw else {}
+        except (ValueError, RecursionError) as e:
+            raise LambdaError(status, "bad-answer", f"{method} {path}: HTTP {status}, not "
+                              f"JSON ({type(e).__name__})") from None
+        if 200 <= status < 300 and isinstance(doc, dict) and "data" in doc:
+            return doc["data"]
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            raise LambdaError(status, str(err.get("code") or ""), str(err.get("message") or ""),
+                              str(err.get("suggestion") or ""))
+        raise LambdaError(status, "bad-answer", f"{method} {path}: HTTP {status} without a "
+                          "Lambda answer")
+
+    # --- what the stack and preflight use ---------------------------------------------------
+
+    def instance_types(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.call("GET", "/instance-types")
+        return data
+
+    def launch(self, body: Mapping[str, Any]) -> str:
+        ids = self.call("POST", "/instance-operations/launch", body, launch=True)
+        return str(ids["instance_ids"][0])
+
+    def instance(self, instance_id: str) -> dict[str, Any] | None:
+        """The instance, or None when Lambda no longer knows it."""
+        try:
+            data: dict[str, Any] = self.call("GET", f"/instances/{instance_id}")
+        except LambdaError as e:
+            if e.status == 404:
+                return None
+            raise
+        return data
+
+    def rename(self, instance_id: str, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = self.call("POST", f"/instances/{instance_id}", {"name": name})
+        return data
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        try:
+            self.call("POST", "/instance-operations/terminate",
+                      {"instance_ids": list(instance_ids)})
+        except LambdaError as e:
+            if e.status != 404:  # already gone
+                raise
+
+    def wait_active(self, instance_id: str, timeout: float = ACTIVE_WAIT,
+                    poll: float = POLL) -> dict[str, Any]:
+        """Poll a launched instance until it is `active`; a LambdaError when it ends in
+        another state or the wait runs out (the error names the instance)."""
+        clock = self.pacer.clock
+        deadline = clock.now() + timeout
+        while True:
+            found = self.instance(instance_id)
+            status = found.get("status") if found else "terminated"
+            if found is not None and status == "active":
+                return found
+            if status in ("terminated", "terminating", "preempted", "unhealthy"):
+                raise LambdaError(0, "launch-failed", f"instance {instance_id} became "
+                                  f"{status} before it was active")
+            if clock.now() >= deadline:
+                raise LambdaError(0, "launch-timeout", f"instance {instance_id} was not "
+                                  f"active after {timeout:.0f} s (status {status})")
+            clock.sleep(poll)
+
+    def list(self, path: str) -> list[dict[str, Any]]:
+        data = self.call("GET", path)
+        return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+    def delete(self, path: str) -> None:
+        """DELETE, a 404 (already gone) included."""
+        try:
+            self.call("DELETE", path)
+        except LambdaError as e:
+            if e.status != 404:
+                raise
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
