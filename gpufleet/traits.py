@@ -119,6 +119,9 @@ class FilesystemService:
     # built after the fleets sharing it (its account lists their subnets), not before them
     built_after_peers: bool = False
     one_per_fleet: bool = False  # one per fleet network (one private services connection)
+    # the cloud mounts it when an instance launches (Lambda's `file_system_mounts`): the
+    # boot script mounts nothing
+    mounted_at_launch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

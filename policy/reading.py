@@ -8,6 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 WORLD = ("0.0.0.0/0", "::/0", "*", "Internet", "Any", "any")
+# Lambda Cloud's resources, made by gpufleet's dynamic providers (components/lambda_/)
+LAMBDA_RULESET = "pulumi-python:dynamic/lambda:FirewallRuleset"
+LAMBDA_INSTANCE = "pulumi-python:dynamic/lambda:Instance"
 
 
 def _is_gateway(args: Any) -> bool:
@@ -70,6 +73,13 @@ def _ingress(args: Any) -> Iterable[tuple[set[str], str, list[str]]]:
         for a in p.get("allows") or []:
             ports = _ports(a["ports"]) if a.get("ports") else {"*"}
             yield ports, str(a.get("protocol")), list(p.get("sourceRanges") or [])
+    elif t == LAMBDA_RULESET:  # every rule of a Lambda ruleset is an inbound allow
+        for r in p.get("rules") or []:
+            lo, hi = [*(r.get("port_range") or []), 0, 65535][:2]
+            proto = str(r.get("protocol", ""))
+            ports = {"*"} if proto == "all" or int(hi) - int(lo) > 1024 else \
+                {str(i) for i in range(int(lo), int(hi) + 1)}
+            yield ports, proto, [str(r.get("source_network", ""))]
     elif t == "azure-native:network:NetworkSecurityGroup":
         for r in p.get("securityRules") or []:
             if r.get("direction") != "Inbound" or r.get("access") != "Allow":

@@ -12,7 +12,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.policy.reading import WORLD, _cfg, _ingress, _is_bastion, _is_gateway, _labels
+from gpufleet.policy.reading import (
+    LAMBDA_INSTANCE,
+    LAMBDA_RULESET,
+    WORLD,
+    _cfg,
+    _ingress,
+    _is_bastion,
+    _is_gateway,
+    _labels,
+)
 
 Report = Callable[[str, str | None], None]
 Validate = Callable[[Any, Report], None]
@@ -170,6 +179,19 @@ def azure_nsg_no_allow_any(args: Any, report: Report) -> None:
             report(f"{args.name} has an allow-any inbound rule", args.urn)
 
 
+def lambda_ssh_only(args: Any, report: Report) -> None:
+    """A Lambda instance has a public address and no network around it: its ruleset is all
+    that stands in front of it, so it opens TCP 22 and nothing else, and every instance
+    launches with one (without, Lambda's account-wide global ruleset applies)."""
+    if args.resource_type == LAMBDA_RULESET:
+        for ports, proto, _sources in _ingress(args):
+            if ports != {"22"} or proto != "tcp":
+                report(f"{args.name} opens {proto} {', '.join(sorted(ports))}; a Lambda "
+                       "ruleset of gpufleet's opens TCP 22 only", args.urn)
+    elif args.resource_type == LAMBDA_INSTANCE and not args.props.get("firewall_rulesets"):
+        report(f"{args.name} launches without its fleet's firewall ruleset", args.urn)
+
+
 GATEWAY_MACHINES = ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate",
                     "aws:lb/loadBalancer:LoadBalancer", "gcp:compute/instance:Instance",
                     "gcp:compute/forwardingRule:ForwardingRule",
@@ -302,6 +324,9 @@ RULES: tuple[Rule, ...] = (
     Rule("azure-nsg-no-allow-any", "Azure NSGs have no allow-any inbound rule", "mandatory",
          "name the ports and sources of every inbound rule", "",
          azure_nsg_no_allow_any),
+    Rule("lambda-ssh-only", "Lambda instances launch with their fleet's firewall ruleset, "
+         "which opens TCP 22 only", "mandatory", "keep the ruleset gpufleet makes; open "
+         "nothing else on a public instance", "", lambda_ssh_only),
     Rule("gateway-addresses-protected", "Addresses kept from gpufleet's old gateway VMs "
          "(`old_address: keep`), and created DNS zones, are protected", "mandatory",
          "remove `protect_address: false` from the gateway's entry in the backends file "

@@ -32,7 +32,9 @@ DELIBERATE = {
             "and gcp",
     "V002": "a volume without `name`, or a new one without `availability_zone`: the disk's "
             "name derives from the name, and gpufleet builds it in that zone",
-    "F006": "a backend gpufleet cannot build (it builds aws, gcp and azure)",
+    "F006": "a backend gpufleet cannot build (it builds aws, gcp, azure and lambda)",
+    "F025": "`placement: cluster` or `spot_policy: spot` on backends that cannot honour it "
+            "(lambda): dstack takes the file and finds no offer at `dstack apply`",
     "F009": "a fleet without `name`: every resource name derives from it",
     "G007": "a gateway without `name`: every resource name derives from it",
     "F010": "`placement: cluster` with zones in several regions: no cluster spans regions",

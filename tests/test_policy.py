@@ -125,6 +125,12 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
         args("azure-native:storage:StorageAccount", {"networkRuleSet": {
             "defaultAction": "Allow"}, "allowBlobPublicAccess": False}, "fs-share",
             protect=True)),
+    "lambda-ssh-only": (
+        args("pulumi-python:dynamic/lambda:FirewallRuleset", {"rules": [
+            {"protocol": "tcp", "port_range": [22, 22], "source_network": "203.0.113.0/24",
+             "description": "ssh"}]}),
+        args("pulumi-python:dynamic/lambda:FirewallRuleset", {"rules": [
+            {"protocol": "all", "source_network": "203.0.113.0/24", "description": "all"}]})),
     "dns-ttl": (
         args("gcp:dns/recordSet:RecordSet", {"ttl": 300}),
         args("aws:route53/record:Record", {"ttl": 86400})),

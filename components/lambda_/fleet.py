@@ -15,7 +15,7 @@ from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, LambdaOptions, input_dige
 from ..access import boot_script, public_key
 from ..renames import rename_options
 from ..sampling import registered_nodes
-from .provider import Filesystem, FirewallRuleset, Instance, SshKey
+from .dynamic import Filesystem, FirewallRuleset, Instance, SshKey
 
 
 def stack_suffix() -> str:

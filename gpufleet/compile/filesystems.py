@@ -227,11 +227,15 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
                                f"fleet '{fleet.name}' in {fleet.zone}: cross-zone traffic "
                                "is slower and billed", f"set zone: {fleet.zone}",
                                severity=Severity.WARNING)
-    main = fleet.network("main")
-    admit = tuple(c for f in (fleet, *peers) for c in _node_cidrs(f))
+    # a backend without networks (Lambda) mounts its filesystem by id at launch: no
+    # subnet to admit, no range to carve
+    networkless = traits_of(fs.backend).networkless
+    admit = () if networkless else tuple(c for f in (fleet, *peers) for c in _node_cidrs(f))
     subnet = None
-    if kind.own_range or (peers and traits_of(fs.backend).shared_filesystem_subnet):
-        subnet = _own_range(fleet, main, block, kind, fs.capacity_gib or 0, taken)
+    if not networkless and (kind.own_range or (
+            peers and traits_of(fs.backend).shared_filesystem_subnet)):
+        subnet = _own_range(fleet, fleet.network("main"), block, kind, fs.capacity_gib or 0,
+                            taken)
         if subnet is None:
             return None, fs.origin.at("fleets", V021, f"filesystem '{fs.name}': fleet "
                                       f"'{fleet.name}' has no free range left in its address "

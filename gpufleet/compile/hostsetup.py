@@ -205,9 +205,11 @@ def node_script(plan: FleetPlan, targets: Mapping[str, str] | None = None) -> st
     """Everything a node runs at boot: the host setup and the mounts of its filesystems (a
     wrapper writing both out and running them in turn), or the host setup alone."""
     host = script_for(plan.host_setup) if plan.host_setup is not None else None
-    if not plan.filesystems:
+    services = {s.key: s for s in traits_of(plan.backend).filesystems.values()}
+    ours = [f for f in plan.filesystems if not services[f.service].mounted_at_launch]
+    if not ours:
         return host
-    mounts = render_mounts(plan.backend, plan.filesystems, targets or {})
+    mounts = render_mounts(plan.backend, ours, targets or {})
     parts = ["#!/bin/bash",
              "# gpufleet node boot script: the host setup, then the shared filesystems",
              f"mkdir -p {MARKER_DIR}"]

@@ -211,10 +211,14 @@ def run_preflight(stack: str, needs: Sequence[Need], probes: Mapping[str, Probe]
             report.checks.append(Check(need.fleet, "offered", "ok",
                                        f"{need.instance_type} is offered in {where}"))
         else:
+            # a cloud that says where else the type is (Lambda's capacity by region)
+            elsewhere = getattr(probe, "offered_elsewhere", None)
+            hint = (f"{elsewhere(need)}: narrow `regions` and run `gpufleet lock --upgrade`"
+                    if elsewhere is not None else "pick another zone (`gpufleet lock "
+                    "--upgrade` after narrowing availability_zones)")
             report.checks.append(Check(need.fleet, "offered", "fail",
                                        f"{need.instance_type} is not offered in {where} for "
-                                       "this account; pick another zone (`gpufleet lock "
-                                       "--upgrade` after narrowing availability_zones)"))
+                                       f"this account; {hint}"))
     _reservations(report, needs, probes)
     _quotas(report, needs, probes)
     return report

@@ -128,9 +128,15 @@ class Report:
 
 # --- comparing inputs -------------------------------------------------------------------
 
+# Bookkeeping the engine keeps among the inputs: the bridged providers' defaults, and a
+# dynamic provider's pickled self (`__provider`), which the dynamic provider's own diff drops
+# (pulumi.dynamic: a new gpufleet version re-pickles it without changing the resource).
+_BOOKKEEPING = frozenset({"__defaults", "__provider"})
+
+
 def _strip_defaults(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {k: _strip_defaults(v) for k, v in value.items() if k != "__defaults"}
+        return {k: _strip_defaults(v) for k, v in value.items() if k not in _BOOKKEEPING}
     if isinstance(value, list):
         return [_strip_defaults(v) for v in value]
     return value

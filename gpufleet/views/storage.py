@@ -38,9 +38,11 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
         shared = f"; shared with fleets {', '.join(fs.peers)}" + (
             f" (peered, to its own subnet {fs.subnet})" if fs.subnet else
             " (their node subnets admitted)")
+    reach = (f"mounted at {fs.mount} by every node at boot; port {fs.port} from "
+             f"{', '.join(fs.admit)} only") if fs.admit else \
+        f"mounted at {fs.mount} by the cloud when each node launches"
     return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, in {where}{shared}; "
-            f"mounted at {fs.mount} by every node at boot; port {fs.port} from "
-            f"{', '.join(fs.admit)} only; protected from deletion; {cost}")
+            f"{reach}; protected from deletion; {cost}")
 
 
 def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:

@@ -70,7 +70,8 @@ TRAITS = BackendTraits(
     # a Lambda filesystem: regional, elastic (no size to give), mounted by every instance of
     # the region that names it at launch (file_system_mounts)
     filesystems=MappingProxyType({
-        "nfs": FilesystemService("lambda-filesystem", "Lambda filesystem", False)}),
+        "nfs": FilesystemService("lambda-filesystem", "Lambda filesystem", False,
+                                 mounted_at_launch=True)}),
     export_requires=(),
     capacity_errors=(
         CapacityCode("lambda", "instance-operations/launch/insufficient-capacity", _API),),

@@ -7,7 +7,7 @@ import ipaddress
 import re
 
 from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
-from gpufleet.codes import G002, G003, G004, G005, G006, G007, G009, G014, G015, G016, G017
+from gpufleet.codes import F006, G002, G003, G004, G005, G006, G007, G009, G014, G015, G016, G017
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx, check_region, tags_of
 from gpufleet.input.checks.names import check_name_budget
@@ -23,6 +23,11 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
     if "name" not in d:
         ctx.error((), "gateway has no `name`; gpufleet derives stable resource names from it",
                   G007, key=True, hint="add `name: <lower-case name>`")
+    if backend is not None and _lacks(backend, Feature.GATEWAYS):
+        ctx.error(("backend",), f"Gateways are not supported for {backend} backend", F006,
+                  hint=f"use {' or '.join(backends_with(Feature.GATEWAYS))}: "
+                  f"{TRAITS_BY_NAME[backend].why_not(Feature.GATEWAYS)}")
+        return None, ctx.diags
     if backend is not None and "instance_type" in d \
             and _lacks(backend, Feature.GATEWAY_INSTANCE_TYPE):
         ctx.error(("instance_type",), f"The `{backend}` backend does not support the "

@@ -6,7 +6,7 @@ reference: module and name) and unpickles it in the engine's provider process. S
 provider classes are thin and hold nothing: the API key is read when the engine configures
 them (the stack config secret `gpufleet:lambdaApiKey`, else $LAMBDA_API_KEY) and never lands
 in the state, and their work is done by importable functions. Upgrading gpufleet keeps
-working as long as ``gpufleet.components.lambda_.provider.<Class>`` keeps its path and name:
+working as long as ``gpufleet.components.lambda_.dynamic.<Class>`` keeps its path and name:
 never move or rename them (README, "Lambda").
 
 What the API changes in place: an instance's name (POST /instances/{id}), a ruleset's name and
@@ -68,6 +68,12 @@ def _gone_or(read: Callable[[], dict[str, Any] | None], props: Mapping[str, Any]
     return ReadResult(resource_id, {**props, **found})
 
 
+# What DELETE answers while instances still hold a ruleset or filesystem (OpenAPI 1.10.0:
+# ApiErrorFirewallRulesetInUse, ApiErrorFilesystemInUse)
+IN_USE = frozenset({"firewall-rulesets/firewall-ruleset-in-use",
+                    "filesystems/filesystem-in-use"})
+
+
 def _until_free(call: Callable[[], None]) -> None:
     """A delete the API refuses while instances still hold the resource (they are being
     terminated in the same update): tried again, a bounded number of times."""
@@ -76,7 +82,7 @@ def _until_free(call: Callable[[], None]) -> None:
             call()
             return
         except LambdaError as e:
-            if e.status not in (400, 409) or attempt == IN_USE_TRIES - 1:
+            if e.code not in IN_USE or attempt == IN_USE_TRIES - 1:
                 raise
             api().pacer.clock.sleep(IN_USE_WAIT)
 

@@ -1,0 +1,350 @@
+"""Lambda Cloud: the dynamic provider's CRUD and the API client against a local fake of
+Lambda's API that validates every request and answer against the OpenAPI document 1.10.0
+(tests/lambda_fake.py), with a fake clock for the rate limits; the preflight probe; the plan
+of a Lambda fleet under the mock monitor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dill
+import pytest
+import yaml
+from click.testing import CliRunner
+from exportutil import export, write_export
+from lambda_fake import KEY, Fake, serve
+
+from gpufleet.backends.lambda_ import api as lambda_api
+from gpufleet.backends.lambda_.api import ACTIVE_WAIT, LambdaApi, LambdaError, Pacer
+from gpufleet.cli import cli, main
+from gpufleet.components.lambda_ import dynamic as prov
+from gpufleet.live.preflight import MissingAccess, Need, run_preflight
+
+from planutil import TEST_KEY, by_type, plan_files, write
+
+
+@dataclass
+class FakeClock:
+    t: float = 1000.0
+    slept: list[float] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
+@dataclass
+class Env:
+    fake: Fake
+    url: str
+    clock: FakeClock
+    stamps: list[float]  # the fake clock when each request went out
+
+
+@dataclass
+class StampedPacer(Pacer):
+    stamps: list[float] = field(default_factory=list)
+
+    def wait(self, launch: bool) -> None:
+        super().wait(launch)
+        self.stamps.append(self.clock.now())
+
+
+@pytest.fixture
+def lam(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    fake, clock = Fake(), FakeClock()
+    with serve(fake) as url:
+        monkeypatch.setenv("LAMBDA_API_URL", url)
+        monkeypatch.setenv("LAMBDA_API_KEY", KEY)
+        pacer = StampedPacer(clock)
+        monkeypatch.setattr(lambda_api, "PACER", pacer)
+        monkeypatch.setattr(prov, "_KEY", [])
+        yield Env(fake, url, clock, pacer.stamps)
+        assert fake.violations == []  # every request and answer as the document says
+
+
+def _instance_props(**more: Any) -> dict[str, Any]:
+    return {"name": "lam-node-0-abc1234", "region_name": "us-east-1",
+            "instance_type_name": "gpu_8x_h100_sxm5", "ssh_key_names": ["lam-key-abc1234"],
+            "tags": [{"key": "gpufleet-fleet", "value": "lam"}],
+            "firewall_rulesets": [{"id": "c" + "0" * 31}], "user_data": "#!/bin/bash\ntrue\n",
+            **more}
+
+
+def test_ssh_key_and_firewall_ruleset_create_read_update_delete(lam: Env) -> None:
+    keys = prov.SshKeyProvider()
+    made = keys.create({"name": "lam-key-abc1234", "public_key": "ssh-ed25519 AAAA test"})
+    assert made.outs["key_id"] == made.id and made.id in lam.fake.keys
+    assert keys.read(made.id, made.outs).id == made.id
+    keys.delete(made.id, made.outs)
+    assert lam.fake.keys == {} and keys.read(made.id, made.outs).id is None
+
+    rules = prov.FirewallRulesetProvider()
+    ssh = [{"protocol": "tcp", "port_range": [22, 22], "source_network": "203.0.113.0/24",
+            "description": "ssh"}]
+    rs = rules.create({"name": "lam-firewall-abc1234", "region": "us-east-1", "rules": ssh})
+    assert lam.fake.rulesets[rs.id]["rules"] == ssh
+    wider = [*ssh, {**ssh[0], "source_network": "198.51.100.0/24"}]
+    d = rules.diff(rs.id, rs.outs, {**rs.outs, "rules": wider})
+    assert d.changes and not d.replaces  # the API changes rules in place
+    assert rules.diff(rs.id, rs.outs, {**rs.outs, "region": "us-west-1"}).replaces == ["region"]
+    rules.update(rs.id, rs.outs, {**rs.outs, "rules": wider})
+    assert rules.read(rs.id, rs.outs).outs["rules"] == wider  # refresh sees the API's rules
+    lam.fake.in_use_deletes = 2  # its instances are still terminating
+    rules.delete(rs.id, rs.outs)
+    assert lam.fake.rulesets == {} and lam.clock.slept.count(prov.IN_USE_WAIT) == 2
+
+
+def test_a_filesystem_is_created_read_and_deleted_and_reports_its_mount_point(lam: Env) -> None:
+    fs = prov.FilesystemProvider()
+    made = fs.create({"name": "data-abc1234", "region": "us-east-1"})
+    assert made.outs["mount_point"] == "/lambda/nfs/data-abc1234"
+    assert fs.read(made.id, made.outs).outs["filesystem_id"] == made.id
+    fs.delete(made.id, made.outs)
+    assert lam.fake.filesystems == {}
+
+
+def test_an_instance_is_launched_followed_to_active_renamed_and_terminated(lam: Env) -> None:
+    lam.fake.active_after = 3
+    inst = prov.InstanceProvider()
+    made = inst.create(_instance_props())
+    assert made.outs["status"] == "active" and made.outs["ip"] == "198.51.100.7"
+    launch = next(b for m, p, b in lam.fake.requests if p == "/instance-operations/launch")
+    assert launch["user_data"].startswith("#!/bin/bash") and launch["tags"]
+    assert lam.clock.slept.count(lambda_api.POLL) == 2  # two polls while it was booting
+    # only the name changes in place; anything else replaces the instance
+    assert inst.diff(made.id, made.outs, {**made.outs, "name": "x"}).replaces == []
+    assert inst.diff(made.id, made.outs, {**made.outs, "user_data": "y"}).replaces == \
+        ["user_data"]
+    inst.update(made.id, made.outs, {**made.outs, "name": "lam-node-0-renamed"})
+    assert lam.fake.instances[made.id]["name"] == "lam-node-0-renamed"
+    inst.delete(made.id, made.outs)
+    assert lam.fake.instances[made.id]["status"] == "terminated"
+    assert inst.read(made.id, made.outs).id is None  # refresh: gone
+    assert inst.read("a" + "f" * 31, made.outs).id is None  # 404: gone
+    # the key lands nowhere in what the state keeps
+    assert KEY not in json.dumps(made.outs)
+
+
+def test_a_launch_that_never_becomes_active_is_terminated_after_the_bounded_wait(
+        lam: Env) -> None:
+    lam.fake.never_active = True
+    start = lam.clock.t
+    with pytest.raises(LambdaError, match="not active after 1800 s"):
+        prov.InstanceProvider().create(_instance_props())
+    assert lam.clock.t - start >= ACTIVE_WAIT
+    (only,) = lam.fake.instances.values()
+    assert only["status"] == "terminated"  # no paid instance nobody tracks
+
+
+def test_429_and_5xx_are_retried_with_backoff_and_errors_are_reported(lam: Env) -> None:
+    client = LambdaApi.from_env()
+    lam.fake.fail("GET /instance-types", 429, 2)
+    lam.fake.fail("GET /instance-types", 503, 1)
+    assert "gpu_8x_h100_sxm5" in client.instance_types()
+    assert [s for s in lam.clock.slept if s >= 1.0][:3] == [2.0, 2.0, 4.0]  # Retry-After, back-off
+    lam.fake.fail("GET /ssh-keys", 500, lambda_api.RETRIES + 1)
+    with pytest.raises(LambdaError) as err:
+        client.list("/ssh-keys")
+    assert err.value.status == 500
+    # 400/404 are final: no retry
+    lam.fake.fail("POST /ssh-keys", 400, 1)
+    before = len(lam.fake.requests)
+    with pytest.raises(LambdaError, match="global/invalid-parameters"):
+        client.call("POST", "/ssh-keys", {"name": "k", "public_key": "ssh-ed25519 A"})
+    assert len(lam.fake.requests) == before + 1
+
+
+def test_a_wrong_key_is_401_without_retry_and_the_key_is_never_in_the_message(
+        lam: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAMBDA_API_KEY", "wrong-key-987")
+    with pytest.raises(LambdaError) as err:
+        LambdaApi.from_env().instance_types()
+    assert err.value.status == 401 and "wrong-key-987" not in str(err.value)
+    assert len(lam.fake.requests) == 1
+    monkeypatch.delenv("LAMBDA_API_KEY")
+    with pytest.raises(LambdaError, match="gpufleet:lambdaApiKey"):
+        LambdaApi.from_env()
+
+
+def test_requests_are_spaced_one_second_and_launches_twelve(lam: Env) -> None:
+    inst = prov.InstanceProvider()
+    t0 = lam.clock.t
+    first = inst.create(_instance_props())
+    launched = lam.clock.t
+    inst.create(_instance_props(name="lam-node-1-abc1234"))
+    gaps = [b - a for a, b in zip(lam.stamps, lam.stamps[1:], strict=False)]
+    assert all(g >= 1.0 for g in gaps)  # one request per second
+    assert first.id and launched >= t0
+    launches = [t for t, (_m, p, _b) in zip(lam.stamps, lam.fake.requests, strict=True)
+                if p == "/instance-operations/launch"]
+    assert len(launches) == 2 and launches[1] - launches[0] >= 12.0
+
+
+def test_the_api_key_comes_from_the_stack_config_and_is_not_pickled(lam: Env) -> None:
+    from pulumi.dynamic import ConfigureRequest
+    from pulumi.dynamic.config import Config
+
+    p = prov.InstanceProvider()
+    p.configure(ConfigureRequest(Config({"gpufleet:lambdaApiKey": "from-config"}, "gpufleet")))
+    assert prov.api().key == "from-config"
+    # what Pulumi writes into the state for the provider: the class by reference
+    blob = dill.dumps(p, protocol=5, recurse=True)
+    assert b"from-config" not in blob and len(blob) < 2000
+
+
+def test_a_bad_answer_is_an_error_not_a_crash(lam: Env) -> None:
+    client = LambdaApi(KEY, lam.url, transport=lambda req, timeout: (200, {}, b"{nope"))
+    with pytest.raises(LambdaError, match="not JSON"):
+        client.instance_types()
+    client = LambdaApi(KEY, lam.url, transport=lambda req, timeout: (200, {}, b'{"x": 1}'))
+    with pytest.raises(LambdaError, match="without a Lambda answer"):
+        client.instance_types()
+
+
+def _need(region: str) -> Need:
+    return Need("lam", "lambda", None, region, None, "gpu_8x_h100_sxm5", "H100", 80, 8, 208,
+                False, 2, 0)
+
+
+def test_preflight_asks_lambda_where_the_type_has_capacity(lam: Env) -> None:
+    from gpufleet.backends.lambda_.live import probe
+
+    lam.fake.capacity["gpu_8x_h100_sxm5"] = ["us-west-1", "us-south-1"]
+    report = run_preflight("dev", [_need("us-east-1"), _need("us-west-1")],
+                           {"lambda": probe()})
+    offered = [c for c in report.checks if c.what == "offered"]
+    assert [c.verdict for c in offered] == ["fail", "ok"]
+    assert "Lambda has capacity for it now in us-south-1, us-west-1" in offered[0].detail
+    assert all(c.verdict == "skip" for c in report.checks if c.what == "quota")
+    assert report.exit_code == 1
+
+
+def test_preflight_without_a_key_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufleet.backends.lambda_.live import probe
+
+    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
+    with pytest.raises(MissingAccess, match="LAMBDA_API_KEY"):
+        probe()
+
+
+def test_the_fake_refuses_what_the_document_refuses(lam: Env) -> None:
+    """The checks above can fail: a request the document forbids is a violation."""
+    with pytest.raises(LambdaError):  # the fake answers 404 for a path not in the document
+        LambdaApi.from_env().call("GET", "/no-such-path")
+    LambdaApi.from_env().call("POST", "/filesystems", {"name": "1-starts-with-a-digit",
+                                                       "region": "us-east-1"})
+    assert any("does not match" in v for v in lam.fake.violations)
+    assert any("not in the document" in v for v in lam.fake.violations)
+    lam.fake.violations.clear()
+
+
+def test_the_policy_pack_holds_lambda_rulesets_to_ssh_from_ssh_cidrs() -> None:
+    from types import SimpleNamespace
+
+    from gpufleet.policy.rules import lambda_ssh_only, no_world_ingress, ssh_only_from_allowed
+
+    def run(rule: Any, typ: str, props: dict[str, Any]) -> list[str]:
+        found: list[str] = []
+        args = SimpleNamespace(resource_type=f"pulumi-python:dynamic/lambda:{typ}",
+                               props=props, name="lam-x", urn="urn:x",
+                               get_config=lambda: {"ssh_cidrs": ["203.0.113.0/24"]})
+        rule(args, lambda msg, urn: found.append(msg))
+        return found
+
+    ssh = {"protocol": "tcp", "port_range": [22, 22], "source_network": "203.0.113.0/24",
+           "description": "ssh"}
+    assert run(lambda_ssh_only, "FirewallRuleset", {"rules": [ssh]}) == []
+    web = {**ssh, "port_range": [443, 443]}
+    assert "opens tcp 443" in run(lambda_ssh_only, "FirewallRuleset", {"rules": [ssh, web]})[0]
+    assert run(lambda_ssh_only, "Instance", {"firewall_rulesets": []})
+    assert run(lambda_ssh_only, "Instance", {"firewall_rulesets": [{"id": "r"}]}) == []
+    world = {**ssh, "source_network": "0.0.0.0/0"}
+    assert run(no_world_ingress, "FirewallRuleset", {"rules": [world]})
+    other = {**ssh, "source_network": "198.51.100.0/24"}
+    assert "not in ssh_cidrs" in run(ssh_only_from_allowed, "FirewallRuleset",
+                                     {"rules": [other]})[0]
+
+
+FLEET = "type: fleet\nname: lam\nnodes: {nodes}\nresources:\n  gpu: H100:8\nbackends: [lambda]\n"
+BACKENDS = ("backends:\n  - type: lambda\n    regions: [us-east-1]\n"
+            "    ssh_cidrs: [203.0.113.0/24]\n"
+            f"access:\n  ssh_public_key: {TEST_KEY}\n")
+
+
+def _files(tmp: Path, nodes: int = 2) -> list[str]:
+    return [write(tmp, "backends.yml", BACKENDS), write(tmp, "lam.yml", FLEET.format(nodes=nodes))]
+
+
+def test_plan_lists_the_key_the_ruleset_and_two_instances_with_their_price(
+        tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["plan", *_files(tmp_path)])
+    assert r.exit_code == 0, r.output
+    for line in ("pulumi-python:dynamic/lambda:FirewallRuleset  1",
+                 "pulumi-python:dynamic/lambda:Instance         2",
+                 "pulumi-python:dynamic/lambda:SshKey           1",
+                 "lambda us-east-1  gpu_8x_h100_sxm5  8xH100  on-demand  $23.9200/h per node",
+                 "$47.84/h, $34,923.20/month"):
+        assert line in r.output
+    report = plan_files(_files(tmp_path))
+    (ruleset,) = by_type(report, "pulumi-python:dynamic/lambda:FirewallRuleset")
+    assert ruleset["inputs"]["rules"] == [{
+        "protocol": "tcp", "port_range": [22, 22], "source_network": "203.0.113.0/24",
+        "description": "SSH from the ranges in ssh_cidrs"}]
+    nodes = by_type(report, "pulumi-python:dynamic/lambda:Instance")
+    assert [n["name"] for n in nodes] == ["lam-node-0", "lam-node-1"]
+    for n in nodes:
+        assert n["inputs"]["user_data"].startswith("#!/bin/bash")
+        assert n["inputs"]["firewall_rulesets"] and n["inputs"]["ssh_key_names"]
+        assert {"key": "gpufleet-fleet", "value": "lam"} in n["inputs"]["tags"]
+    assert report.violations == ()
+
+
+def test_the_lock_records_the_offer_and_no_address_block(tmp_path: Path) -> None:
+    files = _files(tmp_path)
+    assert main(["lock", *files]) == 0
+    lock = yaml.safe_load((tmp_path / "gpufleet.lock").read_text())
+    entry = lock["fleets"]["lam"]
+    assert (entry["backend"], entry["instance_type"], entry["price"]) == \
+        ("lambda", "gpu_8x_h100_sxm5", 23.92)
+    assert not entry.get("cidr")
+    assert main(["plan", "--locked", *files]) == 0
+
+
+def test_diff_works_offline_on_an_export_holding_dynamic_resources(tmp_path: Path) -> None:
+    state = export(_files(tmp_path))
+    assert any(r["type"].startswith("pulumi-python:dynamic/") for r in
+               state["deployment"]["resources"])
+    path = write_export(tmp_path / "state.json", state)
+    for full in ([], ["--full"]):  # --full compares every input (no phantom `__provider`)
+        r = CliRunner().invoke(cli, ["diff", "--state", path, *full, *_files(tmp_path)])
+        assert r.exit_code == 0 and "summary: 5 same" in r.output, r.output
+    r = CliRunner().invoke(cli, ["diff", "--state", path, *_files(tmp_path, nodes=3)])
+    assert "summary: 1 create, 5 same" in r.output, r.output
+    assert "create   pulumi-python:dynamic/lambda:Instance  lam-node-2" in r.output
+
+
+def test_a_lambda_filesystem_is_created_in_the_region_and_mounted_at_launch(
+        tmp_path: Path) -> None:
+    backends = BACKENDS + ("filesystems:\n  - name: lamdata\n    backend: lambda\n"
+                           "    region: us-east-1\n    kind: nfs\n    capacity_gib: 1000\n"
+                           "    mount: /mnt/data\n    fleets: [lam]\n")
+    files = [write(tmp_path, "backends.yml", backends),
+             write(tmp_path, "lam.yml", FLEET.format(nodes=2))]
+    report = plan_files(files)
+    (fs,) = by_type(report, "pulumi-python:dynamic/lambda:Filesystem")
+    assert fs["inputs"]["region"] == "us-east-1" and fs["inputs"]["name"].startswith("lamdata-")
+    for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
+        assert node["inputs"]["file_system_mounts"] == [
+            {"mount_point": "/mnt/data", "file_system_id": "mock-filesystem-id-of-lamdata"}]
+        assert "gpufleet-mount" not in node["inputs"]["user_data"]  # Lambda mounts it
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert "mounted at /mnt/data by the cloud when each node launches" in r.output
+    assert "$200.00/month" in r.output  # Lambda's $0.20 per GiB-month
