@@ -348,3 +348,20 @@ def test_a_lambda_filesystem_is_created_in_the_region_and_mounted_at_launch(
     r = CliRunner().invoke(cli, ["plan", *files])
     assert "mounted at /mnt/data by the cloud when each node launches" in r.output
     assert "$200.00/month" in r.output  # Lambda's $0.20 per GiB-month
+
+
+def test_each_instance_waits_for_the_key_it_names_and_the_ruleset(tmp_path: Path) -> None:
+    """The launch names the key by name (no output to wait on): an explicit dependency."""
+    report = plan_files(_files(tmp_path))
+    (key,) = by_type(report, "pulumi-python:dynamic/lambda:SshKey")
+    (ruleset,) = by_type(report, "pulumi-python:dynamic/lambda:FirewallRuleset")
+    for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
+        assert key["urn"] in node["dependencies"]
+        assert ruleset["urn"] in node["dependencies"]
+
+
+def test_a_fleet_over_the_launch_limit_is_refused(tmp_path: Path) -> None:
+    files = [write(tmp_path, "backends.yml", BACKENDS),
+             write(tmp_path, "lam.yml", FLEET.format(nodes=101))]
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert r.exit_code == 1 and "error[C027]" in r.stderr and "at most 100" in r.stderr

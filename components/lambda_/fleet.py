@@ -38,9 +38,9 @@ class Fleet(pulumi.ComponentResource):
         o = options_of(plan, LambdaOptions)
         child = pulumi.ResourceOptions(parent=self)
         key_name = physical(o.ssh_key)
-        SshKey(o.ssh_key, {"name": key_name,
-                           "public_key": public_key(o.public_key, f"fleet {plan.name}")},
-               child)
+        key = SshKey(o.ssh_key, {"name": key_name,
+                                 "public_key": public_key(o.public_key, f"fleet {plan.name}")},
+                     child)
         ruleset = FirewallRuleset(o.firewall, {
             "name": physical(o.firewall), "region": plan.region,
             "rules": [{"protocol": "tcp", "port_range": [int(p), int(p)],
@@ -66,8 +66,9 @@ class Fleet(pulumi.ComponentResource):
             **({"user_data": script} if script else {}),
             **({"file_system_mounts": mounts} if mounts else {}),
             **({"image": {"family": o.image}} if o.image else {})}
-        # the key and ruleset by name and id: an instance waits for both
-        after = pulumi.ResourceOptions(parent=self, depends_on=[ruleset])
+        # the launch names the key (a plain string, no dependency of itself) and the ruleset
+        # and filesystems by id (outputs): an instance waits for the key explicitly
+        after = pulumi.ResourceOptions(parent=self, depends_on=[key])
         nodes = [Instance(name, {**props, "name": physical(name)}, after)
                  for name in registered_nodes(plan)]
         self.internal_ips: list[Any] = [n.private_ip for n in nodes]
