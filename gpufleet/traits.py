@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
+# The layers of a network topology, outermost first (`gpufleet topology`): a spine network
+# node, a block under it, a subblock, a host; each cloud fills in what it exposes.
+TOPOLOGY_LAYERS: tuple[str, ...] = ("spine", "block", "subblock", "host")
+
 
 class Feature(StrEnum):
     """A capability a backend has or lacks (the value is how messages name it)."""

@@ -101,6 +101,14 @@ def test_a_slow_link_is_told_apart_from_a_slow_node(task: dict[str, object],
     assert code == 1
     assert not any(line.startswith("FAIL node") for line in lines)
     assert any(line.startswith("FAIL link 1-2 (10.0.0.2, 10.0.0.3)") for line in lines)
+    # with the topology (`gpufleet topology --format json`): the layer the link crosses
+    where = {"10.0.0.1": ("s1", "b1", "sb1"), "10.0.0.2": ("s1", "b1", "sb1"),
+             "10.0.0.3": ("s1", "b2", "sb7"), "10.0.0.4": ("s1", "b2", "sb7")}
+    _, lines = judge_pairs(out, 4, NO_MARK, 0.1, where)
+    assert any(line.startswith("FAIL link 1-2") and
+               line.endswith("it crosses the block layer (b1 / b2)") for line in lines)
+    _, lines = judge_pairs(out, 4, NO_MARK, 0.1, {})
+    assert any("its layer is unknown" in line for line in lines)
 
 
 def test_healthy_pairs_pass_and_a_failed_run_is_slow(

@@ -293,7 +293,8 @@ class Routed:
         self._moto, self._stubbed = moto_client, stubbed
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._stubbed if name == "describe_capacity_reservations"
+        return getattr(self._stubbed if name in ("describe_capacity_reservations",
+                                                 "describe_capacity_reservation_topology")
                        else self._moto, name)
 
 
@@ -361,7 +362,15 @@ def test_aws_capacity_reservation_must_be_active_in_the_planned_zone_with_room(
     # undeclared and no zone pinned: the instances may land outside the reservation's zone
     open_zone = stack(tmp_path, "p5-res")
     stub.add_response("describe_capacity_reservations", reservation_answer(), request)
+    # where the reserved capacity sits, before anything launches
+    stub.add_response("describe_capacity_reservation_topology", {"CapacityReservations": [{
+        "CapacityReservationId": CR_ID, "State": "active", "InstanceType": "p5.48xlarge",
+        "NetworkNodes": ["nn-1", "nn-2", "nn-3"], "AvailabilityZone": "us-east-1a"}]},
+        request)
     report = run_preflight("dev", open_zone, {"aws": aws["probe"]})
+    assert detail(report, "p5-res", "topology") == (
+        f"{CR_ID} sits under one chain of network nodes (spine nn-1, block nn-2, subblock "
+        "nn-3): spread 1 at each of 3 layer(s)")
     assert "set `availability_zones: [us-east-1a]` on the fleet" in \
         detail(report, "p5-res", "reservation")
     assert verdicts(report)[("p5-res", "quota")] == "skip"
@@ -369,10 +378,16 @@ def test_aws_capacity_reservation_must_be_active_in_the_planned_zone_with_room(
                                              "availability_zones: [us-east-1a]\n"})
     assert pinned[0].zone == "us-east-1a"
     stub.add_response("describe_capacity_reservations", reservation_answer(), request)
+    stub.add_client_error("describe_capacity_reservation_topology", "UnsupportedOperation",
+                          expected_params=request)
     report = run_preflight("dev", pinned, {"aws": aws["probe"]})
-    assert report.ok, report.lines()
+    assert report.ok, report.lines()  # a topology EC2 cannot give is a note, not a failure
+    assert verdicts(report)[("p5-res", "topology")] == "skip"
+    assert "UnsupportedOperation" in detail(report, "p5-res", "topology")
     stub.add_response("describe_capacity_reservations",
                       reservation_answer(available=1, state="scheduled"), request)
+    stub.add_response("describe_capacity_reservation_topology", {"CapacityReservations": []},
+                      request)
     report = run_preflight("dev", pinned, {"aws": aws["probe"]})
     assert detail(report, "p5-res", "reservation").endswith(
         "it is scheduled, not active; 1 of its 4 instances are free, 2 more are needed")

@@ -12,9 +12,10 @@ from gpufleet.cli.live import drift, preflight, replace, up
 from gpufleet.cli.lockcmd import lock_command
 from gpufleet.cli.policy import policy
 from gpufleet.cli.review import diff, plan
+from gpufleet.cli.topology import topology
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
-                 preflight, up, replace, acceptance, policy, export, gateway):
+                 preflight, up, replace, topology, acceptance, policy, export, gateway):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -38,6 +38,11 @@ _EXPECT = click.option(
     "--expect-busbw", "expect", multiple=True, metavar="[N=]GBPS",
     help="The bus bandwidth the contract expects (GB/s), for every node count or, as N=GBPS, "
          "for N nodes; default the fabric's published figure. Repeatable.")
+_TOPOLOGY = click.option(
+    "--topology", "topology_file", type=click.Path(dir_okay=False),
+    help="`gpufleet topology --format json` of the stack: the NCCL and pairs tasks take the "
+         "nodes in topology order (ring neighbours are network neighbours); `check` names "
+         "the layer a slow pair's link crosses.")
 _FLEET = click.option("--fleet", "fleet_name", required=True,
                       help="The fleet the logs belong to.")
 
@@ -71,10 +76,12 @@ def acceptance() -> None:
 @click.option("--node-counts", "counts", metavar="N,N,...",
               help="Also write the NCCL task at each of these node counts "
                    "(FLEET-nccl-N.dstack.yml), for the scaling report.")
+@_TOPOLOGY
 @_plan_options
 def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
-         expect: Sequence[str], dcgm_level: int, counts: str | None, catalog_dir: str | None,
-         lock_file: str | None, profile: str | None) -> None:
+         expect: Sequence[str], dcgm_level: int, counts: str | None,
+         topology_file: str | None, catalog_dir: str | None, lock_file: str | None,
+         profile: str | None) -> None:
     """Write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
     of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node on
     its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
@@ -91,7 +98,8 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
-    files = _tasks(plan, task_doc, exp, names, dcgm_level, series)
+    order = _topology(topology_file, fleet_name) if topology_file else None
+    files = _tasks(plan, task_doc, exp, names, dcgm_level, series, order)
     for out in write_many(out_dir, files, TASK_MARKER, force):
         click.echo(f"wrote {out}")
     if task_doc["nodes"] > plan.nodes:
@@ -118,10 +126,12 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
                    "what it is (\"N of M nodes\"), never as the fleet's acceptance.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="The verdict's format.")
+@_TOPOLOGY
 @_plan_options
 def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence[str],
           threshold: float | None, margin: float, narrowed: int | None, fmt: str,
-          catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+          topology_file: str | None, catalog_dir: str | None, lock_file: str | None,
+          profile: str | None) -> None:
     """Read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes):
     exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
     acceptance task unless --nodes narrows it."""
@@ -134,7 +144,7 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
     marks = _marks(exp, expect, contract)
     check_log(log_file, exp, lambda e, n: _judged(e, marks, n, threshold), fmt,
               (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan),
-              narrowed)
+              narrowed, _topology(topology_file, fleet_name) if topology_file else None)
 
 
 @acceptance.command("report")
@@ -200,13 +210,36 @@ def _task_files(fleet: str, counts: Sequence[int]) -> dict[str, str]:
     return names
 
 
-def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
-           dcgm_level: int, series: Sequence[int]) -> list[tuple[str, str]]:
-    from gpufleet.handoff import burnin_task, pairs_task, render_burnin, render_task
+def _topology(path: str, fleet: str) -> dict[str, tuple[str, ...]]:
+    """The fleet's node positions by address from `gpufleet topology --format json`."""
+    from gpufleet.handoff import topology_positions
+    from gpufleet.input import JsonInputError, read_json_file
 
-    files = [(names["nccl"], render_task(task, exp)),
-             (names["burnin"], render_burnin(burnin_task(plan, task["image"], dcgm_level)))]
-    pairs = pairs_task(plan)
+    try:
+        return topology_positions(read_json_file(path, "a topology report"), fleet)
+    except (JsonInputError, ValueError) as e:
+        raise click.UsageError(f"--topology {path}: {e}") from None
+
+
+def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
+           dcgm_level: int, series: Sequence[int],
+           positions: dict[str, tuple[str, ...]] | None = None) -> list[tuple[str, str]]:
+    from gpufleet.handoff import (
+        burnin_task,
+        in_topology_order,
+        ordered,
+        pairs_task,
+        render_burnin,
+        render_task,
+    )
+
+    def placed(t: dict[str, Any]) -> dict[str, Any]:
+        return in_topology_order(t, ordered(positions)) if positions and exp.multi_node else t
+
+    burnin = burnin_task(plan, task["image"], dcgm_level)
+    task = placed(task)
+    files = [(names["nccl"], render_task(task, exp)), (names["burnin"], render_burnin(burnin))]
+    pairs = placed(p) if (p := pairs_task(plan)) is not None else None
     if pairs is not None:
         files.append((names["pairs"], render_task(
             pairs, exp, "NCCL over each pair of neighbouring nodes (to find a slow one)")))

@@ -299,8 +299,13 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
     onto new hosts - the same instance, name, addresses and placement group - with your
     Azure credentials (`az login`; `pip install 'gpufleet[live]'`).
 
-    Exit codes: 0 replaced (or --dry-run), 1 refused, not confirmed or failed, 2 usage, no
-    terminal without --yes, or no Pulumi CLI.
+    The replaced nodes' positions in the network the cloud exposes (`gpufleet topology`)
+    are shown before (with --dry-run too) and read again after: a node that came back
+    further away than the fleet's max_spread (backends file) is named with its old and new
+    position, exit 1.
+
+    Exit codes: 0 replaced (or --dry-run), 1 refused, not confirmed or failed, or a
+    replacement beyond max_spread, 2 usage, no terminal without --yes, or no Pulumi CLI.
     """
     from gpufleet.components.run.automation import AutomationStack
     from gpufleet.live import (
@@ -310,6 +315,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         ScaleSetPlan,
         replace_nodes,
         scale_set_api,
+        topology_reader,
     )
 
     def confirm(_plan: object) -> bool:
@@ -324,7 +330,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
                                    "first: run it on a terminal, or pass --yes (after "
                                    "--dry-run)")
         shown = replace_nodes(runner, cwd, fleet, nodes, click.echo, confirm, dry_run,
-                              scale_set_api)
+                              scale_set_api, topology_reader)
     except (MissingCli, MissingAccess) as e:
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_USAGE)

@@ -38,7 +38,8 @@ Judged = Callable[[Any, int], Any]  # (expectation, node count) -> with its figu
 
 def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[int, int],
               margin: float, gpu_gib: float | None, checks: Sequence[str] = (),
-              narrowed: int | None = None) -> None:
+              narrowed: int | None = None,
+              positions: dict[str, tuple[str, ...]] | None = None) -> None:
     """Judge a log and exit with its verdict. ``nodes``: the fleet's nodes and the NCCL
     task's; ``checks``: what the burn-in task makes every node print; ``narrowed``: `--nodes
     N`, an NCCL run judged on N nodes on purpose (it passes as what it is, "N of M")."""
@@ -62,7 +63,7 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
         if kind == "burn-in":
             code, lines = judge(text, planned, margin, gpu_gib, exp.gpus, checks)
         else:
-            code, lines = judge_pairs(text, task_nodes, judged(exp, 2), margin)
+            code, lines = judge_pairs(text, task_nodes, judged(exp, 2), margin, positions)
         if too_big:
             code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
         say({"log": log_file, "kind": kind, "margin": margin, "lines": lines}, lines, code,

@@ -23,6 +23,7 @@ from gpufleet.handoff.export import (
 )
 from gpufleet.handoff.gateways import check_gateway_dns
 from gpufleet.handoff.nccllog import MAX_LOG_BYTES, NcclLog, Run, Verdict, parse_log, verdict
+from gpufleet.handoff.order import crossing, in_topology_order, ordered, topology_positions
 from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, outputs_from_state
 from gpufleet.handoff.pairs import is_pairs_log, judge_pairs, pairs_task
 from gpufleet.handoff.scaling import (
@@ -53,14 +54,17 @@ __all__ = [
     "Verdict",
     "burnin_task",
     "check_gateway_dns",
+    "crossing",
     "expected_checks",
     "export_dstack",
     "fabric_facts",
+    "in_topology_order",
     "is_burnin_log",
     "is_pairs_log",
     "judge",
     "judge_pairs",
     "nodes_in",
+    "ordered",
     "outputs_from_stack_output",
     "outputs_from_state",
     "pairs_task",
@@ -74,6 +78,7 @@ __all__ = [
     "scale_set_hosts",
     "scaling_report",
     "task_for",
+    "topology_positions",
     "verdict",
     "write_files",
 ]

@@ -13,6 +13,7 @@ two nodes there is one pair and nothing to compare: it is judged against the pas
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from gpufleet.handoff.acceptance import (
     task_for,
 )
 from gpufleet.handoff.nccllog import embedded_failures
+from gpufleet.handoff.order import crossing
 
 PREFIX = "gpufleet pairs:"
 _IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")
@@ -112,9 +114,11 @@ def _ring_problems(runs: list[PairRun], n: int, want: int) -> list[str]:
     return out
 
 
-def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
-                margin: float) -> tuple[int, list[str]]:
-    """(exit code, lines): 0 no slow pair, 1 the node(s) or link(s) named, 2 no verdict."""
+def judge_pairs(text: str, nodes_planned: int, exp: Expectation, margin: float,
+                positions: Mapping[str, tuple[str, ...]] | None = None
+                ) -> tuple[int, list[str]]:
+    """(exit code, lines): 0 no slow pair, 1 the node(s) or link(s) named, 2 no verdict.
+    ``positions``: address -> topology layers: a slow link says the layer it crosses."""
     runs, done, problems = parse_pairs(text)
     if done is None:
         problems.append("no `done` line: the task did not finish (or the log is cut off)")
@@ -161,7 +165,8 @@ def judge_pairs(text: str, nodes_planned: int, exp: Expectation,
         lines += [f"FAIL node {i} ({hosts[i]}): every pair it is in is slow" for i in named]
         lines += [f"FAIL link {r.a}-{r.b} ({r.host_a}, {r.host_b}): slow while both nodes are "
                   "fast with their other neighbour (a cable, a switch port, a NIC's link)"
-                  for r in links]
+                  + (f"; {crossing(positions.get(r.host_a), positions.get(r.host_b))}"
+                     if positions is not None else "") for r in links]
         if named:
             lines.append(f"FAIL: replace {', '.join(hosts[i] for i in named)} (`gpufleet "
                          "replace FLEET NODE...`; the address is the node's private IP)")

@@ -150,6 +150,8 @@ class FleetSpec:
     expect_busbw: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # The backends file's `network`: the fleet whose network this fleet's subnets join
     network_of: str | None = None
+    # The backends file's `max_spread`: the widest topology layer its nodes may spread over
+    max_spread: str = "any"
     # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
     settings_origin: Origin | None = field(default=None, compare=False)
     # Fields the user set explicitly (profiles fill in the others).

@@ -24,7 +24,12 @@ from gpufleet.live.preflight import (
     stack_needs,
 )
 from gpufleet.live.preview import UpPreview
-from gpufleet.live.probes import default_probes, scale_set_api, scale_set_nics
+from gpufleet.live.probes import (
+    default_probes,
+    scale_set_api,
+    scale_set_nics,
+    topology_reader,
+)
 from gpufleet.live.replace import ReplaceError, ReplacePlan, ScaleSetPlan, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
@@ -35,6 +40,16 @@ from gpufleet.live.runner import (
     UpOutcome,
 )
 from gpufleet.live.stack import compile_stack
+from gpufleet.live.topology import (
+    LAYERS,
+    FleetNodes,
+    FleetTopology,
+    TopologyReport,
+    TopologyUnavailable,
+    deployed_fleets,
+    read_fleet,
+    read_topology,
+)
 from gpufleet.live.up import (
     CAPACITY_ERRORS,
     UpError,
@@ -49,8 +64,11 @@ from gpufleet.live.up import (
 __all__ = [
     "CAPACITY_ERRORS",
     "DRIFT_NOTE",
+    "LAYERS",
     "DeployRunner",
     "EventSink",
+    "FleetNodes",
+    "FleetTopology",
     "LiveError",
     "MissingAccess",
     "MissingCli",
@@ -65,6 +83,8 @@ __all__ = [
     "ScaleSetPlan",
     "ServerError",
     "SyncReport",
+    "TopologyReport",
+    "TopologyUnavailable",
     "UpError",
     "UpOptions",
     "UpOutcome",
@@ -78,11 +98,14 @@ __all__ = [
     "compile_stack",
     "default_probes",
     "deploy",
+    "deployed_fleets",
     "find_server",
     "http_post",
     "live_drift",
     "merge",
     "network_needs",
+    "read_fleet",
+    "read_topology",
     "record_drift",
     "replace_nodes",
     "run_preflight",
@@ -92,5 +115,6 @@ __all__ = [
     "stack_needs",
     "state_records",
     "sync",
+    "topology_reader",
     "wanted_gateways",
 ]

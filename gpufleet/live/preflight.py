@@ -23,7 +23,7 @@ from gpufleet.compile import FleetPlan
 from gpufleet.input import Lock, ReservationSpec
 from gpufleet.live.runner import LiveError
 from gpufleet.live.stack import compile_stack
-from gpufleet.traits import NetworkQuota
+from gpufleet.traits import TOPOLOGY_LAYERS, NetworkQuota
 
 Verdict = Literal["ok", "fail", "skip"]
 LIVE_EXTRA = "pip install 'gpufleet[live]'"
@@ -270,6 +270,31 @@ def _reservations(report: PreflightReport, needs: Sequence[Need],
                                        head + "; " + "; ".join(problems)))
         else:
             report.checks.append(Check(who, "reservation", "ok", head))
+        _reservation_topology(report, probes[backend], first, who)
+
+
+def _reservation_topology(report: PreflightReport, probe: Probe, need: Need, who: str
+                          ) -> None:
+    """Where a reservation's capacity sits in the network, where the cloud says before
+    launch (AWS DescribeCapacityReservationTopology): a note, never a verdict."""
+    read = getattr(probe, "reservation_topology", None)
+    if read is None:
+        return
+    try:
+        nodes = read(need)
+    except ProbeError as e:
+        report.checks.append(Check(who, "topology", "skip", f"the reservation's topology "
+                                   f"cannot be read: {e}"))
+        return
+    if nodes:
+        layers = ", ".join(f"{layer} {n}" for layer, n in zip(TOPOLOGY_LAYERS, nodes,
+                                                                 strict=False))
+        report.checks.append(Check(who, "topology", "ok", f"{need.reservation} sits under "
+                                   f"one chain of network nodes ({layers}): spread 1 at "
+                                   f"each of {len(nodes)} layer(s)"))
+    else:
+        report.checks.append(Check(who, "topology", "skip", f"{need.backend} gives no "
+                                   f"topology for {need.reservation}"))
 
 
 def _quotas(report: PreflightReport, needs: Sequence[Need],

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gpufleet.backends import node_types, traits_of
@@ -23,6 +24,7 @@ from gpufleet.live.drift import changes_from_events
 from gpufleet.live.preflight import ProbeError, ScaleSetApi
 from gpufleet.live.runner import DeployRunner, LiveError
 from gpufleet.live.stack import StackFilesError, compile_stack
+from gpufleet.live.topology import FleetTopology, TopologyReader, deployed_fleets, read_fleet
 from gpufleet.live.up import stack_files
 from gpufleet.review import Change, StateError, owner_map, parse_export
 
@@ -37,6 +39,8 @@ class ReplacePlan:
     nodes: tuple[str, ...]
     urns: tuple[str, ...]
     changes: tuple[Change, ...]  # what the preview shows
+    plan: Any = field(default=None, compare=False)  # the fleet's FleetPlan
+    max_spread: str = "any"  # the backends file's, for the topology check after `up`
 
     def lines(self) -> list[str]:
         out = [f"replace in fleet {self.fleet}: {', '.join(self.nodes)}"]
@@ -65,9 +69,10 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
     the preview would change anything else."""
     files, lock_path, profile, catalog = stack_files(runner.config(), cwd)
     try:
-        _, compiled, _ = compile_stack(files, profile, catalog, lock_path)
+        validated, compiled, _ = compile_stack(files, profile, catalog, lock_path)
     except StackFilesError as e:
         raise ReplaceError(str(e)) from None
+    spread = next((f.max_spread for f in validated.inputs.fleets if f.name == fleet), "any")
     plan = next((p for p in compiled.plans if p.name == fleet), None)
     if plan is None:
         raise ReplaceError(f"the stack's files have no fleet '{fleet}'; its fleets: "
@@ -86,7 +91,7 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
     events: list[object] = []
     runner.preview(events.append, replace=urns)
     changes = tuple(changes_from_events(events, "preview"))
-    shown = ReplacePlan(fleet, tuple(nodes), urns, changes)
+    shown = ReplacePlan(fleet, tuple(nodes), urns, changes, plan, spread)
     others = [c for c in changes if c.urn not in urns]
     not_replaced = [u for u in urns if not any(c.urn == u and c.op == "replace"
                                                for c in changes)]
@@ -171,10 +176,12 @@ def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
 def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequence[str],
                   echo: Callable[[str], None], confirm: Callable[[Any], bool],
                   dry_run: bool = False,
-                  scale_sets: Callable[[str], ScaleSetApi] | None = None
+                  scale_sets: Callable[[str], ScaleSetApi] | None = None,
+                  topology: Callable[[str], TopologyReader] | None = None
                   ) -> ReplacePlan | ScaleSetPlan:
     """``scale_sets`` opens the scale-set API of a backend for a scale-set fleet (credentials
-    are read only then)."""
+    are read only then); ``topology`` its topology reader: the replaced nodes' positions
+    before (shown with --dry-run too) and after, judged against the fleet's max_spread."""
     try:
         shown: ReplacePlan | ScaleSetPlan = plan_replacement(runner, cwd, fleet, requested)
     except _ScaleSet as vmss:
@@ -198,14 +205,54 @@ def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequenc
             raise ReplaceError(f"the {shown.kind}'s redeploy ended {status}: "
                                f"{api.inspect_hint(shown.vmss_id)}") from None
         return shown
-    for line in shown.lines():
+    assert isinstance(shown, ReplacePlan)
+    before = _topology(runner, shown, topology) if topology is not None else None
+    for line in shown.lines() + (_where(before, shown.nodes, "now") if before else []):
         echo(line)
     if dry_run:
         return shown
     if not confirm(shown):
         raise ReplaceError("not confirmed; nothing was changed")
-    assert isinstance(shown, ReplacePlan)
     outcome = runner.up(replace=shown.urns)
     if not outcome.succeeded:
         raise ReplaceError("`pulumi up --replace` failed:\n" + outcome.error.strip()[-2000:])
+    if topology is not None:
+        _on_the_spine(_topology(runner, shown, topology), before, shown, echo)
     return shown
+
+
+def _topology(runner: DeployRunner, shown: ReplacePlan,
+              readers: Callable[[str], TopologyReader]) -> FleetTopology | None:
+    """The fleet's topology as the stack's state holds it now (None: no node deployed)."""
+    state, _ = _state(runner)
+    found = deployed_fleets(state, [shown.plan], {shown.fleet: shown.max_spread})
+    return read_fleet(found[0], partial(readers, shown.plan.backend)) if found else None
+
+
+def _where(topo: FleetTopology, nodes: Sequence[str], when: str) -> list[str]:
+    if topo.reason is not None:
+        return [f"topology: {topo.reason}"]
+    at = {p.node: "/".join(p.layers) for p in topo.positions}
+    return [f"  position of {n} {when}: {at.get(n, 'not in the cloud answer')}" for n in nodes]
+
+
+def _on_the_spine(after: FleetTopology | None, before: FleetTopology | None,
+                  shown: ReplacePlan, echo: Callable[[str], None]) -> None:
+    """The replacements' new positions against max_spread: a ReplaceError (exit 1) naming
+    the old and new positions of a node that landed further away."""
+    if after is None:
+        return
+    for line in _where(after, shown.nodes, "after"):
+        echo(line)
+    verdict, why = after.judge()
+    if verdict == "beyond":
+        old = {p.node: "/".join(p.layers) for p in (before.positions if before else [])}
+        moved = [f"{n}: was {old.get(n, 'unknown')}, now "
+                 f"{next(('/'.join(p.layers) for p in after.positions if p.node == n), '?')}"
+                 for n in shown.nodes]
+        raise ReplaceError(f"replaced {', '.join(shown.nodes)}, but the fleet is now beyond "
+                           f"max_spread {shown.max_spread}: " + "; ".join(why) + " ("
+                           + "; ".join(moved) + "); replace the node again, or ask the "
+                           "cloud's support for capacity on the fleet's spine")
+    if verdict == "unknown" and shown.max_spread != "any":
+        echo(f"topology after the replacement: no verdict ({'; '.join(why)})")

@@ -19,6 +19,7 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
+from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.traits import NetworkQuota
 
 # instance family (the type's leading letters) -> (on-demand code, spot code, quota name)
@@ -122,6 +123,19 @@ class AwsProbe:
             free=int(cr.get("AvailableInstanceCount", 0)),
             ends=end.isoformat() if hasattr(end, "isoformat") else (str(end) if end else None))
 
+    def reservation_topology(self, need: Need) -> tuple[str, ...] | None:
+        """The network nodes the reservation's capacity sits under, outermost first
+        (DescribeCapacityReservationTopology), before anything launches; None when EC2
+        gives none for it. ProbeError when it cannot be asked."""
+        rid = need.reservation or ""
+        if not rid.startswith("cr-"):
+            return None
+        answer = self._call("ec2", need.region, "describe_capacity_reservation_topology",
+                            CapacityReservationIds=[rid])
+        found = (answer or {}).get("CapacityReservations") or []
+        nodes = tuple(str(n) for n in (found[0].get("NetworkNodes") or ())) if found else ()
+        return nodes or None
+
     def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
         code = quota_code(need.instance_type, need.spot)
         if code is None:
@@ -222,3 +236,83 @@ def probe() -> Probe:
     """The probe over AWS's default credentials; raises MissingAccess naming what is
     missing."""
     return AwsProbe(boto3_client())
+
+
+# --- network topology (`gpufleet topology`) -------------------------------------------------
+
+# DescribeInstanceTopology answers for these types only, with three network nodes (four for
+# p6-b200/p6-b300): docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+# ec2-instance-topology-prerequisites.html (accessed 2026-11)
+TOPOLOGY_TYPES = frozenset({
+    "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge",
+    "g6e.24xlarge", "g6e.48xlarge", "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7g.4xlarge",
+    "hpc7g.8xlarge", "hpc7g.16xlarge", "hpc7a.12xlarge", "hpc7a.24xlarge", "hpc7a.48xlarge",
+    "hpc7a.96xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
+    "p5e.48xlarge", "p5en.48xlarge", "p6e-gb200.36xlarge", "p6-b200.48xlarge",
+    "p6-b300.48xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge",
+    "trn2u.48xlarge"})
+THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+TOPOLOGY_TRIES = 5
+PAGE = 100  # DescribeInstanceTopology takes at most 100 instance ids a request
+
+
+class AwsTopology:
+    """DescribeInstanceTopology, paged and retried when EC2 throttles."""
+
+    def __init__(self, client: Client, sleep: Callable[[float], None] | None = None) -> None:
+        import time
+
+        self._client = client
+        self._sleep = sleep or time.sleep
+
+    def positions(self, fleet: Any) -> dict[str, tuple[str, ...]]:
+        if fleet.instance_type not in TOPOLOGY_TYPES:
+            raise TopologyUnavailable(
+                f"aws does not describe the topology of {fleet.instance_type} "
+                "(DescribeInstanceTopology supports p3dn, p4d/p4de, p5/p5e/p5en, p6, trn1/trn2, "
+                "hpc6/hpc7 and g6e types)")
+        ec2 = self._client("ec2", fleet.region)
+        ids = sorted(fleet.ids.values())
+        out: dict[str, tuple[str, ...]] = {}
+        for start in range(0, len(ids), PAGE):
+            token: str | None = None
+            while True:
+                args: dict[str, Any] = {"InstanceIds": ids[start:start + PAGE]}
+                if token:
+                    args["NextToken"] = token
+                page = self._call(ec2, args)
+                for inst in page.get("Instances", []):
+                    nodes = tuple(str(n) for n in inst.get("NetworkNodes") or ())
+                    if nodes:
+                        out[str(inst["InstanceId"])] = nodes
+                token = page.get("NextToken")
+                if not token:
+                    break
+        return out
+
+    def _call(self, ec2: Any, args: dict[str, Any]) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(TOPOLOGY_TRIES):
+            try:
+                return ec2.describe_instance_topology(**args)
+            except ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                if code in THROTTLED and attempt < TOPOLOGY_TRIES - 1:
+                    self._sleep(2.0 ** attempt)
+                    continue
+                if code in ("UnauthorizedOperation", "AccessDenied", "AuthFailure"):
+                    raise TopologyUnavailable(
+                        "aws: these credentials may not call ec2:DescribeInstanceTopology "
+                        f"({code}); grant it to read the topology") from None
+                raise TopologyUnavailable(f"aws: DescribeInstanceTopology failed: {code}: "
+                                          f"{e.response.get('Error', {}).get('Message', '')}"
+                                          ) from None
+            except BotoCoreError as e:
+                raise TopologyUnavailable(f"aws: DescribeInstanceTopology failed: {e}") \
+                    from None
+        raise AssertionError("unreachable")
+
+
+def topology_reader() -> AwsTopology:
+    return AwsTopology(boto3_client())

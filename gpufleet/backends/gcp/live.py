@@ -13,11 +13,13 @@ from gpufleet.live.preflight import (
     MissingAccess,
     Need,
     Probe,
+    ProbeError,
     QuotaFacts,
     QuotaKey,
     ReservationFacts,
 )
 from gpufleet.live.probes.rest import Get, get_json, session_get
+from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.traits import NetworkQuota
 
 API = "https://compute.googleapis.com/compute/v1"
@@ -152,3 +154,40 @@ def probe() -> Probe:
     """The probe over Google Cloud's default credentials; raises MissingAccess naming what is
     missing."""
     return GcpProbe(*google_get())
+
+
+# physicalHostTopology's fields, outermost first, as gpufleet's layers (spine, block,
+# subblock, host): cloud.google.com/compute/docs/instances/use-compact-placement-policies
+# and the instances resource (`resourceStatus.physicalHostTopology`: cluster, block,
+# subblock, host), given for VMs in dense deployments (A4, A3 Ultra and later)
+PHYSICAL_LAYERS = ("cluster", "block", "subblock", "host")
+
+
+class GcpTopology:
+    """instances.get per node: its `resourceStatus.physicalHostTopology`."""
+
+    def __init__(self, get: Get) -> None:
+        self._get = get
+
+    def positions(self, fleet: Any) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for instance_id in sorted(fleet.ids.values()):
+            # the Pulumi id of a gcp instance: projects/P/zones/Z/instances/NAME
+            try:
+                body = get_json(self._get, f"{API}/{instance_id.lstrip('/')}", "gcp")
+            except ProbeError as e:
+                raise TopologyUnavailable(f"{e} (reading the topology needs "
+                                          "compute.instances.get)") from None
+            topo = ((body or {}).get("resourceStatus") or {}).get("physicalHostTopology")
+            if isinstance(topo, dict) and all(topo.get(k) for k in PHYSICAL_LAYERS[:3]):
+                out[instance_id] = tuple(str(topo[k]) for k in PHYSICAL_LAYERS if topo.get(k))
+        if not out and fleet.ids:
+            raise TopologyUnavailable(
+                f"gcp gives no physicalHostTopology for the nodes of {fleet.fleet} "
+                f"({fleet.instance_type}): it is given for VMs in dense deployments (A4, "
+                "A3 Ultra) only")
+        return out
+
+
+def topology_reader() -> GcpTopology:
+    return GcpTopology(google_get()[0])

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpufleet.backends import TRAITS_BY_NAME, role_module
 from gpufleet.live.preflight import MissingAccess, Probe, ScaleSetApi
+from gpufleet.live.topology import TopologyReader
 
 
 def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
@@ -41,3 +42,11 @@ def scale_set_api(backend: str) -> ScaleSetApi:
     """The backend's scale-set API (instances, redeploy) over its default credentials."""
     api: ScaleSetApi = importlib.import_module(role_module(backend, "live")).scale_set_api()
     return api
+
+
+def topology_reader(backend: str) -> TopologyReader:
+    """The backend's topology reader over its default credentials (`gpufleet topology`);
+    TopologyUnavailable names why a cloud has none."""
+    reader: TopologyReader = importlib.import_module(
+        role_module(backend, "live")).topology_reader()
+    return reader
