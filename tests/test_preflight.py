@@ -132,8 +132,12 @@ def test_gcp_a4_reservation_with_room_passes_and_its_quota_is_not_counted_again(
     needs = stack(tmp_path, "a4-res")
     report = run_preflight("dev", needs, {"gcp": GcpProbe(getter(recorded("gcp"), seen))})
     assert verdicts(report) == {("a4-res", "offered"): "ok", ("a4-res", "reservation"): "ok",
-                                ("a4-res", "quota"): "skip"}
+                                ("a4-res", "topology"): "ok", ("a4-res", "quota"): "skip"}
     assert report.ok and report.exit_code == 0
+    # its two blocks, before anything launches (reservationBlocks.list)
+    assert detail(report, "a4-res", "topology") == (
+        "my-a4-res sits under europe-cl-1/3d3e0b7a52d9; europe-cl-1/9a51c0f2e6b4: spread "
+        "1 spine(s), 2 block(s)")
     assert "projects/p1/reservations/my-a4-res: 2/4 free, 2 to start" in \
         detail(report, "a4-res", "reservation")
     # the region's B200 quota is 0 in the answers: with a reservation it is not asked
@@ -369,8 +373,7 @@ def test_aws_capacity_reservation_must_be_active_in_the_planned_zone_with_room(
         request)
     report = run_preflight("dev", open_zone, {"aws": aws["probe"]})
     assert detail(report, "p5-res", "topology") == (
-        f"{CR_ID} sits under one chain of network nodes (spine nn-1, block nn-2, subblock "
-        "nn-3): spread 1 at each of 3 layer(s)")
+        f"{CR_ID} sits under nn-1/nn-2/nn-3: spread 1 spine(s), 1 block(s), 1 subblock(s)")
     assert "set `availability_zones: [us-east-1a]` on the fleet" in \
         detail(report, "p5-res", "reservation")
     assert verdicts(report)[("p5-res", "quota")] == "skip"
@@ -461,8 +464,8 @@ def test_preflight_command_reports_in_text_and_json(
     assert r.exit_code == 1, r.output
     assert "FAIL reservation a4-res: projects/p1/reservations/my-a4-res: 0/4 free" in r.stdout
     assert "ok   reservation nd-res:" in r.stdout
-    assert "preflight: 1 check(s) failed (14 checks)" in r.stdout
-    # the network quotas the stack draws on, read from each cloud (8 of the 14 checks)
+    assert "preflight: 1 check(s) failed (15 checks)" in r.stdout  # the topology note
+    # the network quotas the stack draws on, read from each cloud (8 of the 15 checks)
     assert "ok   network     a4-res: 'Networks' of p1 across the project: limit 15, used 3, " \
         "3 more (3 in the plan, 0 held already)" in r.stdout
     assert "ok   network     nd-res: 'Virtual networks' of 11111111-2222-3333-4444-" \
@@ -472,7 +475,7 @@ def test_preflight_command_reports_in_text_and_json(
     r = CliRunner().invoke(cli, ["preflight", "--stack", "dev", "--cwd", str(tmp_path),
                                  "--format", "json"])
     data = json.loads(r.stdout)
-    assert data["ok"] is False and len(data["checks"]) == 14
+    assert data["ok"] is False and len(data["checks"]) == 15
     assert {c["verdict"] for c in data["checks"]} == {"ok", "fail", "skip"}
     r = CliRunner().invoke(cli, ["preflight", "--stack", "prod", "--cwd", str(tmp_path)])
     assert r.exit_code == 2 and "no stack config" in r.output

@@ -281,20 +281,21 @@ def _reservation_topology(report: PreflightReport, probe: Probe, need: Need, who
     if read is None:
         return
     try:
-        nodes = read(need)
+        chains = read(need)
     except ProbeError as e:
         report.checks.append(Check(who, "topology", "skip", f"the reservation's topology "
                                    f"cannot be read: {e}"))
         return
-    if nodes:
-        layers = ", ".join(f"{layer} {n}" for layer, n in zip(TOPOLOGY_LAYERS, nodes,
-                                                                 strict=False))
-        report.checks.append(Check(who, "topology", "ok", f"{need.reservation} sits under "
-                                   f"one chain of network nodes ({layers}): spread 1 at "
-                                   f"each of {len(nodes)} layer(s)"))
-    else:
+    if not chains:
         report.checks.append(Check(who, "topology", "skip", f"{need.backend} gives no "
                                    f"topology for {need.reservation}"))
+        return
+    spread = []
+    for i, layer in enumerate(TOPOLOGY_LAYERS[:min(len(c) for c in chains)]):
+        spread.append(f"{len({c[:i + 1] for c in chains})} {layer}(s)")
+    where = "; ".join(sorted({"/".join(c) for c in chains}))
+    report.checks.append(Check(who, "topology", "ok", f"{need.reservation} sits under "
+                               f"{where}: spread {', '.join(spread)}"))
 
 
 def _quotas(report: PreflightReport, needs: Sequence[Need],

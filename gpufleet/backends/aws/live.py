@@ -123,18 +123,18 @@ class AwsProbe:
             free=int(cr.get("AvailableInstanceCount", 0)),
             ends=end.isoformat() if hasattr(end, "isoformat") else (str(end) if end else None))
 
-    def reservation_topology(self, need: Need) -> tuple[str, ...] | None:
-        """The network nodes the reservation's capacity sits under, outermost first
-        (DescribeCapacityReservationTopology), before anything launches; None when EC2
-        gives none for it. ProbeError when it cannot be asked."""
+    def reservation_topology(self, need: Need) -> list[tuple[str, ...]]:
+        """The chains of network nodes the reservation's capacity sits under, outermost
+        first (DescribeCapacityReservationTopology), before anything launches; empty when
+        EC2 gives none. ProbeError when it cannot be asked."""
         rid = need.reservation or ""
         if not rid.startswith("cr-"):
-            return None
+            return []
         answer = self._call("ec2", need.region, "describe_capacity_reservation_topology",
                             CapacityReservationIds=[rid])
         found = (answer or {}).get("CapacityReservations") or []
-        nodes = tuple(str(n) for n in (found[0].get("NetworkNodes") or ())) if found else ()
-        return nodes or None
+        return [nodes for cr in found
+                if (nodes := tuple(str(n) for n in cr.get("NetworkNodes") or ()))]
 
     def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
         code = quota_code(need.instance_type, need.spot)

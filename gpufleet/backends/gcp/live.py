@@ -107,6 +107,24 @@ class GcpProbe:
             instance_type=str(props.get("machineType", "")), total=total,
             free=total - in_use, ends=body.get("deleteAtTime"))
 
+    def reservation_topology(self, need: Need) -> list[tuple[str, ...]]:
+        """The cluster and block of each block of the reservation (reservationBlocks.list:
+        `physicalTopology`), before anything launches; empty when it has none."""
+        name, project = need.reservation or "", self._project(need)
+        if name.startswith("projects/"):
+            parts = name.split("/")
+            project, name = parts[1], parts[-1]
+        if not need.zone:
+            return []
+        body = get_json(self._get, f"{API}/projects/{project}/zones/{need.zone}/reservations/"
+                        f"{name}/reservationBlocks", "gcp")
+        out: list[tuple[str, ...]] = []
+        for block in (body or {}).get("items") or []:
+            topo = block.get("physicalTopology") if isinstance(block, dict) else None
+            if isinstance(topo, dict) and topo.get("cluster") and topo.get("block"):
+                out.append((str(topo["cluster"]), str(topo["block"])))
+        return out
+
     def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
         metric = gpu_metric(need)
         if metric is None:
