@@ -334,3 +334,22 @@ def test_a_topology_document_without_the_fleet_or_with_a_bad_address_is_refused(
                                      "--topology", str(path)])
         assert r.exit_code == 2 and says in r.output, r.output
         assert not (tmp_path / "o" / "p5-nccl.dstack.yml").exists()
+
+
+def test_topology_and_replace_verdicts_go_into_the_ledger(tmp_path: Path, ec2: Stubber) -> None:
+    from gpufleet.cli.live import _replace_recorder
+    from gpufleet.handoff import verify
+
+    state_file, state = stack(tmp_path, p5=P5)
+    ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))
+    ec2.add_response("describe_instance_topology", answer(ids, ["nn-3a"] * 3 + ["nn-3b"]),
+                     {"InstanceIds": ids})
+    ledger = str(tmp_path / "ledger.jsonl")
+    assert run(tmp_path, state_file, "--record", ledger).exit_code == 1
+    _replace_recorder(ledger, "p5", ["p5-node-3"])(0, "replaced")
+    entries = [json.loads(x) for x in Path(ledger).read_text().splitlines()]
+    assert [(e["kind"], e["verdict"], e["fleet"]) for e in entries] == [
+        ("topology", "fail", "p5"), ("replace", "pass", "p5")]
+    assert entries[0]["figures"]["spread"]["subblock"] == 2
+    assert entries[1]["figures"]["nodes"] == ["p5-node-3"] and entries[1]["figures"]["hours"] >= 0
+    assert verify(ledger)[0] == 0

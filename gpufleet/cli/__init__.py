@@ -5,6 +5,7 @@ need them, so `gpufleet validate` starts fast."""
 
 from gpufleet.cli.acceptance import acceptance
 from gpufleet.cli.app import cli, main
+from gpufleet.cli.contract import contract, ledger
 from gpufleet.cli.gateway import gateway
 from gpufleet.cli.handoff import export
 from gpufleet.cli.inputs import catalog, offers, schema, validate
@@ -15,7 +16,8 @@ from gpufleet.cli.review import diff, plan
 from gpufleet.cli.topology import topology
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
-                 preflight, up, replace, topology, acceptance, policy, export, gateway):
+                 preflight, up, replace, topology, acceptance, ledger, contract, policy,
+                 export, gateway):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -43,6 +43,11 @@ _TOPOLOGY = click.option(
     help="`gpufleet topology --format json` of the stack: the NCCL and pairs tasks take the "
          "nodes in topology order (ring neighbours are network neighbours); `check` names "
          "the layer a slow pair's link crosses.")
+_RECORD = click.option(
+    "--record", "ledger", type=click.Path(dir_okay=False), metavar="LEDGER",
+    help="Append the verdict to this evidence ledger (JSON Lines, hash-chained; "
+         "`gpufleet ledger verify` checks it): time, fleet, nodes, figures, threshold, "
+         "verdict, the log's digest.")
 _FLEET = click.option("--fleet", "fleet_name", required=True,
                       help="The fleet the logs belong to.")
 
@@ -96,6 +101,9 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     for name in names.values():
         check_file_in(os.path.join(out_dir, name), TASK_MARKER, force)
     plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    for fs in plan.filesystems:  # a storage task per shared filesystem
+        names[f"storage-{fs.name}"] = f"{fleet_name}-storage-perf-{fs.name}.dstack.yml"
+        check_file_in(os.path.join(out_dir, names[f"storage-{fs.name}"]), TASK_MARKER, force)
     task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
     order = _topology(topology_file, fleet_name) if topology_file else None
@@ -127,15 +135,16 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="The verdict's format.")
 @_TOPOLOGY
+@_RECORD
 @_plan_options
 def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence[str],
           threshold: float | None, margin: float, narrowed: int | None, fmt: str,
-          topology_file: str | None, catalog_dir: str | None, lock_file: str | None,
-          profile: str | None) -> None:
+          topology_file: str | None, ledger: str | None, catalog_dir: str | None,
+          lock_file: str | None, profile: str | None) -> None:
     """Read the nccl-tests output, the burn-in log or the pairs log (naming the bad nodes):
     exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
     acceptance task unless --nodes narrows it."""
-    from gpufleet.cli.verdicts import check_log
+    from gpufleet.cli.verdicts import Record, check_log
     from gpufleet.handoff import expected_checks, task_for
 
     paths = _existing(paths, [log_file])
@@ -144,7 +153,8 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
     marks = _marks(exp, expect, contract)
     check_log(log_file, exp, lambda e, n: _judged(e, marks, n, threshold), fmt,
               (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan),
-              narrowed, _topology(topology_file, fleet_name) if topology_file else None)
+              narrowed, _topology(topology_file, fleet_name) if topology_file else None,
+              Record(ledger, fleet_name, log_file) if ledger else None, plan.filesystems)
 
 
 @acceptance.command("report")
@@ -230,7 +240,9 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
         ordered,
         pairs_task,
         render_burnin,
+        render_storage,
         render_task,
+        storage_tasks,
     )
 
     def placed(t: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +261,8 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
     if series and plan.nodes_max is not None and series[-1] > plan.nodes_max:
         raise click.UsageError(f"--node-counts: fleet {plan.name} allows at most "
                                f"{plan.nodes_max} nodes")
+    files += [(names[f"storage-{name}"], render_storage(t, fs))
+              for (name, t), fs in zip(storage_tasks(plan), plan.filesystems, strict=True)]
     for n in series:
         files.append((names[f"nccl-{n}"], render_task(
             {**task, "name": f"{plan.name[:25]}-nccl-{n}", "nodes": n}, exp)))

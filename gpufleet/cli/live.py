@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -287,8 +287,11 @@ def _network_needs(stack: str, files: Sequence[str], profile: str | None,
               help="Print the URNs and the preview; change nothing.")
 @click.option("--yes", "-y", is_flag=True,
               help="Do not ask before replacing (required without a terminal).")
+@click.option("--record", "ledger", type=click.Path(dir_okay=False), metavar="LEDGER",
+              help="Append the replacement (its nodes, start, end and hours, and whether it "
+                   "succeeded) to this evidence ledger, for `gpufleet contract report`.")
 def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run: bool,
-            yes: bool) -> None:
+            yes: bool, ledger: str | None) -> None:
     """Replace exactly these nodes of FLEET (names like a4-node-1, or indexes like 1):
     `pulumi up --replace` on their URNs, through the Automation API (needs the Pulumi CLI).
 
@@ -322,6 +325,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         return yes or click.confirm("gpufleet replace: replace these nodes?", default=False)
 
 
+    recorded = _replace_recorder(ledger if not dry_run else None, fleet, nodes)
     try:
         runner = AutomationStack.open(stack_name, cwd, why="`gpufleet diff` shows changes "
                                       "offline")
@@ -335,13 +339,37 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_USAGE)
     except LiveError as e:
+        recorded(1, str(e)[:500])
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_INVALID)
     if not dry_run:
+        recorded(0, "replaced")
         names = ", ".join(shown.nodes)
         done = f"redeployed {names} onto new hosts" if isinstance(shown, ScaleSetPlan) \
             else f"replaced {names}"
         click.echo(f"gpufleet replace: {done} in stack {stack_name}")
+
+
+def _replace_recorder(ledger: str | None, fleet: str, nodes: Sequence[str]
+                      ) -> Callable[[int, str], None]:
+    """What records a replacement's outcome in the ledger (`--record`): its nodes, start,
+    end and hours; nothing without a ledger."""
+    import datetime as dt
+
+    from gpufleet.cli.verdicts import Record, record_verdict
+
+    start = dt.datetime.now(dt.UTC)
+
+    def recorded(code: int, outcome: str) -> None:
+        if ledger is None:
+            return
+        end = dt.datetime.now(dt.UTC)
+        record_verdict(Record(ledger, fleet), "replace", {
+            "nodes": list(nodes), "start": start.isoformat(timespec="seconds"),
+            "end": end.isoformat(timespec="seconds"),
+            "hours": round((end - start).total_seconds() / 3600, 3), "outcome": outcome},
+            code, len(nodes))
+    return recorded
 
 
 def interactive() -> bool:

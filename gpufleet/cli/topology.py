@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -16,10 +17,13 @@ from gpufleet.cli.common import EXIT_USAGE, check_out, format_option, out_option
 @click.option("--state", "state_file", type=click.Path(dir_okay=False),
               help="The stack's `pulumi stack export` (default: read through the Pulumi CLI).")
 @click.option("--fleet", "only", multiple=True, help="Only this fleet (repeatable).")
+@click.option("--record", "ledger", type=click.Path(dir_okay=False), metavar="LEDGER",
+              help="Append each fleet's verdict (spread, max_spread, each node's layer ids) to "
+                   "this evidence ledger.")
 @format_option("text", "json")
 @out_option("report")
 def topology(stack_name: str, cwd: str, state_file: str | None, only: tuple[str, ...],
-             fmt: str, out: str | None) -> None:
+             ledger: str | None, fmt: str, out: str | None) -> None:
     """Where each fleet's nodes sit in the network the cloud exposes, layer by layer
     (spine > block > subblock > host), how far they spread, and the verdict against the
     fleet's `max_spread` (backends file, `fleets: {NAME: {max_spread: ...}}`; default `any`).
@@ -64,7 +68,23 @@ def topology(stack_name: str, cwd: str, state_file: str | None, only: tuple[str,
     fleets = [f for f in deployed_fleets(state, compiled.plans, spread)
               if not only or f.fleet in only]
     report = read_topology(stack_name, fleets, topology_reader)
+    if ledger:
+        _record(report, ledger)
     text = (json.dumps(report.to_json(), indent=2) if fmt == "json"
             else "\n".join(report.lines())) + "\n"
     write_or_print(text, out, "report")
     sys.exit(report.exit_code)
+
+
+def _record(report: Any, ledger: str) -> None:
+    """Each fleet's verdict into the evidence ledger (`--record`)."""
+    from gpufleet.cli.verdicts import Record, record_verdict
+
+    for f in report.fleets:
+        doc = f.to_json()
+        code = {"within": 0, "beyond": 1, "unknown": 2}[doc["verdict"]]
+        record_verdict(Record(ledger, f.fleet.fleet), "topology", {
+            "spread": doc["spread"], "max_spread": doc["max_spread"],
+            "reasons": doc["reasons"], "nodes": {n["node"]: n["layers"]
+                                                 for n in doc["nodes"]}},
+            code, len(f.fleet.ids))

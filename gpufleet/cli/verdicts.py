@@ -7,6 +7,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -39,13 +40,15 @@ Judged = Callable[[Any, int], Any]  # (expectation, node count) -> with its figu
 def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[int, int],
               margin: float, gpu_gib: float | None, checks: Sequence[str] = (),
               narrowed: int | None = None,
-              positions: dict[str, tuple[str, ...]] | None = None) -> None:
+              positions: dict[str, tuple[str, ...]] | None = None,
+              rec: Record | None = None, filesystems: Sequence[Any] = ()) -> None:
     """Judge a log and exit with its verdict. ``nodes``: the fleet's nodes and the NCCL
     task's; ``checks``: what the burn-in task makes every node print; ``narrowed``: `--nodes
     N`, an NCCL run judged on N nodes on purpose (it passes as what it is, "N of M")."""
     from gpufleet.handoff import (
         is_burnin_log,
         is_pairs_log,
+        is_storage_log,
         judge,
         judge_pairs,
         nodes_in,
@@ -55,6 +58,8 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
 
     planned, task_nodes = nodes
     text, too_big = read_log(log_file)
+    if is_storage_log(text):
+        _storage(log_file, text, too_big, planned, margin, filesystems, fmt, rec)
     kind = "burn-in" if is_burnin_log(text) else "pairs" if is_pairs_log(text) else None
     if kind is not None and narrowed is not None:
         raise click.UsageError(f"--nodes narrows an NCCL run; a {kind} log is judged on "
@@ -66,8 +71,10 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
             code, lines = judge_pairs(text, task_nodes, judged(exp, 2), margin, positions)
         if too_big:
             code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
-        say({"log": log_file, "kind": kind, "margin": margin, "lines": lines}, lines, code,
-            fmt)
+        failed = sum(line.startswith("FAIL node") for line in lines)
+        say({"log": log_file, "kind": kind, "margin": margin, "nodes": planned,
+             **({"failed_nodes": failed} if kind == "burn-in" and code < 2 else {}),
+             "lines": lines}, lines, code, fmt, rec)
     if narrowed is not None:
         exp = narrow(exp, narrowed)
     log = parse_log(text, too_big=too_big)
@@ -84,7 +91,28 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
          "scope": scope or f"all {task_nodes} nodes", "fabric": exp.fabric,
          "expected_busbw_gbps": exp.busbw_gbps, "threshold_gbps": exp.threshold_gbps,
          "source": exp.source, "peak_busbw_gbps": peak, "lines": lines}, lines, result.code,
-        fmt)
+        fmt, rec)
+
+
+def _storage(log_file: str, text: str, too_big: bool, planned: int, margin: float,
+             filesystems: Sequence[Any], fmt: str, rec: Record | None) -> None:
+    """A storage task's log, judged against its filesystem's figure."""
+    import re
+
+    from gpufleet.handoff import judge_storage
+
+    named = re.search(r"gpufleet storage: \S+ .*?\bfs=([A-Za-z0-9-]+)", text)
+    fs = next((f for f in filesystems if named and f.name == named.group(1)), None)
+    if fs is None:
+        raise click.UsageError(
+            f"{log_file}: a storage log of filesystem "
+            f"{named.group(1) if named else '(none named)'}, which the fleet does not mount; "
+            f"it mounts {', '.join(f.name for f in filesystems) or 'none'}")
+    code, lines, figures = judge_storage(text, planned, fs, margin)
+    if too_big:
+        code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
+    say({"log": log_file, "kind": "storage", "nodes": planned, **figures, "lines": lines},
+        lines, code, fmt, rec)
 
 
 def narrow(exp: Any, nodes: int) -> Any:
@@ -100,13 +128,50 @@ def narrow(exp: Any, nodes: int) -> Any:
     return dataclasses.replace(exp, nodes=nodes)
 
 
-def say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str) -> None:
-    """Print the verdict (text lines, or JSON evidence) and exit with its code."""
+@dataclass(frozen=True, slots=True)
+class Record:
+    """Where a verdict is recorded (`--record LEDGER`), and what it is about."""
+
+    ledger: str
+    fleet: str
+    evidence_file: str | None = None
+
+
+def record_verdict(rec: Record | None, kind: str, figures: dict[str, Any], code: int,
+                   nodes: Any = None) -> None:
+    """Append the verdict to the ledger (before it is printed: a verdict that cannot be
+    recorded is an error, not a silent loss)."""
+    if rec is None:
+        return
+    from gpufleet.handoff import LedgerError, append_entry, file_digest
+
+    evidence = {"file": rec.evidence_file, "digest": file_digest(rec.evidence_file)} \
+        if rec.evidence_file else None
+    try:
+        entry = append_entry(rec.ledger, {
+            "kind": kind, "fleet": rec.fleet, "nodes": nodes, "figures": figures,
+            "verdict": VERDICTS[code], "exit_code": code, "evidence": evidence})
+    except (LedgerError, OSError) as e:
+        click.echo(f"gpufleet: --record {rec.ledger}: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"recorded as entry {entry['seq']} of {rec.ledger} ({entry['digest'][:19]}…)",
+               err=True)
+
+
+VERDICTS = {0: "pass", 1: "fail", 2: "no verdict"}
+
+
+def say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str,
+        rec: Record | None = None) -> None:
+    """Print the verdict (text lines, or JSON evidence), record it with ``rec``, and exit
+    with its code."""
     import json
 
+    record_verdict(rec, str(evidence.get("kind")), {k: v for k, v in evidence.items()
+                                                    if k not in ("lines", "log")},
+                   code, evidence.get("nodes"))
     if fmt == "json":
-        click.echo(json.dumps({**evidence, "verdict": {0: "pass", 1: "fail",
-                                                       2: "no verdict"}[code],
+        click.echo(json.dumps({**evidence, "verdict": VERDICTS[code],
                                "exit_code": code}, indent=2))
     else:
         for line in lines:

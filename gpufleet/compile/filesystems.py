@@ -248,6 +248,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
         throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
         subnet=subnet, labels=traits_of(fs.backend).labels(labels),
         price=fs.price, peers=tuple(p.name for p in peers),
+        expect_throughput=fs.expect_throughput,
     ), warning
 
 

@@ -230,6 +230,7 @@ class FilesystemPlan:
     # that mount it through a peering (`peers`); on each of those, the holding fleet (`host`)
     peers: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)
     host: str | None = field(default=None, metadata=OMIT_NONE)
+    expect_throughput: float | None = field(default=None, metadata=OMIT_NONE)  # MB/s
 
     @property
     def throughput_mbps(self) -> int | None:

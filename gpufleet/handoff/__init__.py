@@ -15,6 +15,8 @@ from gpufleet.handoff.burnin import (
     judge,
     render_burnin,
 )
+from gpufleet.handoff.contract import TermResult, contract_report, month_of
+from gpufleet.handoff.contract import report_lines as contract_lines
 from gpufleet.handoff.export import (
     Exported,
     export_dstack,
@@ -22,6 +24,8 @@ from gpufleet.handoff.export import (
     write_files,
 )
 from gpufleet.handoff.gateways import check_gateway_dns
+from gpufleet.handoff.ledger import LedgerError, file_digest, read_entries, verify
+from gpufleet.handoff.ledger import append as append_entry
 from gpufleet.handoff.nccllog import MAX_LOG_BYTES, NcclLog, Run, Verdict, parse_log, verdict
 from gpufleet.handoff.order import crossing, in_topology_order, ordered, topology_positions
 from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, outputs_from_state
@@ -38,6 +42,13 @@ from gpufleet.handoff.scaling import (
     report_markdown,
     scaling_report,
 )
+from gpufleet.handoff.storage import (
+    expected_mbps,
+    is_storage_log,
+    judge_storage,
+    render_storage,
+    storage_tasks,
+)
 
 __all__ = [
     "DEFAULT_FRACTION",
@@ -47,22 +58,32 @@ __all__ = [
     "Expectation",
     "ExportError",
     "Exported",
+    "LedgerError",
     "Marks",
     "NcclLog",
     "Run",
     "ScalingReport",
+    "TermResult",
     "Verdict",
+    "append_entry",
     "burnin_task",
     "check_gateway_dns",
+    "contract_lines",
+    "contract_report",
     "crossing",
     "expected_checks",
+    "expected_mbps",
     "export_dstack",
     "fabric_facts",
+    "file_digest",
     "in_topology_order",
     "is_burnin_log",
     "is_pairs_log",
+    "is_storage_log",
     "judge",
     "judge_pairs",
+    "judge_storage",
+    "month_of",
     "nodes_in",
     "ordered",
     "outputs_from_stack_output",
@@ -70,15 +91,19 @@ __all__ = [
     "pairs_task",
     "parse_log",
     "plot",
+    "read_entries",
     "render_burnin",
+    "render_storage",
     "render_task",
     "report_json",
     "report_lines",
     "report_markdown",
     "scale_set_hosts",
     "scaling_report",
+    "storage_tasks",
     "task_for",
     "topology_positions",
     "verdict",
+    "verify",
     "write_files",
 ]

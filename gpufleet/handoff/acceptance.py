@@ -209,12 +209,15 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def render_task(task: Mapping[str, Any], exp: Expectation,
-                title: str = "NCCL all-reduce acceptance run") -> str:
+def render_task(task: Mapping[str, Any], exp: Expectation | None,
+                title: str = "NCCL all-reduce acceptance run", about: str = "") -> str:
+    """The task file with its header (``about``: the header's last lines, instead of the
+    fabric and its expectation)."""
     header = (f"# {title} for fleet {task['fleets'][0]}, written by "
               "`gpufleet acceptance`.\n# Run: dstack apply -f <this file>; save the log and "
               "check it with `gpufleet acceptance check LOG --fleet NAME PATH...`.\n"
-              f"# Fabric: {exp.description}.\n# {exp.text()}\n")
+              + (f"# Fabric: {exp.description}.\n# {exp.text()}\n" if exp is not None
+                 else about))
     return header + yaml.dump(dict(task), Dumper=_Dumper, sort_keys=False,
                               default_flow_style=False, width=4096)
 

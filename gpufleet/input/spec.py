@@ -150,8 +150,8 @@ class FleetSpec:
     expect_busbw: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # The backends file's `network`: the fleet whose network this fleet's subnets join
     network_of: str | None = None
-    # The backends file's `max_spread`: the widest topology layer its nodes may spread over
-    max_spread: str = "any"
+    max_spread: str = "any"  # backends file: the widest topology layer its nodes may span
+    contract: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)  # its `contract`
     # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
     settings_origin: Origin | None = field(default=None, compare=False)
     # Fields the user set explicitly (profiles fill in the others).
@@ -282,6 +282,7 @@ class FilesystemSpec:
     throughput: int | None = None  # lustre: MB/s per TiB
     expected_usage_gib: int | None = None
     price: tuple[float, str] | None = None  # (USD per GB-month, its source) the file declares
+    expect_throughput: float | None = None  # MB/s the storage acceptance check holds it to
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,6 +208,8 @@ def with_settings(fleet: FleetSpec, names: NameSettings) -> FleetSpec:
                                     settings_origin=names.fleet_origins.get(fleet.name))
     if isinstance(own.get("max_spread"), str):
         fleet = dataclasses.replace(fleet, max_spread=own["max_spread"])
+    if isinstance(own.get("contract"), dict):
+        fleet = dataclasses.replace(fleet, contract=MappingProxyType(dict(own["contract"])))
     expect = own.get("expect_busbw")
     figures = expect if isinstance(expect, dict) else {0: expect}
     try:  # a value the schema refused (reported there) is left out

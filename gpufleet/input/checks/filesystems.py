@@ -118,7 +118,13 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
         None if capacity is None else int(str(capacity)),
         int(str(tier)) if kind == "lustre" and tier is not None else None,
         None if usage is None else int(str(usage)),
-        _price(raw.get("price")))
+        _price(raw.get("price")), _positive(raw.get("expect_throughput")))
+
+
+def _positive(value: object) -> float | None:
+    """A number the schema accepted (> 0), or None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        and value > 0 else None
 
 
 def _price(value: object) -> tuple[float, str] | None:

@@ -1,0 +1,231 @@
+"""Storage acceptance: what a shared filesystem delivers, measured from the fleet's nodes.
+
+For each filesystem a fleet mounts, a dstack task (one job per node) runs fio's sequential
+write and read (1 MiB blocks, direct I/O, JSON output) first from node 0 alone, then from
+every node at once (the nodes wait for each other through files on the filesystem itself),
+then a metadata test on node 0: create, stat, read and unlink tens of thousands of small
+files, and the time to import a large Python package copied onto the filesystem. Each result
+is one line, `gpufleet storage: fio node=R fs=NAME test=write scope=all json={...}` (fio's
+JSON compacted) or `gpufleet storage: meta ...`, and the run ends with a `done` line.
+
+:func:`judge_storage` holds the log to the NCCL checker's strictness: every node's result
+for every test once, fio's JSON parsed and validated (jobs present, no job error, bandwidth
+above 0), the whole run (its `done` line); the all-node throughput is judged against the
+figure the plan computes (a Lustre filesystem's capacity x its throughput tier, or
+`expect_throughput` in the backends file) less a margin. Exit 0 pass, 1 below the figure
+or a job in error, 2 unreadable or incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.compile import FilesystemPlan, FleetPlan
+from gpufleet.handoff.acceptance import render_task, strict_int, strict_number, tagged_lines
+
+PREFIX = "gpufleet storage:"
+TESTS = ("write", "read")
+META_FILES = 20000
+IMAGE = "python:3.12-slim"  # fio from Debian's packages; Python for the metadata test
+
+_SCRIPT = r"""set -u
+d="@MOUNT@/.gpufleet-storage/${DSTACK_RUN_NAME:-run}"; r=$DSTACK_NODE_RANK; n=$DSTACK_NODES_NUM
+mkdir -p "$d/$r"
+barrier() { touch "$d/$1.$r"; for _ in $(seq 1 1800); do
+  [ "$(ls "$d" | grep -c "^$1\.")" -ge "$n" ] && return 0; sleep 1; done; return 1; }
+fio_run() {
+  out=$(mktemp)
+  fio --name="$1" --directory="$d/$r" --rw="$1" --bs=1M --size=@SIZE@ --numjobs=4 \
+    --direct=1 --ioengine=libaio --group_reporting --output-format=json --output="$out"
+  rc=$?
+  python3 - "@PREFIX@ fio node=$r fs=@FS@ test=$1 scope=$2 rc=$rc" "$out" <<'PY' \
+    || echo "@PREFIX@ fio node=$r fs=@FS@ test=$1 scope=$2 rc=$rc json=none"
+import json, sys
+print(sys.argv[1] + " json=" + json.dumps(json.load(open(sys.argv[2])), separators=(",", ":")))
+PY
+}
+if [ "$r" -eq 0 ]; then fio_run write one; fio_run read one; fi
+barrier alone
+fio_run write all; barrier written
+fio_run read all; barrier read
+if [ "$r" -eq 0 ]; then python3 - "$d/meta" <<'PY'
+import os, shutil, sys, time, importlib, json
+root = sys.argv[1]; os.makedirs(root, exist_ok=True); n = @FILES@; t = {}
+names = [os.path.join(root, f"f{i}") for i in range(n)]
+s = time.monotonic()
+for p in names:
+    with open(p, "wb") as f: f.write(b"x" * 4096)
+t["create_s"] = time.monotonic() - s; s = time.monotonic()
+for p in names: os.stat(p)
+t["stat_s"] = time.monotonic() - s; s = time.monotonic()
+for p in names:
+    with open(p, "rb") as f: f.read()
+t["read_s"] = time.monotonic() - s; s = time.monotonic()
+for p in names: os.unlink(p)
+t["unlink_s"] = time.monotonic() - s
+stdlib, mods = os.path.dirname(os.path.dirname(json.__file__)), ("email", "http", "xml",
+                                                                 "unittest", "asyncio")
+for m in mods:  # packages of many small modules, copied onto the filesystem and imported
+    shutil.copytree(os.path.join(stdlib, m), os.path.join(root, "lib", m), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "test*"))
+s = time.monotonic(); sys.path.insert(0, os.path.join(root, "lib"))
+for m in mods: importlib.import_module(m)
+t["import_s"] = time.monotonic() - s
+print("@PREFIX@ meta node=0 fs=@FS@ files=%d " % n
+      + " ".join("%s=%.3f" % kv for kv in t.items()) + " rc=0")
+PY
+fi
+barrier meta
+[ "$r" -eq 0 ] && echo "@PREFIX@ done fs=@FS@ nodes=$n"
+rm -rf "$d/$r"; exit 0"""
+
+
+def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
+    """The throughput (MB/s) the filesystem should deliver, and where the figure comes
+    from; None without one (the check then verifies the run, not its speed)."""
+    if fs.expect_throughput is not None:
+        return float(fs.expect_throughput), "the backends file's expect_throughput"
+    if fs.kind == "lustre" and fs.throughput and fs.capacity_gib:
+        figure = fs.capacity_gib / 1024 * fs.throughput
+        return figure, (f"{fs.capacity_gib:,} GiB x {fs.throughput} MB/s per TiB "
+                        "(its throughput tier)")
+    return None, "no figure (set `expect_throughput` on the filesystem)"
+
+
+def storage_tasks(plan: FleetPlan, size: str = "4G") -> list[tuple[str, dict[str, Any]]]:
+    """One task per filesystem the fleet mounts: (filesystem name, the task as data)."""
+    out = []
+    for fs in plan.filesystems:
+        script = (_SCRIPT.replace("@MOUNT@", fs.mount).replace("@FS@", fs.name)
+                  .replace("@PREFIX@", PREFIX).replace("@SIZE@", size)
+                  .replace("@FILES@", str(META_FILES)))
+        out.append((fs.name, {
+            "type": "task", "name": f"{plan.name[:20]}-stor-{fs.name[:10]}",
+            "fleets": [plan.name], "nodes": max(plan.nodes, 1), "image": IMAGE,
+            "volumes": [{"instance_path": fs.mount, "path": fs.mount}],
+            "commands": ["apt-get update -qq && apt-get install -y -qq fio > /dev/null",
+                         script]}))
+    return out
+
+
+def render_storage(task: dict[str, Any], fs: FilesystemPlan) -> str:
+    figure, source = expected_mbps(fs)
+    about = (f"# Filesystem {fs.name} ({fs.kind}, {fs.service}) at {fs.mount}: fio sequential "
+             "write and read from one node, then from all; small-file metadata.\n# The pass "
+             "mark: " + (f"{figure:,.0f} MB/s from {source}, less --margin.\n"
+                         if figure is not None else f"{source}.\n"))
+    return render_task(task, None, "Storage acceptance", about)
+
+
+@dataclass(frozen=True, slots=True)
+class FioResult:
+    node: int
+    test: str
+    scope: str
+    mbps: float | None  # None: the JSON does not hold a usable result (see ``problem``)
+    problem: str | None
+
+
+def _fio(fields: dict[str, str], raw: str) -> FioResult:
+    node, test, scope = strict_int(fields["node"], 6), fields["test"], fields["scope"]
+    if test not in TESTS or scope not in ("one", "all"):
+        raise ValueError(f"test={test} scope={scope}")
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return FioResult(node, test, scope, None, "fio's JSON is cut off or corrupt")
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
+        return FioResult(node, test, scope, None, "fio's JSON has no jobs")
+    if fields.get("rc") != "0" or any(j.get("error") for j in jobs):
+        return FioResult(node, test, scope, 0.0, "fio reported an error "
+                         f"(exit {fields.get('rc')}, job errors "
+                         f"{[j.get('error') for j in jobs]})")
+    try:
+        bw = sum(float((j.get(test) or {})["bw_bytes"]) for j in jobs)
+    except (KeyError, TypeError, ValueError):
+        return FioResult(node, test, scope, None, f"fio's JSON has no {test} bandwidth")
+    return FioResult(node, test, scope, bw / 1e6, None if bw > 0 else "no bandwidth")
+
+
+def parse_storage(text: str) -> tuple[list[FioResult], dict[str, float] | None, int | None,
+                                      list[str]]:
+    """(fio results, the metadata test's times, the `done` node count, problems)."""
+    results: list[FioResult] = []
+    meta: dict[str, float] | None = None
+    done: int | None = None
+    problems: list[str] = []
+    for number, body, fields in tagged_lines(text, PREFIX):
+        try:
+            if body.startswith("fio "):
+                raw = body.split(" json=", 1)[1] if " json=" in body else ""
+                results.append(_fio(fields, raw))
+            elif body.startswith("meta "):
+                if meta is not None or fields.get("rc") != "0":
+                    problems.append(f"line {number}: a second or failed metadata test")
+                meta = {k: strict_number(v) for k, v in fields.items() if k.endswith("_s")}
+                if len(meta) < 5:
+                    problems.append(f"line {number}: the metadata test misses a timing")
+            elif body.startswith("done "):
+                if done is not None:
+                    problems.append(f"line {number}: a second `done` line (two runs in one "
+                                    "log)")
+                done = strict_int(fields.get("nodes", ""), 6)
+        except (KeyError, ValueError, IndexError):
+            problems.append(f"line {number}: unreadable: {body[:80]}")
+    return results, meta, done, problems
+
+
+def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
+                  margin: float) -> tuple[int, list[str], dict[str, Any]]:
+    """(exit code, lines, figures) for one filesystem's storage log."""
+    results, meta, done, problems = parse_storage(text)
+    if done is None:
+        problems.append("no `done` line: the task did not finish (or the log is cut off)")
+    n = done or 0
+    if done is not None and n < nodes_planned:
+        problems.append(f"the task ran on {n} node(s), the fleet has {nodes_planned}")
+    want = {(0, t, "one") for t in TESTS} | {(i, t, "all") for i in range(n) for t in TESTS}
+    got = [(r.node, r.test, r.scope) for r in results]
+    problems += [f"node {i}: {t} ({s}) reported twice" for i, t, s in sorted(set(got))
+                 if got.count((i, t, s)) > 1]
+    problems += [f"node {i}: no {t} result ({'alone' if s == 'one' else 'all nodes'})"
+                 for i, t, s in sorted(want - set(got))]
+    problems += [f"node {r.node}: {r.test} ({r.scope}): {r.problem}" for r in results
+                 if r.mbps is None]
+    if meta is None:
+        problems.append("no metadata test result")
+    figure, source = expected_mbps(fs)
+    figures: dict[str, Any] = {"filesystem": fs.name, "expected_mbps": figure,
+                               "source": source, "margin": margin}
+    if problems:
+        return 2, [*(f"unreadable: {p}" for p in problems[:6]),
+                   "no verdict: the storage log is incomplete"], figures
+    failed = [r for r in results if r.problem]
+    totals = {t: sum(r.mbps or 0 for r in results if r.test == t and r.scope == "all")
+              for t in TESTS}
+    alone = {t: next(r.mbps or 0 for r in results if r.test == t and r.scope == "one")
+             for t in TESTS}
+    figures.update({f"{t}_mbps_all": round(totals[t], 1) for t in TESTS})
+    figures.update({f"{t}_mbps_one": round(alone[t], 1) for t in TESTS})
+    figures["metadata_s"] = meta
+    lines = [f"{fs.name}: {t} {totals[t]:,.0f} MB/s from {n} node(s), {alone[t]:,.0f} MB/s "
+             "from one" for t in TESTS]
+    lines.append(f"{fs.name}: {META_FILES:,} small files: " + ", ".join(
+        f"{k[:-2]} {v:.2f} s" for k, v in (meta or {}).items()))
+    lines += [f"FAIL node {r.node}: {r.test} ({r.scope}): {r.problem}" for r in failed]
+    mark = figure * (1 - margin) if figure is not None else None
+    slow = [t for t in TESTS if mark is not None and totals[t] < mark]
+    lines += [f"FAIL: {t} {totals[t]:,.0f} MB/s is under {mark:,.0f} MB/s ({figure:,.0f} "
+              f"MB/s from {source}, less {100 * margin:.0f}%)" for t in slow
+              if mark is not None and figure is not None]
+    if failed or slow:
+        return 1, lines, figures
+    against = (f"at least {mark:,.0f} MB/s ({source})" if mark is not None else source)
+    return 0, [*lines, f"PASS: {fs.name} {against}"], figures
+
+
+def is_storage_log(text: str) -> bool:
+    return PREFIX in text
