@@ -278,3 +278,32 @@ def test_the_contract_report_names_each_breach(tmp_path: Path, update_golden: bo
     Path(ledger).write_text("\n".join(rows[:2] + rows[3:]) + "\n")
     r = CliRunner().invoke(cli, ["contract", "report", ledger, *files, "--month", "2026-10"])
     assert r.exit_code == 1 and "not intact" in r.output
+
+
+def test_the_scaling_report_records_each_node_count_for_the_busbw_term(tmp_path: Path) -> None:
+    import shutil
+
+    work = tmp_path / "ex"
+    shutil.copytree(EXAMPLES, work)
+    with (work / "backends.yml").open("a") as f:
+        f.write("fleets:\n  a4:\n    contract:\n      busbw: {2: 100000}\n")
+    logs = [str(work / "logs" / f"a4-nccl-{n}nodes.log") for n in (2, 4, 8)]
+    ledger = str(tmp_path / "ledger.jsonl")
+    main(["acceptance", "report", *logs, "--fleet", "a4", str(work), "--record", ledger])
+    entries = [json.loads(x) for x in Path(ledger).read_text().splitlines()]
+    assert [(e["kind"], e["nodes"]) for e in entries] == [("nccl", 2), ("nccl", 4), ("nccl", 8)]
+    assert all(e["figures"]["peak_busbw_gbps"] > 0 for e in entries)
+    r = CliRunner().invoke(cli, ["contract", "report", ledger, str(work)])
+    assert r.exit_code == 1 and "BREACHED    a4 busbw: 3 of 3 check(s)" in r.output, r.output
+
+
+def test_a_whole_fio_json_document_is_read_as_fio_writes_it(fleet: Any) -> None:
+    """fio's full JSON (tests/cases/storage), compacted onto the task's line as it prints it."""
+    doc = json.loads((Path(__file__).parent / "cases" / "storage" /
+                      "fio-3.33-write-group.json").read_text())
+    compact = json.dumps(doc, separators=(",", ":"))
+    text = log(1, 1200).replace(
+        fio_line(0, "write", "all", 1200).split(" json=", 1)[1], compact)
+    (fs,) = fleet.filesystems
+    code, _, figures = judge_storage(text, 1, fs, 0.1)
+    assert figures["write_mbps_all"] == 701.0 and code == 1  # 701 MB/s < 1,055 MB/s

@@ -169,10 +169,12 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
 @click.option("--force", is_flag=True, help="Replace a plot gpufleet did not write.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
               default="text", show_default=True, help="The report's format.")
+@_RECORD
 @_plan_options
 def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
            threshold: float | None, plot_file: str | None, force: bool, fmt: str,
-           catalog_dir: str | None, lock_file: str | None, profile: str | None) -> None:
+           ledger: str | None, catalog_dir: str | None, lock_file: str | None,
+           profile: str | None) -> None:
     """nccl-tests logs of one fleet at several node counts (read from each log's rank lines):
     busbw per node count and size, each count against the expected figure; exit 0 pass, 1 a
     count below the pass mark, 2 a log that cannot be read."""
@@ -189,7 +191,7 @@ def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
     plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     _, exp = task_for(plan)
     _report(fleet_name, logs, _marks(exp, expect, contract), threshold, plot_file, fmt, force,
-            exp)
+            exp, ledger)
 
 
 def _existing(paths: Sequence[str], logs: Sequence[str] = ()) -> list[str]:
@@ -316,7 +318,8 @@ def _judged(exp: Any, marks: Any, nodes: int, fraction: float | None) -> Any:
 
 
 def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
-            plot_file: str | None, fmt: str, force: bool, exp: Any) -> None:
+            plot_file: str | None, fmt: str, force: bool, exp: Any,
+            ledger: str | None = None) -> None:
     import json
 
     from gpufleet.cli.verdicts import read_log
@@ -334,6 +337,8 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
     report = scaling_report(fleet, [(p, t) for p, t, _ in read],
                             fraction if fraction is not None else DEFAULT_FRACTION, marks,
                             [p for p, _, big in read if big], exp)
+    if ledger is not None:  # one NCCL entry per node count, the report's verdict on it
+        _record_runs(ledger, fleet, report_json(report))
     if plot_file is not None and report.points:
         check_file(plot_file, PLOT_MARKER, force)  # before drawing: a foreign file stays
         try:
@@ -352,6 +357,17 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
         for line in report_lines(report):
             click.echo(line)
     sys.exit(report.exit_code)
+
+
+def _record_runs(ledger: str, fleet: str, doc: dict[str, Any]) -> None:
+    from gpufleet.cli.verdicts import Record, record_verdict
+
+    for run in doc["runs"]:
+        record_verdict(Record(ledger, fleet, run["log"]), "nccl", {
+            "peak_busbw_gbps": run["peak_busbw_gbps"], "reference_gbps": run["reference_gbps"],
+            "threshold_fraction": doc["threshold_fraction"], "source": "acceptance report"},
+            0 if run["verdict"] == "pass" and doc["exit_code"] != 2 else
+            2 if doc["exit_code"] == 2 else 1, run["nodes"])
 
 
 def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
