@@ -244,6 +244,8 @@ def month_ledger(path: str) -> None:
         figures={"nodes": ["a4-node-2", "a4-node-3"], "hours": 2.0})
     _at(path, "2026-10-21T00:00:00+00:00", kind="burn-in", verdict="fail", nodes=16,
         figures={"failed_nodes": 2})
+    _at(path, "2026-10-06T00:00:00+00:00", kind="nccl", verdict="no verdict", exit_code=2,
+        nodes=2, figures={"peak_busbw_gbps": 1})  # a cut-off run: not a measurement
     _at(path, "2026-11-01T00:00:00+00:00", **nccl, nodes=2, figures={"peak_busbw_gbps": 100})
 
 

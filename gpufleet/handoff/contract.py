@@ -81,7 +81,9 @@ def _busbw(entries: list[Mapping[str, Any]], terms: Mapping[str, Any]
     for e in entries:
         peak, nodes = e["figures"].get("peak_busbw_gbps"), e.get("nodes")
         applies = [v for n, v in figures if isinstance(nodes, int) and n <= nodes]
-        if e.get("kind") == "nccl" and isinstance(peak, int | float) and applies:
+        # a run with no verdict (cut off, incomplete) measured nothing the term can use
+        if e.get("kind") == "nccl" and e.get("exit_code") != 2 and applies \
+                and isinstance(peak, int | float):
             out.append((e, float(peak), applies[-1]))
     return out
 
