@@ -244,6 +244,10 @@ class BackendTraits:
     # the host-setup image family of gpufleet's default GPU image
     gpu_image_family: str = "ubuntu"
     volume_disk_type: str | None = None  # None: no dstack volumes on this backend
+    # the sequential throughput (MB/s) a volume of that disk type gives with no provisioning,
+    # and its source; absent: no documented flat figure (storage acceptance reports, and
+    # judges the run only)
+    volume_throughput: Mapping[str, tuple[float, str]] = field(default_factory=dict)
     lustre_tiers: Mapping[int, LustreTier] = field(default_factory=dict)
     default_lustre_throughput: int = 0
     nfs_sizes: NfsSizes | None = None  # None: elastic (no size to give)

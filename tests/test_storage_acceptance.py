@@ -98,8 +98,8 @@ def test_the_tasks_commands_run_in_bash_against_a_stand_in(fleet: Any, tmp_path:
     mount.mkdir()
     plan = dataclasses.replace(fleet, nodes=1, filesystems=(dataclasses.replace(
         fs, mount=str(mount)),))
-    ((name, task),) = storage_tasks(plan, size="1M")
-    assert name == "h100-data" and task["volumes"] == [{"instance_path": str(mount),
+    ((target, task),) = storage_tasks(plan, size="1M")
+    assert target.name == "h100-data" and task["volumes"] == [{"instance_path": str(mount),
                                                         "path": str(mount)}]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -309,3 +309,28 @@ def test_a_whole_fio_json_document_is_read_as_fio_writes_it(fleet: Any) -> None:
     (fs,) = fleet.filesystems
     code, _, figures = judge_storage(text, 1, fs, 0.1)
     assert figures["write_mbps_all"] == 701.0 and code == 1  # 701 MB/s < 1,055 MB/s
+
+
+def test_a_dstack_volume_gets_a_one_node_storage_task(tmp_path: Path) -> None:
+    """The a4 fleet's runs can attach the a4-checkpoints volume (its zone): one node, the
+    volume by name; pd-balanced has no flat figure, gp3 its 125 MiB/s baseline."""
+    from gpufleet.compile import VolumePlan
+    from gpufleet.handoff import volume_storage
+
+    out = tmp_path / "tasks"
+    assert main(["acceptance", "a4", str(EXAMPLES), "--out", str(out)]) == 0
+    task = yaml.safe_load((out / "a4-storage-perf-a4-checkpoints.dstack.yml").read_text())
+    assert task["nodes"] == 1 and task["volumes"] == [{"name": "a4-checkpoints",
+                                                       "path": "/gpufleet-volume"}]
+    text = log(1, 300).replace("fs=h100-data", "fs=a4-checkpoints")
+    path = tmp_path / "vol.log"
+    path.write_text(text)
+    r = CliRunner().invoke(cli, ["acceptance", "check", str(path), "--fleet", "a4",
+                                 str(EXAMPLES)])
+    assert r.exit_code == 0 and "no documented flat figure for pd-balanced" in r.output
+    gp3 = volume_storage(VolumePlan("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
+                                    "us-east-1a", 500, "gp3"))
+    assert judge_storage(text.replace("a4-checkpoints", "ckpt"), 1, gp3, 0.1)[0] == 0
+    slow = log(1, 60).replace("fs=h100-data", "fs=ckpt")
+    code, _, figures = judge_storage(slow, 1, gp3, 0.1)
+    assert code == 1 and figures["expected_mbps"] == 131.1 and "125 MiB/s" in figures["source"]

@@ -91,8 +91,10 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node on
     its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
     single-node NCCL run) and, for an RDMA fleet, FLEET-pairs.dstack.yml (NCCL over each pair
-    of neighbouring nodes, to find a slow one); print the expected threshold."""
-    from gpufleet.handoff import TASK_MARKER, task_for
+    of neighbouring nodes, to find a slow one), and FLEET-storage-perf-NAME.dstack.yml per
+    shared filesystem it mounts and dstack volume its runs can attach (fio from one node and
+    from all, small-file metadata); print the expected threshold."""
+    from gpufleet.handoff import TASK_MARKER, storage_tasks, task_for
 
     paths = _existing(paths)
     series = _counts(counts)
@@ -100,14 +102,16 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     check_folder(out_dir)  # before any work: where the tasks go
     for name in names.values():
         check_file_in(os.path.join(out_dir, name), TASK_MARKER, force)
-    plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
-    for fs in plan.filesystems:  # a storage task per shared filesystem
+    plan, contract, _, volumes = _fleet_plan(paths, fleet_name, catalog_dir, lock_file,
+                                             profile)
+    stores = storage_tasks(plan, volumes=volumes)  # per shared filesystem and volume
+    for fs, _task in stores:
         names[f"storage-{fs.name}"] = f"{fleet_name}-storage-perf-{fs.name}.dstack.yml"
         check_file_in(os.path.join(out_dir, names[f"storage-{fs.name}"]), TASK_MARKER, force)
     task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
     order = _topology(topology_file, fleet_name) if topology_file else None
-    files = _tasks(plan, task_doc, exp, names, dcgm_level, series, order)
+    files = _tasks(plan, task_doc, exp, names, dcgm_level, series, order, stores)
     for out in write_many(out_dir, files, TASK_MARKER, force):
         click.echo(f"wrote {out}")
     if task_doc["nodes"] > plan.nodes:
@@ -145,16 +149,18 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
     exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
     acceptance task unless --nodes narrows it."""
     from gpufleet.cli.verdicts import Record, check_log
-    from gpufleet.handoff import expected_checks, task_for
+    from gpufleet.handoff import expected_checks, fleet_volumes, task_for, volume_storage
 
     paths = _existing(paths, [log_file])
-    plan, contract, gpu_gib = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    plan, contract, gpu_gib, volumes = _fleet_plan(paths, fleet_name, catalog_dir, lock_file,
+                                                   profile)
     task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
     check_log(log_file, exp, lambda e, n: _judged(e, marks, n, threshold), fmt,
               (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan),
               narrowed, _topology(topology_file, fleet_name) if topology_file else None,
-              Record(ledger, fleet_name, log_file) if ledger else None, plan.filesystems)
+              Record(ledger, fleet_name, log_file) if ledger else None,
+              [*plan.filesystems, *map(volume_storage, fleet_volumes(plan, volumes))])
 
 
 @acceptance.command("report")
@@ -188,7 +194,7 @@ def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
     if plot_file is not None and not plot_file.lower().endswith((".png", ".svg")):
         raise click.UsageError(f"--plot {plot_file}: the file ends in .png or .svg")
     paths = _existing(paths, logs)
-    plan, contract, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
+    plan, contract, _, _ = _fleet_plan(paths, fleet_name, catalog_dir, lock_file, profile)
     _, exp = task_for(plan)
     _report(fleet_name, logs, _marks(exp, expect, contract), threshold, plot_file, fmt, force,
             exp, ledger)
@@ -235,7 +241,8 @@ def _topology(path: str, fleet: str) -> dict[str, tuple[str, ...]]:
 
 def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
            dcgm_level: int, series: Sequence[int],
-           positions: dict[str, tuple[str, ...]] | None = None) -> list[tuple[str, str]]:
+           positions: dict[str, tuple[str, ...]] | None = None,
+           stores: Sequence[tuple[Any, dict[str, Any]]] = ()) -> list[tuple[str, str]]:
     from gpufleet.handoff import (
         burnin_task,
         in_topology_order,
@@ -244,7 +251,6 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
         render_burnin,
         render_storage,
         render_task,
-        storage_tasks,
     )
 
     def placed(t: dict[str, Any]) -> dict[str, Any]:
@@ -263,8 +269,7 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
     if series and plan.nodes_max is not None and series[-1] > plan.nodes_max:
         raise click.UsageError(f"--node-counts: fleet {plan.name} allows at most "
                                f"{plan.nodes_max} nodes")
-    files += [(names[f"storage-{name}"], render_storage(t, fs))
-              for (name, t), fs in zip(storage_tasks(plan), plan.filesystems, strict=True)]
+    files += [(names[f"storage-{fs.name}"], render_storage(t, fs)) for fs, t in stores]
     for n in series:
         files.append((names[f"nccl-{n}"], render_task(
             {**task, "name": f"{plan.name[:25]}-nccl-{n}", "nodes": n}, exp)))
@@ -322,7 +327,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
             ledger: str | None = None) -> None:
     import json
 
-    from gpufleet.cli.verdicts import read_log
+    from gpufleet.cli.verdicts import read_log, record_runs
     from gpufleet.handoff import (
         DEFAULT_FRACTION,
         PLOT_MARKER,
@@ -338,7 +343,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
                             fraction if fraction is not None else DEFAULT_FRACTION, marks,
                             [p for p, _, big in read if big], exp)
     if ledger is not None:  # one NCCL entry per node count, the report's verdict on it
-        _record_runs(ledger, fleet, report_json(report))
+        record_runs(ledger, fleet, report_json(report))
     if plot_file is not None and report.points:
         check_file(plot_file, PLOT_MARKER, force)  # before drawing: a foreign file stays
         try:
@@ -357,17 +362,6 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
         for line in report_lines(report):
             click.echo(line)
     sys.exit(report.exit_code)
-
-
-def _record_runs(ledger: str, fleet: str, doc: dict[str, Any]) -> None:
-    from gpufleet.cli.verdicts import Record, record_verdict
-
-    for run in doc["runs"]:
-        record_verdict(Record(ledger, fleet, run["log"]), "nccl", {
-            "peak_busbw_gbps": run["peak_busbw_gbps"], "reference_gbps": run["reference_gbps"],
-            "threshold_fraction": doc["threshold_fraction"], "source": "acceptance report"},
-            0 if run["verdict"] == "pass" and doc["exit_code"] != 2 else
-            2 if doc["exit_code"] == 2 else 1, run["nodes"])
 
 
 def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
@@ -393,4 +387,4 @@ def _fleet_plan(paths: Sequence[str], name: str, catalog_dir: str | None,
     plan = compiled.plans[0]
     memory = next((r.gpu_memory_gib for r in catalog.rows if r.backend == plan.backend
                    and r.instance_type == plan.instance_type and r.gpu_memory_gib), None)
-    return plan, spec.expect_busbw, memory
+    return plan, spec.expect_busbw, memory, compiled.volumes

@@ -177,3 +177,13 @@ def say(evidence: dict[str, Any], lines: Sequence[str], code: int, fmt: str,
         for line in lines:
             click.echo(line)
     sys.exit(code)
+
+
+def record_runs(ledger: str, fleet: str, doc: dict[str, Any]) -> None:
+    """The scaling report's runs into the ledger: one NCCL entry per node count."""
+    for run in doc["runs"]:
+        record_verdict(Record(ledger, fleet, run["log"]), "nccl", {
+            "peak_busbw_gbps": run["peak_busbw_gbps"], "reference_gbps": run["reference_gbps"],
+            "threshold_fraction": doc["threshold_fraction"], "source": "acceptance report"},
+            0 if run["verdict"] == "pass" and doc["exit_code"] != 2 else
+            2 if doc["exit_code"] == 2 else 1, run["nodes"])

@@ -44,10 +44,12 @@ from gpufleet.handoff.scaling import (
 )
 from gpufleet.handoff.storage import (
     expected_mbps,
+    fleet_volumes,
     is_storage_log,
     judge_storage,
     render_storage,
     storage_tasks,
+    volume_storage,
 )
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "export_dstack",
     "fabric_facts",
     "file_digest",
+    "fleet_volumes",
     "in_topology_order",
     "is_burnin_log",
     "is_pairs_log",
@@ -105,5 +108,6 @@ __all__ = [
     "topology_positions",
     "verdict",
     "verify",
+    "volume_storage",
     "write_files",
 ]

@@ -19,10 +19,12 @@ or a job in error, 2 unreadable or incomplete.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import FilesystemPlan, FleetPlan
+from gpufleet.backends import traits_of
+from gpufleet.compile import FilesystemPlan, FleetPlan, VolumePlan
 from gpufleet.handoff.acceptance import render_task, strict_int, strict_number, tagged_lines
 
 PREFIX = "gpufleet storage:"
@@ -85,6 +87,12 @@ rm -rf "$d/$r"; exit 0"""
 def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
     """The throughput (MB/s) the filesystem should deliver, and where the figure comes
     from; None without one (the check then verifies the run, not its speed)."""
+    if fs.kind == "volume":  # the disk type's documented flat figure, where there is one
+        flat = traits_of(fs.backend).volume_throughput.get(fs.service)
+        if flat is not None:
+            return flat[0], flat[1]
+        return None, (f"no documented flat figure for {fs.service} volumes: the run is "
+                      "checked, not its speed")
     if fs.expect_throughput is not None:
         return float(fs.expect_throughput), "the backends file's expect_throughput"
     if fs.kind == "lustre" and fs.throughput and fs.capacity_gib:
@@ -94,17 +102,41 @@ def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
     return None, "no figure (set `expect_throughput` on the filesystem)"
 
 
-def storage_tasks(plan: FleetPlan, size: str = "4G") -> list[tuple[str, dict[str, Any]]]:
-    """One task per filesystem the fleet mounts: (filesystem name, the task as data)."""
+VOLUME_PATH = "/gpufleet-volume"  # where the storage task mounts a dstack volume
+
+
+def volume_storage(vol: VolumePlan) -> FilesystemPlan:
+    """A dstack volume as the storage check sees it: one node (a network disk attaches to
+    one instance), the disk type's flat figure where its cloud documents one."""
+    return FilesystemPlan(
+        name=vol.name, backend=vol.backend, kind="volume", service=vol.disk_type,
+        region=vol.region, zone=vol.zone, capacity_gib=vol.size_gib, throughput=None,
+        mount=VOLUME_PATH, port=0, admit=())
+
+
+def fleet_volumes(plan: FleetPlan, volumes: Sequence[VolumePlan]) -> list[VolumePlan]:
+    """The dstack volumes the fleet's runs can attach: its backend, and its zone (or
+    region)."""
+    return [v for v in volumes if v.backend == plan.backend and v.region == plan.region
+            and (v.zone is None or plan.zone is None or v.zone == plan.zone)]
+
+
+def storage_tasks(plan: FleetPlan, size: str = "4G", volumes: Sequence[VolumePlan] = ()
+                  ) -> list[tuple[FilesystemPlan, dict[str, Any]]]:
+    """One task per filesystem the fleet mounts (on every node) and per dstack volume its
+    runs can attach (on one node): (what it measures, the task as data)."""
     out = []
-    for fs in plan.filesystems:
+    targets = [(fs, {"instance_path": fs.mount, "path": fs.mount}, max(plan.nodes, 1))
+               for fs in plan.filesystems]
+    targets += [(volume_storage(v), {"name": v.name, "path": VOLUME_PATH}, 1)
+                for v in fleet_volumes(plan, volumes)]
+    for fs, mount, nodes in targets:
         script = (_SCRIPT.replace("@MOUNT@", fs.mount).replace("@FS@", fs.name)
                   .replace("@PREFIX@", PREFIX).replace("@SIZE@", size)
                   .replace("@FILES@", str(META_FILES)))
-        out.append((fs.name, {
+        out.append((fs, {
             "type": "task", "name": f"{plan.name[:20]}-stor-{fs.name[:10]}",
-            "fleets": [plan.name], "nodes": max(plan.nodes, 1), "image": IMAGE,
-            "volumes": [{"instance_path": fs.mount, "path": fs.mount}],
+            "fleets": [plan.name], "nodes": nodes, "image": IMAGE, "volumes": [mount],
             "commands": ["apt-get update -qq && apt-get install -y -qq fio > /dev/null",
                          script]}))
     return out
@@ -112,7 +144,8 @@ def storage_tasks(plan: FleetPlan, size: str = "4G") -> list[tuple[str, dict[str
 
 def render_storage(task: dict[str, Any], fs: FilesystemPlan) -> str:
     figure, source = expected_mbps(fs)
-    about = (f"# Filesystem {fs.name} ({fs.kind}, {fs.service}) at {fs.mount}: fio sequential "
+    what = "Volume" if fs.kind == "volume" else "Filesystem"
+    about = (f"# {what} {fs.name} ({fs.kind}, {fs.service}) at {fs.mount}: fio sequential "
              "write and read from one node, then from all; small-file metadata.\n# The pass "
              "mark: " + (f"{figure:,.0f} MB/s from {source}, less --margin.\n"
                          if figure is not None else f"{source}.\n"))
@@ -180,7 +213,9 @@ def parse_storage(text: str) -> tuple[list[FioResult], dict[str, float] | None, 
 
 def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
                   margin: float) -> tuple[int, list[str], dict[str, Any]]:
-    """(exit code, lines, figures) for one filesystem's storage log."""
+    """(exit code, lines, figures) for one filesystem's (or volume's) storage log."""
+    if fs.kind == "volume":  # a network disk attaches to one node: its task runs on one
+        nodes_planned = 1
     results, meta, done, problems = parse_storage(text)
     if done is None:
         problems.append("no `done` line: the task did not finish (or the log is cut off)")

@@ -96,6 +96,11 @@ TRAITS = BackendTraits(
     gateway=GATEWAY,
     server_size="t3.medium", address_pool="10.0.0.0/8", gpu_image_family="aws-dlami",
     volume_disk_type="gp3",
+    # gp3's baseline, 125 MiB/s, with nothing provisioned above it:
+    # docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html#gp3-performance
+    volume_throughput=MappingProxyType({"gp3": (131.1, "gp3's baseline 125 MiB/s "
+                                                "(docs.aws.amazon.com/ebs/latest/userguide/"
+                                                "general-purpose.html)")}),
     # FSx for Lustre PERSISTENT_2 SSD: 1.2 TiB, then 2.4 TiB steps at every tier; no maximum
     # but the account's quota (docs.aws.amazon.com/fsx/latest/LustreGuide/
     # managing-storage-capacity.html)
