@@ -107,7 +107,7 @@ def check_backends(c: Checked) -> tuple[list[BackendConfig], list[Diagnostic], A
     top = NO_ACCESS
     if "access" in ctx.data() and c.ok(("access",)):
         top = _access(ctx, ("access",), ctx.data()["access"], NO_ACCESS, None)
-    for i, raw in enumerate(ctx.data().get("backends") or ()):
+    for i, raw in enumerate(ctx.entries("backends")):
         base: KeyPath = ("backends", i)
         if not c.ok(base):
             continue

@@ -25,6 +25,12 @@ class Ctx:
         d: dict[str, Any] = self.c.doc.data
         return d
 
+    def entries(self, key: str) -> list[Any]:
+        """The document's list under ``key``; [] when it is absent or not a list (the
+        schema pass reported that: no entry can be read)."""
+        value = self.data().get(key)
+        return value if isinstance(value, list) else []
+
     def has(self, key: str) -> bool:
         return key in self.data() and self.c.ok((key,))
 

@@ -55,7 +55,7 @@ def check_filesystems(c: Checked) -> tuple[list[FilesystemSpec], list[Diagnostic
     ctx = Ctx(c)
     out: list[FilesystemSpec] = []
     seen: set[str] = set()
-    for i, raw in enumerate(ctx.data().get("filesystems") or ()):
+    for i, raw in enumerate(ctx.entries("filesystems")):
         base: KeyPath = ("filesystems", i)
         if not c.ok(base):
             continue

@@ -27,7 +27,7 @@ def check_reservations(c: Checked) -> tuple[list[ReservationSpec], list[Diagnost
     ctx = Ctx(c)
     out: list[ReservationSpec] = []
     seen: dict[str, KeyPath] = {}
-    for i, raw in enumerate(ctx.data().get("reservations") or ()):
+    for i, raw in enumerate(ctx.entries("reservations")):
         base: KeyPath = ("reservations", i)
         if not c.ok(base):
             continue
