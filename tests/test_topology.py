@@ -122,6 +122,9 @@ def test_one_aws_node_under_another_layer3_node_exits_1_naming_it(
     odd = next(n for n in fleet["nodes"] if n["layers"]["subblock"] == "nn-3b")
     assert odd["node"] in fleet["reasons"][0] and "nn-3b" in fleet["reasons"][0]
     assert all(n["layers"]["spine"] == "nn-spine-1" for n in fleet["nodes"])
+    # each node's private address from the stack's outputs: what `acceptance --topology` reads
+    assert all(n["address"] and n["address"] != "None" for n in fleet["nodes"])
+    assert sorted(fleet["order"]) == sorted(n["node"] for n in fleet["nodes"])
 
 
 def test_a_node_missing_from_the_answer_is_no_verdict(tmp_path: Path, ec2: Stubber) -> None:
