@@ -26,6 +26,7 @@ from gpufleet.input.stackconfig import StackConfigError
 from gpufleet.input.stackedit import set_gateways
 from gpufleet.input.synced import parse_gateways
 from gpufleet.live.gateways import Server, ServerError, Wanted, find_server, judge
+from gpufleet.outbound import Secret
 
 from planutil import ROOT, write
 
@@ -100,7 +101,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert _post(f"{url}/api/projects/create", token, {"project_name": p}) == 200
         db = f"sqlite+aiosqlite:///{home}/.dstack/server/data/sqlite.db"
         _helper("seed", SPECS, db, env={**env})
-        yield Server(url, token, "test")
+        yield Server(url, Secret(token, "test"), "test")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -167,10 +168,11 @@ def test_sync_reads_dstack_and_the_stack_program_follows(
     from gpufleet.components.run import harness, offline
 
     before = (stack / "Pulumi.test.yaml").read_text()
-    code = _sync(stack, _cli_config(stack, server.url, server.token), monkeypatch=monkeypatch)
+    code = _sync(stack, _cli_config(stack, server.url, server.token.reveal()),
+                 monkeypatch=monkeypatch)
     out = capsys.readouterr()
     assert code == 1  # gw2, gw3 and gw5 are not synced; gw1 and gw4 are written
-    assert server.token not in out.out + out.err
+    assert server.token.reveal() not in out.out + out.err
     lines = {ln.split(":")[0]: ln for ln in out.out.splitlines()}
     assert "synced: 203.0.113.10, 203.0.113.11 (new)" in lines["gateway gw1 (project gateway-gw1)"]
     assert "mismatch: dstack's gateway gw2 in project gateway-gw2 runs on aws eu-west-1" in \
@@ -200,10 +202,10 @@ def test_sync_reads_dstack_and_the_stack_program_follows(
     assert records["gw4-dns"]["aliases"][0]["name"] == ELB
     assert sorted(records) == ["gw1-dns", "gw4-dns"]  # the others stay pending
     # a second sync with nothing new writes nothing; --check agrees
-    assert _sync(stack, _cli_config(stack, server.url, server.token),
+    assert _sync(stack, _cli_config(stack, server.url, server.token.reveal()),
                  monkeypatch=monkeypatch) == 1
     assert (stack / "Pulumi.test.yaml").read_text() == after
-    assert _sync(stack, _cli_config(stack, server.url, server.token), "--gateway", "gw1",
+    assert _sync(stack, _cli_config(stack, server.url, server.token.reveal()), "--gateway", "gw1",
                  "--check", monkeypatch=monkeypatch) == 0
 
 
@@ -215,7 +217,7 @@ def test_check_finds_a_record_dstack_has_moved_away_from(
                                   "running", "2026-11-01T00:00:00Z")}
     path.write_text(set_gateways(path.read_text(), stale))
     before = path.read_text()
-    cfg = _cli_config(stack, server.url, server.token)
+    cfg = _cli_config(stack, server.url, server.token.reveal())
     assert _sync(stack, cfg, "--gateway", "gw1", "--check", monkeypatch=monkeypatch) == 7
     assert path.read_text() == before  # --check writes nothing
     assert _sync(stack, cfg, "--gateway", "gw1", monkeypatch=monkeypatch) == 0
@@ -235,9 +237,9 @@ def test_a_refused_token_writes_nothing_and_never_shows_the_token(
     assert (stack / "Pulumi.test.yaml").read_text() == before
     # the token from the environment wins over the CLI config, and is not shown either
     assert _sync(stack, _cli_config(stack, server.url, bad), "--gateway", "gw1",
-                 env={"DSTACK_SERVER_URL": server.url, "DSTACK_TOKEN": server.token},
+                 env={"DSTACK_SERVER_URL": server.url, "DSTACK_TOKEN": server.token.reveal()},
                  monkeypatch=monkeypatch) == 0
-    assert server.token not in capsys.readouterr().err
+    assert server.token.reveal() not in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -248,10 +250,10 @@ def test_an_unknown_project_and_a_server_that_is_down(
     # a gateway that shares a fleet whose project the server does not have
     (stack / "backends.yml").write_text("backends:\n  - type: aws\ngateways:\n"
                                         "  gw1: {fleet: nosuch}\n")
-    cfg = _cli_config(stack, server.url, server.token)
+    cfg = _cli_config(stack, server.url, server.token.reveal())
     assert _sync(stack, cfg, "--gateway", "gw1", monkeypatch=monkeypatch) == 2
     assert "has no project nosuch (HTTP 404)" in capsys.readouterr().err
-    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token)
+    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token.reveal())
     assert _sync(stack, down, monkeypatch=monkeypatch) == 2
     assert "cannot reach the dstack server at http://127.0.0.1:" in capsys.readouterr().err
     assert (stack / "Pulumi.test.yaml").read_text() == before
@@ -295,10 +297,10 @@ def test_where_the_server_and_token_come_from() -> None:
         {"name": "b", "url": "http://b:3000/", "token": "tb", "default": True}]})
     assert find_server("a", None, {}, cfg, "cfg").url == "http://a:3000"
     got = find_server("zzz", None, {}, cfg, "cfg")  # the default entry's server
-    assert (got.url, got.token) == ("http://b:3000", "tb") and "tb" not in repr(got)
+    assert (got.url, got.token.reveal()) == ("http://b:3000", "tb") and "tb" not in repr(got)
     env = {"DSTACK_SERVER_URL": "http://e:1", "DSTACK_TOKEN": "te"}
     assert find_server("a", None, env, cfg, "cfg").url == "http://e:1"
-    assert find_server("a", "http://u:2", {"DSTACK_TOKEN": "te"}, cfg, "cfg").token == "te"
+    assert find_server("a", "http://u:2", {"DSTACK_TOKEN": "te"}, cfg, "cfg").token.reveal() == "te"
     with pytest.raises(ServerError, match=r"--url needs the server's token in \$DSTACK_TOKEN"):
         find_server("a", "http://u:2", {}, cfg, "cfg")
     with pytest.raises(ServerError, match="no dstack server for project a: run `dstack "
@@ -354,7 +356,7 @@ def test_drift_reports_a_record_dstack_has_moved_away_from(
         "gw1": SyncedGateway("gateway-gw1", "aws", "us-east-1", ("192.0.2.99",), "running",
                              "2026-11-01T00:00:00Z")}))
     drift = ["drift", "--stack", "test", "--cwd", str(stack), "--format", "json"]
-    cfg = _cli_config(stack, server.url, server.token)
+    cfg = _cli_config(stack, server.url, server.token.reveal())
     capsys.readouterr()
     assert main([*drift, "--dstack-config", cfg]) == 7
     data = json.loads(capsys.readouterr().out)
@@ -364,7 +366,7 @@ def test_drift_reports_a_record_dstack_has_moved_away_from(
     assert moved[0]["properties"][0]["new"] == ADDRS
     assert "gpufleet gateway sync --stack test" in moved[0]["action"]
     # a server it cannot ask fails the run, saying so; --no-gateways leaves it out
-    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token)
+    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token.reveal())
     assert main([*drift, "--dstack-config", down]) == 1
     assert "gateway records not checked against dstack: cannot reach the dstack server" in \
         capsys.readouterr().out

@@ -23,6 +23,7 @@ from gpufleet.backends.lambda_.api import ACTIVE_WAIT, LambdaApi, LambdaError, P
 from gpufleet.cli import cli, main
 from gpufleet.components.lambda_ import dynamic as prov
 from gpufleet.live.preflight import MissingAccess, Need, run_preflight
+from gpufleet.outbound import Secret
 
 from planutil import TEST_KEY, by_type, plan_files, write
 
@@ -194,17 +195,17 @@ def test_the_api_key_comes_from_the_stack_config_and_is_not_pickled(lam: Env) ->
 
     p = prov.InstanceProvider()
     p.configure(ConfigureRequest(Config({"gpufleet:lambdaApiKey": "from-config"}, "gpufleet")))
-    assert prov.api().key == "from-config"
+    assert prov.api().key.reveal() == "from-config"
     # what Pulumi writes into the state for the provider: the class by reference
     blob = dill.dumps(p, protocol=5, recurse=True)
     assert b"from-config" not in blob and len(blob) < 2000
 
 
 def test_a_bad_answer_is_an_error_not_a_crash(lam: Env) -> None:
-    client = LambdaApi(KEY, lam.url, transport=lambda req, timeout: (200, {}, b"{nope"))
+    client = LambdaApi(Secret(KEY, "test"), lam.url, transport=lambda *_: (200, {}, b"{nope"))
     with pytest.raises(LambdaError, match="not JSON"):
         client.instance_types()
-    client = LambdaApi(KEY, lam.url, transport=lambda req, timeout: (200, {}, b'{"x": 1}'))
+    client = LambdaApi(Secret(KEY, "test"), lam.url, transport=lambda *_: (200, {}, b'{"x": 1}'))
     with pytest.raises(LambdaError, match="without a Lambda answer"):
         client.instance_types()
 

@@ -15,6 +15,7 @@ import click
 from gpufleet import __version__
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from gpufleet.fileio import WriteError
+from gpufleet.outbound import HttpError, scrub
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WriteError as e:  # a target gpufleet will not write: nothing was written
         click.echo(f"gpufleet: {e}", err=True)
         return EXIT_USAGE
+    except HttpError as e:  # a server that gave no usable answer (it names the server)
+        click.echo(f"gpufleet: {e}", err=True)
+        return EXIT_USAGE
     except click.ClickException as e:
         e.show()
         return EXIT_INVALID
@@ -65,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as e:
         if verbose:
-            traceback.print_exc()
-        click.echo(f"gpufleet: internal error: {type(e).__name__}: {e}"
+            click.echo(scrub(traceback.format_exc()), err=True, nl=False)
+        click.echo(f"gpufleet: internal error: {type(e).__name__}: {scrub(str(e))}"
                    + ("" if verbose else " (run with -v for the traceback)"), err=True)
         return EXIT_INTERNAL
     return EXIT_OK

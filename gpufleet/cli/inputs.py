@@ -136,7 +136,8 @@ def catalog(ctx: click.Context, gpu: str | None, backend: str | None, catalog_di
 @click.option("--url", help="Catalog base URL (default: $GPUHUNT_CATALOG_URL or gpuhunt's).")
 @click.option("--dest", type=click.Path(file_okay=False),
               help="Cache location (default: ~/.cache/gpufleet/catalog).")
-@click.option("--timeout", type=float, default=60.0, show_default=True)
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Seconds for each download, whole (not per read).")
 def catalog_update(url: str | None, dest: str | None, timeout: float) -> None:
     """Download the newest catalogs through gpuhunt's published layout into the cache."""
     from pathlib import Path

@@ -14,9 +14,7 @@ project add`); the token is sent as a bearer token and never printed.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,10 +31,11 @@ from gpufleet.input import (
     parse_json,
 )
 from gpufleet.live.runner import LiveError
+from gpufleet.outbound import HttpError, Secret, origin, request
 from gpufleet.review import Change, PropertyChange
 
 # url, JSON body, bearer token -> (HTTP status, parsed JSON body or None)
-Post = Callable[[str, Mapping[str, Any], str], tuple[int, Any]]
+Post = Callable[[str, Mapping[str, Any], Secret], tuple[int, Any]]
 TIMEOUT = 15.0
 MAX_ANSWER = 1 << 20  # a gateway's JSON is a few KB
 STATUSES = ("submitted", "provisioning", "running", "failed")
@@ -49,7 +48,7 @@ class ServerError(LiveError):
 @dataclass(frozen=True, slots=True)
 class Server:
     url: str
-    token: str = field(repr=False)
+    token: Secret = field(repr=False)
     source: str  # where the URL and token came from, for messages (never the token)
 
 
@@ -63,11 +62,12 @@ def find_server(project: str, url: str | None, env: Mapping[str, str],
         if not token:
             raise ServerError("--url needs the server's token in $DSTACK_TOKEN (gpufleet takes "
                               "no token on the command line)")
-        return Server(url.rstrip("/"), token, "--url and $DSTACK_TOKEN")
+        return Server(url.rstrip("/"), Secret(token, "$DSTACK_TOKEN"),
+                      "--url and $DSTACK_TOKEN")
     if env.get("DSTACK_SERVER_URL"):
         if not token:
             raise ServerError("$DSTACK_SERVER_URL is set but $DSTACK_TOKEN is not")
-        return Server(env["DSTACK_SERVER_URL"].rstrip("/"), token,
+        return Server(env["DSTACK_SERVER_URL"].rstrip("/"), Secret(token, "$DSTACK_TOKEN"),
                       "$DSTACK_SERVER_URL and $DSTACK_TOKEN")
     entries = _cli_projects(cli_config, cli_config_path)
     chosen = next((e for e in entries if e.get("name") == project), None) or \
@@ -76,8 +76,9 @@ def find_server(project: str, url: str | None, env: Mapping[str, str],
         raise ServerError(f"no dstack server for project {project}: run `dstack project add "
                           "--name NAME --url URL --token TOKEN` (dstack's CLI config, "
                           f"{cli_config_path}), or set $DSTACK_SERVER_URL and $DSTACK_TOKEN")
-    return Server(str(chosen["url"]).rstrip("/"), str(chosen["token"]),
-                  f"{cli_config_path} (project {chosen.get('name')})")
+    where = f"{cli_config_path} (project {chosen.get('name')})"
+    return Server(str(chosen["url"]).rstrip("/"),
+                  Secret(str(chosen["token"]), f"the token in {where}"), where)
 
 
 def _cli_projects(text: str | None, path: str) -> list[dict[str, Any]]:
@@ -99,23 +100,18 @@ def _cli_projects(text: str | None, path: str) -> list[dict[str, Any]]:
             and isinstance(p.get("token"), str) and p["url"] and p["token"]]
 
 
-def http_post(url: str, body: Mapping[str, Any], token: str) -> tuple[int, Any]:
-    """POST JSON with the bearer token; (status, JSON body or None). Connection failures
-    raise ServerError; an answer over MAX_ANSWER is refused."""
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise ServerError(f"{url}: the server URL must be http:// or https://")
-    req = urllib.request.Request(url, data=json.dumps(dict(body)).encode("utf-8"),
-                                 method="POST", headers={
-                                     "Content-Type": "application/json",
-                                     "Authorization": f"Bearer {token}"})
+def http_post(url: str, body: Mapping[str, Any], token: Secret) -> tuple[int, Any]:
+    """POST JSON with the bearer token through gpufleet's one HTTP client (no redirect to
+    another origin, one deadline, a size cap); (status, JSON body or None). Anything but
+    an HTTP answer raises ServerError naming the server."""
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-            return int(resp.status), _json(resp.read(MAX_ANSWER + 1))
-    except urllib.error.HTTPError as e:
-        return int(e.code), _json(e.read(MAX_ANSWER + 1))
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
-        raise ServerError(f"cannot reach the dstack server at {_base(url)}: {reason}") from None
+        resp = request("POST", url, body=json.dumps(dict(body)).encode("utf-8"),
+                       headers={"Content-Type": "application/json",
+                                "Accept": "application/json"},
+                       secret=token, timeout=TIMEOUT, max_bytes=MAX_ANSWER)
+    except HttpError as e:
+        raise ServerError(f"cannot reach the dstack server at {e}") from None
+    return resp.status, _json(resp.body)
 
 
 def _json(raw: bytes) -> Any:
@@ -130,8 +126,7 @@ def _json(raw: bytes) -> Any:
 
 
 def _base(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return origin(url)
 
 
 @dataclass(frozen=True, slots=True)

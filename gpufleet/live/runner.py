@@ -10,10 +10,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpufleet.outbound import scrub
+
 
 class LiveError(Exception):
     """A live operation stopped: the stack was not found, Pulumi failed, or the deploy
-    gave up. The message says why."""
+    gave up. The message says why, with every secret this process holds taken out."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
 
 
 class MissingCli(LiveError):

@@ -16,14 +16,13 @@ import os
 import re
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
 from gpufleet.offers.catalog import CatalogError, bundled_dir, parse_rows, user_cache_dir
+from gpufleet.outbound import HttpError, request
 
 # gpuhunt's published location (dstackai/gpuhunt: src/gpuhunt/_internal/catalog.py); the
 # same environment variable gpuhunt reads points both tools at a mirror.
@@ -51,17 +50,15 @@ def default_url() -> str:
 
 
 def _get(url: str, timeout: float, limit: int) -> bytes:
+    """GET through gpufleet's HTTP client: ``timeout`` for the whole download, at most
+    ``limit`` bytes, redirects followed only within https (no credential is sent)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            data: bytes = resp.read(limit + 1)
-    except urllib.error.HTTPError as e:
-        raise UpdateError(f"GET {url}: HTTP {e.code} {e.reason}") from None
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise UpdateError(f"GET {url}: {reason}") from None
-    if len(data) > limit:
-        raise UpdateError(f"GET {url}: response larger than {limit:,} bytes")
-    return data
+        resp = request("GET", url, timeout=timeout, max_bytes=limit)
+    except HttpError as e:
+        raise UpdateError(f"GET {url}: {e}") from None
+    if resp.status != 200:
+        raise UpdateError(f"GET {url}: HTTP {resp.status}")
+    return resp.body
 
 
 def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, int, int]:
@@ -101,7 +98,7 @@ def fetch_backend(base: str, backend: str, timeout: float) -> tuple[str, bytes, 
 
 
 def update_catalog(base: str | None = None, dest: Path | None = None,
-                   backends: tuple[str, ...] = SUPPORTED_BACKENDS, timeout: float = 60.0,
+                   backends: tuple[str, ...] = SUPPORTED_BACKENDS, timeout: float = 300.0,
                    now: dt.datetime | None = None) -> UpdateResult:
     """Download every backend, then swap the new catalog in atomically."""
     base = (base or default_url()).rstrip("/")

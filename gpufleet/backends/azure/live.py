@@ -23,8 +23,9 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
-from gpufleet.live.probes.rest import Get, get_json, session_get
+from gpufleet.live.probes.rest import BearerSession, Get, get_json, session_get
 from gpufleet.live.topology import TopologyUnavailable
+from gpufleet.outbound import Secret
 from gpufleet.traits import NetworkQuota
 
 ARM = "https://management.azure.com"
@@ -38,24 +39,31 @@ def azure_get() -> Get:
     return session_get(azure_session())
 
 
-def azure_session() -> Any:
-    """A requests session carrying DefaultAzureCredential's ARM token; MissingAccess without
-    credentials."""
+def azure_session() -> BearerSession:
+    """A session carrying DefaultAzureCredential's ARM token (renewed a minute before it
+    expires), through gpufleet's HTTP client; MissingAccess without credentials."""
     try:
-        import requests
         from azure.core.exceptions import ClientAuthenticationError
         from azure.identity import DefaultAzureCredential
     except ImportError:
         raise MissingAccess(f"azure: azure-identity is not installed: {LIVE_EXTRA}") from None
-    try:
-        token = DefaultAzureCredential().get_token(f"{ARM}/.default")
-    except ClientAuthenticationError:
-        raise MissingAccess("azure: no credentials found: run `az login`, or set "
-                            "AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET") \
-            from None
-    session = requests.Session()
-    session.headers["Authorization"] = f"Bearer {token.token}"
-    return session
+    credential = DefaultAzureCredential()
+    held: list[Any] = []
+
+    def token() -> Secret:
+        import time
+
+        if not held or held[0].expires_on - 60 < time.time():
+            try:
+                held[:] = [credential.get_token(f"{ARM}/.default")]
+            except ClientAuthenticationError:
+                raise MissingAccess("azure: no credentials found: run `az login`, or set "
+                                    "AZURE_CLIENT_ID, AZURE_TENANT_ID and "
+                                    "AZURE_CLIENT_SECRET") from None
+        return Secret(str(held[0].token), "the Azure default credentials")
+
+    token()  # no credentials: said now, before any request
+    return BearerSession(token)
 
 
 class AzureProbe:

@@ -18,8 +18,9 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
-from gpufleet.live.probes.rest import Get, get_json, session_get
+from gpufleet.live.probes.rest import BearerSession, Get, get_json, session_get
 from gpufleet.live.topology import TopologyUnavailable
+from gpufleet.outbound import Secret
 from gpufleet.traits import NetworkQuota
 
 API = "https://compute.googleapis.com/compute/v1"
@@ -44,21 +45,35 @@ def gpu_metric(need: Need) -> str | None:
 
 
 def google_get() -> tuple[Get, str | None]:
-    """(a Get with the default credentials, their project); MissingAccess without them."""
+    """(a Get with the default credentials, their project); MissingAccess without them.
+    google-auth issues and refreshes the token; gpufleet's HTTP client sends the requests."""
     try:
         import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-        from google.auth.transport.requests import AuthorizedSession
+        from google.auth.exceptions import DefaultCredentialsError, RefreshError
+        from google.auth.transport.requests import Request
     except ImportError:
         raise MissingAccess(f"gcp: google-auth is not installed: {LIVE_EXTRA}") from None
     try:
-        credentials, project = google.auth.default(scopes=[SCOPE])
+        found: Any = google.auth.default(scopes=[SCOPE])  # google-auth is not typed
+        credentials, project = found
     except DefaultCredentialsError:
         raise MissingAccess("gcp: no credentials found: run `gcloud auth application-default "
                             "login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service "
                             "account key file") from None
-    authorized: Any = AuthorizedSession  # google-auth's transport is not typed
-    return session_get(authorized(credentials)), project
+
+    def token() -> Secret:
+        if not credentials.valid:
+            try:
+                credentials.refresh(Request())
+            except RefreshError as e:
+                raise MissingAccess(f"gcp: the default credentials cannot issue a token "
+                                    f"({type(e).__name__}): run `gcloud auth "
+                                    "application-default login` again") from None
+        return Secret(str(credentials.token), "the Google default credentials")
+
+    quota_project = getattr(credentials, "quota_project_id", None)
+    headers = {"x-goog-user-project": quota_project} if quota_project else {}
+    return session_get(BearerSession(token, headers)), project
 
 
 class GcpProbe:

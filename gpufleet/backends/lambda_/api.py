@@ -1,6 +1,7 @@
 """lambda: a small client of Lambda Cloud's public REST API, for the components' dynamic
-provider and `gpufleet preflight`. No Pulumi, no SDK, no stage of the core: urllib and json,
-with the answer's size bounded before it is parsed (the C parser bounds its own depth).
+provider and `gpufleet preflight`. No Pulumi, no SDK, no stage of the core: gpufleet's one
+HTTP client (`gpufleet.outbound`: no redirect to another origin with the key, one deadline per
+request, the answer's size bounded before it is parsed) and json.
 
 Following Lambda's OpenAPI document 1.10.0 (docs-api.lambda.ai/api/cloud): requests carry the
 API key as a Bearer header; a success is `{"data": ...}`, a failure `{"error": {"code",
@@ -16,11 +17,11 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from gpufleet.outbound import HttpError, Secret, request, scrub
 
 BASE_URL = "https://cloud.lambda.ai/api/v1"
 ENV_KEY = "LAMBDA_API_KEY"
@@ -39,6 +40,7 @@ class LambdaError(Exception):
     """A failed request: the HTTP status (0: none), Lambda's error code and message."""
 
     def __init__(self, status: int, code: str, message: str, suggestion: str = "") -> None:
+        code, message, suggestion = scrub(code), scrub(message), scrub(suggestion)
         self.status, self.code, self.message, self.suggestion = status, code, message, \
             suggestion
         super().__init__(f"Lambda API: {code or status}: {message}"
@@ -87,37 +89,44 @@ class Pacer:
 
 PACER = Pacer()  # the process's one: Lambda's limits are per account
 
-Transport = Callable[[urllib.request.Request, float], tuple[int, Mapping[str, str], bytes]]
+# (method, url, headers, body, timeout) -> (status, headers, body) for any HTTP answer;
+# HttpError when there is none
+Transport = Callable[[str, str, Mapping[str, str], bytes | None, float],
+                     tuple[int, Mapping[str, str], bytes]]
 
 
-def urllib_transport(req: urllib.request.Request, timeout: float
-                     ) -> tuple[int, Mapping[str, str], bytes]:
-    """Send one request; (status, headers, body) for any HTTP answer, errors included."""
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return int(resp.status), dict(resp.headers), resp.read(MAX_ANSWER + 1)
-    except urllib.error.HTTPError as e:
-        return int(e.code), dict(e.headers or {}), e.read(MAX_ANSWER + 1)
+def http_transport(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
+                   timeout: float) -> tuple[int, Mapping[str, str], bytes]:
+    """One request through gpufleet's HTTP client."""
+    resp = request(method, url, body=body, headers=headers, timeout=timeout,
+                   max_bytes=MAX_ANSWER)
+    return resp.status, resp.headers, resp.body
 
 
 @dataclass
 class LambdaApi:
-    key: str
+    key: Secret = field(repr=False)
     base: str = BASE_URL
     pacer: Pacer = field(default_factory=lambda: PACER)
-    transport: Transport = urllib_transport
+    transport: Transport = http_transport
     timeout: float = 30.0
     retries: int = RETRIES
 
     @classmethod
     def from_env(cls, key: str | None = None) -> LambdaApi:
         """A client with ``key`` (the stack config's), else $LAMBDA_API_KEY; a LambdaError
-        when there is neither."""
-        key = key or os.environ.get(ENV_KEY)
-        if not key:
+        when there is neither, or when the key cannot travel in a header (the error names
+        where it came from, never its value)."""
+        secret = Secret(key, "the stack config secret `gpufleet:lambdaApiKey`") if key else \
+            Secret(os.environ[ENV_KEY], f"${ENV_KEY}") if os.environ.get(ENV_KEY) else None
+        if secret is None:
             raise LambdaError(0, "missing-api-key", "no Lambda API key: set the stack config "
                               "secret `gpufleet:lambdaApiKey` or $LAMBDA_API_KEY")
-        return cls(key, os.environ.get(ENV_URL) or BASE_URL)
+        try:
+            secret.header_value()
+        except HttpError as e:
+            raise LambdaError(0, "bad-api-key", str(e)) from None
+        return cls(secret, os.environ.get(ENV_URL) or BASE_URL)
 
     # --- one request ------------------------------------------------------------------------
 
@@ -129,12 +138,12 @@ class LambdaApi:
         for attempt in range(self.retries + 1):
             self.pacer.wait(launch)
             try:
-                status, headers, raw = self.transport(self._request(method, path, body),
-                                                      self.timeout)
-            except (urllib.error.URLError, OSError) as e:
-                if attempt == self.retries:
-                    raise LambdaError(0, "connection", f"{method} {path}: "
-                                      f"{getattr(e, 'reason', e)}") from None
+                status, headers, raw = self.transport(method, f"{self.base}{path}",
+                                                      self._headers(body is not None),
+                                                      self._body(body), self.timeout)
+            except HttpError as e:
+                if attempt == self.retries or not e.retryable:
+                    raise LambdaError(0, "connection", f"{method} {path}: {e}") from None
                 status, headers, raw = 0, {}, b""
             if (status == 429 or status >= 500 or status == 0) and attempt < self.retries:
                 self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
@@ -143,14 +152,19 @@ class LambdaApi:
             return self._answer(method, path, status, raw)
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _request(self, method: str, path: str, body: Mapping[str, Any] | None
-                 ) -> urllib.request.Request:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
-        if data is not None:
+    def _headers(self, has_body: bool) -> dict[str, str]:
+        try:
+            auth = self.key.header_value()
+        except HttpError as e:
+            raise LambdaError(0, "bad-api-key", str(e)) from None
+        headers = {"Authorization": auth, "Accept": "application/json"}
+        if has_body:
             headers["Content-Type"] = "application/json"
-        return urllib.request.Request(f"{self.base}{path}", data=data, method=method,
-                                      headers=headers)
+        return headers
+
+    @staticmethod
+    def _body(body: Mapping[str, Any] | None) -> bytes | None:
+        return None if body is None else json.dumps(body, allow_nan=False).encode()
 
     def _answer(self, method: str, path: str, status: int, raw: bytes) -> Any:
         if len(raw) > MAX_ANSWER:

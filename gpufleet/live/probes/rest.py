@@ -1,29 +1,90 @@
-"""A JSON GET over an authenticated HTTP session, as the GCP and Azure probes read their
-clouds' REST APIs. Tests hand in a ``Get`` that answers from recorded responses."""
+"""A JSON GET over an authenticated session, as the GCP and Azure probes read their clouds'
+REST APIs. The session is :class:`BearerSession`: gpufleet's one HTTP client
+(`gpufleet.outbound`: the token never follows a redirect to another origin, one deadline per
+request, a cap on the answer's size, every transport error raised naming the server) with a
+token the cloud's own credential library issues. Tests hand in a ``Get`` that answers from
+recorded responses, or a session of their own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.live.preflight import ProbeError
+from gpufleet.outbound import HttpError, Secret, request
 
 # url -> (HTTP status, parsed JSON body)
 Get = Callable[[str], tuple[int, Any]]
+MAX_ANSWER = 64 * 1024 * 1024  # a region's Azure resource SKUs run to a few MB
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a session's request returns: the parts of a `requests` response gpufleet
+    reads."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        if not self.content:
+            raise ValueError("no body")
+        return json.loads(self.content, parse_constant=_no_constant)
+
+
+class BearerSession:
+    """``get`` and ``post`` with a bearer token from ``token()`` (asked before each request,
+    so the credential library may refresh it), through gpufleet's HTTP client."""
+
+    def __init__(self, token: Callable[[], Secret], headers: Mapping[str, str] | None = None,
+                 max_bytes: int = MAX_ANSWER) -> None:
+        self._token, self._headers, self._max = token, dict(headers or {}), max_bytes
+
+    def get(self, url: str, timeout: float = 30.0) -> Answer:
+        return self._send("GET", url, None, timeout)
+
+    def post(self, url: str, json: Any = None, timeout: float = 30.0) -> Answer:
+        return self._send("POST", url, json, timeout)
+
+    def _send(self, method: str, url: str, body: Any, timeout: float) -> Answer:
+        headers = {"Accept": "application/json", **self._headers}
+        data = None
+        if body is not None:
+            data = json.dumps(body, allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            resp = request(method, url, body=data, headers=headers, secret=self._token(),
+                           timeout=timeout, max_bytes=self._max)
+        except HttpError as e:
+            raise ProbeError(f"{method} {_path(url)}: {e}") from None
+        return Answer(resp.status, {k.title(): v for k, v in resp.headers.items()}, resp.body)
+
+
+def _path(url: str) -> str:
+    """The URL without its query, for messages."""
+    return url.split("?", 1)[0][:200]
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def session_get(session: Any, timeout: float = 30.0) -> Get:
-    """A Get over a ``requests``-like session (google-auth's AuthorizedSession, or a
-    requests.Session carrying an Azure bearer token)."""
+    """A Get over a ``requests``-like session (a :class:`BearerSession`, or a test's)."""
 
     def get(url: str) -> tuple[int, Any]:
         try:
             resp = session.get(url, timeout=timeout)
-        except Exception as e:  # requests' and google-auth's transport errors alike
-            raise ProbeError(f"GET {url}: {type(e).__name__}: {e}") from None
+        except ProbeError:
+            raise
+        except Exception as e:  # a test session's transport errors
+            raise ProbeError(f"GET {_path(url)}: {type(e).__name__}: {e}") from None
         try:
             body = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         return int(resp.status_code), body
     return get
@@ -41,5 +102,5 @@ def get_json(get: Get, url: str, cloud: str) -> Any | None:
         err = body.get("error")
         if isinstance(err, dict):
             message = str(err.get("message") or err.get("code") or "")
-    raise ProbeError(f"{cloud}: GET {url} answered {status}" + (f": {message}" if message
-                                                                  else ""))
+    raise ProbeError(f"{cloud}: GET {_path(url)} answered {status}"
+                     + (f": {message}" if message else ""))
