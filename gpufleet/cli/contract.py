@@ -60,7 +60,6 @@ def report_command(ledger_file: str, paths: tuple[str, ...], month: str | None,
     not intact, 2 usage or unreadable input.
     """
     import json
-    import re
 
     from gpufleet.cli.common import validated_or_exit
     from gpufleet.handoff import (
@@ -70,9 +69,10 @@ def report_command(ledger_file: str, paths: tuple[str, ...], month: str | None,
         month_of,
         read_entries,
     )
+    from gpufleet.handoff.contract import MONTH, ContractError
 
-    if month is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", month):
-        raise click.UsageError(f"--month {month}: expected YYYY-MM")
+    if month is not None and not MONTH.fullmatch(month):
+        raise click.UsageError(f"--month {month}: expected YYYY-MM (ASCII digits)")
     try:
         entries, problems = read_entries(ledger_file)
     except LedgerError as e:
@@ -87,8 +87,13 @@ def report_command(ledger_file: str, paths: tuple[str, ...], month: str | None,
     if not terms:
         raise click.UsageError("no fleet of these files declares `contract` terms in the "
                                "backends file (`fleets: {NAME: {contract: ...}}`)")
-    when = month_of(entries, month)
-    results = contract_report(entries, terms, when)
+    try:
+        when = month_of(entries, month)
+        results = contract_report(entries, terms, when)
+    except ContractError as e:
+        click.echo(f"gpufleet contract: {ledger_file}: {e}; no report on an entry that "
+                   "cannot be read", err=True)
+        sys.exit(EXIT_USAGE)
     breached = any(r.status == "breached" for r in results)
     if fmt == "json":
         click.echo(json.dumps({"month": when, "ledger": ledger_file, "breached": breached,

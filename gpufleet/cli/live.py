@@ -339,11 +339,13 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_USAGE)
     except LiveError as e:
-        recorded(1, str(e)[:500])
+        # a replacement that happened but left the fleet beyond max_spread is recorded as
+        # done (and failed); one refused, not confirmed or failed replaced nothing
+        recorded(1, str(e)[:500], bool(getattr(e, "replaced", False)))
         click.echo(f"gpufleet replace: {e}", err=True)
         sys.exit(EXIT_INVALID)
     if not dry_run:
-        recorded(0, "replaced")
+        recorded(0, "replaced", True)
         names = ", ".join(shown.nodes)
         done = f"redeployed {names} onto new hosts" if isinstance(shown, ScaleSetPlan) \
             else f"replaced {names}"
@@ -351,7 +353,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
 
 
 def _replace_recorder(ledger: str | None, fleet: str, nodes: Sequence[str]
-                      ) -> Callable[[int, str], None]:
+                      ) -> Callable[[int, str, bool], None]:
     """What records a replacement's outcome in the ledger (`--record`): its nodes, start,
     end and hours; nothing without a ledger."""
     import datetime as dt
@@ -360,15 +362,15 @@ def _replace_recorder(ledger: str | None, fleet: str, nodes: Sequence[str]
 
     start = dt.datetime.now(dt.UTC)
 
-    def recorded(code: int, outcome: str) -> None:
+    def recorded(code: int, outcome: str, replaced: bool) -> None:
         if ledger is None:
             return
         end = dt.datetime.now(dt.UTC)
         record_verdict(Record(ledger, fleet), "replace", {
             "nodes": list(nodes), "start": start.isoformat(timespec="seconds"),
             "end": end.isoformat(timespec="seconds"),
-            "hours": round((end - start).total_seconds() / 3600, 3), "outcome": outcome},
-            code, len(nodes))
+            "hours": round((end - start).total_seconds() / 3600, 3), "outcome": outcome,
+            "replaced": replaced}, code, len(nodes))
     return recorded
 
 

@@ -102,7 +102,7 @@ def tagged_lines(text: str, prefix: str) -> Iterator[tuple[int, str, dict[str, s
         at = line.find(prefix)
         if at >= 0:
             body = line[at + len(prefix):].strip()
-            yield number, body, dict(_KV.findall(body))
+            yield number, body, dict(KEY_VALUE.findall(body))
 
 
 def strict_int(text: str, digits: int = 12) -> int:
@@ -120,7 +120,7 @@ def strict_number(text: str) -> float:
 
 
 _NUMBER = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
-_KV = re.compile(r"([a-z_]+)=(\S+)")  # key=value in the lines gpufleet's tasks print
+KEY_VALUE = re.compile(r"([a-z_]+)=(\S+)")  # key=value in the lines gpufleet's tasks print
 HOST_NOT_READY = "host setup not ready"
 
 

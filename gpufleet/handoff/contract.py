@@ -6,16 +6,116 @@ evidence. The figures: all-reduce bus bandwidth by node count (recorded NCCL che
 storage throughput (recorded storage checks), replacements in the month and the hours each
 took (recorded `gpufleet replace` runs), and the share of a burn-in batch that failed. A
 breached figure term also counts the hours it stayed below the figure: from the breaching
-entry to the next entry that meets it, or the end of the month."""
+entry to the next entry that meets it, or the end of the month.
+
+Only what passed meets a term: a check that failed (an NCCL run with wrong results, a storage
+run with a fio job in error) is a breach of the term it measures, a check without a verdict
+(cut off, unreadable) is no evidence, and only replacements that happened count. Every entry
+the report reads is type-checked first (a time with its offset, filed by its month in UTC;
+whole numbers where counts belong; finite figures); a malformed one stops the report
+(:class:`ContractError`, naming its line) rather than being guessed at."""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 STATUS = ("met", "breached", "no evidence")
+VERDICT_CODES = {"pass": 0, "fail": 1, "no verdict": 2}
+MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])", re.ASCII)
+
+
+class ContractError(ValueError):
+    """A ledger entry the report cannot read as what its kind records."""
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_figure(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
+
+
+def entry_time(entry: Mapping[str, Any]) -> dt.datetime:
+    """The entry's time in UTC; ContractError when it is not ISO 8601 with an offset."""
+    text = entry.get("time")
+    try:
+        if not isinstance(text, str) or not text.isascii():
+            raise ValueError
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ContractError(f"line {entry.get('seq')}: time {text!r} is not an ISO 8601 "
+                            "time") from None
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ContractError(f"line {entry.get('seq')}: time {text!r} has no offset (UTC or "
+                            "+hh:mm): its month cannot be told")
+    return when.astimezone(dt.UTC)
+
+
+def outcome(entry: Mapping[str, Any]) -> int:
+    """0 pass, 1 fail, 2 no verdict: from the entry's verdict, and its exit code when it
+    records one (the two must agree)."""
+    verdict, code = entry.get("verdict"), entry.get("exit_code")
+    if verdict not in VERDICT_CODES:
+        raise ContractError(f"line {entry.get('seq')}: verdict {verdict!r} is not one of "
+                            f"{', '.join(VERDICT_CODES)}")
+    if code is not None and (not _is_count(code) or code != VERDICT_CODES[str(verdict)]):
+        raise ContractError(f"line {entry.get('seq')}: exit_code {code!r} does not go with "
+                            f"verdict {verdict!r}")
+    return VERDICT_CODES[str(verdict)]
+
+
+_FIELDS: dict[str, dict[str, Any]] = {
+    # kind -> figure -> its check (a figure may be absent or null unless the kind needs it)
+    "nccl": {"peak_busbw_gbps": _is_figure},
+    "storage": {"write_mbps_all": _is_figure, "read_mbps_all": _is_figure},
+    "burn-in": {"failed_nodes": _is_count},
+    "replace": {"hours": _is_figure},
+}
+
+
+def checked(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The entry, type-checked for what the report reads of it; ContractError naming its
+    line otherwise."""
+    line = entry.get("seq")
+    if not _is_count(line) or not isinstance(entry.get("digest"), str):
+        raise ContractError(f"line {line}: no sequence number or digest")
+    entry_time(entry)
+    outcome(entry)
+    kind, figures = entry.get("kind"), entry.get("figures")
+    if not isinstance(figures, dict):
+        raise ContractError(f"line {line}: figures is not a mapping")
+    nodes = entry.get("nodes")
+    if kind in _FIELDS and nodes is not None and not _is_count(nodes):
+        raise ContractError(f"line {line}: nodes {nodes!r} is not a whole number")
+    for name, ok in _FIELDS.get(str(kind), {}).items():
+        value = figures.get(name)
+        required = kind == "replace" and _replaced(entry)
+        if (value is not None or required) and not ok(value):
+            raise ContractError(f"line {line}: {kind} figure {name} = {value!r} is not a "
+                                "finite, non-negative number" + (" (a count)" if ok is
+                                                                  _is_count else ""))
+    if kind == "replace":
+        names = figures.get("nodes")
+        if names is not None and (not isinstance(names, list)
+                                  or not all(isinstance(n, str) for n in names)):
+            raise ContractError(f"line {line}: replace figure nodes is not a list of names")
+    return entry
+
+
+def _replaced(entry: Mapping[str, Any]) -> bool:
+    """Whether a recorded `replace` run replaced its nodes: its own `replaced` flag, or (an
+    entry written before the flag) a pass."""
+    flag = entry["figures"].get("replaced") if isinstance(entry.get("figures"), dict) else None
+    if flag is not None:
+        return flag is True
+    return entry.get("verdict") == "pass"
 
 
 @dataclass
@@ -34,13 +134,17 @@ class TermResult:
 
 
 def _when(entry: Mapping[str, Any]) -> dt.datetime:
-    return dt.datetime.fromisoformat(str(entry.get("time")))
+    return entry_time(entry)
 
 
 def month_of(entries: Sequence[Mapping[str, Any]], month: str | None) -> str:
-    if month:
+    """``month`` (ASCII YYYY-MM; ContractError otherwise), else the latest month in UTC of
+    the entries."""
+    if month is not None:
+        if not MONTH.fullmatch(month):
+            raise ContractError(f"--month {month}: expected YYYY-MM")
         return month
-    return max((str(e.get("time", ""))[:7] for e in entries), default="")
+    return max((entry_time(e).strftime("%Y-%m") for e in entries), default="")
 
 
 def _month_end(month: str) -> dt.datetime:
@@ -48,60 +152,82 @@ def _month_end(month: str) -> dt.datetime:
     return dt.datetime(year + mon // 12, mon % 12 + 1, 1, tzinfo=dt.UTC)
 
 
-def _figure_term(fleet: str, term: str, series: list[tuple[Mapping[str, Any], float, float]],
-                 unit: str, month: str) -> TermResult:
-    """(entry, measured, contracted) in time order -> met or breached, hours below."""
+Series = list[tuple[Mapping[str, Any], float | None, float]]
+
+
+def _figure_term(fleet: str, term: str, series: Series, unit: str, month: str) -> TermResult:
+    """(entry, measured or None for a check that failed, contracted) in time order -> met
+    or breached, hours below."""
     if not series:
         return TermResult(fleet, term, "no evidence", "no recorded check this month")
     below_since: dt.datetime | None = None
     hours = 0.0
     for entry, got, want in series:
-        if got < want and below_since is None:
+        if (got is None or got < want) and below_since is None:
             below_since = _when(entry)
-        elif got >= want and below_since is not None:
+        elif got is not None and got >= want and below_since is not None:
             hours += (_when(entry) - below_since).total_seconds() / 3600
             below_since = None
     if below_since is not None:
         hours += (_month_end(month) - below_since).total_seconds() / 3600
-    bad = [(e, g, w) for e, g, w in series if g < w]
+    bad = [(e, g, w) for e, g, w in series if g is None or g < w]
     refs = [(int(e["seq"]), str(e["digest"])) for e, _, _ in (bad or series)]
     if bad:
-        worst = min(bad, key=lambda x: x[1] / x[2])
-        return TermResult(fleet, term, "breached", f"{len(bad)} of {len(series)} check(s) "
-                          f"under the figure; worst {worst[1]:g} {unit} against {worst[2]:g} "
-                          f"(entry {worst[0]['seq']}); {hours:.1f} h below", refs, hours)
+        failed = [e for e, g, _ in bad if g is None]
+        slow = [(e, g, w) for e, g, w in bad if g is not None]
+        worst = min(slow, key=lambda x: x[1] / x[2]) if slow else None
+        why = [f"{len(bad)} of {len(series)} check(s) "
+               + ("under the figure" if not failed else "failed or under the figure")]
+        if failed:
+            why.append(f"{len(failed)} failed (entr{'y' if len(failed) == 1 else 'ies'} "
+                       f"{', '.join(str(e['seq']) for e in failed)})")
+        if worst is not None:
+            why.append(f"worst {worst[1]:g} {unit} against {worst[2]:g} (entry "
+                       f"{worst[0]['seq']})")
+        return TermResult(fleet, term, "breached", "; ".join(why) + f"; {hours:.1f} h below",
+                          refs, hours)
     return TermResult(fleet, term, "met", f"{len(series)} check(s), all at or above the "
                       "figure", refs, 0.0)
 
 
-def _busbw(entries: list[Mapping[str, Any]], terms: Mapping[str, Any]
-           ) -> list[tuple[Mapping[str, Any], float, float]]:
+def _busbw(entries: list[Mapping[str, Any]], terms: Mapping[str, Any]) -> Series:
     figures = sorted((int(k), float(v)) for k, v in (terms.get("busbw") or {}).items())
-    out = []
+    out: Series = []
     for e in entries:
         peak, nodes = e["figures"].get("peak_busbw_gbps"), e.get("nodes")
         applies = [v for n, v in figures if isinstance(nodes, int) and n <= nodes]
-        # a run with no verdict (cut off, incomplete) measured nothing the term can use
-        if e.get("kind") == "nccl" and e.get("exit_code") != 2 and applies \
-                and isinstance(peak, int | float):
+        code = outcome(e)
+        # a run with no verdict (cut off, incomplete) measured nothing the term can use;
+        # a failed run (wrong results, too slow) delivered nothing, whatever its peak
+        if e.get("kind") != "nccl" or code == 2 or not applies:
+            continue
+        if code == 1:
+            out.append((e, None, applies[-1]))
+        elif peak is not None:
             out.append((e, float(peak), applies[-1]))
     return out
 
 
-def _storage(entries: list[Mapping[str, Any]], want: float
-             ) -> list[tuple[Mapping[str, Any], float, float]]:
-    out = []
+def _storage(entries: list[Mapping[str, Any]], want: float) -> Series:
+    out: Series = []
     for e in entries:
         f = e["figures"]
         got = [f.get(k) for k in ("write_mbps_all", "read_mbps_all")]
-        if e.get("kind") == "storage" and all(isinstance(g, int | float) for g in got):
-            out.append((e, float(min(got)), want))
+        code = outcome(e)
+        if e.get("kind") != "storage" or code == 2:
+            continue
+        if code == 1 and not all(g is not None for g in got):
+            out.append((e, None, want))  # a job in error: no throughput was delivered
+        elif all(g is not None for g in got):
+            # a failed run is below the figure or had a job in error: never at the figure
+            measured = float(min(got))  # type: ignore[type-var]
+            out.append((e, None if code == 1 and measured >= want else measured, want))
     return out
 
 
 def _replacements(fleet: str, entries: list[Mapping[str, Any]], terms: Mapping[str, Any]
                   ) -> list[TermResult]:
-    done = [e for e in entries if e.get("kind") == "replace"]
+    done = [e for e in entries if e.get("kind") == "replace" and _replaced(e)]
     refs = [(int(e["seq"]), str(e["digest"])) for e in done]
     out = []
     cap = terms.get("max_replacements_per_month")
@@ -126,8 +252,8 @@ def _replacements(fleet: str, entries: list[Mapping[str, Any]], terms: Mapping[s
 
 
 def _batches(fleet: str, entries: list[Mapping[str, Any]], share: float) -> TermResult:
-    runs = [e for e in entries if e.get("kind") == "burn-in"
-            and isinstance(e["figures"].get("failed_nodes"), int) and e.get("nodes")]
+    runs = [e for e in entries if e.get("kind") == "burn-in" and outcome(e) != 2
+            and _is_count(e["figures"].get("failed_nodes")) and e.get("nodes")]
     if not runs:
         return TermResult(fleet, "max_bad_batch_share", "no evidence",
                           "no recorded burn-in this month")
@@ -141,12 +267,15 @@ def _batches(fleet: str, entries: list[Mapping[str, Any]], share: float) -> Term
 
 def contract_report(entries: Sequence[Mapping[str, Any]],
                     terms: Mapping[str, Mapping[str, Any]], month: str) -> list[TermResult]:
-    """Every declared term of every fleet, judged on the month's entries (time order)."""
+    """Every declared term of every fleet, judged on the month's entries (time order).
+    ContractError when an entry is malformed."""
+    for e in entries:
+        checked(e)
     out: list[TermResult] = []
     for fleet, t in sorted(terms.items()):
         mine = sorted((e for e in entries if e.get("fleet") == fleet
-                       and str(e.get("time", "")).startswith(month)
-                       and isinstance(e.get("figures"), dict)), key=lambda e: int(e["seq"]))
+                       and entry_time(e).strftime("%Y-%m") == month),
+                      key=lambda e: int(e["seq"]))
         if t.get("busbw"):
             out.append(_figure_term(fleet, "busbw", _busbw(mine, t), "GB/s", month))
         if t.get("storage_mbps") is not None:

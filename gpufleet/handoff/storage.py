@@ -25,7 +25,13 @@ from typing import Any
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import FilesystemPlan, FleetPlan, VolumePlan
-from gpufleet.handoff.acceptance import render_task, strict_int, strict_number, tagged_lines
+from gpufleet.handoff.acceptance import (
+    KEY_VALUE,
+    render_task,
+    strict_int,
+    strict_number,
+    tagged_lines,
+)
 
 PREFIX = "gpufleet storage:"
 TESTS = ("write", "read")
@@ -161,26 +167,61 @@ class FioResult:
     problem: str | None
 
 
+MAX_NODE_BYTES_S = 10 ** 12  # 1 TB/s from one node's jobs: past any NIC or disk array
+
+
 def _fio(fields: dict[str, str], raw: str) -> FioResult:
+    """One node's fio result: its fields from gpufleet's line (never from inside fio's
+    JSON), its figures from fio's JSON structure only. ValueError: not a result at all."""
     node, test, scope = strict_int(fields["node"], 6), fields["test"], fields["scope"]
     if test not in TESTS or scope not in ("one", "all"):
         raise ValueError(f"test={test} scope={scope}")
     try:
-        doc = json.loads(raw)
-    except ValueError:
+        doc = json.loads(raw, parse_constant=_not_a_number)
+    except (ValueError, RecursionError):
         return FioResult(node, test, scope, None, "fio's JSON is cut off or corrupt")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
         return FioResult(node, test, scope, None, "fio's JSON has no jobs")
-    if fields.get("rc") != "0" or any(j.get("error") for j in jobs):
+    rc = fields.get("rc", "")
+    if not (rc.isascii() and rc.isdigit() and len(rc) <= 3):
+        return FioResult(node, test, scope, None, f"fio's exit status is unreadable ({rc!r})")
+    errors = [j.get("error") for j in jobs]
+    if any(not _count(e) for e in errors):
+        return FioResult(node, test, scope, None, "a job's error field is not a count")
+    if rc != "0" or any(errors):
         return FioResult(node, test, scope, 0.0, "fio reported an error "
-                         f"(exit {fields.get('rc')}, job errors "
-                         f"{[j.get('error') for j in jobs]})")
-    try:
-        bw = sum(float((j.get(test) or {})["bw_bytes"]) for j in jobs)
-    except (KeyError, TypeError, ValueError):
-        return FioResult(node, test, scope, None, f"fio's JSON has no {test} bandwidth")
+                         f"(exit {rc}, job errors {errors})")
+    bws = [(j.get(test) or {}).get("bw_bytes") if isinstance(j.get(test), dict) else None
+           for j in jobs]
+    if not all(_count(b) for b in bws):
+        return FioResult(node, test, scope, None, f"fio's JSON has no whole, finite, "
+                         f"non-negative {test} bandwidth (bw_bytes) for every job")
+    bw = sum(int(b) for b in bws if b is not None)
+    if bw > MAX_NODE_BYTES_S:
+        return FioResult(node, test, scope, None, f"{bw / 1e6:,.0f} MB/s from one node is "
+                         "not a measurement")
     return FioResult(node, test, scope, bw / 1e6, None if bw > 0 else "no bandwidth")
+
+
+def _count(value: object) -> bool:
+    """A JSON integer >= 0 (fio writes bandwidths and error codes as integers)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _not_a_number(name: str) -> object:
+    raise ValueError(f"{name} is not a number")
+
+
+def _line_fields(body: str) -> tuple[dict[str, str], str]:
+    """A fio line's own key=value fields (before ` json=`) and fio's JSON text. ValueError
+    when a field is given twice."""
+    head, _, raw = body.partition(" json=")
+    pairs = KEY_VALUE.findall(head)
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
+        raise ValueError("a field given twice")
+    return fields, raw
 
 
 def parse_storage(text: str) -> tuple[list[FioResult], dict[str, float] | None, int | None,
@@ -193,8 +234,7 @@ def parse_storage(text: str) -> tuple[list[FioResult], dict[str, float] | None, 
     for number, body, fields in tagged_lines(text, PREFIX):
         try:
             if body.startswith("fio "):
-                raw = body.split(" json=", 1)[1] if " json=" in body else ""
-                results.append(_fio(fields, raw))
+                results.append(_fio(*_line_fields(body)))
             elif body.startswith("meta "):
                 if meta is not None or fields.get("rc") != "0":
                     problems.append(f"line {number}: a second or failed metadata test")
@@ -211,12 +251,29 @@ def parse_storage(text: str) -> tuple[list[FioResult], dict[str, float] | None, 
     return results, meta, done, problems
 
 
+def _who_may_report(results: Sequence[FioResult], done: int | None, planned: int
+                    ) -> list[str]:
+    """The nodes that may report are the run's own (its `done` count) and the fleet's; a
+    result from any other, or an "alone" result from another node than 0, is no
+    evidence."""
+    problems = []
+    if done is not None and done > planned:
+        problems.append(f"the task says it ran on {done} node(s), the fleet has {planned}")
+    limit = min(done if done is not None else planned, planned)
+    problems += [f"node {r.node}: a {r.test} ({r.scope}) result from beyond the run's "
+                 f"{limit} node(s)" for r in results if r.node >= limit]
+    problems += [f"node {r.node}: an alone result ({r.test}) from a node other than 0"
+                 for r in results if r.scope == "one" and r.node != 0]
+    return problems
+
+
 def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
                   margin: float) -> tuple[int, list[str], dict[str, Any]]:
     """(exit code, lines, figures) for one filesystem's (or volume's) storage log."""
     if fs.kind == "volume":  # a network disk attaches to one node: its task runs on one
         nodes_planned = 1
     results, meta, done, problems = parse_storage(text)
+    problems += _who_may_report(results, done, nodes_planned)
     if done is None:
         problems.append("no `done` line: the task did not finish (or the log is cut off)")
     n = done or 0

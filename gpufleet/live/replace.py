@@ -30,7 +30,11 @@ from gpufleet.review import Change, StateError, owner_map, parse_export
 
 
 class ReplaceError(LiveError):
-    """`gpufleet replace` stopped before changing anything (or `pulumi up` failed)."""
+    """`gpufleet replace` stopped before changing anything (or `pulumi up` failed);
+    ``replaced``: the nodes were replaced, and what followed failed (a node beyond
+    max_spread)."""
+
+    replaced = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +254,11 @@ def _on_the_spine(after: FleetTopology | None, before: FleetTopology | None,
         moved = [f"{n}: was {old.get(n, 'unknown')}, now "
                  f"{next(('/'.join(p.layers) for p in after.positions if p.node == n), '?')}"
                  for n in shown.nodes]
-        raise ReplaceError(f"replaced {', '.join(shown.nodes)}, but the fleet is now beyond "
-                           f"max_spread {shown.max_spread}: " + "; ".join(why) + " ("
-                           + "; ".join(moved) + "); replace the node again, or ask the "
-                           "cloud's support for capacity on the fleet's spine")
+        error = ReplaceError(f"replaced {', '.join(shown.nodes)}, but the fleet is now "
+                             f"beyond max_spread {shown.max_spread}: " + "; ".join(why) + " ("
+                             + "; ".join(moved) + "); replace the node again, or ask the "
+                             "cloud's support for capacity on the fleet's spine")
+        error.replaced = True
+        raise error
     if verdict == "unknown" and shown.max_spread != "any":
         echo(f"topology after the replacement: no verdict ({'; '.join(why)})")
