@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from planutil import EXAMPLES, plan_files, write
 
 from gpufleet.cli import cli
 from gpufleet.handoff import LedgerError, append_entry, judge_storage, read_entries, verify
 from gpufleet.handoff.storage import PREFIX
+
+from planutil import EXAMPLES, plan_files, write
 
 # --- storage verdicts ----------------------------------------------------------------------
 
@@ -269,7 +270,8 @@ def test_months_are_utc_and_durations_never_negative(tmp_path: Path) -> None:
     assert doc["month"] == "2026-11" and _term(doc, "busbw")["hours_below"] >= 0
 
 
-@pytest.mark.parametrize("month", ["２０２６-10", "2026-1", "2026-13", "٢٠٢٦-10"])
+@pytest.mark.parametrize("month", ["\uff12\uff10\uff12\uff16-10", "2026-1", "2026-13",
+                                   "\u0662\u0660\u0662\u0666-10"])
 def test_the_month_is_ascii_yyyy_mm(tmp_path: Path, month: str) -> None:
     code, out = _report(tmp_path, [], "--month", month)
     assert code == 2 and "YYYY-MM" in out
