@@ -349,10 +349,101 @@ def test_topology_and_replace_verdicts_go_into_the_ledger(tmp_path: Path, ec2: S
                      {"InstanceIds": ids})
     ledger = str(tmp_path / "ledger.jsonl")
     assert run(tmp_path, state_file, "--record", ledger).exit_code == 1
-    _replace_recorder(ledger, "p5", ["p5-node-3"])(0, "replaced")
+    _replace_recorder(ledger, "p5", ["p5-node-3"])(0, "replaced", True)
     entries = [json.loads(x) for x in Path(ledger).read_text().splitlines()]
     assert [(e["kind"], e["verdict"], e["fleet"]) for e in entries] == [
         ("topology", "fail", "p5"), ("replace", "pass", "p5")]
     assert entries[0]["figures"]["spread"]["subblock"] == 2
     assert entries[1]["figures"]["nodes"] == ["p5-node-3"] and entries[1]["figures"]["hours"] >= 0
     assert verify(ledger)[0] == 0
+
+
+# --- answers judged, not trusted (issue 52) ------------------------------------------------
+
+def test_a_next_token_that_never_changes_is_refused(tmp_path: Path, ec2: Stubber) -> None:
+    state_file, state = stack(tmp_path, p5=P5)
+    ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))
+    ec2.add_response("describe_instance_topology", answer(ids[:2], ["nn-3a"] * 2, token="t1"),
+                     {"InstanceIds": ids})
+    ec2.add_response("describe_instance_topology", answer(ids[2:], ["nn-3a"] * 2, token="t1"),
+                     {"InstanceIds": ids, "NextToken": "t1"})
+    r = run(tmp_path, state_file)
+    assert r.exit_code == 2 and "NextToken it had given before" in r.output, r.output
+
+
+def test_paging_is_bounded(tmp_path: Path, ec2: Stubber, monkeypatch: pytest.MonkeyPatch
+                           ) -> None:
+    monkeypatch.setattr(aws_live, "MAX_PAGES", 3)
+    state_file, state = stack(tmp_path, p5=P5)
+    ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))
+    for i in range(3):
+        ec2.add_response("describe_instance_topology", {"Instances": [], "NextToken": f"t{i}"},
+                         {"InstanceIds": ids, **({"NextToken": f"t{i - 1}"} if i else {})})
+    r = run(tmp_path, state_file)
+    assert r.exit_code == 2 and "paged past 3 pages" in r.output, r.output
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda a: a["Instances"][1].update(NetworkNodes=["nn-spine-1", " ", "nn-3a"]),
+     "blank or malformed"),
+    (lambda a: a["Instances"][1].update(NetworkNodes=["nn-spine-1", "", "nn-3a"]),
+     "blank or malformed"),
+    (lambda a: a["Instances"].append({**a["Instances"][0], "NetworkNodes": [
+        "nn-spine-1", "nn-block-1", "nn-3z"]}), "twice, at two positions"),
+])
+def test_blank_or_duplicate_aws_answers_name_the_node(
+        tmp_path: Path, ec2: Stubber, damage: Any, why: str) -> None:
+    state_file, state = stack(tmp_path, p5=P5)
+    ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))
+    body = answer(ids, ["nn-3a"] * 4)
+    damage(body)
+    ec2.add_response("describe_instance_topology", body, {"InstanceIds": ids})
+    r = run(tmp_path, state_file)
+    assert r.exit_code == 2 and why in r.output and "p5-node-" in r.output, r.output
+
+
+@pytest.mark.parametrize("body", [
+    ["not", "an", "object"], "text", {"resourceStatus": []},
+    {"resourceStatus": {"physicalHostTopology": "cl-1/bk-7"}},
+    {"resourceStatus": {"physicalHostTopology": {"cluster": "cl-1", "block": "",
+                                                 "subblock": "sb-1"}}},
+    {"resourceStatus": {"physicalHostTopology": {"cluster": "cl-1", "subblock": "sb-1"}}},
+    {"resourceStatus": {"physicalHostTopology": {"cluster": 7, "block": "b",
+                                                 "subblock": "sb-1"}}},
+])
+def test_a_gcp_answer_that_is_not_an_instance_names_the_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: Any) -> None:
+    state_file, state = stack(tmp_path, a4=A4)
+    ids = sorted(node_ids(state, "gcp:compute/instance:Instance"))
+    answers = {f"{gcp_live.API}/{i.lstrip('/')}": (200, gcp_body(i.rsplit('/', 1)[-1], "sb"))
+               for i in ids}
+    answers[f"{gcp_live.API}/{ids[1].lstrip('/')}"] = (200, body)
+    monkeypatch.setattr(gcp_live, "topology_reader",
+                        lambda: gcp_live.GcpTopology(lambda url: answers[url]))
+    r = run(tmp_path, state_file)
+    assert r.exit_code == 2 and "a4-node-" in r.output, r.output
+    assert "no verdict" in r.output
+
+
+def test_the_deployed_nodes_are_judged_and_differences_from_the_files_named(
+        tmp_path: Path, ec2: Stubber) -> None:
+    """A node that runs but was removed from the YAML is judged (and named); a node the
+    YAML has that does not run is named, not judged."""
+    state_file, state = stack(tmp_path, p5=P5)
+    ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))
+    (tmp_path / "p5.yml").write_text(P5.replace("nodes: 4", "nodes: 3"))
+    ec2.add_response("describe_instance_topology", answer(ids, ["nn-3a"] * 3 + ["nn-3b"]),
+                     {"InstanceIds": ids})
+    r = run(tmp_path, state_file, "--format", "json")
+    doc = json.loads(r.output)
+    (fleet,) = doc["fleets"]
+    assert r.exit_code == 1 and len(fleet["nodes"]) == 4
+    assert fleet["not_in_files"] == ["p5-node-3"] and fleet["not_deployed"] == []
+    assert any("running but not in the fleet's files" in x and "p5-node-3" in x
+               for x in fleet["reasons"])
+    (tmp_path / "p5.yml").write_text(P5.replace("nodes: 4", "nodes: 6"))
+    ec2.add_response("describe_instance_topology", answer(ids, ["nn-3a"] * 4),
+                     {"InstanceIds": ids})
+    r = run(tmp_path, state_file, "--format", "json")
+    (fleet,) = json.loads(r.output)["fleets"]
+    assert r.exit_code == 0 and fleet["not_deployed"] == ["p5-node-4", "p5-node-5"]

@@ -14,6 +14,7 @@ A node the cloud leaves out of its answer, or a layer it does not give, is never
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,14 @@ class FleetNodes:
     ids: Mapping[str, str]
     addresses: Mapping[str, str] = field(default_factory=dict)
     max_spread: str = "any"
+    # deployed but no longer in the fleet's files (judged: they run), and in the files but
+    # not deployed (not judged: nothing runs); both named in the report
+    not_in_files: tuple[str, ...] = ()
+    not_deployed: tuple[str, ...] = ()
+
+    def node_of(self, instance_id: str) -> str:
+        """The node name of an instance id (the id itself when it is not the fleet's)."""
+        return next((n for n, i in self.ids.items() if i == instance_id), instance_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +94,24 @@ class FleetTopology:
             out[layer] = len(set(chains))
         return out
 
+    def notes(self) -> list[str]:
+        """What differs between the deployed nodes (judged) and the fleet's files."""
+        f = self.fleet
+        out = []
+        if f.not_in_files:
+            out.append(f"running but not in the fleet's files (judged, as they run; `pulumi "
+                       f"up` would delete them): {', '.join(f.not_in_files)}")
+        if f.not_deployed:
+            out.append(f"in the fleet's files but not deployed (not judged; `pulumi up` "
+                       f"creates them): {', '.join(f.not_deployed)}")
+        return out
+
     def judge(self) -> tuple[str, list[str]]:
         """("within" | "beyond" | "unknown", the reasons)."""
+        verdict, why = self._judge()
+        return verdict, [*why, *self.notes()]
+
+    def _judge(self) -> tuple[str, list[str]]:
         allowed = self.fleet.max_spread
         if self.reason is not None:
             return "unknown", [self.reason]
@@ -119,6 +144,7 @@ class FleetTopology:
                 "instance_type": f.instance_type, "max_spread": f.max_spread,
                 "verdict": verdict, "reasons": why, "spread": self.spread(),
                 "order": self.order(), "missing": self.missing,
+                "not_in_files": list(f.not_in_files), "not_deployed": list(f.not_deployed),
                 "nodes": [{"node": p.node, "instance_id": p.instance_id,
                            "address": f.addresses.get(p.node),
                            "layers": dict(zip(LAYERS, p.layers, strict=False))}
@@ -141,6 +167,27 @@ class FleetTopology:
             out += [f"    {layer} {_label(chain)}: {', '.join(sorted(nodes))}"
                     for chain, nodes in sorted(groups.items())]
         return out + [f"  {w}" for w in why]
+
+
+def _index(node: str) -> tuple[int, str]:
+    tail = node.rsplit("-", 1)[-1]
+    return (int(tail) if tail.isdigit() else -1, node)
+
+
+def check_positions(fleet: FleetNodes, found: Mapping[str, Sequence[Any]]
+                    ) -> dict[str, tuple[str, ...]]:
+    """A reader's answer judged before it is used: every layer a non-blank string (at most
+    a few hundred characters); TopologyUnavailable naming the node otherwise."""
+    out: dict[str, tuple[str, ...]] = {}
+    for instance_id, layers in found.items():
+        if not isinstance(layers, tuple | list) or not all(
+                isinstance(x, str) and x.strip() and len(x) <= 256 for x in layers):
+            raise TopologyUnavailable(
+                f"{fleet.backend}: the topology answer for {fleet.node_of(instance_id)} "
+                f"({instance_id}) has a blank or malformed network node: no verdict on an "
+                "answer that cannot be read")
+        out[instance_id] = tuple(layers)
+    return out
 
 
 def _label(chain: tuple[str, ...] | None) -> str:
@@ -174,7 +221,7 @@ def read_fleet(fleet: FleetNodes, reader: Callable[[], TopologyReader]) -> Fleet
     """One fleet's positions; the cloud's silence (no API, no permission) as the reason."""
     out = FleetTopology(fleet)
     try:
-        found = reader().positions(fleet)
+        found = check_positions(fleet, reader().positions(fleet))
     except LiveError as e:  # TopologyUnavailable, MissingAccess (no credentials), ProbeError
         out.reason = str(e)
         return out
@@ -196,15 +243,17 @@ def read_topology(stack: str, fleets: Sequence[FleetNodes],
 
 def deployed_fleets(state: State, plans: Sequence[Any],
                     max_spread: Mapping[str, str]) -> list[FleetNodes]:
-    """The fleets of ``plans`` with nodes in ``state``: instance ids from the node resources,
-    private addresses from the stack's outputs."""
+    """The fleets of ``plans`` with nodes in ``state``: every node the state holds (the
+    deployed ones are judged, those the files no longer name included), instance ids from
+    the node resources, private addresses from the stack's outputs."""
     owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
-    planned = {p.name: set(p.node_names) for p in plans}  # its nodes, not its bastion
+    shapes = {p.name: re.compile(re.escape(p.name) + "-node-[0-9]+") for p in plans}
     ids: dict[str, dict[str, str]] = {}
     for r in state.resources:
-        owner = owners.get(r.urn)
-        if r.type in node_types() and r.id and r.name in planned.get(owner or "", ()):
-            ids.setdefault(owner or "", {})[r.name] = r.id
+        owner = owners.get(r.urn) or ""
+        shape = shapes.get(owner)  # its nodes, not its bastion
+        if r.type in node_types() and r.id and shape is not None and shape.fullmatch(r.name):
+            ids.setdefault(owner, {})[r.name] = r.id
     outputs = next((dict(r.outputs) for r in state.resources
                     if r.type == "pulumi:pulumi:Stack"), {})
     out = []
@@ -215,7 +264,10 @@ def deployed_fleets(state: State, plans: Sequence[Any],
             outputs.get(p.name), dict) else None
         addresses = {str(n.get("name")): str(n.get("private_ip")) for n in nodes or ()
                      if isinstance(n, dict) and isinstance(n.get("private_ip"), str)}
+        planned = set(p.node_names)
         out.append(FleetNodes(p.name, p.backend, p.region, p.zone, p.instance_type,
                               p.provider.scope, ids[p.name], addresses,
-                              max_spread.get(p.name, "any")))
+                              max_spread.get(p.name, "any"),
+                              tuple(sorted(set(ids[p.name]) - planned, key=_index)),
+                              tuple(sorted(planned - set(ids[p.name]), key=_index))))
     return out

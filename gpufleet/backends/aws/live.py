@@ -254,6 +254,7 @@ TOPOLOGY_TYPES = frozenset({
 THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
 TOPOLOGY_TRIES = 5
 PAGE = 100  # DescribeInstanceTopology takes at most 100 instance ids a request
+MAX_PAGES = 200  # pages for one request of 100 ids: far past any answer that ends
 
 
 class AwsTopology:
@@ -276,19 +277,54 @@ class AwsTopology:
         out: dict[str, tuple[str, ...]] = {}
         for start in range(0, len(ids), PAGE):
             token: str | None = None
-            while True:
+            seen: set[str] = set()
+            for _ in range(MAX_PAGES):
                 args: dict[str, Any] = {"InstanceIds": ids[start:start + PAGE]}
                 if token:
                     args["NextToken"] = token
                 page = self._call(ec2, args)
-                for inst in page.get("Instances", []):
-                    nodes = tuple(str(n) for n in inst.get("NetworkNodes") or ())
-                    if nodes:
-                        out[str(inst["InstanceId"])] = nodes
-                token = page.get("NextToken")
+                self._take(fleet, page, out)
+                token = page.get("NextToken") if isinstance(page, dict) else None
                 if not token:
                     break
+                if not isinstance(token, str) or token in seen:
+                    raise TopologyUnavailable("aws: DescribeInstanceTopology answered a "
+                                              "NextToken it had given before: its paging "
+                                              "does not end; no verdict")
+                seen.add(token)
+            else:
+                raise TopologyUnavailable(f"aws: DescribeInstanceTopology paged past "
+                                          f"{MAX_PAGES} pages for {PAGE} instances; no "
+                                          "verdict")
         return out
+
+    @staticmethod
+    def _take(fleet: Any, page: Any, out: dict[str, tuple[str, ...]]) -> None:
+        """One page's instances into ``out``; TopologyUnavailable naming the node for an
+        instance without an id, with blank network nodes, or listed twice at two
+        positions."""
+        instances = page.get("Instances") if isinstance(page, dict) else None
+        if not isinstance(instances, list):
+            raise TopologyUnavailable("aws: DescribeInstanceTopology answered without an "
+                                      "instance list; no verdict")
+        for inst in instances:
+            iid = inst.get("InstanceId") if isinstance(inst, dict) else None
+            raw = inst.get("NetworkNodes") if isinstance(inst, dict) else None
+            if not isinstance(iid, str) or not iid:
+                raise TopologyUnavailable("aws: DescribeInstanceTopology listed an instance "
+                                          "without its id; no verdict")
+            name = fleet.node_of(iid)
+            if raw is None or raw == []:
+                continue  # not placed yet: the node is reported missing
+            if not isinstance(raw, list) or not all(isinstance(n, str) and n.strip()
+                                                    for n in raw):
+                raise TopologyUnavailable(f"aws: the network nodes of {name} ({iid}) are "
+                                          "blank or malformed; no verdict")
+            nodes = tuple(raw)
+            if iid in out and out[iid] != nodes:
+                raise TopologyUnavailable(f"aws: DescribeInstanceTopology listed {name} "
+                                          f"({iid}) twice, at two positions; no verdict")
+            out[iid] = nodes
 
     def _call(self, ec2: Any, args: dict[str, Any]) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError

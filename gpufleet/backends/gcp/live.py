@@ -211,9 +211,26 @@ class GcpTopology:
             except ProbeError as e:
                 raise TopologyUnavailable(f"{e} (reading the topology needs "
                                           "compute.instances.get)") from None
-            topo = ((body or {}).get("resourceStatus") or {}).get("physicalHostTopology")
-            if isinstance(topo, dict) and all(topo.get(k) for k in PHYSICAL_LAYERS[:3]):
-                out[instance_id] = tuple(str(topo[k]) for k in PHYSICAL_LAYERS if topo.get(k))
+            name = fleet.node_of(instance_id)
+            if body is None:
+                continue  # gone: the node is reported missing
+            status = body.get("resourceStatus") if isinstance(body, dict) else None
+            topo = status.get("physicalHostTopology") if isinstance(status, dict) else None
+            if not isinstance(body, dict) or (status is not None and not isinstance(
+                    status, dict)) or (topo is not None and not isinstance(topo, dict)):
+                raise TopologyUnavailable(f"gcp: the answer for {name} ({instance_id}) is not "
+                                          "an instance object; no verdict")
+            if topo is None:
+                continue
+            layers = [topo.get(k) for k in PHYSICAL_LAYERS]
+            given = [x for x in layers if x is not None]
+            if any(not isinstance(x, str) or not x.strip() for x in given) or \
+                    layers[:len(given)] != given:
+                raise TopologyUnavailable(f"gcp: the physicalHostTopology of {name} "
+                                          f"({instance_id}) has a blank, malformed or "
+                                          "missing layer; no verdict")
+            if len(given) >= 3:
+                out[instance_id] = tuple(str(x) for x in given)
         if not out and fleet.ids:
             raise TopologyUnavailable(
                 f"gcp gives no physicalHostTopology for the nodes of {fleet.fleet} "
