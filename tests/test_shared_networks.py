@@ -117,3 +117,32 @@ def test_a_join_beside_a_peered_filesystem_is_refused(tmp_path: Path) -> None:
     codes = _codes(tmp_path, {"fa": ("aws", "us-east-1"), "fb": ("aws", "us-east-1"),
                               "fc": ("aws", "us-east-1")}, "fleets:\n  fb: {network: fa}\n" + fs)
     assert codes == ["C026"]
+
+
+def test_a_gateways_address_block_counts_against_the_vpc(tmp_path: Path) -> None:
+    """Four joining fleets fill fa's VPC (its own block and four more); a gateway that shares
+    fa's network takes one of them, so the fourth joiner is refused, naming the gateway."""
+    fleets = {f"f{n}": ("aws", "us-east-1") for n in "abcde"}
+    joins = "".join(f"  f{n}: {{network: fa}}\n" for n in "bcde")
+    files = _files(tmp_path, fleets, "fleets:\n" + joins)
+    assert [d.code for d in compile_inputs(validate_paths(files).inputs,
+                                           load_catalog()).diagnostics if d.is_error] == []
+    gw = write(tmp_path, "gw.yml", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\n"
+               "domain: gw.example.com\n")
+    files = _files(tmp_path, fleets, "fleets:\n" + joins + "gateways:\n  gw: {fleet: fa}\n")
+    errors = [d for d in compile_inputs(validate_paths([*files, gw]).inputs,
+                                        load_catalog()).diagnostics if d.is_error]
+    assert [d.code for d in errors] == ["C025"]
+    assert "fleet 'fe'" in errors[0].message and "1 gateway(s)" in errors[0].message
+    # a gateway on a joining fleet lands in the same VPC: it counts there too
+    files = _files(tmp_path, fleets, "fleets:\n" + joins + "gateways:\n  gw: {fleet: fc}\n")
+    assert [d.code for d in compile_inputs(validate_paths([*files, gw]).inputs,
+                                           load_catalog()).diagnostics
+            if d.is_error] == ["C025"]
+
+
+def test_a_fleet_that_joins_itself_is_told_so(tmp_path: Path) -> None:
+    files = _files(tmp_path, {"aa": ("aws", "us-east-1")}, "fleets:\n  aa: {network: aa}\n")
+    (err,) = [d for d in compile_inputs(validate_paths(files).inputs,
+                                        load_catalog()).diagnostics if d.is_error]
+    assert "joins its own network" in err.message and "not plan" not in err.message

@@ -15,14 +15,17 @@ from gpufleet.backends import supports, traits_of
 from gpufleet.codes import C023, C024, C025, C026
 from gpufleet.compile.plan import FleetPlan
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import FleetSpec
+from gpufleet.input import FleetSpec, GatewaySpec
 from gpufleet.traits import Feature
 
 
-def attach_networks(plans: list[FleetPlan], fleets: Sequence[FleetSpec]
+def attach_networks(plans: list[FleetPlan], fleets: Sequence[FleetSpec],
+                    gateways: Sequence[GatewaySpec] = ()
                     ) -> tuple[list[FleetPlan], list[Diagnostic]]:
     """The plans with each joining fleet's main network pointing at its host's; an error
-    (and the fleet left out) for each join that cannot be built."""
+    (and the fleet left out) for each join that cannot be built. A gateway that shares a
+    fleet's network adds an address block to that network too: it counts against the
+    network's blocks before the joining fleets do."""
     by_name = {p.name: p for p in plans}
     joins = {f.name: f for f in fleets if f.network_of and f.name in by_name}
     diags: list[Diagnostic] = []
@@ -33,14 +36,23 @@ def attach_networks(plans: list[FleetPlan], fleets: Sequence[FleetSpec]
             diags.append(problem)
             refused.add(name)
     counts = Counter(str(s.network_of) for n, s in joins.items() if n not in refused)
+    host_of = {n: str(s.network_of) for n, s in joins.items() if n not in refused}
+    gateway_blocks = Counter(host_of.get(g.fleet, g.fleet) for g in gateways
+                             if g.fleet is not None and g.fleet in by_name)
     for host, n in counts.items():
         limit = traits_of(by_name[host].backend).shared_network_limit
-        if limit is not None and n > limit:
-            for name in sorted(k for k, s in joins.items() if s.network_of == host)[limit:]:
+        room = None if limit is None else max(limit - gateway_blocks[host], 0)
+        if room is not None and n > room:
+            joiners = sorted(k for k, s in joins.items() if s.network_of == host
+                             and k not in refused)
+            for i, name in enumerate(joiners[room:], room + 1):
+                gw = gateway_blocks[host]
                 diags.append(_at(joins[name], C025, f"fleet '{name}' would be fleet "
-                                 f"'{host}''s network's {n}th joining fleet; its VPC takes "
-                                 f"{limit} besides its own address block by default",
-                                 "give this fleet a network of its own (drop `network`)"))
+                                 f"'{host}''s network's {i}th joining fleet"
+                                 + (f", after {gw} gateway(s) that share it" if gw else "")
+                                 + f"; its VPC takes {limit} address blocks besides its own "
+                                 "by default", "give this fleet a network of its own (drop "
+                                 "`network`)"))
                 refused.add(name)
     out = []
     for p in plans:
@@ -63,7 +75,11 @@ def _at(spec: FleetSpec, code: str, message: str, hint: str) -> Diagnostic:
 def _problem(plan: FleetPlan, spec: FleetSpec, by_name: dict[str, FleetPlan],
              joins: dict[str, FleetSpec]) -> Diagnostic | None:
     host = by_name.get(str(spec.network_of))
-    if host is None or host.name == plan.name:
+    if host is not None and host.name == plan.name:
+        return _at(spec, C023, f"fleet '{plan.name}' joins its own network: `network` names "
+                   "another fleet, whose network this one joins",
+                   "drop `network` (a fleet has its own network without it)")
+    if host is None:
         return _at(spec, C023, f"fleet '{plan.name}' joins the network of fleet "
                    f"'{spec.network_of}', which the files do not plan",
                    "name another fleet of the files, or drop `network`")
