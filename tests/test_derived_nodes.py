@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from exportutil import export
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.components.run import diff as run_diff
@@ -140,3 +142,94 @@ def test_the_program_pulumi_runs_registers_every_node(tmp_path: Path, kind: str)
         assert registered_nodes(plan) == plan.node_names[:2]
         raise RuntimeError("an offline run that fails")
     assert not is_sampling() and registered_nodes(plan) == plan.node_names
+
+
+# --- derived nodes rename only what gpufleet generated (issue 52) --------------------------
+
+SHAPES = ["f1-node-0", "f1-node-1", "f1-node-2", "f1-node-10", "x-f1-node-1-y", "f1-node-2x",
+          "f1-node-1-eip", "f1"]
+
+
+def _tagged(tmp: Path, kind: str, nodes: int, tags: dict[str, str], neighbour: str | None
+            ) -> list[str]:
+    body, backends, more = KINDS[kind]
+    tag_text = "tags:\n" + "".join(f"  {k}: {v}\n" for k, v in tags.items()) if tags else ""
+    files = [write(tmp, "f1.yml", f"type: fleet\nname: f1\nnodes: {nodes}\n{body}{tag_text}")]
+    if neighbour:
+        files.append(write(tmp, "n.yml", f"type: fleet\nname: {neighbour}\nnodes: 3\n{body}"))
+    return [*files, write(tmp, "b.yml", f"{KEY}backends:\n{backends}{more}")]
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["aws-cluster", "gcp-roce", "azure-vms"]),
+       nodes=st.integers(3, 6),
+       tags=st.dictionaries(st.sampled_from(["note", "owner", "ref"]), st.sampled_from(SHAPES),
+                            max_size=3),
+       stack=st.sampled_from(["dev", "f1-node-1", "f1-node-2", "f1-node-2-eip"]),
+       neighbour=st.sampled_from([None, "g-f1-node-1", "f1-node-2x-b", "h"]))
+def test_user_strings_stack_and_neighbour_names_are_never_renamed(
+        tmp_path_factory: pytest.TempPathFactory, kind: str, nodes: int,
+        tags: dict[str, str], stack: str, neighbour: str | None) -> None:
+    tmp = tmp_path_factory.mktemp("derive")
+    files = _tagged(tmp, kind, nodes, tags, neighbour)
+    validated = validate_paths(files)
+    assume(validated.ok)
+    compiled = compile_inputs(validated.inputs, load_catalog())
+    assume(compiled.ok)
+    full = run_offline(files, stack, None, None, compiled, True, sample=False)
+    derived = run_offline(files, stack, None, None, compiled, True)
+    assert _records(derived) == _records(full)
+    # and a diff seeded from that stack's own export
+    state = parse_export(json.dumps(export(files)))
+    got = run_diff.run_seeded(files, compiled, state, None, None)
+    want = run_diff.run_seeded(files, compiled, state, None, None, sample=False)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+@pytest.mark.parametrize("kind", ["aws-cluster", "gcp-roce", "azure-vms"])
+def test_a_user_tag_shaped_like_a_node_name_is_derived_not_renamed(
+        tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case the old renamer got wrong - a tag `note: f1-node-1` became f1-node-2, -3 on
+    the derived nodes - now derives (no fall-back to a full run) and keeps the tag."""
+    files = _tagged(tmp_path, kind, 6, {"note": "f1-node-1"}, None)
+    compiled = _compiled(files)
+    runs: list[int] = []
+    real = harness.run_program
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        run = real(*args, **kw)
+        runs.append(len(run.registrations))
+        return run
+    monkeypatch.setattr(harness, "run_program", counted)
+    derived = run_offline(files, "f1-node-1", None, None, compiled, True)
+    assert len(runs) == 1  # derived, not run again in full
+    nodes = [r for r in derived.registrations if r.custom and "-node-" in r.name
+             and r.type.endswith(("instance:Instance", "VirtualMachine"))]
+    assert len(nodes) == 6
+    assert all("f1-node-1" in json.dumps(r.inputs) for r in nodes)
+    assert all(r.urn.startswith("urn:pulumi:f1-node-1::") for r in derived.registrations)
+
+
+def test_a_missing_output_is_never_borrowed_from_another_node(tmp_path: Path) -> None:
+    """Node 4's instance lost its primary interface's id in the state: node 4's address
+    association is not pointed at another node's interface (the derived run falls back to
+    registering every node, which is the truth)."""
+    files = _files(tmp_path, "aws-public-efa", 6)
+    deployment = export(files)
+    node = next(r for r in deployment["deployment"]["resources"]
+                if r["type"] == "aws:ec2/instance:Instance" and r["urn"].endswith("f1-node-4"))
+    borrowed = node["outputs"].pop("primaryNetworkInterfaceId")
+    state = parse_export(json.dumps(deployment))
+    compiled = _compiled(files)
+    derived = run_diff.run_seeded(files, compiled, state, None, None)
+    full = run_diff.run_seeded(files, compiled, state, None, None, sample=False)
+    assert json.dumps(derived, sort_keys=True) == json.dumps(full, sort_keys=True)
+    others = [r["outputs"]["primaryNetworkInterfaceId"]
+              for r in deployment["deployment"]["resources"]
+              if r["type"] == "aws:ec2/instance:Instance" and "f1-node-" in r["urn"]
+              and "primaryNetworkInterfaceId" in r["outputs"]]
+    assoc = [c for c in derived if "f1-node-4" in json.dumps(c.get("urn", ""))
+             and "eipAssociation" in json.dumps(c)]
+    assert borrowed not in others and not any(o in json.dumps(assoc) for o in others)

@@ -14,8 +14,7 @@ caller runs the program again registering every node.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpufleet.compile import FleetPlan
@@ -28,52 +27,134 @@ class NotDerivable(Exception):
     """A fleet's sampled nodes differ in more than their names."""
 
 
-Swap = Callable[[Any], Any]
+UNSET = object()
 
 
-def _renamer(plan: FleetPlan, old: str, new: str) -> Swap:
-    """Every mention of node ``old`` (under the fleet's name or one it had) -> ``new``."""
-    suffix_old, suffix_new = old[len(plan.name):], new[len(plan.name):]
-    pattern = re.compile("|".join(re.escape(p + suffix_old) for p in
-                                  (plan.name, *plan.previous_names)) + r"(?![0-9])")
-    prefixes = (plan.name, *plan.previous_names)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Text:
+    """A string built from the node's name: literal parts and, at each int, the name under
+    that prefix (the fleet's name or one it had)."""
 
-    def one(text: str) -> str:
-        if suffix_old not in text:
-            return text
-        return pattern.sub(lambda m: next(p for p in prefixes if m.group(0).startswith(p))
-                           + suffix_new, text)
-    return lambda value: _walk(value, one)
+    parts: tuple[str | int, ...]
 
 
-def _walk(value: Any, fn: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return fn(value)
-    if isinstance(value, dict):
-        return {k: _walk(v, fn) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_walk(v, fn) for v in value]
-    return value
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Value:
+    """A value that stands for one of the node's own resources (an id, an output): node
+    k's comes from the mocks' answer for its resource."""
+
+    template: str
 
 
-def _swap(value: Any, values: dict[str, str]) -> Any:
-    """``value`` with every string ``values`` maps replaced."""
-    if not values:
-        return value
-    return _walk(value, lambda s: values.get(s, s))
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Dict:
+    items: tuple[tuple[str, Any], ...]
 
 
-def _leaves(a: Any, b: Any, out: dict[str, str]) -> None:
-    """Pairs of string leaves at the same place in two outcomes."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _List:
+    items: tuple[Any, ...]
+
+
+_Compiled = (_Text, _Value, _Dict, _List)
+
+
+class _Names:
+    """The node's name under each of the fleet's names, for one node."""
+
+    def __init__(self, plan: FleetPlan, node: str) -> None:
+        suffix = node[len(plan.name):]
+        self.names = tuple(p + suffix for p in (plan.name, *plan.previous_names))
+
+
+def _text(a: str, b: str, na: _Names, nb: _Names) -> _Text | None:
+    """b as literal text and slots where a holds node A's name and b node B's at the same
+    place (neither followed by a digit); None when a and b differ otherwise. A user's string
+    that holds a node-name shape is the same in both and stays literal."""
+    parts: list[str | int] = []
+    lit: list[str] = []
+    i = j = 0
+    pairs = sorted(enumerate(zip(na.names, nb.names, strict=True)),
+                   key=lambda x: -len(x[1][0]))
+    while i < len(a) or j < len(b):
+        for idx, (an, bn) in pairs:
+            if a.startswith(an, i) and b.startswith(bn, j) \
+                    and not a[i + len(an):i + len(an) + 1].isdigit() \
+                    and not b[j + len(bn):j + len(bn) + 1].isdigit():
+                if lit:
+                    parts.append("".join(lit))
+                    lit = []
+                parts.append(idx)
+                i, j = i + len(an), j + len(bn)
+                break
+        else:
+            if i < len(a) and j < len(b) and a[i] == b[j]:
+                lit.append(b[j])
+                i, j = i + 1, j + 1
+            else:
+                return None
+    if lit:
+        parts.append("".join(lit))
+    return _Text(tuple(parts))
+
+
+class _Compiler:
+    """Node B's records as a function of the node: what is the same in node A and node B
+    stays as it is (user strings, the stack's and other fleets' names), what differs must be
+    node A's name put in node B's place, or a value standing for one of its resources."""
+
+    def __init__(self, na: _Names, nb: _Names, values: dict[str, str]) -> None:
+        self.na, self.nb, self.values = na, nb, values
+
+    def __call__(self, a: Any, b: Any) -> Any:
+        if a == b and type(a) is type(b):
+            return b
+        if isinstance(a, str) and isinstance(b, str):
+            if self.values.get(a) == b:
+                return _Value(b)
+            shaped = _text(a, b, self.na, self.nb)
+            if shaped is None:
+                raise NotDerivable(f"{a!r} and {b!r} differ in more than the node's name")
+            return shaped
+        if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+            return _Dict(tuple((k, self(a[k], b[k])) for k in b))
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            return _List(tuple(self(x, y) for x, y in zip(a, b, strict=True)))
+        raise NotDerivable(f"{a!r} and {b!r} differ in more than the node's name")
+
+
+def _build(compiled: Any, names: _Names, values: dict[str, str]) -> Any:
+    """Node k's value from the compiled template (``values``: node B's values of its own
+    resources -> node k's). NotDerivable when node k's state lacks one: never borrowed."""
+    if not isinstance(compiled, _Compiled):
+        return compiled
+    if isinstance(compiled, _Text):
+        return "".join(p if isinstance(p, str) else names.names[p] for p in compiled.parts)
+    if isinstance(compiled, _Value):
+        got = values.get(compiled.template, UNSET)
+        if got is UNSET:
+            raise NotDerivable(f"no value in the node's state for {compiled.template!r}")
+        return got
+    if isinstance(compiled, _Dict):
+        return {k: _build(v, names, values) for k, v in compiled.items}
+    return [_build(v, names, values) for v in compiled.items]
+
+
+def _pairs(a: Any, b: Any, out: dict[str, str]) -> None:
+    """Pairs of string leaves at the same place in two outcomes (equal ones too: a value
+    node k shares with node B is known, not missing)."""
     if isinstance(a, str) and isinstance(b, str):
-        if a != b:
-            out[a] = b
+        out.setdefault(a, b)
     elif isinstance(a, dict) and isinstance(b, dict):
         for k in a.keys() & b.keys():
-            _leaves(a[k], b[k], out)
+            _pairs(a[k], b[k], out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for x, y in zip(a, b, strict=True):
-            _leaves(x, y, out)
+            _pairs(x, y, out)
+
+
+_FIELDS = ("urn", "name", "parent", "inputs", "dependencies", "property_dependencies",
+           "deleted_with", "aliases", "state_urn")
 
 
 class _Deriver:
@@ -88,31 +169,50 @@ class _Deriver:
         got_id, state = self.mocks.outcome(r.state_urn or r.urn, r.type, r.name, r.inputs)
         return got_id or "", plain(state)
 
-    def node(self, plan: FleetPlan, template: Sequence[Registration], old: str, new: str
-             ) -> tuple[list[Registration], dict[str, str]]:
-        """Node ``new``'s registrations from node ``old``'s, with the map of values that
-        stand for old's resources in other inputs (ids and outputs from the mocks)."""
-        rename = _renamer(plan, old, new)
+    def compile(self, plan: FleetPlan, ref: Sequence[Registration],
+                template: Sequence[Registration], a: str, b: str) -> list[dict[str, Any]]:
+        """Node b's registrations as functions of the node, from node a's beside them."""
+        if len(ref) != len(template):
+            raise NotDerivable(f"fleet {plan.name}: node {b} has {len(template)} resources, "
+                               f"node {a} {len(ref)}")
+        na, nb = _Names(plan, a), _Names(plan, b)
+        values: dict[str, str] = {}
+        compiler = _Compiler(na, nb, values)
+        out = []
+        for ra, rb in zip(ref, template, strict=True):
+            if (ra.type, ra.custom, ra.provider) != (rb.type, rb.custom, rb.provider):
+                raise NotDerivable(f"fleet {plan.name}: node {b} is not node {a} renamed")
+            fields = {f: compiler(getattr(ra, f), getattr(rb, f)) for f in _FIELDS}
+            if not rb.custom or not self.record_outputs:
+                fields["outputs"] = compiler(ra.outputs, rb.outputs)
+            if not rb.custom:
+                fields["id"] = compiler(ra.id, rb.id)
+            a_id, a_state = self.outcome(ra)
+            b_id, b_state = self.outcome(rb)
+            if a_id != b_id:
+                values[a_id] = b_id
+            _pairs(a_state, b_state, values)
+            out.append(fields)
+        return out
+
+    def node(self, plan: FleetPlan, template: Sequence[Registration],
+             compiled: Sequence[dict[str, Any]], new: str) -> tuple[list[Registration],
+                                                                    dict[str, str]]:
+        """Node ``new``'s registrations from the template's compiled ones, with the map of
+        the template's values of its own resources to this node's."""
+        names = _Names(plan, new)
         values: dict[str, str] = {}
         out: list[Registration] = []
-        for r in template:
-            # ids and outputs of this node's resources registered before
-            inputs = _swap(rename(r.inputs), values)
-            d = dataclasses.replace(
-                r, urn=rename(r.urn), name=rename(r.name),
-                inputs=inputs, dependencies=rename(r.dependencies),
-                property_dependencies=rename(r.property_dependencies),
-                deleted_with=rename(r.deleted_with), aliases=rename(r.aliases),
-                state_urn=rename(r.state_urn))
+        for r, fields in zip(template, compiled, strict=True):
+            built = {f: _build(c, names, values) for f, c in fields.items()}
+            d = dataclasses.replace(r, **built)
             old_id, old_state = self.outcome(r)
             new_id, new_state = self.outcome(d)
-            renamed_id, renamed_state = rename(old_id), rename(old_state)
-            if new_id != renamed_id:
-                values[renamed_id] = new_id
-            _leaves(renamed_state, new_state, values)
-            d = dataclasses.replace(d, id=new_id if r.custom else d.id,
-                                    outputs=new_state if self.record_outputs and r.custom
-                                    else rename(r.outputs))
+            values.setdefault(old_id, new_id)
+            _pairs(old_state, new_state, values)
+            if r.custom:
+                d = dataclasses.replace(d, id=new_id, outputs=new_state if self.record_outputs
+                                        else d.outputs)
             out.append(d)
         return out, values
 
@@ -136,20 +236,20 @@ def derive(run: RunResult, plans: Sequence[FleetPlan], mocks: StrictMocks,
                       and r.type.endswith(":Fleet")), None)
         owned = [r for r in regs if fleet is not None and r.parent == fleet]
         by_node = {n: [r for r in owned if _is_node_of(r.name, n)] for n in sampled}
-        templates: dict[bool, str] = {}
+        templates: dict[bool, tuple[str, str, list[dict[str, Any]]]] = {}
         for cls in (True, False):
             same = [n for n in sampled if existing(plan, n) == cls]
             if len(same) >= 2:
-                _check(plan, deriver, by_node, same[0], same[1])
-                templates[cls] = same[1]
-        entries: dict[str, Any] = {}
+                templates[cls] = (same[0], same[1], deriver.compile(
+                    plan, by_node[same[0]], by_node[same[1]], same[0], same[1]))
+        entries: dict[str, tuple[str, str, dict[str, str]]] = {}
         for n in plan.node_names:
             if n in sampled:
                 continue
-            t = templates[existing(plan, n)]
-            more, values = deriver.node(plan, by_node[t], t, n)
+            ref, t, compiled = templates[existing(plan, n)]
+            more, values = deriver.node(plan, by_node[t], compiled, n)
             regs += more
-            entries[n] = (t, values)
+            entries[n] = (ref, t, values)
         _extend_export(exports, plan, entries)
         regs = [_with_node_lists(r, plan, sampled, entries) if r.urn == fleet else r
                 for r in regs]
@@ -158,18 +258,44 @@ def derive(run: RunResult, plans: Sequence[FleetPlan], mocks: StrictMocks,
     return RunResult(regs, exports, run.invokes)
 
 
+Derived = dict[str, tuple[str, str, dict[str, str]]]  # node -> (reference, template, values)
+
+
+def _entry_for(plan: FleetPlan, given: dict[Any, Any], node: str, derived: Derived) -> Any:
+    """A per-node entry (of a stack output or the fleet's outputs) for a derived node, from
+    its template's beside the reference node's."""
+    ref, t, values = derived[node]
+    compiled = _Compiler(_Names(plan, ref), _Names(plan, t), {})(given[ref], given[t])
+    return _build(_swap_values(compiled, values), _Names(plan, node), values)
+
+
+def _swap_values(compiled: Any, values: dict[str, str]) -> Any:
+    """Literal strings of an entry that stand for the template's resources (an id, an
+    address in the stack outputs) as values node k's state answers."""
+    if isinstance(compiled, str) and compiled in values:
+        return _Value(compiled)
+    if isinstance(compiled, _Dict):
+        return _Dict(tuple((k, _swap_values(v, values)) for k, v in compiled.items))
+    if isinstance(compiled, _List):
+        return _List(tuple(_swap_values(v, values) for v in compiled.items))
+    if isinstance(compiled, dict):
+        return {k: _swap_values(v, values) for k, v in compiled.items()}
+    if isinstance(compiled, list):
+        return [_swap_values(v, values) for v in compiled]
+    return compiled
+
+
 def _node_list(items: list[Any], plan: FleetPlan, sampled: Sequence[str],
-               derived: dict[str, tuple[str, dict[str, str]]]) -> list[Any]:
+               derived: Derived) -> list[Any]:
     """A list with an entry per sampled node -> an entry per node, each derived node's from
     its template's."""
     given = dict(zip(sampled, items, strict=True))
-    return [given[n] if n in given else
-            _swap(_renamer(plan, derived[n][0], n)(given[derived[n][0]]), derived[n][1])
+    return [given[n] if n in given else _entry_for(plan, given, n, derived)
             for n in plan.node_names]
 
 
 def _with_node_lists(r: Registration, plan: FleetPlan, sampled: Sequence[str],
-                     derived: dict[str, tuple[str, dict[str, str]]]) -> Registration:
+                     derived: Derived) -> Registration:
     """The fleet component's outputs (its nodes' ids and addresses) over every node."""
     outputs = {k: _node_list(v, plan, sampled, derived)
                if isinstance(v, list) and len(v) == len(sampled) else v
@@ -177,18 +303,10 @@ def _with_node_lists(r: Registration, plan: FleetPlan, sampled: Sequence[str],
     return dataclasses.replace(r, outputs=outputs)
 
 
-def _check(plan: FleetPlan, deriver: _Deriver, by_node: dict[str, list[Registration]],
-           first: str, second: str) -> None:
-    """The first sampled node, derived as the others will be, must be the second."""
-    derived, _ = deriver.node(plan, by_node[first], first, second)
-    if [r.to_json() for r in derived] != [r.to_json() for r in by_node[second]]:
-        raise NotDerivable(f"fleet {plan.name}: node {second} is not node {first} renamed")
-
-
-def _extend_export(exports: dict[str, Any], plan: FleetPlan,
-                   derived: dict[str, tuple[str, dict[str, str]]]) -> None:
+def _extend_export(exports: dict[str, Any], plan: FleetPlan, derived: Derived) -> None:
     """The fleet's stack output lists every node: each derived node's entry from its
-    template's (``derived``: node -> its template and the values standing for it)."""
+    template's (``derived``: node -> its reference, its template and the values standing
+    for it)."""
     out = exports.get(plan.name)
     if not isinstance(out, dict) or not isinstance(out.get("nodes"), list):
         return
@@ -197,8 +315,6 @@ def _extend_export(exports: dict[str, Any], plan: FleetPlan,
     for n in plan.node_names:
         if n in given:
             nodes.append(given[n])
-        elif n in derived and derived[n][0] in given:
-            template, values = derived[n]
-            entry = _renamer(plan, template, n)(given[template])
-            nodes.append(_swap(entry, values))
+        elif n in derived and derived[n][0] in given and derived[n][1] in given:
+            nodes.append(_entry_for(plan, given, n, derived))
     exports[plan.name] = {**out, "nodes": nodes}
