@@ -220,7 +220,7 @@ def _storage(entries: list[Mapping[str, Any]], want: float) -> Series:
             out.append((e, None, want))  # a job in error: no throughput was delivered
         elif all(g is not None for g in got):
             # a failed run is below the figure or had a job in error: never at the figure
-            measured = float(min(got))  # type: ignore[type-var]
+            measured = float(min(got))
             out.append((e, None if code == 1 and measured >= want else measured, want))
     return out
 
