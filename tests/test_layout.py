@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {*CORE_STAGES, "components", "policy"},
 }
 SHARED = {"gpufleet", "gpufleet.diagnostics", "gpufleet.fileio", "gpufleet.traits",
-          "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends"}
+          "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends", "gpufleet.outbound"}
 FORBIDDEN_IN_CORE = ("pulumi", "pulumi_", "gpufleet.components", "gpufleet.policy")
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60

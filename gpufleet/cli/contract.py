@@ -63,13 +63,14 @@ def report_command(ledger_file: str, paths: tuple[str, ...], month: str | None,
 
     from gpufleet.cli.common import validated_or_exit
     from gpufleet.handoff import (
+        MONTH,
+        ContractError,
         LedgerError,
         contract_lines,
         contract_report,
         month_of,
         read_entries,
     )
-    from gpufleet.handoff.contract import MONTH, ContractError
 
     if month is not None and not MONTH.fullmatch(month):
         raise click.UsageError(f"--month {month}: expected YYYY-MM (ASCII digits)")

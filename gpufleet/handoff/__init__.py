@@ -15,7 +15,7 @@ from gpufleet.handoff.burnin import (
     judge,
     render_burnin,
 )
-from gpufleet.handoff.contract import TermResult, contract_report, month_of
+from gpufleet.handoff.contract import MONTH, ContractError, TermResult, contract_report, month_of
 from gpufleet.handoff.contract import report_lines as contract_lines
 from gpufleet.handoff.export import (
     Exported,
@@ -55,8 +55,10 @@ from gpufleet.handoff.storage import (
 __all__ = [
     "DEFAULT_FRACTION",
     "MAX_LOG_BYTES",
+    "MONTH",
     "PLOT_MARKER",
     "TASK_MARKER",
+    "ContractError",
     "Expectation",
     "ExportError",
     "Exported",
