@@ -189,6 +189,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C026": Code("a fleet joins a network while a filesystem is reached through a peering of "
                  "one of the two (or, on gcp, holds a filesystem)",
                  "keep the networks apart, or mount the filesystem from one fleet"),
+    "C028": Code("tags a backend cannot carry: a key its API refuses even after gpufleet's "
+                 "rewriting (lambda: a letter and at least one more character), or two keys "
+                 "that become one (keys are lower-cased)",
+                 "rename the tag keys so that each is distinct and valid on the backend"),
     "C027": Code("a fleet wants more instances than gpufleet launches on its backend (lambda: "
                  "100, one launch per 12 seconds)", "split the fleet"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
@@ -265,6 +269,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V022": Code("a new volume without `availability_zone` where the fleets of its backend and "
                  "region sit in several zones",
                  "set `availability_zone` to the zone of the fleet that mounts it"),
+    "V023": Code("a filesystem mount path its backend's API refuses (lambda: under /home, "
+                 "/lambda/nfs or /data, letters, digits, `-` and `/` only)",
+                 "mount it where the backend allows, like /lambda/nfs/NAME"),
     "F023": Code("a fleet name longer than the longest whose every physical name fits on a "
                  "backend it may land on", "shorten the fleet name"),
     "F024": Code("a fleet named like a gateway's or volume's stack output key "

@@ -126,6 +126,11 @@ class FilesystemService:
     # the cloud mounts it when an instance launches (Lambda's `file_system_mounts`): the
     # boot script mounts nothing
     mounted_at_launch: bool = False
+    # where it is mounted when the file gives no `mount` ({name}: the filesystem's name)
+    default_mount: str = "/mnt/{name}"
+    # the mount paths the cloud's API takes (a regular expression), where it restricts them
+    mount_pattern: str | None = None
+    mount_rule: str = ""  # the rule in words, with where it is documented
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -44,8 +44,19 @@ def _pointer(*parts: str) -> str:
     return "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def _validator(*parts: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": f"{_URI}#/{_pointer(*parts)}"}, registry=_REGISTRY)
+def _is_int(checker: Any, value: Any) -> bool:
+    """As strict as the real API's types: 22.0 is a number, not an integer (JSON Schema
+    alone would take it; a typed server does not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Strict = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_int))
+
+
+def _validator(*parts: str) -> Any:
+    return _Strict({"$ref": f"{_URI}#/{_pointer(*parts)}"}, registry=_REGISTRY)
 
 
 def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
@@ -86,16 +97,19 @@ class Fake:
 
     # --- validation ------------------------------------------------------------------------
 
-    def check_request(self, template: str, method: str, body: Any) -> None:
+    def check_request(self, template: str, method: str, body: Any) -> list[str]:
+        """The request's violations of the document (recorded, and answered 400 as the
+        API answers a request its types refuse)."""
         op = SPEC["paths"][template][method.lower()]
         if "requestBody" not in op:
-            if body is not None:
-                self.violations.append(f"{method} {template}: a body the document has none for")
-            return
-        v = _validator("paths", template, method.lower(), "requestBody", "content",
-                       "application/json", "schema")
-        self.violations += [f"{method} {template} request: {e.message}"
-                            for e in v.iter_errors(body)]
+            found = [f"{method} {template}: a body the document has none for"] \
+                if body is not None else []
+        else:
+            v = _validator("paths", template, method.lower(), "requestBody", "content",
+                           "application/json", "schema")
+            found = [f"{method} {template} request: {e.message}" for e in v.iter_errors(body)]
+        self.violations += found
+        return found
 
     def check_answer(self, template: str, method: str, status: int, doc: Any) -> None:
         responses = SPEC["paths"][template][method.lower()]["responses"]
@@ -129,12 +143,14 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.violations.append(f"{method} {self.path}: not in the document")
                 return self._send(None, method, 404, _error(404, "no such path"))
             template, params = found
-            fake.check_request(template, method, body)
+            refused = fake.check_request(template, method, body)
             if self.headers.get("Authorization") != f"Bearer {KEY}":
                 return self._send(template, method, 401, {"error": {
                     "code": "global/invalid-api-key", "message": "API key was invalid",
                     "suggestion": "Check your API key or create a new one, then try again."}})
             route = f"{method} {re.sub(r'/[0-9a-f]{32}', '/{id}', path)}"
+            if refused:
+                return self._send(template, method, 400, _error(400, refused[0][:300]))
             queued = fake.faults.get(route)
             if queued:
                 status = queued.pop(0)

@@ -240,10 +240,20 @@ def test_the_fake_refuses_what_the_document_refuses(lam: Env) -> None:
     """The checks above can fail: a request the document forbids is a violation."""
     with pytest.raises(LambdaError):  # the fake answers 404 for a path not in the document
         LambdaApi.from_env().call("GET", "/no-such-path")
-    LambdaApi.from_env().call("POST", "/filesystems", {"name": "1-starts-with-a-digit",
-                                                       "region": "us-east-1"})
+    with pytest.raises(LambdaError) as e:  # and 400 for a body its types refuse, as Lambda
+        LambdaApi.from_env().call("POST", "/filesystems", {"name": "1-starts-with-a-digit",
+                                                           "region": "us-east-1"})
+    assert e.value.status == 400
     assert any("does not match" in v for v in lam.fake.violations)
     assert any("not in the document" in v for v in lam.fake.violations)
+    lam.fake.violations.clear()
+    # a typed server refuses 22.0 where the document says integer (JSON Schema alone would not)
+    with pytest.raises(LambdaError):
+        LambdaApi.from_env().call("POST", "/firewall-rulesets", {
+            "name": "x", "region": "us-east-1", "rules": [
+                {"protocol": "tcp", "port_range": [22.0, 22.0],
+                 "source_network": "203.0.113.0/24", "description": "ssh"}]})
+    assert any("is not of type 'integer'" in v for v in lam.fake.violations)
     lam.fake.violations.clear()
 
 
@@ -336,7 +346,7 @@ def test_a_lambda_filesystem_is_created_in_the_region_and_mounted_at_launch(
         tmp_path: Path) -> None:
     backends = BACKENDS + ("filesystems:\n  - name: lamdata\n    backend: lambda\n"
                            "    region: us-east-1\n    kind: nfs\n    capacity_gib: 1000\n"
-                           "    mount: /mnt/data\n    fleets: [lam]\n")
+                           "    mount: /data/lamdata\n    fleets: [lam]\n")
     files = [write(tmp_path, "backends.yml", backends),
              write(tmp_path, "lam.yml", FLEET.format(nodes=2))]
     report = plan_files(files)
@@ -344,10 +354,10 @@ def test_a_lambda_filesystem_is_created_in_the_region_and_mounted_at_launch(
     assert fs["inputs"]["region"] == "us-east-1" and fs["inputs"]["name"].startswith("lamdata-")
     for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
         assert node["inputs"]["file_system_mounts"] == [
-            {"mount_point": "/mnt/data", "file_system_id": "mock-filesystem-id-of-lamdata"}]
+            {"mount_point": "/data/lamdata", "file_system_id": "mock-filesystem-id-of-lamdata"}]
         assert "gpufleet-mount" not in node["inputs"]["user_data"]  # Lambda mounts it
     r = CliRunner().invoke(cli, ["plan", *files])
-    assert "mounted at /mnt/data by the cloud when each node launches" in r.output
+    assert "mounted at /data/lamdata by the cloud when each node launches" in r.output
     assert "$200.00/month" in r.output  # Lambda's $0.20 per GiB-month
 
 
@@ -366,3 +376,66 @@ def test_a_fleet_over_the_launch_limit_is_refused(tmp_path: Path) -> None:
              write(tmp_path, "lam.yml", FLEET.format(nodes=101))]
     r = CliRunner().invoke(cli, ["plan", *files])
     assert r.exit_code == 1 and "error[C027]" in r.stderr and "at most 100" in r.stderr
+
+
+# --- what Lambda's API would refuse (issue 53: items 1, 5, 6) -------------------------------
+
+def test_ruleset_ports_reach_the_api_as_integers(lam: Env) -> None:
+    """Pulumi hands a dynamic provider every number as a double; the API types ports as
+    integers (OpenAPI 1.10.0, FirewallRule.port_range)."""
+    rules = [{"protocol": "tcp", "port_range": [22.0, 22.0],
+              "source_network": "203.0.113.0/24", "description": "ssh"}]
+    made = prov.FirewallRulesetProvider().create({"name": "lam-fw", "region": "us-east-1",
+                                                   "rules": rules})
+    sent = [b for m, p, b in lam.fake.requests if p == "/firewall-rulesets" and m == "POST"]
+    assert sent[-1]["rules"][0]["port_range"] == [22, 22]
+    assert all(type(x) is int for x in sent[-1]["rules"][0]["port_range"])
+    prov.FirewallRulesetProvider().update(made.id, made.outs, {**made.outs, "rules": rules})
+    patched = [b for m, p, b in lam.fake.requests if m == "PATCH"]
+    assert all(type(x) is int for x in patched[-1]["rules"][0]["port_range"])
+
+
+def _fs_files(tmp: Path, mount: str | None) -> list[str]:
+    backends = BACKENDS + ("filesystems:\n  - name: lamdata\n    backend: lambda\n"
+                           "    region: us-east-1\n    kind: nfs\n    capacity_gib: 1000\n"
+                           + (f"    mount: {mount}\n" if mount else "") + "    fleets: [lam]\n")
+    return [write(tmp, "backends.yml", backends), write(tmp, "lam.yml", FLEET.format(nodes=2))]
+
+
+def test_a_lambda_filesystem_mounts_where_lambdas_api_allows(tmp_path: Path) -> None:
+    """RequestedFilesystemMountEntry.mount_point: `^(/home|/lambda/nfs|/data)[//a-zA-Z0-9-]*$`
+    (OpenAPI 1.10.0): the default is Lambda's own /lambda/nfs/NAME; /mnt/... is refused at
+    validate, not by a 400 on every launch."""
+    report = plan_files(_fs_files(tmp_path, None))
+    for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
+        assert node["inputs"]["file_system_mounts"][0]["mount_point"] == "/lambda/nfs/lamdata"
+    for bad in ("/mnt/data", "/data/my_data", "/srv/data", "/home/a.b"):
+        r = CliRunner().invoke(cli, ["validate", *_fs_files(tmp_path, bad)])
+        assert r.exit_code == 1 and "V023" in r.output and "/lambda/nfs/lamdata" in r.output, \
+            (bad, r.output)
+    for good in ("/data", "/home/ubuntu/data", "/lambda/nfs/x-1/y"):
+        assert CliRunner().invoke(cli, ["validate", *_fs_files(tmp_path, good)]).exit_code == 0
+
+
+@pytest.mark.parametrize("tags, why", [
+    ({"a": "x"}, "one character"),
+    ({"Team": "x", "team": "y"}, "both become 'team'"),
+    ({"cost_center": "x", "cost-center": "y"}, "both become 'cost-center'"),
+])
+def test_tag_keys_lambda_would_refuse_or_merge_are_refused_at_plan(
+        tmp_path: Path, tags: dict[str, str], why: str) -> None:
+    fleet = FLEET.format(nodes=2) + "tags:\n" + "".join(f"  {k}: {v}\n" for k, v in tags.items())
+    files = [write(tmp_path, "backends.yml", BACKENDS), write(tmp_path, "lam.yml", fleet)]
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert r.exit_code == 1 and "C028" in r.output and why in r.output, r.output
+
+
+def test_launch_bodies_pass_the_fakes_strict_types(lam: Env, tmp_path: Path) -> None:
+    """The whole plan's launch request, tags and mounts included, as the fake (strict
+    integers, the document's patterns) takes it."""
+    fleet = FLEET.format(nodes=1) + "tags:\n  ab: x\n  Owner: me\n"
+    files = [write(tmp_path, "backends.yml", BACKENDS), write(tmp_path, "lam.yml", fleet)]
+    (node,) = by_type(plan_files(files), "pulumi-python:dynamic/lambda:Instance")
+    body = prov.launch_body({**node["inputs"], "firewall_rulesets": [{"id": "c" + "0" * 31}],
+                             "ssh_key_names": ["lam-key-abc1234"]})
+    assert lam.fake.check_request("/api/v1/instance-operations/launch", "POST", body) == []

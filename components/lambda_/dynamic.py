@@ -109,12 +109,13 @@ class FirewallRulesetProvider(_Provider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         made = api().call("POST", "/firewall-rulesets", {
-            "name": props["name"], "region": props["region"], "rules": props["rules"]})
+            "name": props["name"], "region": props["region"],
+            "rules": wire_rules(props["rules"])})
         return CreateResult(str(made["id"]), {**props, "ruleset_id": str(made["id"])})
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         api().call("PATCH", f"/firewall-rulesets/{id_}", {"name": news["name"],
-                                                            "rules": news["rules"]})
+                                                            "rules": wire_rules(news["rules"])})
         return UpdateResult({**news, "ruleset_id": id_})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -148,6 +149,24 @@ class FilesystemProvider(_Provider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         _until_free(lambda: api().delete(f"/filesystems/{id_}"))
+
+
+def wire_rules(rules: Any) -> list[dict[str, Any]]:
+    """The rules as the API types them: Pulumi carries every number through the dynamic
+    provider as a double (22 arrives as 22.0), and `port_range` is an array of integers
+    (OpenAPI 1.10.0, FirewallRule.port_range: integer 1-65535)."""
+    out = []
+    for rule in rules or []:
+        r = dict(rule)
+        if r.get("port_range") is not None:
+            ports = []
+            for p in r["port_range"]:
+                if isinstance(p, float) and not p.is_integer():
+                    raise LambdaError(0, "bad-port", f"port {p} is not a whole number")
+                ports.append(int(p))
+            r["port_range"] = ports
+        out.append(r)
+    return out
 
 
 def launch_body(props: Mapping[str, Any]) -> dict[str, Any]:

@@ -70,8 +70,15 @@ TRAITS = BackendTraits(
     # a Lambda filesystem: regional, elastic (no size to give), mounted by every instance of
     # the region that names it at launch (file_system_mounts)
     filesystems=MappingProxyType({
-        "nfs": FilesystemService("lambda-filesystem", "Lambda filesystem", False,
-                                 mounted_at_launch=True)}),
+        "nfs": FilesystemService(
+            "lambda-filesystem", "Lambda filesystem", False, mounted_at_launch=True,
+            # Lambda's own default mount point, and the launch request's pattern
+            # (OpenAPI 1.10.0, RequestedFilesystemMountEntry.mount_point, maxLength 256)
+            default_mount="/lambda/nfs/{name}",
+            mount_pattern=r"(/home|/lambda/nfs|/data)[/a-zA-Z0-9-]{0,245}",
+            mount_rule="Lambda's API (OpenAPI 1.10.0, RequestedFilesystemMountEntry) takes "
+                       "paths under /home, /lambda/nfs or /data of letters, digits, `-` and "
+                       "`/`")}),
     export_requires=(),
     capacity_errors=(
         CapacityCode("lambda", "instance-operations/launch/insufficient-capacity", _API),),

@@ -12,7 +12,8 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from gpufleet.backends.lambda_ import TRAITS
-from gpufleet.codes import C027
+from gpufleet.backends.lambda_.names import tag_problems
+from gpufleet.codes import C027, C028
 from gpufleet.compile import naming
 from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import FleetPlan, GatewayPlan, LambdaOptions
@@ -58,10 +59,16 @@ class LambdaBackend:
         diags += more
         firewall = naming.child(fleet.name, "firewall")
         image = cfg.get("image")
+        labels = merged_tags(fleet, config)
+        bad = tag_problems(labels)
+        if bad:
+            return Planned(None, (*diags, *(fleet.origin.at(
+                "tags", C028, f"fleet '{fleet.name}': {p}", "rename the tag keys so that "
+                "each is distinct and two characters or more") for p in bad)))
         plan = FleetPlan(
             **common_fields(fleet, offer, None), zone=None, networks=(), nics=(),
             disk_type="local", image=image or "lambda-stack", public_ip=True,
-            labels=merged_tags(fleet, config),
+            labels=labels,
             host_setup=host_setup_plan("lambda", cfg, bool(offer.gpu_count), not image,
                                        way_in.user),
             options=LambdaOptions(ssh_key=naming.child(fleet.name, "key"), firewall=firewall,

@@ -39,13 +39,33 @@ TAG_KEY = re.compile(r"[^a-z0-9:-]")
 MAX_TAG_KEY, MAX_TAG_VALUE = 55, 128
 
 
+def tag_problems(labels: Mapping[str, str]) -> list[str]:
+    """What Lambda would refuse or merge of these tags once rewritten as :func:`tags` does:
+    a key shorter than two characters (the key pattern `^[a-z][a-z0-9-:]+$`), two keys that
+    become one."""
+    out: list[str] = []
+    seen: dict[str, str] = {}
+    for key in sorted(labels):
+        k = _key(key)
+        if len(k) < 2:
+            out.append(f"tag key '{key}' is one character; Lambda's keys have two or more "
+                       "(`^[a-z][a-z0-9-:]+$`, OpenAPI 1.10.0 RequestedTagEntry)")
+        if k in seen:
+            out.append(f"tag keys '{seen[k]}' and '{key}' both become '{k}' on Lambda "
+                       "(keys are lower-case): one would be lost")
+        seen.setdefault(k, key)
+    return out
+
+
+def _key(key: str) -> str:
+    k = TAG_KEY.sub("-", key.lower())
+    return k if k[:1].isalpha() else "t" + k
+
+
 def tags(labels: Mapping[str, str]) -> dict[str, str]:
     """gpufleet's tags as Lambda takes them: keys lower-cased, other characters as `-`, a
     letter first; too long keys and values cut."""
     out: dict[str, str] = {}
     for key, value in labels.items():
-        k = TAG_KEY.sub("-", key.lower())
-        if not k[:1].isalpha():
-            k = "t" + k
-        out[k[:MAX_TAG_KEY]] = str(value)[:MAX_TAG_VALUE]
+        out[_key(key)[:MAX_TAG_KEY]] = str(value)[:MAX_TAG_VALUE]
     return out

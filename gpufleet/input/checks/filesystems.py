@@ -22,10 +22,11 @@ Lustre can fail writes at about 80% full, so a declared `expected_usage_gib` wit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
-from gpufleet.backends import traits_of
-from gpufleet.codes import V003, V007, V009, V010, V011, V012, V013, V014
+from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
+from gpufleet.codes import V003, V007, V009, V010, V011, V012, V013, V014, V023
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx
 from gpufleet.input.schema import Checked
@@ -93,7 +94,16 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
             return None
     elif not _nfs_size(ctx, base, backend, name, capacity):
         return None
-    mount = str(raw.get("mount") or f"/mnt/{name}")
+    service = traits_of(backend).filesystems.get(kind) if backend in SUPPORTED_BACKENDS \
+        else None
+    default = (service.default_mount if service else "/mnt/{name}").format(name=name)
+    mount = str(raw.get("mount") or default)
+    if service is not None and service.mount_pattern is not None \
+            and not re.fullmatch(service.mount_pattern, mount):
+        ctx.error((*base, "mount"), f"{backend} refuses the mount path {mount}: "
+                  f"{service.mount_rule}", V023,
+                  hint=f"mount it at {default}, or drop `mount` for that default")
+        return None
     top = mount.split("/")[1]
     if top in SYSTEM_DIRS or ".." in mount.split("/"):
         ctx.error((*base, "mount"), f"{mount} would cover the system's own files", V012,
