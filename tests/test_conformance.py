@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import subprocess
 from collections import Counter
@@ -467,3 +468,56 @@ def test_export_and_acceptance_output_parses_with_dstack(tmp_path: Path) -> None
     assert {n for n in written if n.startswith("export/") and "gateway" not in n} >= {
         "export/h100-train.dstack.yml", "export/a4.dstack.yml", "export/nd-h100.dstack.yml",
         "export/a100-any.dstack.yml"}
+
+
+# --- the dstack commands gpufleet tells users to run (issue 53, item 2) ---------------------
+
+def _told_commands() -> list[list[str]]:
+    """Every `dstack ...` command line gpufleet's hints, export comments and README give."""
+    import shlex
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [p.read_text() for p in [root / "README.md",
+                                     *sorted((root / "gpufleet").rglob("*.py"))]]
+    found = set()
+    for text in texts:
+        # in backticks, after a `$ ` prompt, in a comment or a string: up to its end
+        for m in re.finditer(r"(dstack (?:apply|gateway) (?:-|delete|list|get|update)"
+                             r"[^`\"\\\n)]*)", text):
+            found.add(m.group(1).strip().rstrip(".,;"))
+    commands = []
+    for line in sorted(found):
+        # placeholders in f-strings and prose: give them a plain value
+        line = re.sub(r"\{[^}]*\}", "x", line).replace("NAME", "x").replace("...", "")
+        argv = shlex.split(line)
+        if len(argv) <= 2:  # prose naming the command alone ("at `dstack apply`")
+            continue
+        if argv[-1] in ("-f", "--project"):  # prose that names the flag alone
+            argv.append("x")
+        commands.append(argv)
+    return commands
+
+
+@pytest.mark.slow
+def test_every_dstack_command_gpufleet_gives_parses_with_dstacks_own_cli(
+        tmp_path: Path) -> None:
+    """dstack 0.22.5's own CLI takes every command line gpufleet tells a user to run, and
+    reads the project from it: with no CLI config it answers "Project x is not configured"
+    (its `apply` has `--project`, no `-P`: given `-P x` it answers "No default project";
+    `gateway delete` takes the project on the `gateway` group)."""
+    import subprocess
+
+    commands = _told_commands()
+    assert {tuple(c[:2]) for c in commands} >= {("dstack", "apply"), ("dstack", "gateway")}
+    env = {**os.environ, "HOME": str(tmp_path)}
+    for argv in commands:
+        r = subprocess.run([str(ORACLE.parent / "dstack"), *argv[1:]], capture_output=True,
+                           text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        out = r.stdout + r.stderr
+        assert r.returncode != 2 and "nrecognized" not in out, (argv, out)
+        if "--project" in argv:  # dstack read the project from the line
+            project = argv[argv.index("--project") + 1]
+            assert f"Project {project} is not configured" in out, (argv, out)
+        else:  # a command for the default project; a gateway's project is never that
+            assert "No default project" in out and not any("gateway" in a for a in argv), \
+                (argv, out)

@@ -177,8 +177,9 @@ def test_sync_reads_dstack_and_the_stack_program_follows(
     assert "synced: 203.0.113.10, 203.0.113.11 (new)" in lines["gateway gw1 (project gateway-gw1)"]
     assert "mismatch: dstack's gateway gw2 in project gateway-gw2 runs on aws eu-west-1" in \
         lines["gateway gw2 (project gateway-gw2)"]
-    assert "missing: dstack has no gateway gw3 in project gateway-gw3 yet: `dstack apply -P " \
-        "gateway-gw3 -f gateway-gw3.dstack.yml`" in lines["gateway gw3 (project gateway-gw3)"]
+    assert "missing: dstack has no gateway gw3 in project gateway-gw3 yet: `dstack apply " \
+        "--project gateway-gw3 -f gateway-gw3.dstack.yml`" in \
+        lines["gateway gw3 (project gateway-gw3)"]
     assert f"synced: {ELB}" in lines["gateway gw4 (project gateway-gw4)"]
     assert "pending: dstack's gateway gw5 is provisioning" in \
         lines["gateway gw5 (project gateway-gw5)"]

@@ -81,9 +81,9 @@ def test_the_plan_says_the_record_is_pending_and_the_next_steps(gws: PlanReport)
     text = render_plan_text(gws)
     assert ("dns:      A *.aws.gpu.example.com. -> pending: dstack has not created the gateway "
             "yet; after `pulumi up`: `gpufleet export dstack --stack dev` (the server config "
-            "names this network for project gateway-gw-aws), `dstack apply -P gateway-gw-aws "
-            "-f gateway-gw-aws.dstack.yml`, `gpufleet gateway sync --stack dev`, then `pulumi "
-            "up` again") in text
+            "names this network for project gateway-gw-aws), `dstack apply --project "
+            "gateway-gw-aws -f gateway-gw-aws.dstack.yml`, `gpufleet gateway sync --stack dev`, "
+            "then `pulumi up` again") in text
     assert "dstack:   creates the gateway at `dstack apply`: gcp us-west2  e2-medium x1, " \
         "public" in text
 

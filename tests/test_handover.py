@@ -93,7 +93,7 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
     assert gw == {"type": "gateway", "name": "gw-gcp", "backend": "gcp",
                   "region": "us-west2", "domain": "gcp.gpu.example.com"}
     text = (out / "gateway-gw-gcp.dstack.yml").read_text()
-    assert "#   1. dstack apply -P gateway-gw-gcp -f gateway-gw-gcp.dstack.yml\n" in text
+    assert "#   1. dstack apply --project gateway-gw-gcp -f gateway-gw-gcp.dstack.yml\n" in text
     assert "#   2. gpufleet gateway sync --stack STACK" in text
     # the server config names a network for each gateway's region, in its own project
     config = yaml.safe_load((out / "dstack-server-config.yml").read_text())

@@ -55,7 +55,7 @@ def gateway_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     header = (f"{MARKER} from the stack outputs of gateway {name}.\n"
               f"# dstack creates the gateway (instances, addresses, load balancer) in {where},\n"
               f"# which project {project} of dstack-server-config.yml names. In order:\n"
-              f"#   1. dstack apply -P {project} -f gateway-{name}.dstack.yml\n"
+              f"#   1. dstack apply --project {project} -f gateway-{name}.dstack.yml\n"
               "#   2. gpufleet gateway sync --stack STACK  (reads its address from the server)\n"
               "#   3. pulumi up (or gpufleet up): the wildcard record follows dstack's gateway\n"
               f"# Now: {now}.\n")

@@ -171,7 +171,7 @@ def read_gateway(post: Post, server: Server, wanted: Wanted, now: str) -> Found:
                           "wrote and restart the server")
     if status == 400 and _code(body) == "resource_not_exists":
         return Found(wanted, "missing", f"dstack has no gateway {wanted.name} in project "
-                     f"{wanted.project} yet: `dstack apply -P {wanted.project} -f "
+                     f"{wanted.project} yet: `dstack apply --project {wanted.project} -f "
                      f"gateway-{wanted.name}.dstack.yml`")
     if status != 200:
         raise ServerError(f"the dstack server at {_base(url)} answered HTTP {status} for "
@@ -205,8 +205,9 @@ def judge(wanted: Wanted, body: Any, now: str) -> Found:
     if place != (wanted.backend, wanted.region):
         return Found(wanted, "mismatch", f"dstack's gateway {wanted.name} in project "
                      f"{wanted.project} runs on {place[0]} {place[1]}, the file asks for "
-                     f"{wanted.backend} {wanted.region}: delete it in dstack (`dstack gateway "
-                     f"delete {wanted.name}`) and apply the exported gateway file")
+                     f"{wanted.backend} {wanted.region}: delete it in dstack "
+                     f"(`dstack gateway --project {wanted.project} delete {wanted.name}`) "
+                     "and apply the exported gateway file")
     if status == "failed":
         return Found(wanted, "failed", f"dstack's gateway {wanted.name} FAILED: "
                      f"{body.get('status_message') or 'no reason given'}")

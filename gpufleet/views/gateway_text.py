@@ -13,9 +13,9 @@ from gpufleet.compile import GatewayPlan, SubnetPlan
 def next_steps(g: GatewayPlan, stack: str) -> str:
     """What makes a pending record point at dstack's gateway, in order."""
     return (f"after `pulumi up`: `gpufleet export dstack --stack {stack}` (the server config "
-            f"names this network for project {g.project}), `dstack apply -P {g.project} -f "
-            f"gateway-{g.name}.dstack.yml`, `gpufleet gateway sync --stack {stack}`, then "
-            "`pulumi up` again")
+            f"names this network for project {g.project}), `dstack apply --project "
+            f"{g.project} -f gateway-{g.name}.dstack.yml`, `gpufleet gateway sync --stack "
+            f"{stack}`, then `pulumi up` again")
 
 
 def _subnet(s: SubnetPlan) -> dict[str, Any]:
