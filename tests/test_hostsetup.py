@@ -50,9 +50,25 @@ case "$1" in
   version) echo "${FAKE_DOCKER:-28.5.1}" ;;
   run) echo "$*" >> "$STATE/docker.log"
        [ -z "$FAKE_GIB_FAIL" ] || exit 1
-       mkdir -p "$GPUFLEET_ROOT/usr/local/gib/lib64" "$GPUFLEET_ROOT/usr/local/gib/scripts"
-       touch "$GPUFLEET_ROOT/usr/local/gib/lib64/libnccl-net_internal.so" \
-         "$GPUFLEET_ROOT/usr/local/gib/scripts/set_nccl_env.sh" ;;
+       # the nccl-plugin-gib image as Google's installer runs it (container-engine-
+       # accelerators, gpudirect-rdma/nccl-rdma-installer.yaml): an Alpine image, so
+       # /bin/sh and no /bin/bash; `container_entry.sh install --install-nccl` leaves the
+       # plugin in /var/lib/gib, which the command must copy out through its mount
+       shift; host=""; entry=""; script=""
+       while [ $# -gt 0 ]; do
+         case "$1" in
+           -v) host=${2%%:*}; target=${2#*:}; shift 2 ;;
+           --entrypoint) entry=$2; shift 2 ;;
+           -c) script=$2; shift 2 ;;
+           *) shift ;;
+         esac
+       done
+       [ "$entry" = /bin/sh ] || { echo "exec: $entry: no such file or directory" >&2; exit 127; }
+       case "$script" in
+         *"/scripts/container_entry.sh install --install-nccl"*"cp -a /var/lib/gib/. $target/"*)
+           mkdir -p "$host/lib64" "$host/scripts"
+           touch "$host/lib64/libnccl-net_internal.so" "$host/scripts/set_nccl_env.sh" ;;
+       esac ;;
 esac""",
     "nvidia-ctk": """
 case "$1" in

@@ -33,8 +33,8 @@ NVIDIA_CTK_VERSION = "1.18.0"  # nvidia-container-toolkit from nvidia.github.io
 MIN_CUDA = (12, 1)  # dstack's floor for SSH-fleet hosts
 # Google's gIB NCCL plugin for RoCE on A4 / A3 Ultra, installed on the host into
 # /usr/local/gib as Google's own installer does (container-engine-accelerators,
-# gpudirect-rdma/nccl-rdma-installer: `container_entry.sh install --install-nccl`, then the
-# tree copied to the host)
+# gpudirect-rdma/nccl-rdma-installer.yaml: the image run with /bin/sh (it is Alpine-based),
+# `container_entry.sh install --install-nccl`, then /var/lib/gib copied to the host)
 GIB_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.0.6"
 
 

@@ -77,8 +77,10 @@ case "$FABRIC" in
     if ! any_file "$R"/usr/local/gib/lib64/libnccl-net*.so; then
       say "installing the gIB NCCL plugin (@@GIB_IMAGE@@)"
       mkdir -p "$R/usr/local/gib"
-      retry docker run --rm -v "$R/usr/local/gib:/target/gib" --entrypoint /bin/bash @@GIB_IMAGE@@ \
-        -c '/scripts/container_entry.sh install --install-nccl && cp -a /usr/local/gib/. /target/gib/' \
+      # as Google's installer runs the image (an Alpine image: /bin/sh; the plugin lands in
+      # /var/lib/gib): container-engine-accelerators, gpudirect-rdma/nccl-rdma-installer.yaml
+      retry docker run --rm -v "$R/usr/local/gib:/target/gib" --entrypoint /bin/sh @@GIB_IMAGE@@ \
+        -c '/scripts/container_entry.sh install --install-nccl && cp -a /var/lib/gib/. /target/gib/' \
         || fail "cannot install the gIB NCCL plugin from @@GIB_IMAGE@@"
     fi
     any_file "$R"/usr/local/gib/lib64/libnccl-net*.so || fail "no gIB NCCL plugin in /usr/local/gib/lib64: NCCL would not use RoCE"
