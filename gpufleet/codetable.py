@@ -120,6 +120,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "follow the combination in the message"),
     "P001": Code("profile name used twice", "give each profile its own name"),
     "P002": Code("several default profiles", "keep `default: true` on one profile"),
+    "P003": Code("`resources` in a profile: gpufleet reads it as the default of the fleets "
+                 "that set none, and dstack 0.22.5 refuses the whole file (its profiles have "
+                 "no `resources`)", "set `resources` in the fleet files and drop it from "
+                 "profiles.yml, so that dstack reads the file too"),
     "B001": Code("backend listed twice", "keep one entry per backend"),
     "B002": Code("both `vpc_name` and `vpc_ids`", "keep one of the two"),
     "B003": Code("`default_vpcs: false` without a VPC", "set `vpc_name` or `vpc_ids`"),

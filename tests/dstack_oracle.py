@@ -5,7 +5,8 @@ gpuhunt and protobuf versions gpufleet's Pulumi stack cannot share) and imports 
 gpufleet. Reads a JSON list of {"name", "text"} on standard input and writes a JSON list of
 {"name", "ok", "error"}: each file loaded as the CLI loads it (`yaml.safe_load`, then
 `parse_apply_configuration`; an item with `"kind": "server-config"` is read as the server reads
-`~/.dstack/server/config.yml`, with `ServerConfig`), then the server's checks that need no
+`~/.dstack/server/config.yml`, with `ServerConfig`; one with `"kind": "profiles"` as the CLI
+reads `profiles.yml`, with `ProfilesConfig`), then the server's checks that need no
 cloud - for fleets
 `_validate_fleet_spec_and_set_defaults` (name, backend/SSH fields, SSH users and keys,
 internal IPs), for gateways `_validate_gateway_configuration` (name, backend, domain,
@@ -80,7 +81,7 @@ def main() -> None:
     from dstack._internal.core.models.configurations import parse_apply_configuration
     from dstack._internal.core.models.fleets import FleetConfiguration, FleetSpec, SSHHostParams
     from dstack._internal.core.models.gateways import GatewayConfiguration
-    from dstack._internal.core.models.profiles import Profile
+    from dstack._internal.core.models.profiles import Profile, ProfilesConfig
     from dstack._internal.server.services import gateways
     from dstack._internal.server.services.config import ServerConfig
     from dstack._internal.server.services.fleets import _validate_fleet_spec_and_set_defaults
@@ -99,6 +100,10 @@ def main() -> None:
                 ServerConfig.model_validate(yaml.safe_load(item["text"]))
                 out.append({"name": item["name"], "ok": True, "error": "",
                             "type": "server-config"})
+                continue
+            if item.get("kind") == "profiles":  # as the CLI reads profiles.yml
+                ProfilesConfig.model_validate(yaml.safe_load(item["text"]))
+                out.append({"name": item["name"], "ok": True, "error": "", "type": "profiles"})
                 continue
             conf = parse_apply_configuration(yaml.safe_load(item["text"]))
             if isinstance(conf, FleetConfiguration):

@@ -521,3 +521,77 @@ def test_every_dstack_command_gpufleet_gives_parses_with_dstacks_own_cli(
         else:  # a command for the default project; a gateway's project is never that
             assert "No default project" in out and not any("gateway" in a for a in argv), \
                 (argv, out)
+
+
+# --- profiles.yml (issue 53, item 16) ------------------------------------------------------
+
+PROFILE_HEAD = "profiles:\n  - name: p\n"
+PROFILES = {
+    "plain": PROFILE_HEAD,
+    "default": PROFILE_HEAD + "    default: true\n",
+    "filters": PROFILE_HEAD + "    backends: [aws, gcp]\n    regions: [us-east-1]\n"
+               "    availability_zones: [us-east-1a]\n    instance_types: [p5.48xlarge]\n",
+    "spot": PROFILE_HEAD + "    spot_policy: auto\n    max_price: 40\n",
+    "retry-true": PROFILE_HEAD + "    retry: true\n",
+    "retry-object": PROFILE_HEAD + "    retry:\n      on_events: [no-capacity]\n"
+                    "      duration: 2h\n",
+    "idle": PROFILE_HEAD + "    idle_duration: 30m\n",
+    "tags": PROFILE_HEAD + "    tags:\n      team: ml\n",
+    "reservation": PROFILE_HEAD + "    reservation: cr-0123456789abcdef0\n",
+    "two": PROFILE_HEAD + "  - name: q\n    default: true\n",
+    "nameless-default": "profiles:\n  - default: true\n    spot_policy: auto\n",
+    # what gpufleet refuses by its own rule
+    "duplicate-names": PROFILE_HEAD + "  - name: p\n    spot_policy: spot\n",
+    "two-defaults": PROFILE_HEAD + "    default: true\n  - name: q\n    default: true\n",
+    # what both refuse
+    "bad-spot": PROFILE_HEAD + "    spot_policy: sometimes\n",
+    "retry-empty-events": PROFILE_HEAD + "    retry:\n      on_events: []\n",
+    "unknown-key": PROFILE_HEAD + "    colour: blue\n",
+    "old-retry-key": PROFILE_HEAD + "    retry_policy:\n      retry: true\n",
+    "not-a-list": "profiles: p\n",
+    "negative-price": PROFILE_HEAD + "    max_price: -1\n",
+    # the seed docs' form: gpufleet reads it with a warning (P003), dstack refuses the file
+    "resources": PROFILE_HEAD + "    resources:\n      gpu: H100:8\n",
+}
+# gpufleet's documented differences on profiles.yml (the README's conformance table)
+PROFILE_REFUSALS = {"P001", "P002"}  # a name twice, two defaults: which one would apply?
+PROFILE_READS = {"P003"}  # read with this warning where dstack refuses the file
+
+
+def _gpufleet_profile(text: str) -> tuple[list[str], list[str]]:
+    v = validate_texts({"profiles.yml": text})
+    return (sorted({d.code for d in v.diagnostics if d.is_error}),
+            sorted({d.code for d in v.diagnostics if not d.is_error}))
+
+
+def test_profiles_agree_with_dstack_but_for_the_documented_differences() -> None:
+    verdicts = oracle(PROFILES, {n: "profiles" for n in PROFILES})
+    table: Counter[str] = Counter()
+    wrong = []
+    for name, text in PROFILES.items():
+        ds, (errors, warnings) = verdicts[name], _gpufleet_profile(text)
+        if ds["ok"] == (not errors):
+            table["agree"] += 1
+        elif ds["ok"] and set(errors) <= PROFILE_REFUSALS:
+            table["gpufleet refuses by its own rule"] += 1
+        elif not ds["ok"] and not errors and set(warnings) & PROFILE_READS:
+            table["gpufleet reads, with a warning"] += 1
+        else:
+            wrong.append(f"{name}: dstack {'accepts' if ds['ok'] else 'refuses'} "
+                         f"({ds['error'][:120]}), gpufleet errors {errors} warnings {warnings}")
+    assert wrong == [], "\n".join(wrong)
+    assert table["agree"] >= 15 and table["gpufleet reads, with a warning"] == 1, table
+    assert table["gpufleet refuses by its own rule"] == 2, table
+    readme = (ROOT / "README.md").read_text()
+    for code in (*PROFILE_REFUSALS, *PROFILE_READS):
+        assert f"`{code}`" in readme, code
+
+
+def test_the_old_retry_key_is_pointed_at_retry() -> None:
+    """dstack 0.22.5 names it `retry`; spelling alone would say `creation_policy`."""
+    v = validate_texts({"profiles.yml": PROFILES["old-retry-key"]})
+    (d,) = [d for d in v.diagnostics if d.code == "S001"]
+    assert d.hint == "dstack renamed it: use 'retry'"
+    v = validate_texts({"f.dstack.yml": "type: fleet\nname: ab\nnodes: 1\nretry_policy: {}\n"})
+    assert [d.hint for d in v.diagnostics if d.code == "S001"] == ["dstack renamed it: use "
+                                                                    "'retry'"]

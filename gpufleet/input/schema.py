@@ -165,6 +165,12 @@ def _translate(c: Checked, err: Any, kind: str) -> None:
     _value_error(c, err, path, kind)
 
 
+# keys older dstack versions had, and the key that replaced each: `retry_policy` is `retry`
+# in dstack 0.22.5 (its server migration of 2024-05-29 removes the old `retry_policy`
+# column; spelling alone would suggest `creation_policy`)
+RENAMED_KEYS = {"retry_policy": "retry"}
+
+
 def _unknown_keys(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
     allowed = list(schema_of(err).get("properties", {}))
     unknown = [key for key in err.instance if key not in allowed]
@@ -175,9 +181,11 @@ def _unknown_keys(c: Checked, err: Any, path: KeyPath, kind: str) -> None:
             unknown.remove(key)
             _moved(c, key, kind)
     for key in unknown[:MAX_UNKNOWN_KEYS]:
+        renamed = RENAMED_KEYS.get(key)
+        hint = (f"dstack renamed it: use '{renamed}'" if renamed in allowed else
+                did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}")
         c.diagnostics.append(c.doc.at_key(
-            (*path, key), S001, f"unknown key '{key}' in {_where(path, kind)}",
-            hint=did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"))
+            (*path, key), S001, f"unknown key '{key}' in {_where(path, kind)}", hint=hint))
     if len(unknown) > MAX_UNKNOWN_KEYS:
         rest = unknown[MAX_UNKNOWN_KEYS:]
         c.diagnostics.append(c.doc.at_key(

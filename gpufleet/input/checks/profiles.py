@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.codes import F002, F005, P001, P002
-from gpufleet.diagnostics import Diagnostic, KeyPath
+from gpufleet.codes import F002, F005, P001, P002, P003
+from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
 from gpufleet.input.normalize import SpecError, parse_idle_duration, parse_resources, parse_retry
 from gpufleet.input.schema import Checked
@@ -23,7 +23,7 @@ def check_profiles(c: Checked) -> tuple[list[ProfileSpec], list[Diagnostic]]:
     for i, raw in enumerate(ctx.data()["profiles"]):
         if not isinstance(raw, dict) or not c.ok_above(("profiles", i)):
             continue
-        name = str(raw.get("name"))
+        name = str(raw.get("name") or "")  # dstack's default: "" (selected as the default)
         if name in seen:
             ctx.error(("profiles", i, "name"), f"duplicate profile '{name}' (first at "
                       f"profiles[{seen[name]}])", P001)
@@ -58,6 +58,11 @@ def _profile_values(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, A
             except SpecError as e:
                 ctx.error((*base, key, *e.subpath), e.message, e.code or F005)
     if "resources" in raw:
+        ctx.error((*base, "resources"), "dstack 0.22.5's profiles have no `resources`: dstack "
+                  "refuses this profiles.yml; gpufleet reads it as the default resources of "
+                  "fleets that set none", P003, key=True, severity=Severity.WARNING,
+                  hint="set `resources` in the fleet files and drop it here, so that dstack "
+                  "reads this file too")
         res, errors = parse_resources(raw["resources"])
         for err in errors:
             ctx.error((*base, "resources", *err.subpath), err.message,
