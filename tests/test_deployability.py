@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from exportutil import export
 from test_filesystems import BACKENDS, FLEETS, LUSTRE
 
 from gpufleet.backends import BACKENDS as CLOUDS
 from gpufleet.backends import backend_of_type, traits_of
-from gpufleet.cli import main
+from gpufleet.cli import cli, main
 from gpufleet.review import PlanReport
 from gpufleet.review.names import name_problems, physical_name
 
@@ -174,3 +175,22 @@ def test_a_41_character_fleet_on_gcp_is_refused_naming_the_longest_name(
     assert main(["validate", f, write(tmp_path, "b.yml", GCP)]) == 1
     out = capsys.readouterr().out
     assert f"'{_LONGEST}-ssh-from-bastion' plus the 8-character auto-name suffix" in out
+
+
+def test_aws_names_that_start_as_the_api_forbids_are_refused(tmp_path: Path) -> None:
+    """A security group name "Cannot start with sg-" (CreateSecurityGroup); a load balancer's
+    "must not begin with internal-" (CreateLoadBalancer): issue 53, item 14."""
+    aws = ("backends:\n  - type: aws\n    ssh_cidrs: [203.0.113.0/24]\n"
+           f"access:\n  ssh_public_key: {TEST_KEY}\n")
+    fleet = ("type: fleet\nname: sg-train\nnodes: 1\nbackends: [aws]\nregions: [us-east-1]\n"
+             "resources:\n  gpu: L4\n")
+    files = [write(tmp_path, "f.yml", fleet), write(tmp_path, "b.yml", aws)]
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert r.exit_code == 1 and "error[C019]: aws:ec2/securityGroup:SecurityGroup" in r.output
+    assert "would be named 'sg-train-" in r.output and "rename so that the cloud" in r.output
+    report = plan_files([write(tmp_path, "f.yml", fleet.replace("sg-train", "train-sg")),
+                         write(tmp_path, "b.yml", aws)])
+    assert name_problems(report.resources) == []
+    rule = traits_of("aws").name_rules["aws:lb/loadBalancer:LoadBalancer"]
+    assert rule.pattern is not None and not rule.pattern.fullmatch("internal-gw-x")
+    assert rule.pattern.fullmatch("gw-internal-x")

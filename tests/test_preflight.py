@@ -520,3 +520,22 @@ def test_up_without_cloud_credentials_exits_2_before_any_preview(
     assert r.exit_code == 2, r.output
     assert "the preflight cannot ask the cloud: aws: no credentials found" in r.output
     assert "--skip-preflight" in r.output and fake.previews == 0
+
+
+def test_gcp_reservation_blocks_are_read_page_by_page(tmp_path: Path) -> None:
+    """reservationBlocks.list pages with nextPageToken (compute v1 list convention): every
+    page is read; a token the API gave before is an error, not a loop (issue 53, item 14)."""
+    needs = stack(tmp_path, "a4-res")
+    answers = recorded("gcp")
+    url = f"{A4_RES}/reservationBlocks"
+    first = copy.deepcopy(answers[url][1])
+    second = copy.deepcopy(first)
+    first["items"], second["items"] = first["items"][:1], second["items"][1:]
+    first["nextPageToken"] = "tok-1"
+    answers[url] = (200, first)
+    answers[f"{url}?pageToken=tok-1"] = (200, second)
+    report = gcp_check(needs, answers)
+    assert detail(report, "a4-res", "topology").endswith("spread 1 spine(s), 2 block(s)")
+    second["nextPageToken"] = "tok-1"  # the same token again: paging that never ends
+    report = gcp_check(needs, answers)
+    assert "page token it had given before" in detail(report, "a4-res", "topology")

@@ -93,7 +93,10 @@ def name_diagnostics(resources: Sequence[Mapping[str, Any]], inputs: Inputs
                    f"'{worst.physical}' in the cloud: {worst.why}{more} (source: "
                    f"{worst.rule.source})")
         origin = origins.get(owner) or next(iter(origins.values()), None)
+        long = len(worst.physical) > worst.rule.max_len
         if origin is not None:
-            out.append(origin.at("name", C019, message, "shorten the name the resource's "
-                                 "name starts with (the fleet, gateway or filesystem name)"))
+            out.append(origin.at("name", C019, message, (
+                "shorten" if long else "rename so that the cloud takes its shape:") + " the "
+                "name the resource's name starts with (the fleet, gateway or filesystem "
+                "name)"))
     return [*out, *twice(resources, owners, origins)]

@@ -242,10 +242,13 @@ def probe() -> Probe:
 
 # DescribeInstanceTopology answers for these types only, with three network nodes (four for
 # p6-b200/p6-b300): docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-# ec2-instance-topology-prerequisites.html (accessed 2026-11)
+# ec2-instance-topology-prerequisites.html (accessed 2026-11; g7e and hpc8a read again for
+# issue 53)
 TOPOLOGY_TYPES = frozenset({
     "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge",
-    "g6e.24xlarge", "g6e.48xlarge", "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7g.4xlarge",
+    "g6e.24xlarge", "g6e.48xlarge", "g7e.2xlarge", "g7e.4xlarge", "g7e.8xlarge",
+    "g7e.12xlarge", "g7e.24xlarge", "g7e.48xlarge", "hpc8a.96xlarge", "hpc6a.48xlarge",
+    "hpc6id.32xlarge", "hpc7g.4xlarge",
     "hpc7g.8xlarge", "hpc7g.16xlarge", "hpc7a.12xlarge", "hpc7a.24xlarge", "hpc7a.48xlarge",
     "hpc7a.96xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
     "p5e.48xlarge", "p5en.48xlarge", "p6e-gb200.36xlarge", "p6-b200.48xlarge",
@@ -271,7 +274,7 @@ class AwsTopology:
             raise TopologyUnavailable(
                 f"aws does not describe the topology of {fleet.instance_type} "
                 "(DescribeInstanceTopology supports p3dn, p4d/p4de, p5/p5e/p5en, p6, trn1/trn2, "
-                "hpc6/hpc7 and g6e types)")
+                "hpc6/hpc7/hpc8a, g6e and g7e types)")
         ec2 = self._client("ec2", fleet.region)
         ids = sorted(fleet.ids.values())
         out: dict[str, tuple[str, ...]] = {}

@@ -13,20 +13,23 @@ from gpufleet.traits import NameBudget, NameRule, NetworkQuota
 
 _ELB = "docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_{}.html"
 _LB_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
+# a load balancer's name "must not begin with internal-" (CreateLoadBalancer, Name)
+_ALB_NAME = re.compile(r"(?!internal-)[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
 
 NAME_RULES = MappingProxyType({
     # "can have a maximum of 32 characters, must contain only alphanumeric characters or
-    # hyphens, and must not begin or end with a hyphen"
+    # hyphens, must not begin or end with a hyphen, and must not begin with internal-"
     "aws:lb/loadBalancer:LoadBalancer": NameRule(
-        32, _ELB.format("CreateLoadBalancer"), _LB_NAME, "name"),
+        32, _ELB.format("CreateLoadBalancer"), _ALB_NAME, "name"),
     "aws:lb/targetGroup:TargetGroup": NameRule(
         32, _ELB.format("CreateTargetGroup"), _LB_NAME, "name"),
     "aws:ec2/launchTemplate:LaunchTemplate": NameRule(
         128, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateLaunchTemplate.html",
         re.compile(r"[a-zA-Z0-9().\-/_]{3,}"), "name"),
+    # "Constraints: Up to 255 characters in length. Cannot start with sg-."
     "aws:ec2/securityGroup:SecurityGroup": NameRule(
         255, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSecurityGroup.html",
-        None, "name"),
+        re.compile(r"(?!sg-).+", re.DOTALL), "name"),
     "aws:ec2/placementGroup:PlacementGroup": NameRule(
         255, "docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html",
         None, "name"),
