@@ -126,6 +126,8 @@ class FilesystemService:
     # the cloud mounts it when an instance launches (Lambda's `file_system_mounts`): the
     # boot script mounts nothing
     mounted_at_launch: bool = False
+    # GiB in the TiB its throughput tier is per (FSx for Lustre counts 1,200 GiB as 1.2 TiB)
+    gib_per_tib: int = 1024
     # where it is mounted when the file gives no `mount` ({name}: the filesystem's name)
     default_mount: str = "/mnt/{name}"
     # the mount paths the cloud's API takes (a regular expression), where it restricts them

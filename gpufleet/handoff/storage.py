@@ -45,7 +45,8 @@ barrier() { touch "$d/$1.$r"; for _ in $(seq 1 1800); do
   [ "$(ls "$d" | grep -c "^$1\.")" -ge "$n" ] && return 0; sleep 1; done; return 1; }
 fio_run() {
   out=$(mktemp)
-  fio --name="$1" --directory="$d/$r" --rw="$1" --bs=1M --size=@SIZE@ --numjobs=4 \
+  # one job name for both: the read job reads the files the write job laid out
+  fio --name=gpufleet --directory="$d/$r" --rw="$1" --bs=1M --size=@SIZE@ --numjobs=@JOBS@ \
     --direct=1 --ioengine=libaio --group_reporting --output-format=json --output="$out"
   rc=$?
   python3 - "@PREFIX@ fio node=$r fs=@FS@ test=$1 scope=$2 rc=$rc" "$out" <<'PY' \
@@ -102,9 +103,11 @@ def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
     if fs.expect_throughput is not None:
         return float(fs.expect_throughput), "the backends file's expect_throughput"
     if fs.kind == "lustre" and fs.throughput and fs.capacity_gib:
-        figure = fs.capacity_gib / 1024 * fs.throughput
-        return figure, (f"{fs.capacity_gib:,} GiB x {fs.throughput} MB/s per TiB "
-                        "(its throughput tier)")
+        service = traits_of(fs.backend).filesystems.get(fs.kind)
+        per_tib = service.gib_per_tib if service is not None else 1024
+        figure = fs.capacity_gib / per_tib * fs.throughput
+        return figure, (f"{fs.capacity_gib:,} GiB x {fs.throughput} MB/s per TiB of "
+                        f"{per_tib:,} GiB (its throughput tier)")
     return None, "no figure (set `expect_throughput` on the filesystem)"
 
 
@@ -138,7 +141,8 @@ def storage_tasks(plan: FleetPlan, size: str = "4G", volumes: Sequence[VolumePla
                 for v in fleet_volumes(plan, volumes)]
     for fs, mount, nodes in targets:
         script = (_SCRIPT.replace("@MOUNT@", fs.mount).replace("@FS@", fs.name)
-                  .replace("@PREFIX@", PREFIX).replace("@SIZE@", size)
+                  .replace("@PREFIX@", PREFIX).replace("@SIZE@", sized(size, fs, nodes))
+                  .replace("@JOBS@", str(JOBS))
                   .replace("@FILES@", str(META_FILES)))
         out.append((fs, {
             "type": "task", "name": f"{plan.name[:20]}-stor-{fs.name[:10]}",
@@ -146,6 +150,22 @@ def storage_tasks(plan: FleetPlan, size: str = "4G", volumes: Sequence[VolumePla
             "commands": ["apt-get update -qq && apt-get install -y -qq fio > /dev/null",
                          script]}))
     return out
+
+
+JOBS = 4  # fio jobs per node, each writing (then reading) one file of the size
+FILL = 0.5  # at most this share of a filesystem's capacity is written by the test
+
+
+def sized(size: str, fs: FilesystemPlan, nodes: int) -> str:
+    """fio's per-job file size: ``size`` ("4G", "512M"), cut so that every node's jobs
+    together write at most half of the filesystem's capacity (a 20 GiB volume gets 2560M a
+    job, where 4G each would fill it and fail as a job in error)."""
+    unit = {"G": 1024, "M": 1}[size[-1].upper()]
+    wanted = int(size[:-1]) * unit
+    if not fs.capacity_gib:
+        return size
+    room = int(fs.capacity_gib * 1024 * FILL / (JOBS * max(nodes, 1)))
+    return size if wanted <= room else f"{max(room, 1)}M"
 
 
 def render_storage(task: dict[str, Any], fs: FilesystemPlan) -> str:
@@ -165,6 +185,9 @@ class FioResult:
     scope: str
     mbps: float | None  # None: the JSON does not hold a usable result (see ``problem``)
     problem: str | None
+    io_bytes: int = 0  # what its jobs moved
+    start_ms: int = 0  # when its run began and ended (fio's timestamp_ms less the runtime)
+    end_ms: int = 0
 
 
 MAX_NODE_BYTES_S = 10 ** 12  # 1 TB/s from one node's jobs: past any NIC or disk array
@@ -201,7 +224,26 @@ def _fio(fields: dict[str, str], raw: str) -> FioResult:
     if bw > MAX_NODE_BYTES_S:
         return FioResult(node, test, scope, None, f"{bw / 1e6:,.0f} MB/s from one node is "
                          "not a measurement")
-    return FioResult(node, test, scope, bw / 1e6, None if bw > 0 else "no bandwidth")
+    window = _window(doc, jobs, test)
+    if window is None:
+        return FioResult(node, test, scope, None, "fio's JSON has no whole io_bytes, "
+                         "runtime and timestamp_ms: the run's window cannot be told")
+    moved, start, end = window
+    return FioResult(node, test, scope, bw / 1e6, None if bw > 0 else "no bandwidth",
+                     moved, start, end)
+
+
+def _window(doc: dict[str, Any], jobs: list[dict[str, Any]], test: str
+            ) -> tuple[int, int, int] | None:
+    """(bytes moved, start ms, end ms) of one node's run: fio's `timestamp_ms` (when it
+    wrote its report) less the longest job's `runtime`."""
+    moved = [j[test].get("io_bytes") for j in jobs]
+    runtimes = [j[test].get("runtime") for j in jobs]
+    end = doc.get("timestamp_ms")
+    if not (all(_count(x) for x in (*moved, *runtimes)) and isinstance(end, int)
+            and _count(end)):
+        return None
+    return sum(moved), end - max(runtimes), end
 
 
 def _count(value: object) -> bool:
@@ -296,7 +338,7 @@ def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
         return 2, [*(f"unreadable: {p}" for p in problems[:6]),
                    "no verdict: the storage log is incomplete"], figures
     failed = [r for r in results if r.problem]
-    totals = {t: sum(r.mbps or 0 for r in results if r.test == t and r.scope == "all")
+    totals = {t: _aggregate([r for r in results if r.test == t and r.scope == "all"])
               for t in TESTS}
     alone = {t: next(r.mbps or 0 for r in results if r.test == t and r.scope == "one")
              for t in TESTS}
@@ -317,6 +359,16 @@ def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
         return 1, lines, figures
     against = (f"at least {mark:,.0f} MB/s ({source})" if mark is not None else source)
     return 0, [*lines, f"PASS: {fs.name} {against}"], figures
+
+
+def _aggregate(runs: Sequence[FioResult]) -> float:
+    """MB/s the filesystem delivered to all the nodes together: every byte they moved over
+    the window from the first run's start to the last one's end (runs that do not overlap
+    are not summed as if they had)."""
+    if not runs:
+        return 0.0
+    window_ms = max(r.end_ms for r in runs) - min(r.start_ms for r in runs)
+    return sum(r.io_bytes for r in runs) / (window_ms / 1000) / 1e6 if window_ms > 0 else 0.0
 
 
 def is_storage_log(text: str) -> bool:

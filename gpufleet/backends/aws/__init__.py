@@ -108,8 +108,11 @@ TRAITS = BackendTraits(
                                    for t in (125, 250, 500, 1000)}),
     default_lustre_throughput=250, nfs_sizes=None,
     filesystems=MappingProxyType({
+        # FSx sizes storage in 1.2 TiB steps of 1,200 GiB and its throughput per TiB of
+        # that: 4,800 GiB at 250 MB/s per TiB is 1,200 MB/s
+        # (docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html)
         "lustre": FilesystemService("fsx-lustre", "FSx for Lustre (PERSISTENT_2 SSD)", True,
-                                    range_prefix=None),
+                                    range_prefix=None, gib_per_tib=1000),
         "nfs": FilesystemService("efs", "EFS (elastic)", False, range_prefix=28)}),
     filesystem_range_in_network=True, shared_filesystem_subnet=True,
     shared_filesystem_way="through a VPC peering routed to its subnet {subnet} only",
