@@ -80,6 +80,8 @@ class Fake:
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     faults: dict[str, list[int]] = field(default_factory=dict)
+    lost: dict[str, list[int]] = field(default_factory=dict)  # done, answer lost
+    garbled: dict[str, int] = field(default_factory=dict)  # answers that are not JSON
     capacity: dict[str, list[str]] = field(default_factory=dict)
     never_active: bool = False
     active_after: int = 1  # GETs of a booting instance before it is active
@@ -90,6 +92,14 @@ class Fake:
 
     def fail(self, route: str, status: int, times: int = 1) -> None:
         self.faults.setdefault(route, []).extend([status] * times)
+
+    def lose(self, route: str, status: int, times: int = 1) -> None:
+        """The next ``times`` requests of ``route`` are carried out, and answered ``status``
+        (a launch that happened though its answer said otherwise)."""
+        self.lost.setdefault(route, []).extend([status] * times)
+
+    def garble(self, route: str, times: int = 1) -> None:
+        self.garbled[route] = self.garbled.get(route, 0) + times
 
     def new_id(self, kind: str) -> str:
         """32 hex digits, as Lambda's ids; the first says the kind (a, b, c, d)."""
@@ -156,7 +166,20 @@ class _Handler(BaseHTTPRequestHandler):
                 status = queued.pop(0)
                 return self._send(template, method, status, _error(status, "injected"))
             status, doc = _act(fake, method, template.removeprefix("/api/v1"), params, body)
+            if fake.lost.get(route):
+                status = fake.lost[route].pop(0)
+                return self._send(template, method, status, _error(status, "lost"))
+            if fake.garbled.get(route):
+                fake.garbled[route] -= 1
+                return self._raw(b"<html>502 Bad Gateway</html>")
             self._send(template, method, status, doc)
+
+    def _raw(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send(self, template: str | None, method: str, status: int, doc: Any) -> None:
         if template is not None:
@@ -276,6 +299,9 @@ def _filesystems(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple
 
 
 def _instances(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple[int, Any]:
+    if (method, path) == ("GET", "/instances"):  # running ones: terminated are not listed
+        return 200, {"data": [x for x in fake.instances.values()
+                              if x["status"] not in ("terminated",)]}
     if (method, path) == ("POST", "/instance-operations/launch"):
         if body["instance_type_name"] not in _TYPES:
             return 404, {"error": {"code": "global/object-does-not-exist",

@@ -439,3 +439,52 @@ def test_launch_bodies_pass_the_fakes_strict_types(lam: Env, tmp_path: Path) -> 
     body = prov.launch_body({**node["inputs"], "firewall_rulesets": [{"id": "c" + "0" * 31}],
                              "ssh_key_names": ["lam-key-abc1234"]})
     assert lam.fake.check_request("/api/v1/instance-operations/launch", "POST", body) == []
+
+
+# --- a launch is never sent twice blindly (issue 53, item 10) ------------------------------
+
+def _live(fake: Fake) -> list[dict[str, Any]]:
+    return [i for i in fake.instances.values() if i["status"] != "terminated"]
+
+
+def test_a_launch_whose_answer_is_lost_is_adopted_not_sent_again(lam: Env) -> None:
+    """Lambda launched it and the answer was a 503: the instance is found by its unique name
+    and adopted - one paid instance, the one the state tracks."""
+    lam.fake.lose("POST /instance-operations/launch", 503)
+    made = prov.InstanceProvider().create(_instance_props())
+    (only,) = lam.fake.instances.values()
+    assert made.id == only["id"] and only["status"] == "active"
+    launches = [p for m, p, b in lam.fake.requests if p == "/instance-operations/launch"]
+    assert len(launches) == 1
+
+
+def test_a_launch_that_launched_nothing_is_sent_again_after_looking(lam: Env) -> None:
+    lam.fake.fail("POST /instance-operations/launch", 502)  # refused before acting
+    made = prov.InstanceProvider().create(_instance_props())
+    assert [i["id"] for i in _live(lam.fake)] == [made.id]
+    looks = [p for m, p, b in lam.fake.requests if (m, p) == ("GET", "/instances")]
+    assert len(looks) == lambda_api.FIND_TRIES  # looked before sending it again
+
+
+def test_a_404_or_a_garbled_answer_while_booting_does_not_kill_a_healthy_node(
+        lam: Env) -> None:
+    lam.fake.active_after = 4
+    lam.fake.fail("GET /instances/{id}", 404, 2)  # listed late
+    lam.fake.garble("GET /instances/{id}", 1)  # a proxy's error page
+    made = prov.InstanceProvider().create(_instance_props())
+    assert made.outs["status"] == "active" and _live(lam.fake)[0]["id"] == made.id
+
+
+def test_an_instance_that_stays_gone_fails_the_launch(lam: Env) -> None:
+    lam.fake.fail("GET /instances/{id}", 404, lambda_api.GONE_AFTER)
+    with pytest.raises(LambdaError, match="not found 3 times while it booted"):
+        prov.InstanceProvider().create(_instance_props())
+
+
+def test_a_terminate_that_fails_names_the_instance_left_behind(lam: Env) -> None:
+    lam.fake.never_active = True
+    lam.fake.fail("POST /instance-operations/terminate", 500, lambda_api.RETRIES + 1)
+    with pytest.raises(LambdaError) as e:
+        prov.InstanceProvider().create(_instance_props())
+    (left,) = _live(lam.fake)
+    assert left["id"] in str(e.value) and "may still run" in str(e.value)

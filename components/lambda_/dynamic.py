@@ -191,8 +191,13 @@ class InstanceProvider(_Provider):
         instance_id = client.launch(launch_body(props))
         try:
             found = client.wait_active(instance_id)
-        except LambdaError:
-            client.terminate([instance_id])  # never leave a paid instance nobody tracks
+        except LambdaError as e:
+            try:  # never leave a paid instance nobody tracks
+                client.terminate([instance_id])
+            except LambdaError as gone:
+                raise LambdaError(e.status, e.code, f"{e.message}; and terminating it failed "
+                                  f"({gone.message}): instance {instance_id} may still run "
+                                  "- terminate it in Lambda's console") from None
             raise
         return CreateResult(instance_id, {**props, **_instance_outputs(found)})
 

@@ -34,6 +34,8 @@ MAX_ANSWER = 8 * 1024 * 1024  # an instance list of a large account stays far be
 ACTIVE_WAIT = 1800.0  # how long a launch may take to become `active` (seconds)
 POLL = 10.0
 CAPACITY_ERROR = "instance-operations/launch/insufficient-capacity"
+FIND_TRIES = 3  # looks for a launched instance by name before a launch is sent again
+GONE_AFTER = 3  # consecutive 404s while booting before an instance counts as gone
 
 
 class LambdaError(Exception):
@@ -191,8 +193,66 @@ class LambdaApi:
         return data
 
     def launch(self, body: Mapping[str, Any]) -> str:
-        ids = self.call("POST", "/instance-operations/launch", body, launch=True)
-        return str(ids["instance_ids"][0])
+        """Launch one instance; its id. A launch has no idempotency token, so one whose
+        answer is lost (a timeout, a dropped connection, a 5xx) is never sent again blindly:
+        the instance is looked for by its unique name first and adopted when Lambda has it;
+        only when it is not there after ``FIND_TRIES`` looks is the launch sent again. A 429
+        launched nothing and is retried as any request is."""
+        name = str(body.get("name") or "")
+        path = "/instance-operations/launch"
+        delay = 1.0
+        for attempt in range(self.retries + 1):
+            self.pacer.wait(True)
+            try:
+                status, headers, raw = self.transport(
+                    "POST", f"{self.base}{path}", self._headers(True), self._body(body),
+                    self.timeout)
+            except HttpError as e:
+                if not e.retryable:
+                    raise LambdaError(0, "connection", f"POST {path}: {e}") from None
+                status, headers, raw = 0, {}, b""
+            if status == 429 and attempt < self.retries:
+                self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
+                delay = min(delay * 2, MAX_BACKOFF)
+                continue
+            if status == 0 or status >= 500:
+                found = self._adopt(name)
+                if found is not None:
+                    return found
+                if attempt < self.retries:
+                    self.pacer.clock.sleep(min(delay, MAX_BACKOFF))
+                    delay = min(delay * 2, MAX_BACKOFF)
+                    continue
+                raise LambdaError(status, "launch-unknown", f"POST {path}: no answer after "
+                                  f"{attempt + 1} tries and no instance named {name!r} "
+                                  "appeared: check Lambda's console for it")
+            ids = self._answer("POST", path, status, raw)
+            return str(ids["instance_ids"][0])
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _adopt(self, name: str) -> str | None:
+        """The id of the one instance named ``name`` (a launch whose answer was lost), looked
+        for ``FIND_TRIES`` times; None when there is none. Without a name there is nothing
+        to look for: the launch is not sent again."""
+        if not name:
+            raise LambdaError(0, "launch-unknown", "a launch without a name lost its answer; "
+                              "it is not sent again (an instance may have started): check "
+                              "Lambda's console")
+        for look in range(FIND_TRIES):
+            if look:
+                self.pacer.clock.sleep(POLL)
+            try:
+                named = [i for i in self.list("/instances") if i.get("name") == name
+                         and i.get("status") not in ("terminated", "terminating")]
+            except LambdaError:
+                continue
+            if len(named) > 1:
+                raise LambdaError(0, "launch-twice", f"{len(named)} instances are named "
+                                  f"{name!r} ({', '.join(str(i.get('id')) for i in named)}): "
+                                  "terminate the extra ones in Lambda's console")
+            if named:
+                return str(named[0].get("id"))
+        return None
 
     def instance(self, instance_id: str) -> dict[str, Any] | None:
         """The instance, or None when Lambda no longer knows it."""
@@ -222,14 +282,27 @@ class LambdaApi:
         another state or the wait runs out (the error names the instance)."""
         clock = self.pacer.clock
         deadline = clock.now() + timeout
+        missing, status = 0, "unknown"
         while True:
-            found = self.instance(instance_id)
-            status = found.get("status") if found else "terminated"
-            if found is not None and status == "active":
-                return found
-            if status in ("terminated", "terminating", "preempted", "unhealthy"):
-                raise LambdaError(0, "launch-failed", f"instance {instance_id} became "
-                                  f"{status} before it was active")
+            try:
+                found: dict[str, Any] | bool | None = self.instance(instance_id)
+            except LambdaError as e:
+                # an outage or a garbled answer says nothing of the instance: keep waiting
+                if not (e.status == 0 or e.status >= 500 or e.code == "bad-answer"):
+                    raise
+                found = False
+            if found is None:  # 404: Lambda may list a launch late; gone only if it stays so
+                missing += 1
+                if missing >= GONE_AFTER:
+                    raise LambdaError(0, "launch-failed", f"instance {instance_id} was not "
+                                      f"found {GONE_AFTER} times while it booted")
+            elif isinstance(found, dict):
+                missing, status = 0, str(found.get("status"))
+                if status == "active":
+                    return found
+                if status in ("terminated", "terminating", "preempted", "unhealthy"):
+                    raise LambdaError(0, "launch-failed", f"instance {instance_id} became "
+                                      f"{status} before it was active")
             if clock.now() >= deadline:
                 raise LambdaError(0, "launch-timeout", f"instance {instance_id} was not "
                                   f"active after {timeout:.0f} s (status {status})")
