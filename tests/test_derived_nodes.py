@@ -67,6 +67,19 @@ def _records(run: Any) -> str:
                        "exports": run.exports}, sort_keys=True)
 
 
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each run of the program from now on, as the number of resources it registered."""
+    registered: list[int] = []
+    real = harness.run_program
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        run = real(*args, **kw)
+        registered.append(len(run.registrations))
+        return run
+    monkeypatch.setattr(harness, "run_program", counted)
+    return registered
+
+
 def _compiled(files: list[str]) -> Any:
     validated = validate_paths(files)
     assert validated.ok, validated.diagnostics
@@ -81,14 +94,7 @@ def test_a_derived_plan_is_byte_identical_to_a_full_one(
         tmp_path: Path, kind: str, nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _files(tmp_path, kind, nodes)
     compiled = _compiled(files)
-    registered: list[int] = []
-    real = harness.run_program
-
-    def counted(*args: Any, **kw: Any) -> Any:
-        run = real(*args, **kw)
-        registered.append(len(run.registrations))
-        return run
-    monkeypatch.setattr(harness, "run_program", counted)
+    registered = _count_runs(monkeypatch)
     for outputs in (False, True):
         full = run_offline(files, "dev", None, None, compiled, outputs, sample=False)
         derived = run_offline(files, "dev", None, None, compiled, outputs)
@@ -195,14 +201,7 @@ def test_a_user_tag_shaped_like_a_node_name_is_derived_not_renamed(
     the derived nodes - now derives (no fall-back to a full run) and keeps the tag."""
     files = _tagged(tmp_path, kind, 6, {"note": "f1-node-1"}, None)
     compiled = _compiled(files)
-    runs: list[int] = []
-    real = harness.run_program
-
-    def counted(*args: Any, **kw: Any) -> Any:
-        run = real(*args, **kw)
-        runs.append(len(run.registrations))
-        return run
-    monkeypatch.setattr(harness, "run_program", counted)
+    runs = _count_runs(monkeypatch)
     derived = run_offline(files, "f1-node-1", None, None, compiled, True)
     assert len(runs) == 1  # derived, not run again in full
     nodes = [r for r in derived.registrations if r.custom and "-node-" in r.name
