@@ -488,3 +488,19 @@ def test_a_terminate_that_fails_names_the_instance_left_behind(lam: Env) -> None
         prov.InstanceProvider().create(_instance_props())
     (left,) = _live(lam.fake)
     assert left["id"] in str(e.value) and "may still run" in str(e.value)
+
+
+def test_a_script_or_tag_change_replaces_no_running_lambda_node(tmp_path: Path) -> None:
+    """One policy on every cloud (issue 53, item 9): AWS and Azure ignore boot-script
+    changes of running nodes; Lambda's launch-only `user_data` and `tags` are ignored too,
+    so a change to either previews no replacement (`gpufleet replace` asks for one)."""
+    state = export(_files(tmp_path))
+    path = write_export(tmp_path / "state.json", state)
+    tagged = FLEET.format(nodes=2) + "tags:\n  owner: ml-team\n"
+    files = [write(tmp_path, "backends.yml", BACKENDS), write(tmp_path, "lam.yml", tagged)]
+    r = CliRunner().invoke(cli, ["diff", "--state", path, "--full", *files])
+    summary = r.output.split("summary:")[-1]
+    assert r.exit_code == 0 and "replace" not in summary and "5 same" in summary, r.output
+    report = plan_files(files)
+    for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
+        assert set(node["ignore_changes"]) >= {"user_data", "tags"}

@@ -68,7 +68,11 @@ class Fleet(pulumi.ComponentResource):
             **({"image": {"family": o.image}} if o.image else {})}
         # the launch names the key (a plain string, no dependency of itself) and the ruleset
         # and filesystems by id (outputs): an instance waits for the key explicitly
-        after = pulumi.ResourceOptions(parent=self, depends_on=[key])
+        # as on every cloud, a running node keeps the boot script it booted with: the API
+        # takes user data and tags only at launch, and a change to either must not
+        # terminate every node (`gpufleet replace` replaces the ones asked for)
+        after = pulumi.ResourceOptions(parent=self, depends_on=[key],
+                                       ignore_changes=["user_data", "tags"])
         nodes = [Instance(name, {**props, "name": physical(name)}, after)
                  for name in registered_nodes(plan)]
         self.internal_ips: list[Any] = [n.private_ip for n in nodes]
