@@ -354,7 +354,7 @@ def test_a_lambda_filesystem_is_created_in_the_region_and_mounted_at_launch(
     assert fs["inputs"]["region"] == "us-east-1" and fs["inputs"]["name"].startswith("lamdata-")
     for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
         assert node["inputs"]["file_system_mounts"] == [
-            {"mount_point": "/data/lamdata", "file_system_id": "mock-filesystem-id-of-lamdata"}]
+            {"mount_point": "/data/lamdata", "file_system_id": "lamdata-id"}]
         assert "gpufleet-mount" not in node["inputs"]["user_data"]  # Lambda mounts it
     r = CliRunner().invoke(cli, ["plan", *files])
     assert "mounted at /data/lamdata by the cloud when each node launches" in r.output
@@ -504,3 +504,34 @@ def test_a_script_or_tag_change_replaces_no_running_lambda_node(tmp_path: Path) 
     report = plan_files(files)
     for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
         assert set(node["ignore_changes"]) >= {"user_data", "tags"}
+
+
+def test_a_ruleset_update_previews_no_node_replacement(tmp_path: Path) -> None:
+    """The Python dynamic provider cannot preview: for an update the engine hands back the
+    inputs, without the provider's outputs (`ruleset_id`, `filesystem_id`). The launch
+    names the ruleset and the filesystem by the resource's id, which a preview keeps, so a
+    changed `ssh_cidrs` previews as the ruleset's update alone (issue 53, item 8)."""
+    from gpufleet.compile.compiler import compile_inputs
+    from gpufleet.components import program
+    from gpufleet.components.run import harness, offline
+    from gpufleet.components.run.plan import offline_config
+    from gpufleet.input.validate import validate_paths
+    from gpufleet.offers.catalog import load_catalog
+
+    backends = BACKENDS + ("filesystems:\n  - name: lamdata\n    backend: lambda\n"
+                           "    region: us-east-1\n    kind: nfs\n    capacity_gib: 100\n"
+                           "    fleets: [lam]\n")
+    files = [write(tmp_path, "backends.yml", backends),
+             write(tmp_path, "lam.yml", FLEET.format(nodes=2))]
+    compiled = compile_inputs(validate_paths(files).inputs, load_catalog())
+    # what a preview of an update answers for a dynamic resource: its inputs, nothing more
+    mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones),
+                                lambda typ, name, inputs: {})
+    run = harness.run_program(lambda: program.main(compiled=compiled),
+                              offline_config(files, None, None, compiled), mocks,
+                              preview=True)
+    nodes = [r for r in run.registrations if r.type.endswith("lambda:Instance")]
+    assert len(nodes) == 2
+    for n in nodes:
+        assert n.inputs["firewall_rulesets"] == [{"id": "lam-firewall-id"}], n.inputs
+        assert n.inputs["file_system_mounts"][0]["file_system_id"] == "lamdata-id"

@@ -56,13 +56,16 @@ class Fleet(pulumi.ComponentResource):
                                   pulumi.ResourceOptions(parent=self, protect=True))
                 hosted[fs.name] = held
             self.filesystems[fs.name] = held.mount_point
-            mounts.append({"mount_point": fs.mount, "file_system_id": held.filesystem_id})
+            # by the resource's id, known in a preview of an update (an output is not: the
+            # dynamic provider cannot preview, so an update would hide it and the engine
+            # would see every node's launch input change)
+            mounts.append({"mount_point": fs.mount, "file_system_id": held.id})
         script = boot_script(plan)
         props: dict[str, Any] = {
             "region_name": plan.region, "instance_type_name": plan.instance_type,
             "ssh_key_names": [key_name], "tags": [{"key": k, "value": v} for k, v in
                                                   sorted(lambda_tags(plan.labels).items())],
-            "firewall_rulesets": [{"id": ruleset.ruleset_id}],
+            "firewall_rulesets": [{"id": ruleset.id}],  # known in a preview (see above)
             **({"user_data": script} if script else {}),
             **({"file_system_mounts": mounts} if mounts else {}),
             **({"image": {"family": o.image}} if o.image else {})}
