@@ -83,6 +83,7 @@ class Fake:
     lost: dict[str, list[int]] = field(default_factory=dict)  # done, answer lost
     garbled: dict[str, int] = field(default_factory=dict)  # answers that are not JSON
     capacity: dict[str, list[str]] = field(default_factory=dict)
+    global_rules: list[dict[str, Any]] = field(default_factory=list)  # the account-wide rules
     never_active: bool = False
     active_after: int = 1  # GETs of a booting instance before it is active
     in_use_deletes: int = 0  # DELETEs of a ruleset/filesystem answered "in use" first
@@ -258,6 +259,9 @@ def _in_use(fake: Fake, code: str, what: str) -> tuple[int, Any] | None:
 
 
 def _rulesets(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple[int, Any]:
+    if path == "/firewall-rulesets/global" or i == "global":
+        return 200, {"data": {"id": "global", "name": "Default Workspace Global Rules",
+                              "rules": fake.global_rules}}
     if (method, path) == ("POST", "/firewall-rulesets"):
         rs = {"id": fake.new_id("c"), "name": body["name"], "region": _region(body["region"]),
               "rules": body["rules"], "created": "2026-11-26T12:00:00Z", "instance_ids": []}

@@ -5,6 +5,7 @@ of a Lambda fleet under the mock monitor."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -535,3 +536,53 @@ def test_a_ruleset_update_previews_no_node_replacement(tmp_path: Path) -> None:
     for n in nodes:
         assert n.inputs["firewall_rulesets"] == [{"id": "lam-firewall-id"}], n.inputs
         assert n.inputs["file_system_mounts"][0]["file_system_id"] == "lamdata-id"
+
+
+# --- Lambda's account-wide firewall (issue 53, item 11) ------------------------------------
+
+def _ssh_need(region: str) -> Need:
+    return dataclasses.replace(_need(region), ssh_sources=("203.0.113.0/24",))
+
+
+@pytest.mark.parametrize("rules, verdict, named", [
+    ([], "ok", None),
+    ([{"protocol": "tcp", "port_range": [22, 22], "source_network": "203.0.113.8/29",
+       "description": "ssh, narrower"}], "ok", None),
+    ([{"protocol": "tcp", "port_range": [22, 22], "source_network": "0.0.0.0/0",
+       "description": "ssh from anywhere"}], "fail", "tcp 22-22 from 0.0.0.0/0"),
+    ([{"protocol": "tcp", "port_range": [8888, 8888], "source_network": "203.0.113.0/24",
+       "description": "jupyter"}], "fail", "tcp 8888-8888"),
+    ([{"protocol": "icmp", "source_network": "0.0.0.0/0", "description": "ping"}], "fail",
+     "icmp from 0.0.0.0/0"),
+])
+def test_preflight_reads_lambdas_global_ruleset(lam: Env, rules: list[dict[str, Any]],
+                                                verdict: str, named: str | None) -> None:
+    """The global ruleset applies in every region and only allows: a rule wider than the
+    fleet's ssh_cidrs opens every node, whatever the fleet's own ruleset says."""
+    from gpufleet.backends.lambda_.live import probe
+
+    lam.fake.capacity["gpu_8x_h100_sxm5"] = ["us-east-1"]
+    lam.fake.global_rules = rules
+    report = run_preflight("dev", [_ssh_need("us-east-1")], {"lambda": probe()})
+    (check,) = [c for c in report.checks if c.what == "firewall"]
+    assert check.verdict == verdict, check.detail
+    assert named is None or named in check.detail
+
+
+def test_us_south_1_is_failed_for_firewall_rules_do_not_apply_there(lam: Env) -> None:
+    from gpufleet.backends.lambda_.live import probe
+
+    lam.fake.capacity["gpu_8x_h100_sxm5"] = ["us-south-1"]
+    report = run_preflight("dev", [_ssh_need("us-south-1")], {"lambda": probe()})
+    (check,) = [c for c in report.checks if c.what == "firewall"]
+    assert check.verdict == "fail" and "do not apply in us-south-1" in check.detail
+
+
+def test_the_stacks_needs_carry_the_fleets_ssh_cidrs(tmp_path: Path) -> None:
+    """What preflight compares the global ruleset with: the plan's SSH sources."""
+    from gpufleet.live.preflight import stack_needs
+
+    files = _files(tmp_path)
+    assert main(["lock", *files]) == 0
+    (need,) = stack_needs(files, None, None, str(tmp_path / "gpufleet.lock"), {})
+    assert need.ssh_sources == ("203.0.113.0/24",)

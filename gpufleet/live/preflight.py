@@ -57,6 +57,9 @@ class Need:
     reservation: str | None = None  # what the instances target (cr-..., name, group id)
     reservation_kind: str | None = None  # from the backends file's declaration
     resource_group: str | None = None
+    # the sources the plan lets reach SSH (its ssh_cidrs), for a cloud whose account-wide
+    # rules could admit more (Lambda's global firewall ruleset)
+    ssh_sources: tuple[str, ...] = ()
 
     @property
     def new(self) -> int:
@@ -193,7 +196,9 @@ def needs_from(plans: Iterable[FleetPlan], lock: Lock, declared: Sequence[Reserv
             cpus_per_node=entry.cpus, spot=p.spot, nodes=p.nodes,
             running=running.get(p.name, 0), reservation=p.reservation,
             reservation_kind=spec.kind if spec is not None else None,
-            resource_group=resource_groups.get(p.backend)))
+            resource_group=resource_groups.get(p.backend),
+            ssh_sources=tuple(sorted({src for r in getattr(p.options, "firewall_rules", ())
+                                      if "22" in r.ports for src in r.sources}))))
     return out
 
 
@@ -219,6 +224,10 @@ def run_preflight(stack: str, needs: Sequence[Need], probes: Mapping[str, Probe]
             report.checks.append(Check(need.fleet, "offered", "fail",
                                        f"{need.instance_type} is not offered in {where} for "
                                        f"this account; {hint}"))
+        # a cloud's own checks (Lambda: its account-wide firewall rules)
+        more = getattr(probe, "extra_checks", None)
+        for what, verdict, detail in (more(need) if more is not None else ()):
+            report.checks.append(Check(need.fleet, what, verdict, detail))
     _reservations(report, needs, probes)
     _quotas(report, needs, probes)
     return report
