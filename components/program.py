@@ -116,6 +116,7 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
         "resource_group": getattr(fleet, "resource_group", None),
         "tenant_id": plan.options.tenant_id if isinstance(plan.options, AzureOptions)
         else None,
+        **({"dstack_creds": dict(plan.dstack_creds)} if plan.dstack_creds else {}),
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}
                   for name, private, public in zip(registered_nodes(plan), fleet.internal_ips,

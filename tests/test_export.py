@@ -181,3 +181,37 @@ def test_a_shared_vpc_fleet_hands_dstack_its_host_project(tmp_path: Path) -> Non
     gcp = config["projects"][0]["backends"][0]
     assert (gcp["project_id"], gcp["vpc_project_id"]) == ("svc", "host")
     assert gcp["vpc_name"] == "shared"  # the host network, looked up by its name
+
+
+def test_declared_dstack_credentials_are_kept_by_reference_never_inline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key file's path goes into the server config as the backends file gives it; inline
+    secrets never go into a file gpufleet writes - the project keeps the default and a note
+    names the keys left out (issue 53, item 15). The config parses with dstack's models
+    (the conformance test's oracle reads every server config export writes)."""
+    key = tmp_path / "gcp.json"  # dstack reads the key file when it loads the config
+    key.write_text(json.dumps({"type": "service_account", "project_id": "p1"}))
+    backends = BACKENDS.replace(
+        "    project_id: p1\n",
+        f"    project_id: p1\n    creds: {{type: service_account, filename: {key}}}\n"
+    ).replace("  - type: aws\n", "  - type: aws\n    creds: {type: access_key, access_key: "
+              "AKIAEXAMPLE, secret_key: canary-secret-value}\n")
+    files = [write(tmp_path, "b.yml", backends),
+             write(tmp_path, "f0.yml", FLEETS.split("---\n")[0]),
+             write(tmp_path, "f2.yml", FLEETS.split("---\n")[2])]
+    state = write(tmp_path, "state.json", json.dumps(export(files)))
+    assert "canary-secret-value" not in Path(state).read_text()
+    code, config, texts = run_export(tmp_path, "--state", state)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    backends_of = {p["name"]: p["backends"][0] for p in config["projects"]}
+    assert backends_of["a4"]["creds"] == {"type": "service_account", "filename": str(key)}
+    assert backends_of["p5"]["creds"] == {"type": "default"}
+    assert "fleet p5: the backends file gives dstack aws credentials of type access_key " \
+           "inline (access_key, secret_key)" in err
+    assert not any("canary-secret-value" in t for t in texts.values())
+    assert not any("AKIAEXAMPLE" in t for t in texts.values())
+    from test_conformance import oracle
+
+    verdict = oracle({"cfg": texts["dstack-server-config.yml"]}, {"cfg": "server-config"})
+    assert verdict["cfg"]["ok"], verdict["cfg"]["error"]

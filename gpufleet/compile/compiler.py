@@ -211,6 +211,9 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
         if planned.plan is not None:
             res = inputs.reservation(s.fleet.reservation)
             done = with_fabric(planned.plan)
+            config = inputs.backend(s.best.backend)
+            creds = creds_reference(config.settings.get("creds") if config else None)
+            done = dataclasses.replace(done, dstack_creds=creds) if creds else done
             plans.append(done if res is None else dataclasses.replace(
                 done, reservation_declared=(
                     f"{res.kind} {res.target}, {s.fleet.nodes.target} of {res.count} "
@@ -218,6 +221,21 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
                     + (f", ends {res.ends}" if res.ends else "")
                     + (f", ${res.price:g}/h per node declared" if res.price else ""))))
     return plans, diags
+
+
+# the keys of a dstack `creds` block that say where a secret is, never a secret itself
+_REFERENCE_KEYS = ("type", "filename")
+
+
+def creds_reference(creds: object) -> dict[str, str] | None:
+    """The backends file's dstack `creds` as export may write it: by reference (the type, a
+    key file's path) and the names of the keys it holds inline (`withheld`: gpufleet writes
+    no secret into a file); None for the default credentials."""
+    if not isinstance(creds, dict) or creds.get("type") in (None, "default"):
+        return None
+    out = {k: str(creds[k]) for k in _REFERENCE_KEYS if k in creds}
+    withheld = sorted(str(k) for k in creds if k not in _REFERENCE_KEYS)
+    return {**out, "withheld": ", ".join(withheld)} if withheld else out
 
 
 def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],

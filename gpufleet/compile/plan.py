@@ -271,11 +271,11 @@ class FleetPlan:
     rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
     options: FleetOptions | None = None
     access: AccessPlan | None = None
-    # The declared reservation the nodes consume ("capacity-block cr-0ab.., 4 instances in
-    # us-east-1a, ends ..."); None when the fleet names none or an undeclared one.
+    # the declared reservation the nodes use ("capacity-block cr-0ab.., 4 in us-east-1a, ...")
     reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)
-    # None: `host_setup: none` in the backends file (the image is ready as it is)
-    host_setup: HostSetupPlan | None = field(default=None, metadata=OMIT_NONE)
+    # the backends file's dstack `creds`, by reference: no secret value (export writes it)
+    dstack_creds: Mapping[str, str] | None = field(default=None, metadata=OMIT_NONE)
+    host_setup: HostSetupPlan | None = field(default=None, metadata=OMIT_NONE)  # None: none
     # the shared filesystems this fleet's nodes mount (built in its network)
     filesystems: tuple[FilesystemPlan, ...] = field(default=(), metadata=OMIT_NONE)
 

@@ -217,8 +217,29 @@ def backend_entry(name: str, out: Mapping[str, Any]) -> dict[str, Any]:
     except ValueError as e:
         raise ExportError(f"fleet '{name}': {e}") from None
     entry["public_ips"] = bool(out.get("public_ips"))
-    entry["creds"] = {"type": "default"}
+    entry["creds"] = creds_entry(out)
     return entry
+
+
+def creds_entry(out: Mapping[str, Any]) -> dict[str, Any]:
+    """The backends file's dstack credentials, by reference (a key file's path), or the
+    server's default credentials when the file declares none or holds them inline (gpufleet
+    writes no secret into a file: ``creds_note`` says what to add)."""
+    ref = out.get("dstack_creds")
+    if not isinstance(ref, dict) or ref.get("withheld") or not ref.get("type"):
+        return {"type": "default"}
+    return {k: v for k, v in ref.items() if k != "withheld"}
+
+
+def creds_note(name: str, out: Mapping[str, Any]) -> str | None:
+    """What the exported server config leaves out of the declared credentials, and why."""
+    ref = out.get("dstack_creds")
+    if not isinstance(ref, dict) or not ref.get("withheld"):
+        return None
+    return (f"fleet {name}: the backends file gives dstack {out.get('backend')} credentials "
+            f"of type {ref.get('type')} inline ({ref['withheld']}); gpufleet writes no secret "
+            "into the files it exports, so its project uses the server's default credentials: "
+            "add the `creds` block to the merged server config yourself")
 
 
 def _volumes_and_gateways(outputs: Mapping[str, Any], result: Exported) -> None:
@@ -279,7 +300,8 @@ def export_dstack(outputs: Mapping[str, Any], identity_file: str,
         f"{MARKER}: one dstack project per fleet (and per gateway\n"
         "# with a network of its own), with the networks gpufleet created. Merge it into\n"
         "# ~/.dstack/server/config.yml and restart the server;\n"
-        "# `creds: {type: default}` uses the server's ambient cloud credentials.\n"
+        "# `creds` is the backends file's by reference (a key file's path), else\n"
+        "# `{type: default}`: the server's ambient cloud credentials.\n"
         + yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
     mark_placeholders(result.files, result.notes)
     return result
@@ -301,6 +323,8 @@ def _fleet_files(name: str, out: Mapping[str, Any], identity_file: str,
         add_file(result.files, f"{name}.dstack.yml", text, name)
     if note:
         result.notes.append(note)
+    if entry is not None and (withheld := creds_note(name, out)):
+        result.notes.append(withheld)
     task = storage_task(name, out)
     if task is not None:
         add_file(result.files, f"{name}-storage.dstack.yml", task, name)
