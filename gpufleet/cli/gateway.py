@@ -83,7 +83,7 @@ def sync_command(stack_name: str, cwd: str, url: str | None, dstack_config: str,
             click.echo(line)
     if check:
         sys.exit(EXIT_CHANGES if report.changed else
-                 EXIT_INVALID if report.problems else EXIT_OK)
+                 EXIT_INVALID if report.problems or report.blocked else EXIT_OK)
     if report.changed:
         try:
             new_text = set_gateways(text, after)
@@ -98,7 +98,7 @@ def sync_command(stack_name: str, cwd: str, url: str | None, dstack_config: str,
         click.echo(f"wrote {stackconfig.GATEWAYS} to {path}: the records move at the next "
                    f"`pulumi up` (review with `gpufleet diff --state ... --stack-config "
                    f"{path}`)", err=fmt == "json")
-    sys.exit(EXIT_INVALID if report.problems else EXIT_OK)
+    sys.exit(EXIT_INVALID if report.problems or report.blocked else EXIT_OK)
 
 
 def stack_gateways(stack: str, cwd: str) -> tuple[str, str, Mapping[str, SyncedGateway],
@@ -139,7 +139,10 @@ def read_dstack(wanted: list[Wanted], before: Mapping[str, SyncedGateway], url: 
             else None
     except OSError as e:
         raise click.UsageError(f"cannot read {cli_path}: {e.strerror or e}") from None
+    from gpufleet.live import check_gateways, gateway_check
+
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return sync(wanted, before, lambda project: find_server(project, url, os.environ,
-                                                            cli_text, dstack_config),
-                http_post, now)
+    report = sync(wanted, before, lambda project: find_server(project, url, os.environ,
+                                                              cli_text, dstack_config),
+                  http_post, now)
+    return check_gateways(report, gateway_check)

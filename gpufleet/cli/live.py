@@ -85,8 +85,10 @@ def _gateway_drift(report: Any, stack: str, cwd: str, dstack_config: str) -> Any
         return dataclasses.replace(report, violations=(
             *report.violations, f"gateway records not checked against dstack: {e} (pass "
             "--no-gateways to skip them)"))
+    blocked = [f"gateway {n}: {d}" for n, v, d in found.checks if v == "blocked"]
     return dataclasses.replace(report, changes=(*report.changes,
-                                                *record_drift(found, stack)))
+                                                *record_drift(found, stack)),
+                               violations=(*report.violations, *blocked))
 
 
 @click.command()

@@ -13,6 +13,7 @@ project add`); the token is sent as a bearer token and never printed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -137,11 +138,17 @@ class Wanted:
     project: str
     backend: str
     region: str
+    scope: str | None = None  # the backend's account (an Azure subscription), when given
 
 
 def wanted_gateways(inputs: Inputs) -> list[Wanted]:
     """The gateways of the stack's files, with the project each is applied in."""
-    return [Wanted(g.name, gateway_project(g), g.backend, g.region) for g in inputs.gateways]
+    def scope(backend: str) -> str | None:
+        config = inputs.backend(backend)
+        value = config.settings.get("subscription_id") if config is not None else None
+        return str(value) if value else None
+    return [Wanted(g.name, gateway_project(g), g.backend, g.region, scope(g.backend))
+            for g in inputs.gateways]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +250,8 @@ class SyncReport:
     found: tuple[Found, ...]
     before: Mapping[str, SyncedGateway]
     after: Mapping[str, SyncedGateway]
+    # the clouds' checks of dstack's gateway VMs: (gateway, "ok"|"blocked"|"unknown", detail)
+    checks: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -251,6 +260,11 @@ class SyncReport:
     @property
     def problems(self) -> tuple[Found, ...]:
         return tuple(f for f in self.found if f.outcome != "synced")
+
+    @property
+    def blocked(self) -> bool:
+        """A synced gateway the cloud says cannot be reached on 80/443."""
+        return any(verdict == "blocked" for _, verdict, _ in self.checks)
 
     def lines(self) -> list[str]:
         out = []
@@ -263,6 +277,8 @@ class SyncReport:
                        f"{f.detail}{moved}{new}")
         gone = sorted(set(self.before) - set(self.after))
         out += [f"gateway {n}: not in the stack's files; its entry is dropped" for n in gone]
+        out += [f"gateway {n}: {'BLOCKED' if v == 'blocked' else v}: {d}"
+                for n, v, d in self.checks if v != "ok"]
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -271,6 +287,8 @@ class SyncReport:
                               "targets": list(f.synced.targets) if f.synced else None}
                              for f in self.found],
                 "changed": self.changed,
+                "checks": [{"gateway": n, "verdict": v, "detail": d}
+                           for n, v, d in self.checks],
                 "stack_config": {n: g.to_json() for n, g in sorted(self.after.items())}}
 
 
@@ -293,6 +311,23 @@ def sync(wanted: list[Wanted], before: Mapping[str, SyncedGateway],
         if f.synced is not None:
             after[w.name] = old if old is not None and _same(old, f.synced) else f.synced
     return SyncReport(tuple(found), dict(before), after)
+
+
+def check_gateways(report: SyncReport, check_for: Callable[[str], Any]) -> SyncReport:
+    """The report with each synced gateway's addresses checked by its backend's
+    ``check_for(backend)`` (None: no check); a check that cannot be made says why."""
+    out: list[tuple[str, str, str]] = []
+    for f in report.found:
+        check = check_for(f.wanted.backend) if f.synced is not None else None
+        if check is None or f.synced is None or f.synced.is_hostname:
+            continue
+        for address in f.synced.targets:
+            try:
+                verdict, detail = check(f.wanted.scope, address)
+            except LiveError as e:
+                verdict, detail = "unknown", f"not checked: {e}"
+            out.append((f.wanted.name, verdict, f"{address}: {detail}"))
+    return dataclasses.replace(report, checks=tuple(out))
 
 
 GATEWAY_RECORD = "gpufleet:gateway:Record"  # the change's type: the record of a gateway

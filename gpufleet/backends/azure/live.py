@@ -266,6 +266,92 @@ class ScaleSetApi:
                          f"`az vmss get-instance-view` ({status_url})")
 
 
+# --- dstack's gateway VM and its security group (`gpufleet gateway sync`) ----------------------
+
+GATEWAY_PORTS = (80, 443)
+_ANY_SOURCE = ("*", "internet", "0.0.0.0/0", "any")
+MAX_PAGES = 50
+
+
+def gateway_security(get: Get, subscription: str, address: str) -> tuple[str, str]:
+    """("ok" | "blocked" | "unknown", detail) for the Azure VM dstack runs a gateway on at
+    ``address``: its NIC's security group must admit 80 and 443 from anywhere. dstack 0.22.5
+    creates `<rg>-<location>-gateway-security-group` (22, 80, 443) but gives the gateway VM
+    `<rg>-<location>-default-security-group` (its create_gateway passes the default group's
+    name: dstack core/backends/azure/compute.py), so HTTP and HTTPS never reach it."""
+    url: str | None = (f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Network/"
+                       f"publicIPAddresses?api-version={NETWORK_API}")
+    found = None
+    for _ in range(MAX_PAGES):
+        if url is None or found is not None:
+            break
+        body = get_json(get, url, "azure") or {}
+        found = next((ip for ip in body.get("value") or [] if isinstance(ip, dict) and
+                      (ip.get("properties") or {}).get("ipAddress") == address), None)
+        url = body.get("nextLink") if isinstance(body.get("nextLink"), str) else None
+    if found is None:
+        return "unknown", (f"no public IP {address} in subscription {subscription}: cannot "
+                           "tell which security group guards the gateway")
+    config = ((found.get("properties") or {}).get("ipConfiguration") or {}).get("id") or ""
+    nic_id = str(config).split("/ipConfigurations/")[0]
+    nic = get_json(get, f"{ARM}{nic_id}?api-version={NETWORK_API}", "azure") if nic_id \
+        else None
+    nsg_id = (((nic or {}).get("properties") or {}).get("networkSecurityGroup") or {}).get("id")
+    if not nsg_id:
+        return "unknown", f"the gateway's NIC {nic_id or '?'} has no security group of its own"
+    nsg = get_json(get, f"{ARM}{nsg_id}?api-version={NETWORK_API}", "azure") or {}
+    missing = [p for p in GATEWAY_PORTS if not _admits(nsg, p)]
+    if not missing:
+        return "ok", f"its security group {nsg_id.rsplit('/', 1)[-1]} admits 80 and 443"
+    wanted_nsg = str(nsg_id).replace("-default-security-group", "-gateway-security-group")
+    fix = (f"az network nic update --ids {nic_id} --network-security-group {wanted_nsg}"
+           if wanted_nsg != nsg_id else f"allow TCP {', '.join(map(str, missing))} inbound "
+           f"in {nsg_id}")
+    return "blocked", (f"the gateway VM's NIC has security group {nsg_id.rsplit('/', 1)[-1]}, "
+                       f"which admits no TCP {' or '.join(map(str, missing))} from the "
+                       "internet: HTTPS to the gateway is blocked (dstack 0.22.5 attaches its "
+                       f"default group, not its gateway group, to the VM); fix: `{fix}`")
+
+
+def gateway_check(scope: str | None, address: str) -> tuple[str, str]:
+    """`gateway_security` over Azure's default credentials (MissingAccess without them)."""
+    sub = scope or os.environ.get("AZURE_SUBSCRIPTION_ID") or os.environ.get(
+        "ARM_SUBSCRIPTION_ID")
+    if not sub:
+        raise MissingAccess("azure: no subscription: set `subscription_id` for azure in the "
+                            "backends file or AZURE_SUBSCRIPTION_ID")
+    return gateway_security(azure_get(), sub, address)
+
+
+def _admits(nsg: dict[str, Any], port: int) -> bool:
+    """Whether an inbound Allow rule of the group admits TCP ``port`` from anywhere."""
+    rules = (nsg.get("properties") or {}).get("securityRules") or []
+    for rule in rules:
+        props = rule.get("properties") or {} if isinstance(rule, dict) else {}
+        if props.get("direction") != "Inbound" or props.get("access") != "Allow" or \
+                str(props.get("protocol", "*")).lower() not in ("tcp", "*"):
+            continue
+        sources = [props.get("sourceAddressPrefix"), *(props.get("sourceAddressPrefixes")
+                                                       or [])]
+        if not any(str(s).lower() in _ANY_SOURCE for s in sources if s):
+            continue
+        ranges = [props.get("destinationPortRange"), *(props.get("destinationPortRanges")
+                                                       or [])]
+        if any(_covers(str(r), port) for r in ranges if r):
+            return True
+    return False
+
+
+def _covers(spec: str, port: int) -> bool:
+    if spec == "*":
+        return True
+    low, _, high = spec.partition("-")
+    try:
+        return int(low) <= port <= int(high or low)
+    except ValueError:
+        return False
+
+
 def _message(resp: Any) -> str:
     try:
         body = resp.json()

@@ -50,3 +50,14 @@ def topology_reader(backend: str) -> TopologyReader:
     reader: TopologyReader = importlib.import_module(
         role_module(backend, "live")).topology_reader()
     return reader
+
+
+GatewayCheck = Any  # (scope, address) -> ("ok" | "blocked" | "unknown", detail)
+
+
+def gateway_check(backend: str) -> GatewayCheck | None:
+    """The backend's check of the VM dstack runs a gateway on (Azure: the security group its
+    NIC has), over its default credentials; None when the backend has none."""
+    if backend not in TRAITS_BY_NAME:
+        return None
+    return getattr(importlib.import_module(role_module(backend, "live")), "gateway_check", None)
