@@ -25,7 +25,7 @@ from moto import mock_aws
 
 from gpufleet.backends.aws.live import AwsProbe, quota_code
 from gpufleet.backends.azure.live import AzureProbe
-from gpufleet.backends.gcp.live import GcpProbe, gpu_metric
+from gpufleet.backends.gcp.live import GcpProbe, gpu_family, gpu_metric
 from gpufleet.cli import cli
 from gpufleet.live import UpError, UpOptions, deploy
 from gpufleet.live.preflight import (
@@ -186,37 +186,88 @@ def test_gcp_unknown_reservation_and_shared_reservation_path(tmp_path: Path) -> 
         "projects/host/reservations/big:")
 
 
-def test_gcp_gpu_quota_counts_fleets_of_a_region_together(tmp_path: Path) -> None:
+QUOTA_INFO = ("https://cloudquotas.googleapis.com/v1/projects/p1/locations/global/services/"
+              "compute.googleapis.com/quotaInfos/GPUS-PER-GPU-FAMILY-per-project-region")
+
+
+def quota_info(limit: str, family: str = "NVIDIA_H100") -> tuple[int, Any]:
+    """QuotaInfo as the Cloud Quotas API v1 answers it: one entry per dimension set."""
+    return 200, {"name": "projects/p1/locations/global/services/compute.googleapis.com/"
+                         "quotaInfos/GPUS-PER-GPU-FAMILY-per-project-region",
+                 "quotaId": "GPUS-PER-GPU-FAMILY-per-project-region",
+                 "service": "compute.googleapis.com", "dimensions": ["region", "gpu_family"],
+                 "dimensionsInfos": [
+                     {"dimensions": {"region": "us-central1", "gpu_family": family},
+                      "details": {"value": limit}},
+                     {"dimensions": {"region": "us-central1", "gpu_family": "NVIDIA_L4"},
+                      "details": {"value": "999"}}]}
+
+
+def test_gcp_h100_quota_comes_from_cloud_quotas_for_regions_get_has_none(
+        tmp_path: Path) -> None:
+    """regions.get lists no on-demand H100/H200/B200 quota (dstack 0.22.5 skips them for
+    that reason, core/backends/gcp/compute.py `_has_gpu_quota`): the limit is read from Cloud
+    Quotas' GPUS-PER-GPU-FAMILY-per-project-region for the fleet's gpu_family, fleets of a
+    region counted together; it gives no usage, so only a limit under the ask fails."""
     needs = stack(tmp_path, "h100", "h100b")
     assert {(n.region, n.instance_type) for n in needs} == {("us-central1", "a3-edgegpu-8g")}
-    assert gpu_metric(needs[0]) == "NVIDIA_H100_GPUS"
-    report = gcp_check(needs, recorded("gcp"))
-    # 2 fleets x 2 nodes x 8 GPUs = 32 wanted; the region has 32 - 8 used = 24 free
-    [regional] = [c for c in report.checks if c.detail.startswith("NVIDIA_H100_GPUS")]
+    assert gpu_family(needs[0]) == "NVIDIA_H100"
+    answers = recorded("gcp")
+    answers[QUOTA_INFO] = quota_info("24")  # 2 fleets x 2 nodes x 8 GPUs = 32 wanted
+    report = gcp_check(needs, answers)
+    [regional] = [c for c in report.checks if c.detail.startswith(
+        "NVIDIA_H100_GPUS in us-central1")]
     assert (regional.fleet, regional.verdict) == ("h100, h100b", "fail")
-    assert "NVIDIA_H100_GPUS in us-central1: limit 32, used 8, 32 GPUs more; 8 GPUs short" \
-        in regional.detail
-    # the project-wide GPU quota is checked as well (64 - 8 = 56 >= 32)
+    assert "limit 24, 32 GPUs more: 8 GPUs short even with none in use" in regional.detail
+    # a limit that covers the ask is no verdict: the GPUs already running count too
+    answers[QUOTA_INFO] = quota_info("64")
+    report = gcp_check(needs, answers)
+    [regional] = [c for c in report.checks if c.detail.startswith(
+        "NVIDIA_H100_GPUS in us-central1")]
+    assert regional.verdict == "skip" and "limit 64 covers the 32 GPUs asked" in \
+        regional.detail and "gives no usage" in regional.detail
+    # the project-wide GPU quota is still read from projects.get (64 - 8 = 56 >= 32)
     glob = [c for c in report.checks if c.detail.startswith("GPUS_ALL_REGIONS")]
     assert [c.verdict for c in glob] == ["ok"]
-    # one fleet alone fits
-    assert gcp_check(needs[:1], recorded("gcp")).ok
 
 
-def test_gcp_quota_that_is_not_listed_fails_instead_of_passing(tmp_path: Path) -> None:
-    answers = recorded("gcp")
-    answers[f"{GCP}/regions/us-central1"][1]["quotas"] = [
-        q for q in answers[f"{GCP}/regions/us-central1"][1]["quotas"]
-        if q["metric"] != "NVIDIA_H100_GPUS"]
+def test_gcp_h100_quota_that_cannot_be_read_is_no_verdict_not_a_pass(tmp_path: Path) -> None:
+    answers = recorded("gcp")  # no Cloud Quotas answer: 404
     report = gcp_check(stack(tmp_path, "h100"), answers)
-    assert [c.detail for c in report.checks if c.verdict == "fail"] == [
-        "NVIDIA_H100_GPUS in us-central1 is not listed for this account; the quota cannot "
-        "be read, so it is not assumed"]
+    [regional] = [c for c in report.checks if c.detail.startswith(
+        "NVIDIA_H100_GPUS in us-central1")]
+    assert regional.verdict == "skip" and "Cloud Quotas" in regional.detail
+    answers[QUOTA_INFO] = quota_info("64", family="NVIDIA_H100_MEGA")  # not this family
+    report = gcp_check(stack(tmp_path, "h100"), answers)
+    [regional] = [c for c in report.checks if c.detail.startswith(
+        "NVIDIA_H100_GPUS in us-central1")]
+    assert regional.verdict == "skip" and "lists no NVIDIA_H100 limit" in regional.detail
     # the machine type missing from the zone fails its own check
-    answers = recorded("gcp")
     del answers[f"{GCP}/zones/us-central1-a/machineTypes/a3-edgegpu-8g"]
     report = gcp_check(stack(tmp_path, "h100"), answers)
     assert verdicts(report)[("h100", "offered")] == "fail"
+
+
+def test_a_quota_missing_from_regions_get_fails_unless_google_never_lists_it(
+        tmp_path: Path) -> None:
+    """A spot H100's PREEMPTIBLE_ quota is asked of regions.get, which is known not to
+    list H100 quotas: missing, it is no verdict; an L4's, which regions.get lists, missing
+    is a failure - never assumed."""
+    h100 = FLEETS["h100"] + "spot_policy: spot\n"
+    answers = recorded("gcp")
+    answers[f"{GCP}/regions/us-central1"][1]["quotas"] = [
+        q for q in answers[f"{GCP}/regions/us-central1"][1]["quotas"]
+        if not q["metric"].startswith("PREEMPTIBLE_NVIDIA_H100")]
+    needs = stack(tmp_path, "h100", edit={"h100": h100})
+    report = gcp_check(needs, answers)
+    assert gpu_family(needs[0]) is None
+    checks = [c for c in report.checks if c.detail.startswith("PREEMPTIBLE_NVIDIA_H100")]
+    assert [c.verdict for c in checks] == ["skip"]  # H100: regions.get is known not to list it
+    l4 = Need("l4", "gcp", "p1", "us-central1", "us-central1-a", "g2-standard-4", "L4", 24, 1,
+              4, False, 2, 0)
+    report = gcp_check([l4], answers)
+    assert [c.verdict for c in report.checks if c.detail.startswith("NVIDIA_L4_GPUS")] == \
+        ["fail"]
 
 
 def test_gcp_quota_metrics_follow_the_gpu_and_the_market() -> None:

@@ -14,6 +14,7 @@ command exits 2 and says what is missing. A fact a probe cannot read fails its c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
@@ -92,8 +93,12 @@ class QuotaKey:
 
 @dataclass(frozen=True, slots=True)
 class QuotaFacts:
+    """A quota's limit and use; NaN where the cloud's API does not give it (``note`` says
+    where to look instead)."""
+
     limit: float
     used: float
+    note: str = ""
 
 
 class ScaleSetApi(Protocol):
@@ -333,6 +338,9 @@ def _quotas(report: PreflightReport, needs: Sequence[Need],
                                        f"{key.name}{where} is not listed for this account; "
                                        "the quota cannot be read, so it is not assumed"))
             continue
+        if math.isnan(facts.limit) or math.isnan(facts.used):
+            report.checks.append(_partial(who, key, where, wanted, facts))
+            continue
         free = facts.limit - facts.used
         head = (f"{key.name}{where}: limit {facts.limit:g}, used {facts.used:g}, "
                 f"{wanted} {key.unit} more")
@@ -342,6 +350,19 @@ def _quotas(report: PreflightReport, needs: Sequence[Need],
                                        "the cloud for a quota increase"))
         else:
             report.checks.append(Check(who, "quota", "ok", head))
+
+
+def _partial(who: str, key: QuotaKey, where: str, wanted: int, facts: QuotaFacts) -> Check:
+    """A quota the cloud gives only in part: a limit under what is asked fails; anything
+    else is no verdict (skip), with where to look."""
+    if math.isnan(facts.limit):
+        return Check(who, "quota", "skip", f"{key.name}{where}: {facts.note}")
+    if wanted > facts.limit:
+        return Check(who, "quota", "fail", f"{key.name}{where}: limit {facts.limit:g}, "
+                     f"{wanted} {key.unit} more: {wanted - facts.limit:g} {key.unit} short "
+                     "even with none in use: ask the cloud for a quota increase")
+    return Check(who, "quota", "skip", f"{key.name}{where}: limit {facts.limit:g} covers "
+                 f"the {wanted} {key.unit} asked; {facts.note}")
 
 
 def check_network(report: PreflightReport, needs: Sequence[Any],

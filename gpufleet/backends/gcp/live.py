@@ -4,6 +4,8 @@ GPU quotas (cloud.google.com/compute/resource-usage#gpu_quota)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +32,27 @@ SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # GPU quota metrics whose name is not NVIDIA_<GPU>_GPUS (by GPU and, where it matters, the
 # machine series): cloud.google.com/compute/resource-usage#gpu_quota
 METRICS = {("A100", 80): "NVIDIA_A100_80GB_GPUS", ("H100", "a3-megagpu"): "NVIDIA_H100_MEGA_GPUS"}
+
+
+# GPU families whose quota Compute Engine's regions.get does not list (dstack 0.22.5 skips
+# them for that reason: core/backends/gcp/compute.py `_has_gpu_quota`, "B200, H100,
+# H100_MEGA, and RTXPRO6000 quotas are not returned by `regions_client.list`"): on demand,
+# Cloud Quotas has them as one quota with a `gpu_family` dimension
+# (cloud.google.com/docs/quotas/configure-dimensions: "The gpu_family dimension measures the
+# number of GPUs of a given family in your Google Cloud project").
+FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
+NOT_IN_REGIONS = frozenset({"H100", "H200", "B200", "GB200", "RTXPRO6000"})
+QUOTAS_API = "https://cloudquotas.googleapis.com/v1"
+QUOTAS_PAGE = "console.cloud.google.com/iam-admin/quotas"
+
+
+def gpu_family(need: Need) -> str | None:
+    """The Cloud Quotas `gpu_family` of an on-demand fleet whose GPUs regions.get does not
+    list ("NVIDIA_H100", "NVIDIA_H100_MEGA"); None otherwise."""
+    if need.spot or not need.gpu or need.gpu.upper() not in NOT_IN_REGIONS:
+        return None
+    metric = gpu_metric(dataclasses.replace(need, spot=False)) or ""
+    return metric.removesuffix("_GPUS")
 
 
 def gpu_metric(need: Need) -> str | None:
@@ -177,6 +200,9 @@ class GcpProbe:
 
     def quota(self, need: Need, key: QuotaKey) -> QuotaFacts | None:
         project = self._project(need)
+        family = gpu_family(need)
+        if family is not None and key.region != "global":
+            return self._family_quota(project, key.region, family)
         if key.region == "global":
             body = get_json(self._get, f"{API}/projects/{project}", "gcp")
         else:
@@ -184,7 +210,34 @@ class GcpProbe:
         for q in (body or {}).get("quotas", []):
             if q.get("metric") == key.name:
                 return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
+        if need.gpu and need.gpu.upper() in NOT_IN_REGIONS and key.region != "global":
+            return QuotaFacts(math.nan, math.nan, f"regions.get does not list {need.gpu} "
+                              f"quotas (as dstack notes); check it on {QUOTAS_PAGE}")
         return None
+
+    def _family_quota(self, project: str, region: str, family: str) -> QuotaFacts:
+        """The limit Cloud Quotas gives for (region, gpu_family); its API gives no usage, so
+        only a limit under the ask can fail."""
+        url = (f"{QUOTAS_API}/projects/{project}/locations/global/services/"
+               f"compute.googleapis.com/quotaInfos/{FAMILY_QUOTA}")
+        where = f"see {FAMILY_QUOTA} for {family} on {QUOTAS_PAGE}"
+        try:
+            info = get_json(self._get, url, "gcp")
+        except ProbeError as e:
+            return QuotaFacts(math.nan, math.nan, f"Cloud Quotas cannot be read ({e}); {where}")
+        for item in (info or {}).get("dimensionsInfos") or []:
+            dims = item.get("dimensions") if isinstance(item, dict) else None
+            if isinstance(dims, dict) and dims.get("region") == region and \
+                    dims.get("gpu_family") == family:
+                value = (item.get("details") or {}).get("value")
+                try:
+                    limit = float(value)
+                except (TypeError, ValueError):
+                    break
+                return QuotaFacts(limit, math.nan, "Cloud Quotas gives no usage: the GPUs "
+                                  f"already running count against it too ({where})")
+        return QuotaFacts(math.nan, math.nan, f"Cloud Quotas lists no {family} limit in "
+                          f"{region}; {where}")
 
     def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
                       ) -> QuotaFacts | None:
