@@ -230,9 +230,11 @@ class GcpProbe:
             if isinstance(dims, dict) and dims.get("region") == region and \
                     dims.get("gpu_family") == family:
                 value = (item.get("details") or {}).get("value")
-                try:
-                    limit = float(value)
-                except (TypeError, ValueError):
+                try:  # an int64 as a string, as the API gives it
+                    limit = float(str(value)) if isinstance(value, str | int) else math.nan
+                except ValueError:
+                    limit = math.nan
+                if not math.isfinite(limit) or limit < 0:
                     break
                 return QuotaFacts(limit, math.nan, "Cloud Quotas gives no usage: the GPUs "
                                   f"already running count against it too ({where})")
