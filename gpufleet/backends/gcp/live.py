@@ -41,7 +41,7 @@ METRICS = {("A100", 80): "NVIDIA_A100_80GB_GPUS", ("H100", "a3-megagpu"): "NVIDI
 # (cloud.google.com/docs/quotas/configure-dimensions: "The gpu_family dimension measures the
 # number of GPUs of a given family in your Google Cloud project").
 FAMILY_QUOTA = "GPUS-PER-GPU-FAMILY-per-project-region"
-NOT_IN_REGIONS = frozenset({"H100", "H200", "B200", "GB200", "RTXPRO6000"})
+NOT_IN_REGIONS = frozenset({"h100", "h200", "b200", "gb200", "rtxpro6000"})  # lower case
 QUOTAS_API = "https://cloudquotas.googleapis.com/v1"
 QUOTAS_PAGE = "console.cloud.google.com/iam-admin/quotas"
 
@@ -49,7 +49,7 @@ QUOTAS_PAGE = "console.cloud.google.com/iam-admin/quotas"
 def gpu_family(need: Need) -> str | None:
     """The Cloud Quotas `gpu_family` of an on-demand fleet whose GPUs regions.get does not
     list ("NVIDIA_H100", "NVIDIA_H100_MEGA"); None otherwise."""
-    if need.spot or not need.gpu or need.gpu.upper() not in NOT_IN_REGIONS:
+    if need.spot or not need.gpu or need.gpu.lower() not in NOT_IN_REGIONS:
         return None
     metric = gpu_metric(dataclasses.replace(need, spot=False)) or ""
     return metric.removesuffix("_GPUS")
@@ -210,7 +210,7 @@ class GcpProbe:
         for q in (body or {}).get("quotas", []):
             if q.get("metric") == key.name:
                 return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
-        if need.gpu and need.gpu.upper() in NOT_IN_REGIONS and key.region != "global":
+        if need.gpu and need.gpu.lower() in NOT_IN_REGIONS and key.region != "global":
             return QuotaFacts(math.nan, math.nan, f"regions.get does not list {need.gpu} "
                               f"quotas (as dstack notes); check it on {QUOTAS_PAGE}")
         return None
