@@ -24,8 +24,9 @@ from gpufleet.backends.lambda_ import api as lambda_api
 from gpufleet.backends.lambda_.api import LambdaError, Pacer
 from gpufleet.cli import main
 from gpufleet.live import gateways
-from gpufleet.live.preflight import LiveError, Need, run_preflight
+from gpufleet.live.preflight import Need, run_preflight
 from gpufleet.live.probes.rest import BearerSession, session_get
+from gpufleet.live.runner import LiveError
 
 from planutil import write
 
