@@ -25,19 +25,19 @@ request goes through the proxy as a CONNECT tunnel (the credential inside TLS).
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 import re
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the transport's modules load at the first request (the CLI starts fast)
+    import http.client
+    import socket
 
 MAX_REDIRECTS = 5
 DEFAULT_TIMEOUT = 30.0
@@ -194,6 +194,9 @@ def _may_follow(current: str, target: str, authenticated: bool) -> None:
 
 def _once(method: str, url: str, body: bytes | None, headers: Mapping[str, str],
           deadline: float, timeout: float, max_bytes: int) -> Response:
+    import http.client
+    import ssl
+
     where = origin(url)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -241,6 +244,8 @@ def _once(method: str, url: str, body: bytes | None, headers: Mapping[str, str],
 
 def _what(e: Exception) -> str:
     """A protocol error's kind, without the bytes it quotes (they may be anything)."""
+    import http.client
+
     kinds = {http.client.IncompleteRead: "the body is cut off",
              http.client.LineTooLong: "a header or status line is too long",
              http.client.BadStatusLine: "a bad status line"}
@@ -255,6 +260,9 @@ def _connection(parts: urllib.parse.SplitResult, deadline: float
                 ) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
     """The connection to make (direct, or through the environment's proxy), the request
     target to send and the headers the proxy wants with it."""
+    import http.client
+    import ssl
+
     left = max(deadline - time.monotonic(), 0.001)
     host, port = parts.hostname or "", parts.port
     path = parts.path or "/"
@@ -283,6 +291,8 @@ def _connection(parts: urllib.parse.SplitResult, deadline: float
 
 
 def _proxy_for(parts: urllib.parse.SplitResult) -> str | None:
+    import urllib.request
+
     proxies = urllib.request.getproxies()
     proxy = proxies.get(parts.scheme)
     if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
@@ -334,6 +344,8 @@ class _SockView:
 
 
 def _deadline_response(deadline: float) -> Any:
+    import http.client
+
     def make(sock: socket.socket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
         return http.client.HTTPResponse(_SockView(sock, deadline), *args,  # type: ignore[arg-type]
                                         **kwargs)
