@@ -133,24 +133,38 @@ class LambdaApi:
     # --- one request ------------------------------------------------------------------------
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None,
-             launch: bool = False) -> Any:
+             launch: bool = False, lost: Callable[[], Any] | None = None) -> Any:
         """The `data` of a successful answer; LambdaError otherwise (after the retries a
-        429, a 5xx or a dropped connection get)."""
+        429, a 5xx or a dropped connection get). ``lost``: for a request that must not be
+        sent twice blindly (a launch has no idempotency token): asked, when an answer is lost
+        (no answer, a 5xx), for the `data` the request would have answered; what it finds is
+        returned, and only when it finds nothing is the request sent again."""
         delay = 1.0
         for attempt in range(self.retries + 1):
             self.pacer.wait(launch)
+            failure: HttpError | None = None
             try:
                 status, headers, raw = self.transport(method, f"{self.base}{path}",
                                                       self._headers(body is not None),
                                                       self._body(body), self.timeout)
             except HttpError as e:
-                if attempt == self.retries or not e.retryable:
+                if not e.retryable:
                     raise LambdaError(0, "connection", f"{method} {path}: {e}") from None
-                status, headers, raw = 0, {}, b""
-            if (status == 429 or status >= 500 or status == 0) and attempt < self.retries:
-                self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
-                delay = min(delay * 2, MAX_BACKOFF)
-                continue
+                status, headers, raw, failure = 0, {}, b"", e
+            if status == 429 or status >= 500 or status == 0:
+                unknown = lost is not None and status != 429  # it may have been done
+                found = lost() if unknown and lost is not None else None
+                if found is not None:
+                    return found
+                if attempt < self.retries:
+                    self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
+                    delay = min(delay * 2, MAX_BACKOFF)
+                    continue
+                if unknown:
+                    raise LambdaError(status, "answer-lost", f"{method} {path}: no answer "
+                                      f"after {attempt + 1} tries")
+                if failure is not None:
+                    raise LambdaError(0, "connection", f"{method} {path}: {failure}")
             return self._answer(method, path, status, raw)
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -199,36 +213,19 @@ class LambdaApi:
         only when it is not there after ``FIND_TRIES`` looks is the launch sent again. A 429
         launched nothing and is retried as any request is."""
         name = str(body.get("name") or "")
-        path = "/instance-operations/launch"
-        delay = 1.0
-        for attempt in range(self.retries + 1):
-            self.pacer.wait(True)
-            try:
-                status, headers, raw = self.transport(
-                    "POST", f"{self.base}{path}", self._headers(True), self._body(body),
-                    self.timeout)
-            except HttpError as e:
-                if not e.retryable:
-                    raise LambdaError(0, "connection", f"POST {path}: {e}") from None
-                status, headers, raw = 0, {}, b""
-            if status == 429 and attempt < self.retries:
-                self.pacer.clock.sleep(min(_retry_after(headers) or delay, MAX_BACKOFF))
-                delay = min(delay * 2, MAX_BACKOFF)
-                continue
-            if status == 0 or status >= 500:
-                found = self._adopt(name)
-                if found is not None:
-                    return found
-                if attempt < self.retries:
-                    self.pacer.clock.sleep(min(delay, MAX_BACKOFF))
-                    delay = min(delay * 2, MAX_BACKOFF)
-                    continue
-                raise LambdaError(status, "launch-unknown", f"POST {path}: no answer after "
-                                  f"{attempt + 1} tries and no instance named {name!r} "
-                                  "appeared: check Lambda's console for it")
-            ids = self._answer("POST", path, status, raw)
-            return str(ids["instance_ids"][0])
-        raise AssertionError("unreachable")  # the loop returns or raises
+
+        def adopted() -> dict[str, Any] | None:
+            found = self._adopt(name)
+            return None if found is None else {"instance_ids": [found]}
+        try:
+            data = self.call("POST", "/instance-operations/launch", body, launch=True,
+                             lost=adopted)
+        except LambdaError as e:
+            if e.code != "answer-lost":
+                raise
+            raise LambdaError(e.status, "launch-unknown", f"{e.message} and no instance named "
+                              f"{name!r} appeared: check Lambda's console for it") from None
+        return str(data["instance_ids"][0])
 
     def _adopt(self, name: str) -> str | None:
         """The id of the one instance named ``name`` (a launch whose answer was lost), looked
