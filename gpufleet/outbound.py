@@ -352,14 +352,11 @@ def _deadline_response(deadline: float) -> Any:
     return make
 
 
-def json_body(resp: Response, what: str) -> Any:
-    """The answer's JSON (no NaN or Infinity; the C parser bounds its own depth); HttpError
-    when it is not JSON."""
-    try:
-        return json.loads(resp.body, parse_constant=_no_constant) if resp.body else None
-    except (ValueError, RecursionError):
-        raise HttpError(f"{origin(resp.url)}: {what} answered HTTP {resp.status} with a body "
-                        "that is not JSON") from None
+def loads_strict(raw: bytes | str) -> Any:
+    """JSON as the standard allows it: NaN and Infinity (which Python's parser takes) are a
+    ValueError, as any other text that is not JSON. The C parser bounds its own depth
+    (RecursionError)."""
+    return json.loads(raw, parse_constant=_no_constant)
 
 
 def _no_constant(name: str) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -110,6 +110,11 @@ def strict_int(text: str, digits: int = 12) -> int:
     if not (0 < len(text) <= digits and text.isascii() and text.isdigit()):
         raise ValueError(text)
     return int(text)
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """A whole number >= 0 as JSON gives it: an int, not a bool or a float."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def strict_number(text: str) -> float:

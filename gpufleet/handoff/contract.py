@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.handoff.acceptance import is_count
+
 STATUS = ("met", "breached", "no evidence")
 VERDICT_CODES = {"pass": 0, "fail": 1, "no verdict": 2}
 MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])", re.ASCII)
@@ -31,10 +33,6 @@ MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])", re.ASCII)
 
 class ContractError(ValueError):
     """A ledger entry the report cannot read as what its kind records."""
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_figure(value: Any) -> bool:
@@ -65,7 +63,7 @@ def outcome(entry: Mapping[str, Any]) -> int:
     if verdict not in VERDICT_CODES:
         raise ContractError(f"line {entry.get('seq')}: verdict {verdict!r} is not one of "
                             f"{', '.join(VERDICT_CODES)}")
-    if code is not None and (not _is_count(code) or code != VERDICT_CODES[str(verdict)]):
+    if code is not None and (not is_count(code) or code != VERDICT_CODES[str(verdict)]):
         raise ContractError(f"line {entry.get('seq')}: exit_code {code!r} does not go with "
                             f"verdict {verdict!r}")
     return VERDICT_CODES[str(verdict)]
@@ -75,7 +73,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     # kind -> figure -> its check (a figure may be absent or null unless the kind needs it)
     "nccl": {"peak_busbw_gbps": _is_figure},
     "storage": {"write_mbps_all": _is_figure, "read_mbps_all": _is_figure},
-    "burn-in": {"failed_nodes": _is_count},
+    "burn-in": {"failed_nodes": is_count},
     "replace": {"hours": _is_figure},
 }
 
@@ -84,7 +82,7 @@ def checked(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     """The entry, type-checked for what the report reads of it; ContractError naming its
     line otherwise."""
     line = entry.get("seq")
-    if not _is_count(line) or not isinstance(entry.get("digest"), str):
+    if not is_count(line) or not isinstance(entry.get("digest"), str):
         raise ContractError(f"line {line}: no sequence number or digest")
     entry_time(entry)
     outcome(entry)
@@ -92,7 +90,7 @@ def checked(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(figures, dict):
         raise ContractError(f"line {line}: figures is not a mapping")
     nodes = entry.get("nodes")
-    if kind in _FIELDS and nodes is not None and not _is_count(nodes):
+    if kind in _FIELDS and nodes is not None and not is_count(nodes):
         raise ContractError(f"line {line}: nodes {nodes!r} is not a whole number")
     for name, ok in _FIELDS.get(str(kind), {}).items():
         value = figures.get(name)
@@ -100,7 +98,7 @@ def checked(entry: Mapping[str, Any]) -> Mapping[str, Any]:
         if (value is not None or required) and not ok(value):
             raise ContractError(f"line {line}: {kind} figure {name} = {value!r} is not a "
                                 "finite, non-negative number" + (" (a count)" if ok is
-                                                                  _is_count else ""))
+                                                                  is_count else ""))
     if kind == "replace":
         names = figures.get("nodes")
         if names is not None and (not isinstance(names, list)
@@ -133,10 +131,6 @@ class TermResult:
                 "entries": [{"seq": s, "digest": d} for s, d in self.entries]}
 
 
-def _when(entry: Mapping[str, Any]) -> dt.datetime:
-    return entry_time(entry)
-
-
 def month_of(entries: Sequence[Mapping[str, Any]], month: str | None) -> str:
     """``month`` (ASCII YYYY-MM; ContractError otherwise), else the latest month in UTC of
     the entries."""
@@ -164,9 +158,9 @@ def _figure_term(fleet: str, term: str, series: Series, unit: str, month: str) -
     hours = 0.0
     for entry, got, want in series:
         if (got is None or got < want) and below_since is None:
-            below_since = _when(entry)
+            below_since = entry_time(entry)
         elif got is not None and got >= want and below_since is not None:
-            hours += (_when(entry) - below_since).total_seconds() / 3600
+            hours += (entry_time(entry) - below_since).total_seconds() / 3600
             below_since = None
     if below_since is not None:
         hours += (_month_end(month) - below_since).total_seconds() / 3600
@@ -253,7 +247,7 @@ def _replacements(fleet: str, entries: list[Mapping[str, Any]], terms: Mapping[s
 
 def _batches(fleet: str, entries: list[Mapping[str, Any]], share: float) -> TermResult:
     runs = [e for e in entries if e.get("kind") == "burn-in" and outcome(e) != 2
-            and _is_count(e["figures"].get("failed_nodes")) and e.get("nodes")]
+            and is_count(e["figures"].get("failed_nodes")) and e.get("nodes")]
     if not runs:
         return TermResult(fleet, "max_bad_batch_share", "no evidence",
                           "no recorded burn-in this month")

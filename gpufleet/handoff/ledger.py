@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from gpufleet.outbound import loads_strict
+
 GENESIS = "sha256:" + "0" * 64
 MAX_LINE = 1 << 20  # one entry; evidence is recorded by digest, never inline
 MAX_LEDGER = 256 << 20  # a ledger gpufleet reads: years of entries at a few hundred bytes
@@ -116,7 +118,7 @@ def _entries(raw: bytes) -> tuple[list[dict[str, Any]], list[str]]:
         problems.append(f"line {len(lines)}: cut off (no line end): an interrupted write")
     for n, line in enumerate(lines, 1):
         try:
-            entry = json.loads(line, parse_constant=_not_json)
+            entry = loads_strict(line)
         except (ValueError, RecursionError):
             problems.append(f"line {n}: not a JSON entry")
             continue
@@ -134,10 +136,6 @@ def _entries(raw: bytes) -> tuple[list[dict[str, Any]], list[str]]:
         prev = str(entry.get("digest"))
         entries.append(entry)
     return entries, problems
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def append(path: str, record: Mapping[str, Any], now: dt.datetime | None = None

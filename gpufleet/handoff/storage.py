@@ -18,7 +18,6 @@ or a job in error, 2 unreadable or incomplete.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +26,13 @@ from gpufleet.backends import traits_of
 from gpufleet.compile import FilesystemPlan, FleetPlan, VolumePlan
 from gpufleet.handoff.acceptance import (
     KEY_VALUE,
+    is_count,
     render_task,
     strict_int,
     strict_number,
     tagged_lines,
 )
+from gpufleet.outbound import loads_strict
 
 PREFIX = "gpufleet storage:"
 TESTS = ("write", "read")
@@ -200,7 +201,7 @@ def _fio(fields: dict[str, str], raw: str) -> FioResult:
     if test not in TESTS or scope not in ("one", "all"):
         raise ValueError(f"test={test} scope={scope}")
     try:
-        doc = json.loads(raw, parse_constant=_not_a_number)
+        doc = loads_strict(raw)
     except (ValueError, RecursionError):
         return FioResult(node, test, scope, None, "fio's JSON is cut off or corrupt")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
@@ -210,14 +211,14 @@ def _fio(fields: dict[str, str], raw: str) -> FioResult:
     if not (rc.isascii() and rc.isdigit() and len(rc) <= 3):
         return FioResult(node, test, scope, None, f"fio's exit status is unreadable ({rc!r})")
     errors = [j.get("error") for j in jobs]
-    if any(not _count(e) for e in errors):
+    if any(not is_count(e) for e in errors):
         return FioResult(node, test, scope, None, "a job's error field is not a count")
     if rc != "0" or any(errors):
         return FioResult(node, test, scope, 0.0, "fio reported an error "
                          f"(exit {rc}, job errors {errors})")
     bws = [(j.get(test) or {}).get("bw_bytes") if isinstance(j.get(test), dict) else None
            for j in jobs]
-    if not all(_count(b) for b in bws):
+    if not all(is_count(b) for b in bws):
         return FioResult(node, test, scope, None, f"fio's JSON has no whole, finite, "
                          f"non-negative {test} bandwidth (bw_bytes) for every job")
     bw = sum(int(b) for b in bws if b is not None)
@@ -240,19 +241,9 @@ def _window(doc: dict[str, Any], jobs: list[dict[str, Any]], test: str
     moved = [j[test].get("io_bytes") for j in jobs]
     runtimes = [j[test].get("runtime") for j in jobs]
     end = doc.get("timestamp_ms")
-    if not (all(_count(x) for x in (*moved, *runtimes)) and isinstance(end, int)
-            and _count(end)):
+    if not (all(is_count(x) for x in (*moved, *runtimes)) and is_count(end)):
         return None
     return sum(moved), end - max(runtimes), end
-
-
-def _count(value: object) -> bool:
-    """A JSON integer >= 0 (fio writes bandwidths and error codes as integers)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _not_a_number(name: str) -> object:
-    raise ValueError(f"{name} is not a number")
 
 
 def _line_fields(body: str) -> tuple[dict[str, str], str]:

@@ -126,10 +126,6 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def _base(url: str) -> str:
-    return origin(url)
-
-
 @dataclass(frozen=True, slots=True)
 class Wanted:
     """A gateway of the stack's files, as dstack should run it."""
@@ -169,11 +165,11 @@ def read_gateway(post: Post, server: Server, wanted: Wanted, now: str) -> Found:
     url = f"{server.url}/api/project/{project}/gateways/get"
     status, body = post(url, {"name": wanted.name}, server.token)
     if status in (401, 403):
-        raise ServerError(f"the dstack server at {_base(url)} refused the token from "
+        raise ServerError(f"the dstack server at {origin(url)} refused the token from "
                           f"{server.source} (HTTP {status}): check the token, or that its user "
                           f"is a member of project {wanted.project}")
     if status == 404:
-        raise ServerError(f"the dstack server at {_base(url)} has no project {wanted.project} "
+        raise ServerError(f"the dstack server at {origin(url)} has no project {wanted.project} "
                           "(HTTP 404): merge the server config `gpufleet export dstack` "
                           "wrote and restart the server")
     if status == 400 and _code(body) == "resource_not_exists":
@@ -181,7 +177,7 @@ def read_gateway(post: Post, server: Server, wanted: Wanted, now: str) -> Found:
                      f"{wanted.project} yet: `dstack apply --project {wanted.project} -f "
                      f"gateway-{wanted.name}.dstack.yml`")
     if status != 200:
-        raise ServerError(f"the dstack server at {_base(url)} answered HTTP {status} for "
+        raise ServerError(f"the dstack server at {origin(url)} answered HTTP {status} for "
                           f"gateway {wanted.name}" + (f": {_message(body)}" if _message(body)
                                                       else ""))
     return judge(wanted, body, now)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpufleet.outbound import HttpError, Secret, request, scrub
+from gpufleet.outbound import HttpError, Secret, loads_strict, request, scrub
 
 BASE_URL = "https://cloud.lambda.ai/api/v1"
 ENV_KEY = "LAMBDA_API_KEY"
@@ -187,7 +187,7 @@ class LambdaApi:
             raise LambdaError(status, "answer-too-large", f"{method} {path}: more than "
                               f"{MAX_ANSWER:,} bytes")
         try:
-            doc = json.loads(raw, parse_constant=_no_constant) if raw else {}
+            doc = loads_strict(raw) if raw else {}
         except (ValueError, RecursionError) as e:
             raise LambdaError(status, "bad-answer", f"{method} {path}: HTTP {status}, not "
                               f"JSON ({type(e).__name__})") from None
@@ -316,10 +316,6 @@ class LambdaApi:
         except LambdaError as e:
             if e.status != 404:
                 raise
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.live.preflight import ProbeError
-from gpufleet.outbound import HttpError, Secret, request
+from gpufleet.outbound import HttpError, Secret, loads_strict, request
 
 # url -> (HTTP status, parsed JSON body)
 Get = Callable[[str], tuple[int, Any]]
@@ -32,7 +32,7 @@ class Answer:
     def json(self) -> Any:
         if not self.content:
             raise ValueError("no body")
-        return json.loads(self.content, parse_constant=_no_constant)
+        return loads_strict(self.content)
 
 
 class BearerSession:
@@ -66,10 +66,6 @@ class BearerSession:
 def _path(url: str) -> str:
     """The URL without its query, for messages."""
     return url.split("?", 1)[0][:200]
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def session_get(session: Any, timeout: float = 30.0) -> Get:
