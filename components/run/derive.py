@@ -261,12 +261,15 @@ def derive(run: RunResult, plans: Sequence[FleetPlan], mocks: StrictMocks,
 Derived = dict[str, tuple[str, str, dict[str, str]]]  # node -> (reference, template, values)
 
 
-def _entry_for(plan: FleetPlan, given: dict[Any, Any], node: str, derived: Derived) -> Any:
+def _entry_for(plan: FleetPlan, given: dict[Any, Any], node: str, derived: Derived,
+               compiled: dict[tuple[str, str], Any]) -> Any:
     """A per-node entry (of a stack output or the fleet's outputs) for a derived node, from
-    its template's beside the reference node's."""
+    its template's beside the reference node's (compiled once per pair, in ``compiled``)."""
     ref, t, values = derived[node]
-    compiled = _Compiler(_Names(plan, ref), _Names(plan, t), {})(given[ref], given[t])
-    return _build(_swap_values(compiled, values), _Names(plan, node), values)
+    if (ref, t) not in compiled:
+        compiled[ref, t] = _Compiler(_Names(plan, ref), _Names(plan, t), {})(given[ref],
+                                                                              given[t])
+    return _build(_swap_values(compiled[ref, t], values), _Names(plan, node), values)
 
 
 def _swap_values(compiled: Any, values: dict[str, str]) -> Any:
@@ -290,7 +293,8 @@ def _node_list(items: list[Any], plan: FleetPlan, sampled: Sequence[str],
     """A list with an entry per sampled node -> an entry per node, each derived node's from
     its template's."""
     given = dict(zip(sampled, items, strict=True))
-    return [given[n] if n in given else _entry_for(plan, given, n, derived)
+    compiled: dict[tuple[str, str], Any] = {}
+    return [given[n] if n in given else _entry_for(plan, given, n, derived, compiled)
             for n in plan.node_names]
 
 
@@ -311,10 +315,11 @@ def _extend_export(exports: dict[str, Any], plan: FleetPlan, derived: Derived) -
     if not isinstance(out, dict) or not isinstance(out.get("nodes"), list):
         return
     given = {e.get("name"): e for e in out["nodes"] if isinstance(e, dict)}
+    compiled: dict[tuple[str, str], Any] = {}
     nodes = []
     for n in plan.node_names:
         if n in given:
             nodes.append(given[n])
         elif n in derived and derived[n][0] in given and derived[n][1] in given:
-            nodes.append(_entry_for(plan, given, n, derived))
+            nodes.append(_entry_for(plan, given, n, derived, compiled))
     exports[plan.name] = {**out, "nodes": nodes}
