@@ -277,7 +277,7 @@ class AwsTopology:
                 "hpc6/hpc7/hpc8a, g6e and g7e types)")
         ec2 = self._client("ec2", fleet.region)
         ids = sorted(fleet.ids.values())
-        out: dict[str, tuple[str, ...]] = {}
+        out: dict[str, Any] = {}
         for start in range(0, len(ids), PAGE):
             token: str | None = None
             seen: set[str] = set()
@@ -302,10 +302,10 @@ class AwsTopology:
         return out
 
     @staticmethod
-    def _take(fleet: Any, page: Any, out: dict[str, tuple[str, ...]]) -> None:
+    def _take(fleet: Any, page: Any, out: dict[str, Any]) -> None:
         """One page's instances into ``out``; TopologyUnavailable naming the node for an
-        instance without an id, with blank network nodes, or listed twice at two
-        positions."""
+        instance without an id or listed twice at two positions (the network nodes
+        themselves are judged with every cloud's, `gpufleet.live.topology`)."""
         instances = page.get("Instances") if isinstance(page, dict) else None
         if not isinstance(instances, list):
             raise TopologyUnavailable("aws: DescribeInstanceTopology answered without an "
@@ -319,11 +319,7 @@ class AwsTopology:
             name = fleet.node_of(iid)
             if raw is None or raw == []:
                 continue  # not placed yet: the node is reported missing
-            if not isinstance(raw, list) or not all(isinstance(n, str) and n.strip()
-                                                    for n in raw):
-                raise TopologyUnavailable(f"aws: the network nodes of {name} ({iid}) are "
-                                          "blank or malformed; no verdict")
-            nodes = tuple(raw)
+            nodes = tuple(raw) if isinstance(raw, list) else raw
             if iid in out and out[iid] != nodes:
                 raise TopologyUnavailable(f"aws: DescribeInstanceTopology listed {name} "
                                           f"({iid}) twice, at two positions; no verdict")
