@@ -23,7 +23,14 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
-from gpufleet.live.probes.rest import BearerSession, Get, get_json, session_get
+from gpufleet.live.probes.rest import (
+    BearerSession,
+    Get,
+    get_json,
+    next_link,
+    pages,
+    session_get,
+)
 from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.outbound import Secret
 from gpufleet.traits import NetworkQuota
@@ -221,15 +228,11 @@ class ScaleSetApi:
         self._poll, self._max = poll_seconds, max_polls
 
     def instances(self, vmss_id: str) -> list[dict[str, Any]]:
-        url: str | None = f"{ARM}{vmss_id}/virtualMachines?api-version={COMPUTE_API}"
-        out: list[dict[str, Any]] = []
-        while url:
-            body = get_json(session_get(self._session), url, "azure")
-            if body is None:
-                raise ProbeError(f"azure: no scale set {vmss_id}")
-            out += [v for v in body.get("value") or [] if isinstance(v, dict)]
-            url = body.get("nextLink")
-        return out
+        url = f"{ARM}{vmss_id}/virtualMachines?api-version={COMPUTE_API}"
+        listed = list(pages(session_get(self._session), url, "azure", next_link))
+        if not listed:
+            raise ProbeError(f"azure: no scale set {vmss_id}")
+        return [v for page in listed for v in page.get("value") or [] if isinstance(v, dict)]
 
     kind = "Azure scale set"
 
@@ -270,7 +273,6 @@ class ScaleSetApi:
 
 GATEWAY_PORTS = (80, 443)
 _ANY_SOURCE = ("*", "internet", "0.0.0.0/0", "any")
-MAX_PAGES = 50
 
 
 def gateway_security(get: Get, subscription: str, address: str) -> tuple[str, str]:
@@ -279,16 +281,12 @@ def gateway_security(get: Get, subscription: str, address: str) -> tuple[str, st
     creates `<rg>-<location>-gateway-security-group` (22, 80, 443) but gives the gateway VM
     `<rg>-<location>-default-security-group` (its create_gateway passes the default group's
     name: dstack core/backends/azure/compute.py), so HTTP and HTTPS never reach it."""
-    url: str | None = (f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Network/"
-                       f"publicIPAddresses?api-version={NETWORK_API}")
-    found = None
-    for _ in range(MAX_PAGES):
-        if url is None or found is not None:
-            break
-        body = get_json(get, url, "azure") or {}
-        found = next((ip for ip in body.get("value") or [] if isinstance(ip, dict) and
-                      (ip.get("properties") or {}).get("ipAddress") == address), None)
-        url = body.get("nextLink") if isinstance(body.get("nextLink"), str) else None
+    url = (f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Network/"
+           f"publicIPAddresses?api-version={NETWORK_API}")
+    listed = (ip for page in pages(get, url, "azure", next_link)
+              for ip in page.get("value") or [])
+    found = next((ip for ip in listed if isinstance(ip, dict) and
+                  (ip.get("properties") or {}).get("ipAddress") == address), None)
     if found is None:
         return "unknown", (f"no public IP {address} in subscription {subscription}: cannot "
                            "tell which security group guards the gateway")

@@ -9,7 +9,6 @@ import math
 import os
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote
 
 from gpufleet.live.preflight import (
     LIVE_EXTRA,
@@ -21,13 +20,19 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
-from gpufleet.live.probes.rest import BearerSession, Get, get_json, session_get
+from gpufleet.live.probes.rest import (
+    BearerSession,
+    Get,
+    get_json,
+    page_token,
+    pages,
+    session_get,
+)
 from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.outbound import Secret
 from gpufleet.traits import NetworkQuota
 
 API = "https://compute.googleapis.com/compute/v1"
-MAX_PAGES = 100  # pages of one compute list (500 items a page by default)
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # GPU quota metrics whose name is not NVIDIA_<GPU>_GPUS (by GPU and, where it matters, the
 # machine series): cloud.google.com/compute/resource-usage#gpu_quota
@@ -159,33 +164,13 @@ class GcpProbe:
         url = (f"{API}/projects/{project}/zones/{need.zone}/reservations/{name}/"
                "reservationBlocks")
         out: list[tuple[str, ...]] = []
-        for block in self._items(url):
+        blocks = (b for page in pages(self._get, url, "gcp", page_token)
+                  for b in page.get("items") or [])
+        for block in blocks:
             topo = block.get("physicalTopology") if isinstance(block, dict) else None
             if isinstance(topo, dict) and topo.get("cluster") and topo.get("block"):
                 out.append((str(topo["cluster"]), str(topo["block"])))
         return out
-
-    def _items(self, url: str) -> list[Any]:
-        """Every page's `items` of a compute list (`nextPageToken`, bounded; a token given
-        twice is refused)."""
-        items: list[Any] = []
-        token: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            page = get_json(self._get, url + (f"?pageToken={quote(token)}" if token else ""),
-                            "gcp")
-            if not isinstance(page, dict):
-                return items
-            got = page.get("items")
-            items += got if isinstance(got, list) else []
-            token = page.get("nextPageToken")
-            if not token:
-                return items
-            if not isinstance(token, str) or token in seen:
-                raise ProbeError(f"gcp: {url.split('?')[0]} answered a page token it had "
-                                 "given before: its paging does not end")
-            seen.add(token)
-        raise ProbeError(f"gcp: {url} paged past {MAX_PAGES} pages")
 
     def quota_keys(self, need: Need) -> Sequence[QuotaKey]:
         metric = gpu_metric(need)

@@ -8,9 +8,10 @@ recorded responses, or a session of their own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from gpufleet.live.preflight import ProbeError
 from gpufleet.outbound import HttpError, Secret, loads_strict, request
@@ -18,6 +19,7 @@ from gpufleet.outbound import HttpError, Secret, loads_strict, request
 # url -> (HTTP status, parsed JSON body)
 Get = Callable[[str], tuple[int, Any]]
 MAX_ANSWER = 64 * 1024 * 1024  # a region's Azure resource SKUs run to a few MB
+MAX_PAGES = 100  # pages of one list: far past any answer that ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +102,41 @@ def get_json(get: Get, url: str, cloud: str) -> Any | None:
             message = str(err.get("message") or err.get("code") or "")
     raise ProbeError(f"{cloud}: GET {_path(url)} answered {status}"
                      + (f": {message}" if message else ""))
+
+
+def pages(get: Get, url: str, cloud: str, follow: Callable[[dict[str, Any], str], str | None]
+          ) -> Iterator[dict[str, Any]]:
+    """Each page of a list, the first at ``url``; ``follow(page, first url)`` is the next
+    page's URL (GCP's `nextPageToken`, Azure's `nextLink`), None at the end. Bounded, and a
+    next page already read is refused: paging that never ends is an error, not a loop. A
+    list the cloud does not know (404) has no pages."""
+    seen = {url}
+    current = url
+    for _ in range(MAX_PAGES):
+        page = get_json(get, current, cloud)
+        if not isinstance(page, dict):
+            return
+        yield page
+        nxt = follow(page, url)
+        if not nxt:
+            return
+        if nxt in seen:
+            raise ProbeError(f"{cloud}: {_path(url)} answered a next-page link or page token "
+                             "it had given before: its paging does not end")
+        seen.add(nxt)
+        current = nxt
+    raise ProbeError(f"{cloud}: {_path(url)} paged past {MAX_PAGES} pages")
+
+
+def page_token(page: dict[str, Any], url: str) -> str | None:
+    """The next page of a Google API list (`nextPageToken`)."""
+    token = page.get("nextPageToken")
+    if not isinstance(token, str) or not token:
+        return None
+    return url + ("&" if "?" in url else "?") + f"pageToken={quote(token)}"
+
+
+def next_link(page: dict[str, Any], url: str) -> str | None:
+    """The next page of an Azure Resource Manager list (`nextLink`)."""
+    link = page.get("nextLink")
+    return link if isinstance(link, str) and link else None
