@@ -79,9 +79,7 @@ class Secret:
         return self._value
 
     def __repr__(self) -> str:
-        return f"Secret(from {self.source})"
-
-    __str__ = __repr__
+        return f"Secret(from {self.source})"  # str() falls back to it
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Secret) and other._value == self._value
