@@ -83,6 +83,12 @@ BENCHES = (
         Figure("fuzz slowest input", r"slowest input: ([\d.]+) s", "s", "<= 2 s",
                lambda v: v <= 2.0),
     )),
+    Bench("lambda_boot.py", "Lambda's launch limit: (nodes - 1) x 12 s + one boot", (
+        Figure("Lambda fleet up / floor, 100 nodes", r"launch, then wait / floor: ([\d.]+)x",
+               "x", "<= 1.10", lambda v: v <= 1.10),
+        Figure("Lambda fleet up, speed-up", r"create-waits: ([\d.]+)x", "x", "-",
+               lambda v: True),
+    )),
     Bench("hostile.py", "no pass on bad evidence, no internal error, bounded bombs", (
         Figure("alias bomb, worst process", r"worst ([\d.]+) s and \d+ MB", "s", "<= 2 s",
                lambda v: v <= 2.0),

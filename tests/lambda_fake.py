@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,6 +86,11 @@ class Fake:
     global_rules: list[dict[str, Any]] = field(default_factory=list)  # the account-wide rules
     never_active: bool = False
     active_after: int = 1  # GETs of a booting instance before it is active
+    # or, with a clock: seconds from launch to active (a real boot: polls do not hurry it)
+    boot_seconds: float | None = None
+    clock: Callable[[], float] | None = None
+    launched_at: dict[str, float] = field(default_factory=dict)
+    unlisted: int = 0  # the next lists leave out every booting instance (listed late)
     in_use_deletes: int = 0  # DELETEs of a ruleset/filesystem answered "in use" first
     polls: dict[str, int] = field(default_factory=dict)
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -304,13 +309,19 @@ def _filesystems(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple
 
 def _instances(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple[int, Any]:
     if (method, path) == ("GET", "/instances"):  # running ones: terminated are not listed
-        return 200, {"data": [x for x in fake.instances.values()
-                              if x["status"] not in ("terminated",)]}
+        listed = [x for x in fake.instances.values() if x["status"] not in ("terminated",)
+                  and not (fake.unlisted and x["status"] == "booting")]
+        fake.unlisted = max(0, fake.unlisted - 1)
+        for x in listed:
+            _poll(fake, x)
+        return 200, {"data": listed}
     if (method, path) == ("POST", "/instance-operations/launch"):
         if body["instance_type_name"] not in _TYPES:
             return 404, {"error": {"code": "global/object-does-not-exist",
                                    "message": "Instance type not found"}}
         new = fake.new_id("a")
+        if fake.clock is not None:
+            fake.launched_at[new] = fake.clock()
         fake.instances[new] = {
             "id": new, "name": body.get("name", ""), "status": "booting",
             "ssh_key_names": body["ssh_key_names"],
@@ -338,12 +349,26 @@ def _instances(fake: Fake, method: str, path: str, i: str, body: Any) -> tuple[i
                                "message": "Instance not found"}}
     if method == "POST":
         inst["name"] = body["name"]
-    elif inst["status"] == "booting" and not fake.never_active:
-        fake.polls[i] = fake.polls.get(i, 0) + 1
-        if fake.polls[i] >= fake.active_after:
-            inst.update(status="active", ip="198.51.100.7", private_ip="10.19.0.7",
-                        hostname="198-51-100-7")
+    else:
+        _poll(fake, inst)
     return 200, {"data": inst}
+
+
+def _poll(fake: Fake, inst: dict[str, Any]) -> None:
+    """A look at a booting instance: active after ``active_after`` looks, or once
+    ``boot_seconds`` have passed on the fake's clock."""
+    i = inst["id"]
+    if inst["status"] != "booting" or fake.never_active:
+        return
+    fake.polls[i] = fake.polls.get(i, 0) + 1
+    if fake.boot_seconds is not None and fake.clock is not None:
+        booted = fake.clock() - fake.launched_at[i] >= fake.boot_seconds
+    else:
+        booted = fake.polls[i] >= fake.active_after
+    if booted:
+        n = int(i[1:], 16) % 250 + 1
+        inst.update(status="active", ip=f"198.51.100.{n}", private_ip=f"10.19.0.{n}",
+                    hostname=f"198-51-100-{n}")
 
 
 @contextmanager

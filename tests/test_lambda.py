@@ -67,6 +67,7 @@ def lam(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         monkeypatch.setenv("LAMBDA_API_KEY", KEY)
         pacer = StampedPacer(clock)
         monkeypatch.setattr(lambda_api, "PACER", pacer)
+        monkeypatch.setattr(lambda_api, "LISTING", lambda_api.Listing())
         monkeypatch.setattr(prov, "_KEY", [])
         yield Env(fake, url, clock, pacer.stamps)
         assert fake.violations == []  # every request and answer as the document says
@@ -115,12 +116,22 @@ def test_a_filesystem_is_created_read_and_deleted_and_reports_its_mount_point(la
 
 def test_an_instance_is_launched_followed_to_active_renamed_and_terminated(lam: Env) -> None:
     lam.fake.active_after = 3
-    inst = prov.InstanceProvider()
+    inst, ready = prov.InstanceProvider(), prov.InstanceReadyProvider()
     made = inst.create(_instance_props())
-    assert made.outs["status"] == "active" and made.outs["ip"] == "198.51.100.7"
+    assert made.outs["status"] == "booting" and made.outs["ip"] is None  # launched, not waited
+    assert lam.clock.slept == []
     launch = next(b for m, p, b in lam.fake.requests if p == "/instance-operations/launch")
     assert launch["user_data"].startswith("#!/bin/bash") and launch["tags"]
+    up = ready.create({"instance_id": made.id, "node": "lam-node-0"})
+    assert up.id == made.id and up.outs["status"] == "active"
+    assert up.outs["ip"] == lam.fake.instances[made.id]["ip"] and up.outs["private_ip"]
     assert lam.clock.slept.count(lambda_api.POLL) == 2  # two polls while it was booting
+    assert ready.read(up.id, up.outs).outs["private_ip"] == up.outs["private_ip"]
+    # a new instance is a new wait; deleting the wait leaves the instance to its resource
+    assert ready.diff(up.id, up.outs, {**up.outs, "instance_id": "x"}).replaces == \
+        ["instance_id"]
+    ready.delete(up.id, up.outs)
+    assert lam.fake.instances[made.id]["status"] == "active"
     # only the name changes in place; anything else replaces the instance
     assert inst.diff(made.id, made.outs, {**made.outs, "name": "x"}).replaces == []
     assert inst.diff(made.id, made.outs, {**made.outs, "user_data": "y"}).replaces == \
@@ -135,15 +146,31 @@ def test_an_instance_is_launched_followed_to_active_renamed_and_terminated(lam: 
     assert KEY not in json.dumps(made.outs)
 
 
-def test_a_launch_that_never_becomes_active_is_terminated_after_the_bounded_wait(
+def test_a_launch_that_never_becomes_active_fails_its_wait_and_stays_in_the_stack(
         lam: Env) -> None:
     lam.fake.never_active = True
+    made = prov.InstanceProvider().create(_instance_props())
     start = lam.clock.t
-    with pytest.raises(LambdaError, match="not active after 1800 s"):
-        prov.InstanceProvider().create(_instance_props())
+    with pytest.raises(LambdaError, match="not active after 1800 s") as err:
+        prov.InstanceReadyProvider().create({"instance_id": made.id, "node": "lam-node-0"})
     assert lam.clock.t - start >= ACTIVE_WAIT
+    assert made.id in str(err.value) and "gpufleet replace" in str(err.value)
     (only,) = lam.fake.instances.values()
-    assert only["status"] == "terminated"  # no paid instance nobody tracks
+    # the Instance holds it: never a paid instance nobody tracks, never one terminated
+    # behind the state's back
+    assert only["status"] == "booting"
+
+
+def test_every_booting_node_is_told_its_status_by_one_list_request_a_poll(lam: Env) -> None:
+    lam.fake.active_after = 3
+    inst, ready = prov.InstanceProvider(), prov.InstanceReadyProvider()
+    ids = [inst.create(_instance_props(name=f"lam-node-{k}-abc1234")).id for k in range(3)]
+    gets_before = len(lam.fake.requests)
+    for k, i in enumerate(ids):  # in turn, as the provider's workers would
+        assert ready.create({"instance_id": i, "node": f"lam-node-{k}"}).outs["status"] == \
+            "active"
+    asked = [p for m, p, _ in lam.fake.requests[gets_before:]]
+    assert asked.count("/instances") == 3 and not [p for p in asked if p != "/instances"]
 
 
 def test_429_and_5xx_are_retried_with_backoff_and_errors_are_reported(lam: Env) -> None:
@@ -177,9 +204,10 @@ def test_a_wrong_key_is_401_without_retry_and_the_key_is_never_in_the_message(
 
 
 def test_requests_are_spaced_one_second_and_launches_twelve(lam: Env) -> None:
-    inst = prov.InstanceProvider()
+    inst, ready = prov.InstanceProvider(), prov.InstanceReadyProvider()
     t0 = lam.clock.t
     first = inst.create(_instance_props())
+    ready.create({"instance_id": first.id, "node": "lam-node-0"})
     launched = lam.clock.t
     inst.create(_instance_props(name="lam-node-1-abc1234"))
     gaps = [b - a for a, b in zip(lam.stamps, lam.stamps[1:], strict=False)]
@@ -337,9 +365,9 @@ def test_diff_works_offline_on_an_export_holding_dynamic_resources(tmp_path: Pat
     path = write_export(tmp_path / "state.json", state)
     for full in ([], ["--full"]):  # --full compares every input (no phantom `__provider`)
         r = CliRunner().invoke(cli, ["diff", "--state", path, *full, *_files(tmp_path)])
-        assert r.exit_code == 0 and "summary: 5 same" in r.output, r.output
+        assert r.exit_code == 0 and "summary: 7 same" in r.output, r.output
     r = CliRunner().invoke(cli, ["diff", "--state", path, *_files(tmp_path, nodes=3)])
-    assert "summary: 1 create, 5 same" in r.output, r.output
+    assert "summary: 2 create, 7 same" in r.output, r.output
     assert "create   pulumi-python:dynamic/lambda:Instance  lam-node-2" in r.output
 
 
@@ -469,26 +497,21 @@ def test_a_launch_that_launched_nothing_is_sent_again_after_looking(lam: Env) ->
 
 def test_a_404_or_a_garbled_answer_while_booting_does_not_kill_a_healthy_node(
         lam: Env) -> None:
-    lam.fake.active_after = 4
-    lam.fake.fail("GET /instances/{id}", 404, 2)  # listed late
-    lam.fake.garble("GET /instances/{id}", 1)  # a proxy's error page
+    lam.fake.active_after = 2
     made = prov.InstanceProvider().create(_instance_props())
-    assert made.outs["status"] == "active" and _live(lam.fake)[0]["id"] == made.id
+    lam.fake.garble("GET /instances", 1)  # a proxy's error page
+    lam.fake.unlisted = 2  # Lambda lists a launch late: two lists without it...
+    lam.fake.fail("GET /instances/{id}", 404, 2)  # ...and no answer by its id yet
+    up = prov.InstanceReadyProvider().create({"instance_id": made.id, "node": "lam-node-0"})
+    assert up.outs["status"] == "active" and _live(lam.fake)[0]["id"] == made.id
 
 
-def test_an_instance_that_stays_gone_fails_the_launch(lam: Env) -> None:
+def test_an_instance_that_stays_gone_fails_its_wait(lam: Env) -> None:
+    made = prov.InstanceProvider().create(_instance_props())
+    lam.fake.unlisted = lambda_api.GONE_AFTER
     lam.fake.fail("GET /instances/{id}", 404, lambda_api.GONE_AFTER)
     with pytest.raises(LambdaError, match="not found 3 times while it booted"):
-        prov.InstanceProvider().create(_instance_props())
-
-
-def test_a_terminate_that_fails_names_the_instance_left_behind(lam: Env) -> None:
-    lam.fake.never_active = True
-    lam.fake.fail("POST /instance-operations/terminate", 500, lambda_api.RETRIES + 1)
-    with pytest.raises(LambdaError) as e:
-        prov.InstanceProvider().create(_instance_props())
-    (left,) = _live(lam.fake)
-    assert left["id"] in str(e.value) and "may still run" in str(e.value)
+        prov.InstanceReadyProvider().create({"instance_id": made.id, "node": "lam-node-0"})
 
 
 def test_a_script_or_tag_change_replaces_no_running_lambda_node(tmp_path: Path) -> None:
@@ -501,7 +524,7 @@ def test_a_script_or_tag_change_replaces_no_running_lambda_node(tmp_path: Path) 
     files = [write(tmp_path, "backends.yml", BACKENDS), write(tmp_path, "lam.yml", tagged)]
     r = CliRunner().invoke(cli, ["diff", "--state", path, "--full", *files])
     summary = r.output.split("summary:")[-1]
-    assert r.exit_code == 0 and "replace" not in summary and "5 same" in summary, r.output
+    assert r.exit_code == 0 and "replace" not in summary and "7 same" in summary, r.output
     report = plan_files(files)
     for node in by_type(report, "pulumi-python:dynamic/lambda:Instance"):
         assert set(node["ignore_changes"]) >= {"user_data", "tags"}

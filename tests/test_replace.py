@@ -152,6 +152,36 @@ def test_a_preview_that_touches_anything_else_is_refused(tmp_path: Path) -> None
     assert "update p5-node-0" in str(e.value) and stack.updated == []
 
 
+def test_a_lambda_node_is_replaced_with_its_wait_and_nothing_else(tmp_path: Path) -> None:
+    """A Lambda node's `<node>-ready` (its wait for `active`) takes the new instance's id:
+    the engine replaces it with the node, which the preview may show; another node's is
+    still refused."""
+    paths = [write(tmp_path, "backends.yml", f"access:\n  ssh_public_key: {TEST_KEY}\n"
+                   "backends:\n  - type: lambda\n    regions: [us-east-1]\n"
+                   "    ssh_cidrs: [198.51.100.0/24]\n"),
+             write(tmp_path, "lam.yml", "type: fleet\nname: lam\nnodes: 2\nresources:\n"
+                   "  gpu: H100:8\nbackends: [lambda]\n")]
+    r = CliRunner().invoke(cli, ["lock", *paths])
+    assert r.exit_code == 0, r.output
+    lock, _ = load_lock(str(tmp_path / "gpufleet.lock"))
+    deployed = export(paths, lock=lock)
+    ready = "pulumi-python:dynamic/lambda:InstanceReady"
+    node = urn_of(deployed, "lam-node-1", "pulumi-python:dynamic/lambda:Instance")
+    for wait, ok in (("lam-node-1-ready", True), ("lam-node-0-ready", False)):
+        stack = ReplaceStack(paths, deployed, extra=(("replace", urn_of(deployed, wait,
+                                                                        ready)),))
+        lines: list[str] = []
+        if ok:
+            shown = replace_nodes(runner(stack, lines), str(tmp_path), "lam", ["1"],
+                                  lines.append, lambda _p: True)
+            assert shown.urns == (node,) and stack.updated == [[node]]
+        else:
+            with pytest.raises(ReplaceError, match="replace lam-node-0-ready"):
+                replace_nodes(runner(stack, lines), str(tmp_path), "lam", ["1"],
+                              lines.append, lambda _p: True)
+            assert stack.updated == []
+
+
 def test_unknown_undeployed_and_scale_set_nodes_are_refused_before_any_preview(
         tmp_path: Path) -> None:
     paths = files(tmp_path, a4_nodes=2)

@@ -1,6 +1,7 @@
 """A Lambda fleet: its SSH key, its firewall ruleset (SSH from ssh_cidrs, nothing else), the
 filesystems it holds, and one instance per node launched with them and the host setup as
-user data (gpufleet.backends.lambda_.compile)."""
+user data (gpufleet.backends.lambda_.compile), each with the wait for it to be active
+(`<node>-ready`) that the fleet's addresses come from."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, LambdaOptions, input_dige
 from ..access import boot_script, public_key
 from ..renames import rename_options
 from ..sampling import registered_nodes
-from .dynamic import Filesystem, FirewallRuleset, Instance, SshKey
+from .dynamic import Filesystem, FirewallRuleset, Instance, InstanceReady, SshKey
 
 
 def stack_suffix() -> str:
@@ -76,7 +77,10 @@ class Fleet(pulumi.ComponentResource):
         # terminate every node (`gpufleet replace` replaces the ones asked for)
         after = pulumi.ResourceOptions(parent=self, depends_on=[key],
                                        ignore_changes=["user_data", "tags"])
-        nodes = [Instance(name, {**props, "name": physical(name)}, after)
+        # each node's launch returns at once and its InstanceReady waits for `active`: the
+        # provider serves four operations at a time, and the launches queue first
+        nodes = [InstanceReady(f"{name}-ready", {"instance_id": Instance(
+                     name, {**props, "name": physical(name)}, after).id, "node": name}, child)
                  for name in registered_nodes(plan)]
         self.internal_ips: list[Any] = [n.private_ip for n in nodes]
         self.public_ips: list[Any] = [n.ip for n in nodes]

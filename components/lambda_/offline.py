@@ -17,10 +17,13 @@ def invokes(dns_zones: Iterable[str]) -> dict[str, Invoke]:
 
 
 def outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    if typ == names.INSTANCE:
-        return {"instance_id": f"mock-instance-id-of-{name}",
-                "ip": f"mock-public-ip-of-{name}", "private_ip": f"mock-private-ip-of-{name}",
-                "hostname": f"mock-hostname-of-{name}", "status": "active"}
+    if typ == names.INSTANCE:  # launched: its addresses come with its wait (READY)
+        return {"instance_id": f"mock-instance-id-of-{name}", "ip": None, "private_ip": None,
+                "hostname": None, "status": "booting"}
+    if typ == names.READY:
+        node = name.removesuffix("-ready")
+        return {"ip": f"mock-public-ip-of-{node}", "private_ip": f"mock-private-ip-of-{node}",
+                "hostname": f"mock-hostname-of-{node}", "status": "active"}
     if typ == names.FIREWALL:
         return {"ruleset_id": f"mock-ruleset-id-of-{name}"}
     if typ == names.SSH_KEY:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gpufleet.backends import node_types, traits_of
+from gpufleet.backends import node_types, resource_kinds, traits_of
 from gpufleet.live.drift import changes_from_events
 from gpufleet.live.preflight import ProbeError, ScaleSetApi
 from gpufleet.live.runner import DeployRunner, LiveError
@@ -96,7 +96,7 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
     runner.preview(events.append, replace=urns)
     changes = tuple(changes_from_events(events, "preview"))
     shown = ReplacePlan(fleet, tuple(nodes), urns, changes, plan, spread)
-    others = [c for c in changes if c.urn not in urns]
+    others = [c for c in changes if c.urn not in urns and not _follows(c, nodes)]
     not_replaced = [u for u in urns if not any(c.urn == u and c.op == "replace"
                                                for c in changes)]
     if others or not_replaced:
@@ -106,6 +106,14 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
                            "changed (run `gpufleet diff` or `gpufleet up` for the other "
                            "changes first):\n  " + "\n  ".join(why))
     return shown
+
+
+def _follows(change: Change, nodes: Sequence[str]) -> bool:
+    """A replacement the nodes' own replacements cause: a resource of one of them (named
+    `<node>-...`) whose kind is replaced with what feeds it (Lambda's wait for `active`)."""
+    kind = resource_kinds().get(change.type)
+    return (change.op == "replace" and kind is not None and bool(kind.replaced_with)
+            and any(change.name.startswith(f"{n}-") for n in nodes))
 
 
 class _ScaleSet(Exception):  # a signal inside this module, never shown

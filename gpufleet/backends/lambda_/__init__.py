@@ -60,6 +60,10 @@ TRAITS = BackendTraits(
             frozenset({"region_name", "instance_type_name", "ssh_key_names",
                        "file_system_mounts", "user_data", "tags", "firewall_rulesets",
                        "image"}), "instance", billed_as="instance"),
+        # a node's wait for `active` (components/lambda_/dynamic.py): a new one with its
+        # instance
+        _names.READY: ResourceKind(frozenset({"instance_id"}),
+                                   replaced_with=frozenset({"instance_id"})),
         _names.SSH_KEY: ResourceKind(frozenset({"name", "public_key"})),
         # PATCH /firewall-rulesets/{id} changes the name and the rules in place
         _names.FIREWALL: ResourceKind(frozenset({"region"}), "network"),

@@ -91,6 +91,30 @@ class Pacer:
 
 PACER = Pacer()  # the process's one: Lambda's limits are per account
 
+
+@dataclass
+class Listing:
+    """The account's instances as GET /instances last answered, shared by every client of
+    this process: one request a poll tells every booting instance of a `pulumi up` its
+    status (a request per instance would spend Lambda's one request a second that the
+    launches need)."""
+
+    answers: dict[str, tuple[float, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def instances(self, client: LambdaApi, max_age: float) -> dict[str, dict[str, Any]]:
+        """The listed instances by id, asked again when the last answer is ``max_age`` old;
+        one thread asks while the others wait for its answer."""
+        with self.lock:
+            at, by_id = self.answers.get(client.base, (None, {}))
+            if at is None or client.pacer.clock.now() - at >= max_age:
+                by_id = {str(i.get("id")): i for i in client.list("/instances")}
+                self.answers[client.base] = (client.pacer.clock.now(), by_id)
+            return by_id
+
+
+LISTING = Listing()
+
 # (method, url, headers, body, timeout) -> (status, headers, body) for any HTTP answer;
 # HttpError when there is none
 Transport = Callable[[str, str, Mapping[str, str], bytes | None, float],
@@ -110,6 +134,7 @@ class LambdaApi:
     key: Secret = field(repr=False)
     base: str = BASE_URL
     pacer: Pacer = field(default_factory=lambda: PACER)
+    listing: Listing = field(default_factory=lambda: LISTING)
     transport: Transport = http_transport
     timeout: float = 30.0
     retries: int = RETRIES
@@ -276,13 +301,17 @@ class LambdaApi:
     def wait_active(self, instance_id: str, timeout: float = ACTIVE_WAIT,
                     poll: float = POLL) -> dict[str, Any]:
         """Poll a launched instance until it is `active`; a LambdaError when it ends in
-        another state or the wait runs out (the error names the instance)."""
+        another state or the wait runs out (the error names the instance). Each poll reads
+        the process's shared instance list (``Listing``); an instance it does not hold (a
+        launch listed late, or gone) is asked for by id."""
         clock = self.pacer.clock
         deadline = clock.now() + timeout
         missing, status = 0, "unknown"
         while True:
             try:
-                found: dict[str, Any] | bool | None = self.instance(instance_id)
+                listed = self.listing.instances(self, poll).get(instance_id)
+                found: dict[str, Any] | bool | None = \
+                    listed if listed is not None else self.instance(instance_id)
             except LambdaError as e:
                 # an outage or a garbled answer says nothing of the instance: keep waiting
                 if not (e.status == 0 or e.status >= 500 or e.code == "bad-answer"):

@@ -18,6 +18,7 @@ from gpufleet.traits import NameBudget, NameRule
 _API = "docs-api.lambda.ai/api/cloud (OpenAPI 1.10.0)"
 _PREFIX = "pulumi-python:dynamic/lambda"
 INSTANCE = f"{_PREFIX}:Instance"
+READY = f"{_PREFIX}:InstanceReady"  # a node's wait for `active`: no name at Lambda
 SSH_KEY = f"{_PREFIX}:SshKey"
 FIREWALL = f"{_PREFIX}:FirewallRuleset"
 FILESYSTEM = f"{_PREFIX}:Filesystem"
