@@ -1,19 +1,22 @@
-"""The typed registry of backend component modules, derived from ``gpufleet.backends``:
-backend name -> a loader returning the package ``components/<backend>/``, which provides
-``provider``, ``emit``, ``emit_gateway`` and ``emit_volume``. A module loads on first
-use; a failing import is an error, never a silently missing backend."""
+"""The typed registry of backend component modules: backend name -> the package registered
+for it in the ``gpufleet.components`` entry-point group (gpufleet's own: ``components/<cloud>/``,
+declared in pyproject.toml), which provides ``provider``, ``emit``, ``emit_gateway``,
+``emit_volume`` and its ``offline`` answers. A package loads on first use; a backend with
+none, a failing import or a package of the wrong shape is an error naming it, never a
+silently missing backend."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Protocol
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import pulumi
 
-from gpufleet.backends import BACKENDS, component_package
+from gpufleet.backends.plugin import PluginError
 from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
+
+ENTRY_POINTS = "gpufleet.components"
 
 
 class FleetResources(Protocol):
@@ -47,8 +50,24 @@ class GatewayResources(Protocol):
     def old_addresses(self) -> Sequence[Any]: ...
 
 
+# an invoke's offline answer: (args) -> result (each cloud's ``offline`` module, the runner)
+Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@runtime_checkable
+class OfflineAnswers(Protocol):
+    """A backend's answers for offline runs: its invokes' mocks and its types' outputs."""
+
+    def invokes(self, dns_zones: Iterable[str]) -> dict[str, Invoke]: ...
+    def outputs(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class BackendComponents(Protocol):
     """One backend's component module."""
+
+    @property
+    def offline(self) -> OfflineAnswers: ...
 
     def provider(self, p: ProviderPlan) -> pulumi.ProviderResource | None:
         """The plan's provider resource; None where the backend has none (a dynamic
@@ -80,17 +99,28 @@ def network_key(fleet: str) -> str:
     return f"network:{fleet}"
 
 
-def _loader(backend: str) -> Callable[[], BackendComponents]:
-    def load() -> BackendComponents:
-        module: BackendComponents = importlib.import_module(component_package(backend))
-        return module
-    return load
+@functools.cache
+def _entries() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
 
 
-# One loader per backend of the registry (gpufleet.backends): the package of the same name.
-COMPONENTS_BY_NAME: Mapping[str, Callable[[], BackendComponents]] = MappingProxyType(
-    {t.name: _loader(t.name) for t in BACKENDS})
-
-
+@functools.cache
 def components_for(backend: str) -> BackendComponents:
-    return COMPONENTS_BY_NAME[backend]()
+    """The backend's component package (loaded once)."""
+    ep = _entries().get(backend)
+    if ep is None:
+        raise PluginError(f"backend {backend!r} has no Pulumi components: register its package "
+                          f"in the {ENTRY_POINTS} entry-point group")
+    module = ep.load()
+    if not isinstance(module, BackendComponents) or \
+            not isinstance(module.offline, OfflineAnswers):
+        raise PluginError(f"the components of backend {backend!r} ({ep.value}) lack provider, "
+                          "emit, emit_gateway, emit_volume or offline answers")
+    return module
+
+
+def registered() -> tuple[str, ...]:
+    """The backends that registered components."""
+    return tuple(_entries())

@@ -24,6 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     "live": {"input", "offers", "compile", "review"},
     "handoff": {"input", "offers", "compile", "review"},
     "views": {"input", "offers", "compile", "review"},
+    # A cloud's plugin (gpufleet/backends/<cloud>/plugin.py) points at its roles' code in
+    # every stage, loaded on first use; nothing imports it (its entry point loads it).
+    "plugin": set(CORE_STAGES),
     # The Pulumi layer runs the core (and the policy pack); the core never runs it.
     "components": {"input", "offers", "compile", "review", "live", "policy"},
     "policy": set(),  # the policy pack's rules stand alone (pulumi-policy loads them too)
@@ -61,6 +64,8 @@ def stage_of_module(name: str) -> str | None:
     if parts[0] != "gpufleet" or name in SHARED or len(parts) < 2:
         return None
     if name.startswith(BACKENDS_PACKAGE + "."):
+        if len(parts) > 3 and parts[3] == "plugin":
+            return "plugin"
         return parts[3] if len(parts) > 3 and parts[3] in CORE_STAGES else None
     return "cli" if parts[1] == "__main__" else parts[1]
 
@@ -95,11 +100,6 @@ def imported_modules(path: Path, own: str | None = None) -> Iterator[tuple[int, 
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value,
                                                                           str):
             yield node.lineno, node.args[0].value
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "role_module" \
-                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
-            # a backend's role module, loaded by name from the registry: every backend's
-            yield from ((node.lineno, f"{BACKENDS_PACKAGE}.{b}.{node.args[1].value}")
-                        for b in backend_names())
 
 
 @functools.cache
@@ -161,10 +161,13 @@ def test_cross_stage_imports_go_through_the_stage_package() -> None:
     bad = []
     for path in sources():
         own = stage_of_module(module_of(path))
+        cloud = module_of(path).rsplit(".", 1)[0] + "." if own == "plugin" else None
         for line, module in imported_modules(path):
             target = stage_of_module(module)
             if target in (None, own, "components", "cli", "policy"):
                 continue
+            if cloud is not None and module.startswith(cloud):
+                continue  # a plugin points at its own cloud's role modules
             if module.count(".") > 1 and module in known_modules() \
                     and not _reexported(module):
                 bad.append(f"{path.relative_to(ROOT)}:{line}: {module}")
@@ -317,15 +320,53 @@ def test_the_backend_name_scan_leaves_other_strings_alone() -> None:
     assert list(backend_name_uses(ast.parse(code), ("aws", "gcp", "azure"))) == []
 
 
+def test_no_code_is_loaded_by_a_string() -> None:
+    """A cloud's roles come from its plugin object (typed loaders), its components from
+    their entry point: no module is imported by a name built at run time. The one
+    exception is the provider SDKs' lazy class loader (components/sdk.py), which imports
+    the Pulumi SDKs' own service modules, not gpufleet's."""
+    bad = []
+    for path in sources():
+        if path == ROOT / "components" / "sdk.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                    node.func, "id", "")) in ("import_module", "__import__"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bad == []
+
+
+def test_every_plugin_covers_every_role_with_code_of_the_roles_shape() -> None:
+    """Each registered backend declares every role: a loader whose object satisfies the
+    stage's Protocol, or Unsupported with a reason."""
+    from gpufleet.backends import plugins, role_of
+    from gpufleet.backends.plugin import ROLES, Unsupported
+    from gpufleet.compile.planners import COMPILE
+    from gpufleet.handoff.export import HANDOFF
+    from gpufleet.input.checks.backends import INPUT
+    from gpufleet.live.probes import GATEWAY_CHECK, PROBE, SCALE_SETS, TOPOLOGY
+
+    keys = (INPUT, COMPILE, PROBE, TOPOLOGY, SCALE_SETS, GATEWAY_CHECK, HANDOFF)
+    assert sorted(k.name for k in keys) == sorted(ROLES)  # every role has its stage's key
+    for name, plugin in plugins().items():
+        assert plugin.undeclared() == [], name
+        for key in keys:
+            declared = plugin.roles[key.name]
+            if isinstance(declared, Unsupported):
+                assert len(declared.reason) > 20, (name, key.name)
+            else:
+                assert isinstance(role_of(name, key), key.kind), (name, key.name)
+
+
 def test_one_registry_lists_the_backends() -> None:
     """The schema enum, planners, components and prices derive from gpufleet.backends."""
-    from gpufleet.backends import BACKENDS, SUPPORTED_BACKENDS
+    from gpufleet.backends import BACKENDS, SUPPORTED_BACKENDS, plugins
     from gpufleet.compile import PLANNERS
-    from gpufleet.components.registry import COMPONENTS_BY_NAME
+    from gpufleet.components.registry import registered
     from gpufleet.input.schema_files import schema
 
     assert tuple(t.name for t in BACKENDS) == SUPPORTED_BACKENDS
-    assert set(PLANNERS) == set(COMPONENTS_BY_NAME) == set(SUPPORTED_BACKENDS)
+    assert set(PLANNERS) == set(registered()) == set(SUPPORTED_BACKENDS) == set(plugins())
     for t in BACKENDS:  # the folder is the name, or `package` where the name is a keyword
         assert (ROOT / "gpufleet" / "backends" / t.folder / "__init__.py").exists()
         assert (ROOT / "components" / t.folder / "__init__.py").exists()

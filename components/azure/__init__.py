@@ -19,12 +19,14 @@ SDK = "pulumi_azure_native"
 SERVICES = ("authorization", "compute", "dns", "network", "resources", "storage", "storagecache")
 by_class(SDK, SERVICES)
 
+from . import offline  # noqa: E402
 from .common import provider  # noqa: E402
 from .fleet import Fleet, emit  # noqa: E402
 from .gateway import Gateway, emit_gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "offline",
+           "provider"]
 
 
 def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

@@ -20,11 +20,13 @@ SDK = "pulumi_gcp"
 SERVICES = ("compute", "dns", "filestore", "lustre", "organizations", "servicenetworking")
 by_class(SDK, SERVICES)
 
+from . import offline  # noqa: E402
 from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "offline",
+           "provider"]
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource:

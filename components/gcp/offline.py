@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..run.offline import Invoke
+from ..registry import Invoke
 
 
 def _gcp_network(args: dict[str, Any]) -> dict[str, Any]:

@@ -10,9 +10,10 @@ import pulumi
 
 from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
 
+from . import offline
 from .fleet import Fleet
 
-__all__ = ["Fleet", "emit", "emit_gateway", "emit_volume", "provider"]
+__all__ = ["Fleet", "emit", "emit_gateway", "emit_volume", "offline", "provider"]
 
 
 def provider(p: ProviderPlan) -> pulumi.ProviderResource | None:

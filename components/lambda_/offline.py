@@ -9,7 +9,7 @@ from typing import Any
 
 from gpufleet.backends.lambda_ import names
 
-from ..run.offline import Invoke
+from ..registry import Invoke
 
 
 def invokes(dns_zones: Iterable[str]) -> dict[str, Invoke]:

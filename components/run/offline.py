@@ -8,22 +8,22 @@ lookups were answered offline so reviewers know what the real `pulumi preview` w
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import ModuleType
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from gpufleet.backends import BACKENDS, backend_of_type, component_package
+from gpufleet.backends import all_backends, backend_of_type
 
-Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+from ..registry import Invoke, OfflineAnswers, components_for
+
+__all__ = ["INVOKES", "Invoke", "Invokes", "invokes_for", "outputs"]
 
 
-def _cloud(token: str) -> ModuleType | None:
-    """The offline module of the backend whose Pulumi package prefixes ``token``."""
+def _cloud(token: str) -> OfflineAnswers | None:
+    """The offline answers of the backend whose Pulumi package prefixes ``token``."""
     backend = backend_of_type(token)
     if backend is None:
         return None
-    return importlib.import_module(f"{component_package(backend)}.offline")
+    return components_for(backend).offline
 
 
 class Invokes(Mapping[str, Invoke]):
@@ -40,9 +40,8 @@ class Invokes(Mapping[str, Invoke]):
         return table[token]
 
     def __iter__(self) -> Iterator[str]:
-        for t in BACKENDS:
-            yield from importlib.import_module(
-                f"{component_package(t.name)}.offline").invokes(self.dns_zones)
+        for t in all_backends():
+            yield from components_for(t.name).offline.invokes(self.dns_zones)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

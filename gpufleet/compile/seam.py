@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from ipaddress import IPv4Network
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.backends import supports, traits_of
 from gpufleet.codes import C011, C012, C013
@@ -47,6 +47,7 @@ class Planned:
     diagnostics: tuple[Diagnostic, ...] = ()
 
 
+@runtime_checkable
 class Backend(Protocol):
     name: str
     traits: BackendTraits

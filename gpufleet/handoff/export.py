@@ -10,14 +10,14 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
-from gpufleet.backends import TRAITS_BY_NAME, role_module, traits_of
+from gpufleet.backends import TRAITS_BY_NAME, role_of, traits_of
+from gpufleet.backends.plugin import RoleKey
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
 from gpufleet.handoff.gateways import gateway_file, gateway_notes, gateway_projects
@@ -36,6 +36,20 @@ from gpufleet.input import schema_validator as validator
 from gpufleet.input import validate_texts
 
 CONFIG_FILE = "dstack-server-config.yml"
+
+
+@runtime_checkable
+class HandoffRole(Protocol):
+    """A cloud's ``handoff`` role: dstack's backend settings for one fleet's networks."""
+
+    def backend_entry(self, out: Mapping[str, Any], main: Mapping[str, Any],
+                      plain: Callable[[Any], Any]) -> dict[str, Any]:
+        """From the fleet's stack outputs and its main network's (``plain`` unwraps a
+        secret output); a ValueError says what the backends file lacks."""
+        ...
+
+
+HANDOFF: RoleKey[HandoffRole] = RoleKey("handoff", HandoffRole)  # type: ignore[type-abstract]
 
 
 @dataclass
@@ -212,8 +226,7 @@ def backend_entry(name: str, out: Mapping[str, Any]) -> dict[str, Any]:
     main = nets.get("main") or {}
     entry: dict[str, Any] = {"type": backend, "regions": [region]}
     try:
-        entry |= importlib.import_module(role_module(backend, "handoff")).backend_entry(
-            out, main, _secret)
+        entry |= role_of(backend, HANDOFF).backend_entry(out, main, _secret)
     except ValueError as e:
         raise ExportError(f"fleet '{name}': {e}") from None
     entry["public_ips"] = bool(out.get("public_ips"))

@@ -31,7 +31,6 @@ from gpufleet.live.probes.rest import (
     pages,
     session_get,
 )
-from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.outbound import Secret
 from gpufleet.traits import NetworkQuota
 
@@ -374,11 +373,3 @@ def scale_sets_nics(vmss_ids: Sequence[str]) -> dict[str, Any]:
     """Each scale set's instance NICs, read with Azure's default credentials."""
     get = azure_get()
     return {vmss_id: scale_set_nics(get, vmss_id) for vmss_id in vmss_ids}
-
-
-def topology_reader() -> Any:
-    """No topology to read: the reason, as `gpufleet topology` reports it (exit 2)."""
-    raise TopologyUnavailable(
-        "Azure exposes no network topology for VMs or scale sets through a public API "
-        "(no equivalent of DescribeInstanceTopology or physicalHostTopology): gpufleet "
-        "reports none rather than guess")

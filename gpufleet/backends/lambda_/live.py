@@ -17,7 +17,6 @@ from gpufleet.live.preflight import (
     QuotaKey,
     ReservationFacts,
 )
-from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.traits import NetworkQuota
 
 
@@ -127,10 +126,3 @@ def probe() -> Probe:
         raise MissingAccess(f"lambda: no API key: export {ENV_KEY} (the key the stack config "
                             "`gpufleet:lambdaApiKey` holds)")
     return LambdaProbe(LambdaApi.from_env())
-
-
-def topology_reader() -> Any:
-    """No topology to read: the reason, as `gpufleet topology` reports it (exit 2)."""
-    raise TopologyUnavailable(
-        "Lambda's API exposes no network topology (single instances, no interconnect "
-        "between them)")

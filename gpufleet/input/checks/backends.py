@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 import os
 import re
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_module, supports, traits_of
+from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_of, supports, traits_of
+from gpufleet.backends.plugin import RoleKey
 from gpufleet.codes import B005, B006, B008, B010, B011, B019
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx, strs, tags_of
@@ -25,6 +25,17 @@ from gpufleet.input.spec import (
     frozen_map,
 )
 from gpufleet.traits import Feature
+
+
+@runtime_checkable
+class InputRules(Protocol):
+    """A cloud's ``input`` role: the rules of its backends-file entry that the schema cannot
+    state (dstack's config model's validators), as located diagnostics."""
+
+    def backend_rules(self, ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None: ...
+
+
+INPUT: RoleKey[InputRules] = RoleKey("input", InputRules)  # type: ignore[type-abstract]
 
 _SSH_KEY = re.compile(r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|"
                       r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+=*"
@@ -138,7 +149,7 @@ def _entry_origin(c: Checked, path: KeyPath, entry: dict[str, Any]) -> Origin:
 def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
     t = raw["type"]
     if t in TRAITS_BY_NAME:  # the rules of dstack's own config model for this backend
-        importlib.import_module(role_module(t, "input")).backend_rules(ctx, base, raw)
+        role_of(t, INPUT).backend_rules(ctx, base, raw)
         for key in traits_of(t).export_requires:
             if not raw.get(key):
                 ctx.error(base, f"the {t} backend sets no `{key}`, which dstack's {t} backend "

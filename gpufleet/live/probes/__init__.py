@@ -1,16 +1,50 @@
-"""Readers of the clouds' APIs for `gpufleet preflight`: each backend's ``live`` module
-(``gpufleet/backends/<cloud>/live.py``) builds its probe. Their SDKs come with the `live` extra
-and are imported only when a probe is built."""
+"""Readers of the clouds' APIs for `gpufleet preflight`, `topology`, `replace` and `gateway
+check`: each backend plugin's live roles (``gpufleet.backends.role_of``), typed by the keys
+below. Their SDKs come with the `live` extra and are imported only when a reader is built."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends import TRAITS_BY_NAME, role_module
+from gpufleet.backends import is_backend, role_of, role_supported
+from gpufleet.backends.plugin import RoleKey, RoleUnsupported
 from gpufleet.live.preflight import MissingAccess, Probe, ScaleSetApi
-from gpufleet.live.topology import TopologyReader
+from gpufleet.live.topology import TopologyReader, TopologyUnavailable
+
+
+@runtime_checkable
+class ProbeRole(Protocol):
+    def probe(self) -> Probe:
+        """A probe over the cloud's default credentials; MissingAccess naming what is
+        missing."""
+        ...
+
+
+@runtime_checkable
+class TopologyRole(Protocol):
+    def topology_reader(self) -> TopologyReader: ...
+
+
+@runtime_checkable
+class ScaleSetRole(Protocol):
+    def scale_set_api(self) -> ScaleSetApi: ...
+    def scale_sets_nics(self, vmss_ids: Sequence[str]) -> dict[str, Any]: ...
+
+
+GatewayCheck = Any  # (scope, address) -> ("ok" | "blocked" | "unknown", detail)
+
+
+@runtime_checkable
+class GatewayCheckRole(Protocol):
+    def gateway_check(self, scope: str | None, address: str) -> tuple[str, str]: ...
+
+
+PROBE: RoleKey[ProbeRole] = RoleKey("probe", ProbeRole)  # type: ignore[type-abstract]
+TOPOLOGY: RoleKey[TopologyRole] = RoleKey("topology", TopologyRole)  # type: ignore[type-abstract]
+SCALE_SETS: RoleKey[ScaleSetRole] = RoleKey("scale_sets", ScaleSetRole)  # type: ignore[type-abstract]
+GATEWAY_CHECK: RoleKey[GatewayCheckRole] = RoleKey(
+    "gateway_check", GatewayCheckRole)  # type: ignore[type-abstract]
 
 
 def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
@@ -19,11 +53,10 @@ def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
     probes: dict[str, Probe] = {}
     missing: list[str] = []
     for backend in sorted(set(backends)):
-        if backend not in TRAITS_BY_NAME:
+        if not is_backend(backend):
             continue
-        module = importlib.import_module(role_module(backend, "live"))
         try:
-            probes[backend] = module.probe()
+            probes[backend] = role_of(backend, PROBE).probe()
         except MissingAccess as e:
             missing.append(str(e))
     if missing:  # every cloud that cannot be asked, at once
@@ -33,31 +66,26 @@ def default_probes(backends: Iterable[str]) -> dict[str, Probe]:
 
 def scale_set_nics(backend: str, vmss_ids: Sequence[str]) -> dict[str, Any]:
     """Each scale set's instance NICs, read with the backend's default credentials."""
-    nics: dict[str, Any] = importlib.import_module(
-        role_module(backend, "live")).scale_sets_nics(vmss_ids)
-    return nics
+    return role_of(backend, SCALE_SETS).scale_sets_nics(vmss_ids)
 
 
 def scale_set_api(backend: str) -> ScaleSetApi:
     """The backend's scale-set API (instances, redeploy) over its default credentials."""
-    api: ScaleSetApi = importlib.import_module(role_module(backend, "live")).scale_set_api()
-    return api
+    return role_of(backend, SCALE_SETS).scale_set_api()
 
 
 def topology_reader(backend: str) -> TopologyReader:
     """The backend's topology reader over its default credentials (`gpufleet topology`);
     TopologyUnavailable names why a cloud has none."""
-    reader: TopologyReader = importlib.import_module(
-        role_module(backend, "live")).topology_reader()
-    return reader
-
-
-GatewayCheck = Any  # (scope, address) -> ("ok" | "blocked" | "unknown", detail)
+    try:
+        return role_of(backend, TOPOLOGY).topology_reader()
+    except RoleUnsupported as e:
+        raise TopologyUnavailable(str(e)) from None
 
 
 def gateway_check(backend: str) -> GatewayCheck | None:
     """The backend's check of the VM dstack runs a gateway on (Azure: the security group its
     NIC has), over its default credentials; None when the backend has none."""
-    if backend not in TRAITS_BY_NAME:
+    if not is_backend(backend) or not role_supported(backend, GATEWAY_CHECK):
         return None
-    return getattr(importlib.import_module(role_module(backend, "live")), "gateway_check", None)
+    return role_of(backend, GATEWAY_CHECK).gateway_check
