@@ -239,6 +239,9 @@ class BackendTraits:
     # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
     scale_set_type: str | None = None
     # Pulumi resource types of this backend's nodes (what a fleet's instances are).
+    # a plugin's backends-file entry schema (`$defs/<name>` of backends.schema.json);
+    # gpufleet's own backends keep theirs in the shipped file
+    settings_schema: Mapping[str, Any] | None = None
     node_types: tuple[str, ...] = field(default=())
     resources: Mapping[str, ResourceKind] = field(default_factory=dict)
     # --- tables shared code reads (each cloud's folder cites its sources) ---

@@ -3,6 +3,8 @@ rejects unknown keys, and accepts every bundled example."""
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,48 @@ def test_backend_enum_matches_supported_backends() -> None:
     item = schema("backends")["properties"]["backends"]["items"]
     assert item["properties"]["type"]["enum"] == list(SUPPORTED_BACKENDS)
     assert sorted(set(schema("backends")["$defs"]) - {"access"}) == sorted(SUPPORTED_BACKENDS)
+
+
+@pytest.mark.parametrize("name", ["fleet", "gateway", "volume", "profiles", "backends", "lock",
+                                  "defs", "dstack-server-config", "task"])
+def test_the_shipped_schemas_list_the_registrys_backends(name: str, update_golden: bool) -> None:
+    """Every backend list of a schema is made from the registry (``x-gpufleet-backends``
+    slots); the shipped file holds what gpufleet's own backends make, written by
+    ``pytest --update-golden`` as docs/diagnostics.md is."""
+    from gpufleet.backends import BACKENDS
+    from gpufleet.input.schema_files import schema_text, with_backends
+
+    from conftest import compare_or_update
+
+    made = with_backends(json.loads(schema_text(name)), BACKENDS)
+    compare_or_update(ROOT / "schemas" / f"{name}.schema.json",
+                      json.dumps(made, indent=2, ensure_ascii=False) + "\n", update_golden)
+
+
+def test_a_backend_list_edited_by_hand_is_made_again_and_a_plugin_joins_every_list() -> None:
+    import dataclasses
+
+    from gpufleet.backends import BACKENDS
+    from gpufleet.input.schema_files import schema_text, with_backends
+
+    raw = json.loads(schema_text("backends"))
+    item = raw["properties"]["backends"]["items"]
+    item["properties"]["type"]["enum"].remove("lambda")
+    item["allOf"].pop()
+    assert with_backends(raw, BACKENDS) != raw  # what the test above would catch
+    assert with_backends(raw, BACKENDS) == json.loads(schema_text("backends"))
+    toy = dataclasses.replace(BACKENDS[-1], name="toycloud",
+                              settings_schema={"type": "object", "properties": {
+                                  "type": {"const": "toycloud"}}})
+    made = with_backends(raw, (*BACKENDS, toy))
+    entry = made["properties"]["backends"]["items"]
+    assert entry["properties"]["type"]["enum"][-1] == "toycloud"
+    assert entry["allOf"][-1]["then"] == {"$ref": "#/$defs/toycloud"}
+    assert made["$defs"]["toycloud"]["properties"]["type"] == {"const": "toycloud"}
+    assert made["properties"]["filesystems"]["items"]["properties"]["backend"]["enum"][-1] \
+        == "toycloud"
+    defs = with_backends(json.loads(schema_text("defs")), (*BACKENDS, toy))
+    assert defs["$defs"]["backend"]["enum"] == [*(t.name for t in BACKENDS), "toycloud"]
 
 
 def test_cross_file_refs_resolve() -> None:

@@ -71,6 +71,11 @@ def all_backends() -> tuple[BackendTraits, ...]:
     return (*BACKENDS, *(p.traits for n, p in plugins().items() if n not in TRAITS_BY_NAME))
 
 
+def backend_names() -> tuple[str, ...]:
+    """The names of every registered backend, gpufleet's own first."""
+    return tuple(t.name for t in all_backends())
+
+
 def is_backend(backend: str) -> bool:
     """Whether some plugin builds ``backend`` (gpufleet's own need no loading)."""
     return backend in TRAITS_BY_NAME or backend in plugins()

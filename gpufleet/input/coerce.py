@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import backend_names, is_backend
 from gpufleet.codes import (
     F022,
     L013,
@@ -136,13 +136,13 @@ def narrow_backends(doc: Document, kind: str) -> list[Diagnostic]:
         value = holder.get(path[-1]) if isinstance(holder, dict) else None
         if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
             continue
-        kept = [b for b in value if b in SUPPORTED_BACKENDS]
-        dropped = [(i, b) for i, b in enumerate(value) if b not in SUPPORTED_BACKENDS]
+        kept = [b for b in value if is_backend(b)]
+        dropped = [(i, b) for i, b in enumerate(value) if not is_backend(b)]
         if not kept or not dropped or any(b not in DSTACK_BACKENDS for _, b in dropped):
             continue
         for i, b in dropped:
             out.append(doc.at_value((*path, i), F022, f"backend '{b}' is left out: gpufleet "
-                                    f"builds on {', '.join(SUPPORTED_BACKENDS)}; this "
+                                    f"builds on {', '.join(backend_names())}; this "
                                     f"{'fleet' if kind == 'fleet' else 'profile'} uses "
                                     f"{', '.join(kept)}", severity=Severity.WARNING,
                                     hint=f"dstack still considers '{b}' when it provisions "

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import backend_names
 from gpufleet.codes import (
     F006,
     F020,
@@ -308,8 +308,9 @@ def _type_error(c: Checked, path: KeyPath, types: Iterable[str], instance: Any) 
 
 
 def _enum_error(c: Checked, path: KeyPath, allowed: list[Any], value: Any, kind: str) -> None:
-    is_backend = set(allowed) == set(SUPPORTED_BACKENDS)
-    supported = ", ".join(SUPPORTED_BACKENDS)
+    supported_ones = backend_names()
+    is_backend = set(allowed) == set(supported_ones)
+    supported = ", ".join(supported_ones)
     if is_backend and isinstance(value, str) and value in DSTACK_BACKENDS:
         if kind == "gateway":
             msg = f"Gateways are not supported for {value} backend by gpufleet"

@@ -1,13 +1,34 @@
-"""The JSON Schemas shipped as ``gpufleet.schemas`` (the top-level ``schemas/`` folder)."""
+"""The JSON Schemas shipped as ``gpufleet.schemas`` (the top-level ``schemas/`` folder).
+
+Where a schema lists backends, the list follows the registry (``gpufleet.backends``): such a
+node carries ``"x-gpufleet-backends": <which>`` and its ``enum`` (or, on the backends file's
+entry, its per-backend ``allOf``) is made from the registered plugins when the schema is
+loaded. The shipped files hold what gpufleet's own backends make (tests/test_schemas.py
+fails when they differ; ``pytest --update-golden`` writes them), so editors read them as
+they are.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 from urllib.parse import urldefrag, urljoin
+
+from gpufleet.traits import BackendTraits
+
+SLOT = "x-gpufleet-backends"
+# which backends each kind of slot lists
+SLOTS: dict[str, Callable[[BackendTraits], bool]] = {
+    "all": lambda t: True,
+    "reservations": lambda t: bool(t.reservation_kinds),
+    "filesystems": lambda t: bool(t.filesystems),
+    "entries": lambda t: True,  # the backends file's entry: one `if type: then $defs` each
+}
 
 KINDS = ("fleet", "gateway", "volume", "profiles", "backends", "lock")
 _FILES = (*KINDS, "defs", "dstack-server-config", "task")
@@ -20,8 +41,50 @@ def schema_text(kind: str) -> str:
 
 @cache
 def schema(kind: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(schema_text(kind))
+    from gpufleet.backends import all_backends
+
+    data: dict[str, Any] = with_backends(json.loads(schema_text(kind)), all_backends())
     return data
+
+
+def with_backends(doc: dict[str, Any], backends: Sequence[BackendTraits]) -> dict[str, Any]:
+    """``doc`` with every backend slot made from ``backends`` (in their order); a plugin's
+    own backends-file settings (``settings_schema``) land in the backends file's `$defs`."""
+    out = copy.deepcopy(doc)
+    _fill(out, backends)
+    defs = out.get("$defs")
+    if isinstance(defs, dict) and _has_slot(out, "entries"):
+        for t in backends:
+            if t.settings_schema is not None:
+                defs[t.name] = copy.deepcopy(dict(t.settings_schema))
+    return out
+
+
+def _fill(node: Any, backends: Sequence[BackendTraits]) -> None:
+    if isinstance(node, list):
+        for v in node:
+            _fill(v, backends)
+        return
+    if not isinstance(node, dict):
+        return
+    which = node.get(SLOT)
+    if which is not None:
+        names = [t.name for t in backends if SLOTS[which](t)]
+        if which == "entries":
+            node["allOf"] = [{"if": {"properties": {"type": {"const": n}},
+                                     "required": ["type"]},
+                              "then": {"$ref": f"#/$defs/{n}"}} for n in names]
+        else:
+            node["enum"] = names
+    for k, v in node.items():
+        if k != SLOT:
+            _fill(v, backends)
+
+
+def _has_slot(node: Any, which: str) -> bool:
+    if isinstance(node, dict):
+        return node.get(SLOT) == which or any(_has_slot(v, which) for v in node.values())
+    return isinstance(node, list) and any(_has_slot(v, which) for v in node)
 
 
 def _pattern(_validator: Any, pattern: str, instance: Any, _schema: Any) -> Any:
