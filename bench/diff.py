@@ -70,6 +70,7 @@ def main() -> None:
         args.fleets, args.resources = 3, 120
     from gpufleet.cli import main as gpufleet
     from gpufleet.compile import compile_inputs
+    from gpufleet.compile.runs import RunInputs
     from gpufleet.components.run.harness import deployment_v3
     from gpufleet.components.run.plan import run_offline
     from gpufleet.input import load_lock, validate_paths
@@ -87,7 +88,7 @@ def main() -> None:
         t = time.perf_counter()
         compiled = compile_inputs(validate_paths([str(folder)]).inputs, load_catalog(), None,
                                   lock, locked=True)
-        data = deployment_v3(run_offline([str(folder)], "bench", None, None, compiled,
+        data = deployment_v3(run_offline(RunInputs((str(folder),), stack="bench"), compiled,
                                          record_outputs=True), "bench", "gpufleet")
         made = time.perf_counter() - t
         export_file = Path(tmp) / "export.json"

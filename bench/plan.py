@@ -63,7 +63,7 @@ def child_gpufleet(path: str, dump: str, backend: str) -> dict[str, Any]:
     import jsonschema  # noqa: F401
     import referencing  # noqa: F401
 
-    from gpufleet.components.run.plan import build_report
+    from gpufleet.cli.runs import build_report
     from gpufleet.input.validate import validate_paths
     from gpufleet.offers.catalog import load_catalog
     from gpufleet.views.plan import render_plan_json

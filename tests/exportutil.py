@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.compile.compiler import compile_inputs
+from gpufleet.compile.runs import RunInputs
 from gpufleet.components.run.harness import deployment_v3
 from gpufleet.components.run.plan import run_offline
 from gpufleet.input import SyncedGateway
@@ -29,8 +30,8 @@ def export(files: Sequence[str | Path], stack: str = "dev", project: str = "gpuf
     compiled = compile_inputs(validated.inputs, load_catalog(catalog_dir), None, lock,
                               synced=synced)
     assert compiled.ok, compiled.diagnostics
-    return deployment_v3(run_offline(paths, stack, None, catalog_dir, compiled,
-                                     record_outputs=True), stack, project)
+    return deployment_v3(run_offline(RunInputs(tuple(paths), catalog_dir=catalog_dir, stack=stack),
+                                     compiled, record_outputs=True), stack, project)
 
 
 def write_export(path: Path, data: dict[str, Any]) -> str:

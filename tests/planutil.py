@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpufleet.components.run.plan import build_report
+from gpufleet.cli.runs import build_report
 from gpufleet.input import SyncedGateway, stackconfig
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog

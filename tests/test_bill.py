@@ -246,7 +246,7 @@ class _Tty(io.StringIO):
 
 
 def test_the_progress_line_shows_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpufleet.components.run.plan import build_report
+    from gpufleet.cli.runs import build_report
 
     monkeypatch.setattr("gpufleet.cli.progress.INTERVAL", 0.0)
     validated = validate_paths([str(EXAMPLES)])

@@ -11,7 +11,7 @@ from typing import Any
 
 from exportutil import export
 
-from gpufleet.components.run.diff import offline_diff
+from gpufleet.cli.runs import offline_diff
 from gpufleet.input import Lock, validate_paths
 from gpufleet.offers import load_catalog
 from gpufleet.review import Change, GuardOptions, Report, parse_export

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.compile.compiler import compile_inputs
+from gpufleet.compile.runs import RunInputs
 from gpufleet.components.run import diff as run_diff
 from gpufleet.components.run import harness
 from gpufleet.components.run.plan import run_offline
@@ -54,6 +55,14 @@ KINDS: dict[str, tuple[str, str, str]] = {
                         "  gpu: H100:8\n", AZURE, ""),
     "azure-vms": ("backends: [azure]\nresources:\n  gpu: A100:80GB:8\n", AZURE, ""),
 }
+
+
+def _seeded(paths: list[str], compiled: Any, state: Any, sample: bool = True) -> Any:
+    """The diff's run of the program over ``state`` (as ``gpufleet.review.pipeline`` runs it)."""
+    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources
+            if r.type != "pulumi:pulumi:Stack"}
+    return run_diff.run_seeded(RunInputs(tuple(paths), stack=state.stack or "dev"), compiled,
+                               seed, state.project or "gpufleet", sample=sample)
 
 
 def _files(tmp: Path, kind: str, nodes: int) -> list[str]:
@@ -96,8 +105,8 @@ def test_a_derived_plan_is_byte_identical_to_a_full_one(
     compiled = _compiled(files)
     registered = _count_runs(monkeypatch)
     for outputs in (False, True):
-        full = run_offline(files, "dev", None, None, compiled, outputs, sample=False)
-        derived = run_offline(files, "dev", None, None, compiled, outputs)
+        full = run_offline(RunInputs(tuple(files)), compiled, outputs, sample=False)
+        derived = run_offline(RunInputs(tuple(files)), compiled, outputs)
         assert _records(derived) == _records(full)
     # each derived plan ran the program once (no fall-back to a full run), registering
     # fewer resources than the full one when there were nodes to derive
@@ -120,8 +129,8 @@ def test_a_derived_diff_is_byte_identical_to_a_full_one(tmp_path: Path, kind: st
     state = parse_export(json.dumps(deployment))
     new = _files(tmp_path, kind, planned)
     compiled = _compiled(new)
-    full = run_diff.run_seeded(new, compiled, state, None, None, sample=False)
-    derived = run_diff.run_seeded(new, compiled, state, None, None)
+    full = _seeded(new, compiled, state, sample=False)
+    derived = _seeded(new, compiled, state)
     assert json.dumps(derived, sort_keys=True) == json.dumps(full, sort_keys=True)
 
 
@@ -141,7 +150,7 @@ def test_the_program_pulumi_runs_registers_every_node(tmp_path: Path, kind: str)
 
     mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones), offline.outputs)
     run = harness.run_program(lambda: program.main(compiled=compiled),
-                              offline_config(files, None, None, compiled), mocks)
+                              offline_config(RunInputs(tuple(files)), compiled), mocks)
     nodes = {r.name for r in run.registrations if r.name in plan.node_names}
     assert nodes == set(plan.node_names) and len(nodes) == 9
     with pytest.raises(RuntimeError), sampling():
@@ -184,13 +193,14 @@ def test_user_strings_stack_and_neighbour_names_are_never_renamed(
     assume(validated.ok)
     compiled = compile_inputs(validated.inputs, load_catalog())
     assume(compiled.ok)
-    full = run_offline(files, stack, None, None, compiled, True, sample=False)
-    derived = run_offline(files, stack, None, None, compiled, True)
+    full = run_offline(RunInputs(tuple(files), stack=stack), compiled, True,
+                       sample=False)
+    derived = run_offline(RunInputs(tuple(files), stack=stack), compiled, True)
     assert _records(derived) == _records(full)
     # and a diff seeded from that stack's own export
     state = parse_export(json.dumps(export(files)))
-    got = run_diff.run_seeded(files, compiled, state, None, None)
-    want = run_diff.run_seeded(files, compiled, state, None, None, sample=False)
+    got = _seeded(files, compiled, state)
+    want = _seeded(files, compiled, state, sample=False)
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
 
 
@@ -202,7 +212,7 @@ def test_a_user_tag_shaped_like_a_node_name_is_derived_not_renamed(
     files = _tagged(tmp_path, kind, 6, {"note": "f1-node-1"}, None)
     compiled = _compiled(files)
     runs = _count_runs(monkeypatch)
-    derived = run_offline(files, "f1-node-1", None, None, compiled, True)
+    derived = run_offline(RunInputs(tuple(files), stack="f1-node-1"), compiled, True)
     assert len(runs) == 1  # derived, not run again in full
     nodes = [r for r in derived.registrations if r.custom and "-node-" in r.name
              and r.type.endswith(("instance:Instance", "VirtualMachine"))]
@@ -222,8 +232,8 @@ def test_a_missing_output_is_never_borrowed_from_another_node(tmp_path: Path) ->
     borrowed = node["outputs"].pop("primaryNetworkInterfaceId")
     state = parse_export(json.dumps(deployment))
     compiled = _compiled(files)
-    derived = run_diff.run_seeded(files, compiled, state, None, None)
-    full = run_diff.run_seeded(files, compiled, state, None, None, sample=False)
+    derived = _seeded(files, compiled, state)
+    full = _seeded(files, compiled, state, sample=False)
     assert json.dumps(derived, sort_keys=True) == json.dumps(full, sort_keys=True)
     others = [r["outputs"]["primaryNetworkInterfaceId"]
               for r in deployment["deployment"]["resources"]

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from exportutil import export, write_export
 
 from gpufleet.cli import cli, main
-from gpufleet.components.run.diff import offline_diff
+from gpufleet.cli.runs import offline_diff
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import load_catalog
 from gpufleet.review import GuardOptions

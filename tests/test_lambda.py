@@ -536,6 +536,7 @@ def test_a_ruleset_update_previews_no_node_replacement(tmp_path: Path) -> None:
     names the ruleset and the filesystem by the resource's id, which a preview keeps, so a
     changed `ssh_cidrs` previews as the ruleset's update alone (issue 53, item 8)."""
     from gpufleet.compile.compiler import compile_inputs
+    from gpufleet.compile.runs import RunInputs
     from gpufleet.components import program
     from gpufleet.components.run import harness, offline
     from gpufleet.components.run.plan import offline_config
@@ -552,7 +553,7 @@ def test_a_ruleset_update_previews_no_node_replacement(tmp_path: Path) -> None:
     mocks = harness.StrictMocks(offline.invokes_for(compiled.dns_zones),
                                 lambda typ, name, inputs: {})
     run = harness.run_program(lambda: program.main(compiled=compiled),
-                              offline_config(files, None, None, compiled), mocks,
+                              offline_config(RunInputs(tuple(files)), compiled), mocks,
                               preview=True)
     nodes = [r for r in run.registrations if r.type.endswith("lambda:Instance")]
     assert len(nodes) == 2

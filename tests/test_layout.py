@@ -179,7 +179,9 @@ def _reexported(module: str) -> bool:
     naming``)."""
     package, name = module.rsplit(".", 1)
     init = ROOT / Path(*package.split(".")) / "__init__.py"
-    return init.exists() and f"import {name}\n" in init.read_text()
+    return init.exists() and any(
+        isinstance(n, ast.ImportFrom) and n.module == package and not n.level
+        and name in {a.name for a in n.names} for n in ast.parse(init.read_text()).body)
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -318,6 +320,16 @@ def test_the_backend_name_scan_finds_each_form(code: str) -> None:
 def test_the_backend_name_scan_leaves_other_strings_alone() -> None:
     code = 'if kind == "lustre" and t.name == backend: x = {"awsx": 1}["awsx"]'
     assert list(backend_name_uses(ast.parse(code), ("aws", "gcp", "azure"))) == []
+
+
+def test_the_pulumi_layer_runs_the_program_and_nothing_else() -> None:
+    """The pipeline is the core's (gpufleet.review.pipeline): components/run/ runs the stack
+    program and the policy pack and returns what they gave, never calling back into review."""
+    bad = [f"{path.relative_to(ROOT)}:{line}: {module}"
+           for path in sorted(ROOT.joinpath("components", "run").glob("*.py"))
+           for line, module in imported_modules(path)
+           if module == "gpufleet.review" or module.startswith("gpufleet.review.")]
+    assert bad == []
 
 
 def test_no_code_is_loaded_by_a_string() -> None:

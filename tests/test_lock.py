@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from exportutil import export
 
 from gpufleet.cli import cli, main
-from gpufleet.components.run.diff import offline_diff
+from gpufleet.cli.runs import offline_diff
 from gpufleet.input.validate import load_lock, validate_paths
 from gpufleet.offers.catalog import bundled_dir, load_catalog
 from gpufleet.review import GuardOptions

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.compile import Compiled, compile_inputs, plan_to_json
+from gpufleet.compile.runs import RunInputs
 from gpufleet.components.run.plan import run_offline
 from gpufleet.input import Inputs, Lock, validate_texts
 from gpufleet.offers import load_catalog
@@ -127,7 +128,7 @@ def test_one_edit_leaves_every_other_plan_identical(fs: list[Fleet], how: str, p
 
 
 def resources_of(c: Compiled, fleets_wanted: set[str]) -> dict[str, str]:
-    run = run_offline([], "dev", None, None, c)
+    run = run_offline(RunInputs(()), c)
     regs = [r.to_json() for r in run.sorted()]
     owners = owner_map([(r["urn"], r["type"], r["parent"]) for r in regs])
     return {r["urn"]: json.dumps({k: r[k] for k in ("type", "parent", "provider", "inputs")},

@@ -17,7 +17,7 @@ from pulumi_policy import (
 )
 
 from gpufleet.cli import main
-from gpufleet.components.run.policy import run_policies
+from gpufleet.cli.runs import run_policies
 from gpufleet.input.validate import validate_paths
 from gpufleet.policy.rules import RULES, resource_policies
 from gpufleet.views import rules_table

@@ -4,7 +4,6 @@ rejects unknown keys, and accepts every bundled example."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -24,7 +24,7 @@ EXAMPLES = ROOT / "examples"
 PROBE = textwrap.dedent("""
     import json, sys
     from gpufleet.components import sdk
-    from gpufleet.components.run.plan import build_report
+    from gpufleet.cli.runs import build_report
     from gpufleet.input import validate_paths
     from gpufleet.offers import load_catalog
     paths = sys.argv[1:]

@@ -352,7 +352,7 @@ def test_a_plan_too_big_for_the_memory_at_hand_is_refused_before_it_runs(
     from gpufleet.review.memory import available_mb, needed_mb
 
     assert available_mb() is None or available_mb() > 0  # type: ignore[operator]
-    monkeypatch.setattr("gpufleet.components.run.plan.available_mb", lambda: 300.0)
+    monkeypatch.setattr("gpufleet.review.pipeline.available_mb", lambda: 300.0)
     f = write(tmp_path, "big.yml", "type: fleet\nname: big\nnodes: 8000\nbackends: [gcp]\n"
               "resources:\n  gpu: L4\n")
     b = write(tmp_path, "b.yml", "backends:\n  - type: gcp\n    project_id: p1\n")

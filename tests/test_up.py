@@ -24,9 +24,9 @@ from pulumi import automation as auto
 from pulumi.automation import events as ev
 
 from gpufleet.cli import cli, main
+from gpufleet.cli.runs import offline_diff
 from gpufleet.compile.compiler import compile_files
 from gpufleet.components.run.automation import AutomationStack
-from gpufleet.components.run.diff import offline_diff
 from gpufleet.input.validate import load_lock, validate_paths
 from gpufleet.live import CAPACITY_ERRORS, UpError, UpOptions, UpPreview, capacity_code, deploy
 from gpufleet.offers import load_catalog

@@ -271,11 +271,12 @@ def _network_needs(stack: str, files: Sequence[str], profile: str | None,
                    catalog: str | None, lock_path: str, state: Any) -> list[Any]:
     """What the stack would hold of each network quota (the offline run of its program)
     against what its state holds now."""
+    from gpufleet.compile.runs import RunInputs
     from gpufleet.components.run.plan import run_offline
     from gpufleet.live import compile_stack, network_needs, state_records
 
     _, compiled, _ = compile_stack(files, profile, catalog, lock_path)
-    run = run_offline(files, stack, profile, catalog, compiled)
+    run = run_offline(RunInputs(tuple(files), None, profile, catalog, stack), compiled)
     return network_needs([r.to_json() for r in run.sorted()], state_records(state))
 
 

@@ -75,9 +75,9 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     Offers come from the lock where the requirements are unchanged; new or changed fleets
     get the cheapest offer and are marked NEW OFFER.
     """
-    from gpufleet.components.run.plan import build_report
-    from gpufleet.components.run.policy import PolicyConfigError, load_levels
-    from gpufleet.review import cost_violations
+    from gpufleet.cli.runs import build_report
+    from gpufleet.components.run.policy import rule_levels
+    from gpufleet.review import PolicyConfigError, cost_violations, load_levels
     from gpufleet.views import plan_chunks
 
     check_out(out)
@@ -85,7 +85,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
     try:
-        levels = load_levels(policy_config, policy_mode)
+        levels = load_levels(policy_config, policy_mode, rule_levels())
     except PolicyConfigError as e:
         raise click.UsageError(str(e)) from None
     _, synced = _stack_settings(stack_config) if stack_config else (None, {})
@@ -146,7 +146,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
 
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
-    from gpufleet.components.run.diff import offline_diff
+    from gpufleet.cli.runs import offline_diff
     from gpufleet.input import JsonInputError, read_bounded
     from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
 

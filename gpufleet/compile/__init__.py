@@ -1,6 +1,6 @@
 """Compile: specs + offers -> pure per-fleet and per-gateway plans (names, CIDRs, NICs)."""
 
-from gpufleet.compile import naming
+from gpufleet.compile import naming, runs
 from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, needs_stack_key
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
@@ -76,4 +76,5 @@ __all__ = [
     "options_of",
     "plan_to_json",
     "render_server",
+    "runs",
 ]

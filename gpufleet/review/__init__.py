@@ -1,6 +1,6 @@
 """Review: plans, offline runs and stack exports -> plan reports, diffs, costs and locks."""
 
-from gpufleet.review import changes
+from gpufleet.review import changes, pipeline
 from gpufleet.review.bill import BILLED_AS, PARTS, Bill, Item, bills, fleet_bill, gateway_bill
 from gpufleet.review.changes import CHANGE_OPS, Change, PropertyChange, Report, guard
 from gpufleet.review.costs import Costs, FleetCost, cost_violations, fleet_costs
@@ -26,9 +26,13 @@ from gpufleet.review.names import name_diagnostics, name_problems, physical_name
 from gpufleet.review.owners import is_top, owner_map, owner_of
 from gpufleet.review.policy import (
     POLICY_LEVELS,
+    PolicyConfigError,
     Violation,
     check_levels,
+    load_levels,
     policy_config,
+    policy_subjects,
+    violations,
     where_of,
 )
 from gpufleet.review.quotas import NetworkCount, network_counts, quota_counts, quota_warnings
@@ -58,6 +62,7 @@ __all__ = [
     "Move",
     "NetworkCount",
     "PlanReport",
+    "PolicyConfigError",
     "PropertyChange",
     "Relocked",
     "Report",
@@ -79,6 +84,7 @@ __all__ = [
     "guard",
     "is_secret",
     "is_top",
+    "load_levels",
     "lock_report",
     "memory_refusal",
     "name_diagnostics",
@@ -89,8 +95,10 @@ __all__ = [
     "owner_of",
     "parse_export",
     "physical_name",
+    "pipeline",
     "plan_report",
     "policy_config",
+    "policy_subjects",
     "quota_counts",
     "quota_warnings",
     "relock",
@@ -98,5 +106,6 @@ __all__ = [
     "state_digests",
     "total_delta",
     "unknown_names",
+    "violations",
     "where_of",
 ]

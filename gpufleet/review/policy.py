@@ -2,17 +2,20 @@
 is checked with (drawn from the backends file and its owner's tags).
 
 The rules themselves live in the policy pack (``gpufleet.policy``) and run under
-pulumi-policy; `gpufleet plan` runs them offline through ``gpufleet.components.run.policy``.
+pulumi-policy; `gpufleet plan` runs them offline through ``gpufleet.components.run.policy``
+over the subjects made here, and the findings come back here as violations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends import backend_of_type
-from gpufleet.input import Inputs
+from gpufleet.compile.runs import Finding, PolicySubject
+from gpufleet.input import Inputs, JsonInputError, read_json_file
+from gpufleet.review.owners import owner_map
 
 POLICY_LEVELS = ("mandatory", "advisory", "disabled")  # per rule, as pulumi-policy has them
 
@@ -64,3 +67,50 @@ def check_levels(data: Any, rules: Mapping[str, str]) -> bool:
     """Whether ``data`` is a {rule: level} map over known rules and levels."""
     return isinstance(data, dict) and all(k in rules and v in POLICY_LEVELS
                                           for k, v in data.items())
+
+
+def policy_subjects(resources: Sequence[Mapping[str, Any]], inputs: Inputs
+                    ) -> list[PolicySubject]:
+    """The resources the pack checks (not Pulumi's own or gpufleet's components), each with
+    its owner, where that is declared and its pack config."""
+    owners = owner_map([(r["urn"], r["type"], r.get("parent") or "") for r in resources])
+    out = []
+    for r in resources:
+        if str(r["type"]).startswith(("pulumi:", "gpufleet:")):
+            continue
+        owner = owners.get(r["urn"])
+        out.append(PolicySubject(r, owner, where_of(owner, inputs),
+                                 policy_config(str(r["type"]), owner, inputs)))
+    return out
+
+
+def violations(subjects: Sequence[PolicySubject], found: Sequence[Finding]) -> list[Violation]:
+    """The findings as violations, mandatory first."""
+    out = []
+    for f in found:
+        s = subjects[f.subject]
+        out.append(Violation(f.rule, f.level, str(s.resource["name"]), str(s.resource["type"]),
+                             f.message, f.remediation, s.owner, s.where))
+    return sorted(out, key=lambda v: (v.level != "mandatory", v.rule, v.resource))
+
+
+class PolicyConfigError(ValueError):
+    """`--policy-config` cannot be used; the message says why."""
+
+
+def load_levels(path: str | None, mode: str, rules: Mapping[str, str]) -> dict[str, str]:
+    """Rule levels from a `{rule: level}` JSON file over ``rules`` (each rule's own level);
+    mode ``off`` disables every rule."""
+    levels: dict[str, str] = {}
+    if path:
+        try:  # bounded: a regular file, size, depth and digits capped
+            data = read_json_file(path, "a policy config ({rule: level} JSON)")
+        except JsonInputError as e:
+            raise PolicyConfigError(f"--policy-config {e}") from None
+        if not check_levels(data, rules):
+            raise PolicyConfigError(f"--policy-config {path}: expected {{rule: mandatory|"
+                                    "advisory|disabled}} with rules from `gpufleet policy list`")
+        levels.update(data)
+    if mode == "off":
+        levels = dict.fromkeys(rules, "disabled")
+    return levels

@@ -1,0 +1,63 @@
+"""Where the offline pipeline meets the Pulumi layer: `gpufleet plan` and `gpufleet diff` hand
+the core's pipeline (``gpufleet.review.pipeline``) the functions that run the stack program
+and the policy pack (``gpufleet.components.run``). The tests and benchmarks build their
+reports here too, the way the commands do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpufleet.compile.runs import Progress, RunInputs
+from gpufleet.diagnostics import Diagnostic
+from gpufleet.input import Inputs, Lock, SyncedGateway, Validated
+from gpufleet.offers import Catalog
+from gpufleet.review import (
+    GuardOptions,
+    PlanReport,
+    Report,
+    State,
+    Violation,
+    pipeline,
+    policy_subjects,
+    violations,
+)
+
+
+def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], stack: str,
+                 profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
+                 locked: bool = False, policy_levels: Mapping[str, str] | None = None,
+                 progress: Progress | None = None,
+                 synced: Mapping[str, SyncedGateway] | None = None
+                 ) -> tuple[PlanReport | None, list[Diagnostic]]:
+    """The plan report (``pipeline.plan``), or None and the compile errors."""
+    from gpufleet.components.run.plan import registered
+    from gpufleet.components.run.policy import run_rules
+
+    run = RunInputs(tuple(paths), catalog, profile, catalog_dir, stack, lock, locked,
+                    dict(synced or {}))
+    return pipeline.plan(validated, run, registered, run_rules, policy_levels, progress)
+
+
+def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
+                 profile: str | None, catalog_dir: str | None, guards: GuardOptions,
+                 lock: Lock | None = None, locked: bool = False, full: bool = False,
+                 ssh_public_key: str | None = None,
+                 synced: Mapping[str, SyncedGateway] | None = None
+                 ) -> tuple[Report | None, list[Diagnostic]]:
+    """The diff against ``state`` (``pipeline.diff``); ``ssh_public_key``, ``synced``: the
+    stack config's key and gateways' addresses, where the stack's config was found."""
+    from gpufleet.components.run.diff import run_seeded
+
+    run = RunInputs(tuple(paths), catalog, profile, catalog_dir, state.stack or "dev", lock,
+                    locked, dict(synced or {}), ssh_public_key)
+    return pipeline.diff(validated, run, state, guards, run_seeded, full)
+
+
+def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
+                 levels: Mapping[str, str] | None = None) -> list[Violation]:
+    """The policy pack over a run's resources, as the plan reports it."""
+    from gpufleet.components.run.policy import run_rules
+
+    subjects = policy_subjects(resources, inputs)
+    return violations(subjects, run_rules(subjects, dict(levels or {})))
