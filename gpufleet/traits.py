@@ -238,10 +238,17 @@ class BackendTraits:
     pulumi_package: str = ""
     # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
     scale_set_type: str | None = None
-    # Pulumi resource types of this backend's nodes (what a fleet's instances are).
+    # what the bill lists the other resource types its components create as (instance,
+    # address, nat, load_balancer, dns_zone, volume, filesystem; beside `resources`'
+    # billed_as); a type in neither is free (gpufleet.review.bill)
+    billed: Mapping[str, str] = field(default_factory=dict)
     # a plugin's backends-file entry schema (`$defs/<name>` of backends.schema.json);
     # gpufleet's own backends keep theirs in the shipped file
     settings_schema: Mapping[str, Any] | None = None
+    # a plugin's own catalog (a gpuhunt v2 CSV file), read when the catalog folder holds none
+    # for it (gpufleet's own backends ship theirs in gpufleet/data/catalog/)
+    catalog_csv: str | None = None
+    # Pulumi resource types of this backend's nodes (what a fleet's instances are).
     node_types: tuple[str, ...] = field(default=())
     resources: Mapping[str, ResourceKind] = field(default_factory=dict)
     # --- tables shared code reads (each cloud's folder cites its sources) ---

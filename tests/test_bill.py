@@ -21,7 +21,7 @@ from gpufleet.cli import cli
 from gpufleet.cli.progress import progress_line
 from gpufleet.input import validate_paths
 from gpufleet.offers import load_catalog, load_prices
-from gpufleet.review import BILLED_AS, PlanReport, owner_map
+from gpufleet.review import PlanReport, billed_as, owner_map
 from gpufleet.views.plan import render_plan_text
 from gpufleet.views.tree import tree
 
@@ -40,7 +40,7 @@ def _billed_resources(report: PlanReport) -> Counter[tuple[str, str]]:
     owners = owner_map([(r["urn"], r["type"], r["parent"]) for r in report.resources])
     out: Counter[tuple[str, str]] = Counter()
     for r in report.resources:
-        kind = BILLED_AS.get(r["type"])
+        kind = billed_as(r["type"])
         if kind is None:
             continue
         inputs = r["inputs"]
@@ -82,7 +82,7 @@ def test_every_billable_resource_of_the_examples_has_a_priced_line() -> None:
     _check_every_billable_resource_is_priced(report)
     # every type the examples create is either billed or known to be free
     unknown = {r["type"] for r in report.resources
-               if r["type"] not in BILLED_AS and not r["type"].startswith(FREE_PREFIXES)}
+               if billed_as(r["type"]) is None and not r["type"].startswith(FREE_PREFIXES)}
     free = {"aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/securityGroup:SecurityGroup",
             "aws:ec2/routeTable:RouteTable", "aws:ec2/routeTableAssociation:RouteTableAssociation",
             "aws:ec2/internetGateway:InternetGateway", "aws:ec2/keyPair:KeyPair",

@@ -76,15 +76,27 @@ def backend_names() -> tuple[str, ...]:
     return tuple(t.name for t in all_backends())
 
 
-def is_backend(backend: str) -> bool:
+def is_backend(backend: object) -> bool:
     """Whether some plugin builds ``backend`` (gpufleet's own need no loading)."""
-    return backend in TRAITS_BY_NAME or backend in plugins()
+    return isinstance(backend, str) and find(backend) is not None
 
 
 def traits_of(backend: str) -> BackendTraits:
     """The traits of a backend gpufleet builds (a KeyError names an unknown one)."""
+    found = find(backend)
+    if found is None:
+        raise KeyError(backend)
+    return found
+
+
+def find(backend: str) -> BackendTraits | None:
+    """The traits of ``backend``, None when no plugin builds it (gpufleet's own backends
+    are found without loading the plugins)."""
     found = TRAITS_BY_NAME.get(backend)
-    return found if found is not None else plugins()[backend].traits
+    if found is None and isinstance(backend, str):
+        plugin = plugins().get(backend)
+        found = plugin.traits if plugin is not None else None
+    return found
 
 
 _loaded: dict[tuple[str, str], object] = {}
@@ -121,19 +133,19 @@ def backend_of_type(token: str) -> str | None:
 
 def supports(backend: str, feature: Feature) -> bool:
     """Whether gpufleet can build ``feature`` on ``backend`` (False for unknown backends)."""
-    found = TRAITS_BY_NAME.get(backend)
+    found = find(backend)
     return found is not None and found.supports(feature)
 
 
 def backends_with(feature: Feature) -> tuple[str, ...]:
-    return tuple(t.name for t in BACKENDS if t.supports(feature))
+    return tuple(t.name for t in all_backends() if t.supports(feature))
 
 
 def node_types() -> tuple[str, ...]:
     """Pulumi types of fleet nodes on every backend."""
-    return tuple(n for t in BACKENDS for n in t.node_types)
+    return tuple(n for t in all_backends() for n in t.node_types)
 
 
 def resource_kinds() -> dict[str, ResourceKind]:
     """Every resource type of every backend, with its replacing inputs and category."""
-    return {n: k for t in BACKENDS for n, k in t.resources.items()}
+    return {n: k for t in all_backends() for n, k in t.resources.items()}

@@ -15,6 +15,7 @@ import click
 from gpufleet import __version__
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from gpufleet.fileio import WriteError
+from gpufleet.backends.plugin import PluginError
 from gpufleet.outbound import HttpError, scrub
 
 
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"gpufleet: {e}", err=True)
         return EXIT_USAGE
     except HttpError as e:  # a server that gave no usable answer (it names the server)
+        click.echo(f"gpufleet: {e}", err=True)
+        return EXIT_USAGE
+    except PluginError as e:  # an installed plugin gpufleet cannot use (it names it)
         click.echo(f"gpufleet: {e}", err=True)
         return EXIT_USAGE
     except click.ClickException as e:

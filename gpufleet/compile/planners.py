@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from gpufleet.backends import SUPPORTED_BACKENDS, is_backend, role_of
+from gpufleet.backends import backend_names, is_backend, role_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.compile.seam import Backend
 
@@ -22,10 +22,10 @@ class _Planners(Mapping[str, Backend]):
         return role_of(backend, COMPILE)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(SUPPORTED_BACKENDS)
+        return iter(backend_names())
 
     def __len__(self) -> int:
-        return len(SUPPORTED_BACKENDS)
+        return len(backend_names())
 
 
 PLANNERS: Mapping[str, Backend] = _Planners()

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
-from gpufleet.backends import TRAITS_BY_NAME, role_of, traits_of
+from gpufleet.backends import is_backend, role_of, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
@@ -203,7 +203,7 @@ def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
     dstack attaches the disk the stack created (or was given) instead of making one."""
     volume_id = _secret(out.get("volume_id"))
     backend = out.get("backend")
-    if not volume_id or backend not in TRAITS_BY_NAME or \
+    if not volume_id or not is_backend(backend) or \
             not traits_of(str(backend)).volume_disk_type:
         return None, f"volume {name}: the stack outputs carry no volume id; no volume file"
     doc: dict[str, Any] = {"type": "volume", "name": name, "backend": out["backend"],

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import is_backend
 from gpufleet.input import JsonInputError, parse_json
 from gpufleet.review import STACK_TYPE, StateError, is_secret, parse_export
 
@@ -88,7 +88,7 @@ def check_shape(name: str, out: Mapping[str, Any]) -> None:
     networks: dict[str, Any] = raw_networks if isinstance(raw_networks, dict) else {}
     wrong += [f"nodes[{i}]" for i, n in enumerate(nodes) if not isinstance(n, dict)]
     wrong += [f"networks.{k}" for k, v in networks.items() if not isinstance(v, dict)]
-    if out.get("backend") not in SUPPORTED_BACKENDS or "region" not in out:
+    if not is_backend(out.get("backend")) or "region" not in out:
         wrong.append("backend/region")
     if wrong:
         raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet output "

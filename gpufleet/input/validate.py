@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gpufleet.backends import TRAITS_BY_NAME, traits_of
+from gpufleet.backends import is_backend, traits_of
 from gpufleet.codes import B001, F012, F019, F021, F024, G008, K003, L014
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
 from gpufleet.input.checks import (
@@ -175,7 +175,7 @@ def _declared_groups(documents: Sequence[Document]) -> frozenset[str]:
         for r in data["reservations"]:
             backend = r.get("backend") if isinstance(r, dict) else None
             if isinstance(r, dict) and isinstance(backend, str) and \
-                    backend in TRAITS_BY_NAME and traits_of(backend).declared_reservations_only:
+                    is_backend(backend) and traits_of(backend).declared_reservations_only:
                 out.update(str(r[k]) for k in ("name", "id") if r.get(k))
     return frozenset(out)
 

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, traits_of
+from gpufleet.backends import backend_names, is_backend, traits_of
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
@@ -75,7 +75,7 @@ def on_demand_price(cat: Catalog | None, backend: str, region: str, itype: str
 
 
 def instance_family(backend: str, instance_type: str) -> str:
-    return traits_of(backend).family(instance_type) if backend in TRAITS_BY_NAME \
+    return traits_of(backend).family(instance_type) if is_backend(backend) \
         else instance_type
 
 
@@ -162,8 +162,11 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
     rows: list[Row] = []
     skipped = 0
     found = False
-    for backend in SUPPORTED_BACKENDS:
+    for backend in backend_names():
         f = folder / f"{backend}.csv"
+        own = traits_of(backend).catalog_csv
+        if not f.is_file() and own is not None:
+            f = Path(own)  # a plugin's own catalog
         if not f.is_file():
             continue
         found = True
@@ -173,7 +176,7 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
         skipped += bad
     if not found:
         raise CatalogError(f"catalog folder {path} holds none of "
-                           f"{', '.join(b + '.csv' for b in SUPPORTED_BACKENDS)}")
+                           f"{', '.join(b + '.csv' for b in backend_names())}")
     network = read_network(folder / "network.csv" if (folder / "network.csv").is_file()
                            else bundled_dir() / "network.csv")
     return Catalog(tuple(rows), network, str(meta.get("source", "local")),

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from gpufleet.backends import TRAITS_BY_NAME
+from gpufleet.backends import traits_of
 from gpufleet.codes import O010, O011
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.fileio import check_file, write_text
@@ -121,7 +121,7 @@ def _rows_by_place(catalog: Catalog) -> dict[tuple[str, str, str, bool], Row]:
 
 
 def _catalog_row_offer(catalog: Catalog, e: LockEntry) -> Offer | None:
-    location = e.zone if TRAITS_BY_NAME[e.backend].zonal_offers and e.zone else e.region
+    location = e.zone if traits_of(e.backend).zonal_offers and e.zone else e.region
     r = _rows_by_place(catalog).get((e.backend, e.instance_type, location, e.spot))
     if r is None:
         return None

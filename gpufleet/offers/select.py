@@ -15,9 +15,9 @@ from typing import Any
 
 from gpufleet.backends import (
     BACKENDS,
-    SUPPORTED_BACKENDS,
-    TRAITS_BY_NAME,
+    backend_names,
     backends_with,
+    is_backend,
     supports,
     traits_of,
 )
@@ -138,7 +138,7 @@ def _gpu_side(q: Any) -> bool | None:
 def _offer(catalog: Catalog, r: Row) -> Offer:
     region = r.location
     zone = None
-    if TRAITS_BY_NAME[r.backend].zonal_offers:
+    if traits_of(r.backend).zonal_offers:
         region = region_of_zone(r.location) or r.location
         zone = r.location
     f = catalog.facts(r.backend, r.instance_type)
@@ -158,7 +158,7 @@ def _zones(zones: Sequence[str]) -> Callable[[list[Offer]], list[Offer]]:
     def run(offers: list[Offer]) -> list[Offer]:
         out = []
         for o in offers:
-            if TRAITS_BY_NAME[o.backend].zonal_offers:
+            if traits_of(o.backend).zonal_offers:
                 if o.zone and o.zone.lower() in wanted:
                     out.append(o)
             elif traits_of(o.backend).zones is ZoneModel.PER_REGION:
@@ -222,7 +222,7 @@ def stages(fleet: FleetSpec, backends: Sequence[str],
         # dstack drops the offers of backends without multinode support first
         out.append(("placement", "is on a backend that builds clusters ("
                     + "; ".join(f"not {b}: {traits_of(b).why_not(Feature.CLUSTER)}"
-                                for b in backends if b in TRAITS_BY_NAME
+                                for b in backends if is_backend(b)
                                 and not supports(b, Feature.CLUSTER)) + ")",
                     lambda os: [o for o in os if supports(o.backend, Feature.CLUSTER)]))
         out.append(("placement", "can join a cluster placement group (not t2/t3/t3a or GCP e2)",
@@ -236,7 +236,7 @@ def effective_backends(fleet: FleetSpec, inputs: Inputs) -> list[str]:
     configured = [b.type for b in inputs.backends]
     if fleet.backends is not None:
         return list(fleet.backends)
-    return configured or list(SUPPORTED_BACKENDS)
+    return configured or list(backend_names())
 
 
 def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
@@ -291,7 +291,7 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
 
 def cluster_refusal(fleet: FleetSpec, offer: Offer) -> str | None:
     """What a cluster of ``offer`` would need that gpufleet does not set up, or None."""
-    if not fleet.is_cluster or fleet.nodes.target <= 0 or offer.backend not in TRAITS_BY_NAME:
+    if not fleet.is_cluster or fleet.nodes.target <= 0 or not is_backend(offer.backend):
         return None
     return traits_of(offer.backend).unbuildable_cluster_fabrics.get(offer.rdma)
 

@@ -1,7 +1,7 @@
 """Review: plans, offline runs and stack exports -> plan reports, diffs, costs and locks."""
 
 from gpufleet.review import changes, pipeline
-from gpufleet.review.bill import BILLED_AS, PARTS, Bill, Item, bills, fleet_bill, gateway_bill
+from gpufleet.review.bill import PARTS, Bill, Item, billed_as, bills, fleet_bill, gateway_bill
 from gpufleet.review.changes import CHANGE_OPS, Change, PropertyChange, Report, guard
 from gpufleet.review.costs import Costs, FleetCost, cost_violations, fleet_costs
 from gpufleet.review.diff import (
@@ -47,7 +47,6 @@ from gpufleet.review.state import (
 )
 
 __all__ = [
-    "BILLED_AS",
     "CHANGE_OPS",
     "DIFF_NOTE",
     "PARTS",
@@ -72,6 +71,7 @@ __all__ = [
     "StateResource",
     "Violation",
     "available_mb",
+    "billed_as",
     "bills",
     "changes",
     "check_levels",

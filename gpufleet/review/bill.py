@@ -12,40 +12,32 @@ Pure.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.backends import BACKENDS, traits_of
+from gpufleet.backends import all_backends, traits_of
 from gpufleet.compile import PLANNERS, FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
 PARTS = ("nodes", "network", "storage")
-# The resource types gpufleet's components create, by what they bill as: a test runs the
-# programs and checks that every billable resource has its line in its owner's bill.
-BILLED_AS: dict[str, str] = {
-    "aws:ec2/instance:Instance": "instance", "gcp:compute/instance:Instance": "instance",
-    "azure-native:compute:VirtualMachine": "instance",
-    "azure-native:compute:VirtualMachineScaleSet": "instance",
-    "aws:ec2/eip:Eip": "address", "azure-native:network:PublicIPAddress": "address",
-    "gcp:compute/address:Address": "address",  # EXTERNAL ones; internal ones are free
-    "aws:ec2/natGateway:NatGateway": "nat", "azure-native:network:NatGateway": "nat",
-    "gcp:compute/routerNat:RouterNat": "nat",
-    "aws:lb/loadBalancer:LoadBalancer": "load_balancer",
-    "gcp:compute/forwardingRule:ForwardingRule": "load_balancer",
-    "aws:route53/zone:Zone": "dns_zone", "gcp:dns/managedZone:ManagedZone": "dns_zone",
-    "azure-native:dns:Zone": "dns_zone",
-    "aws:ebs/volume:Volume": "volume", "gcp:compute/disk:Disk": "volume",  # dstack volumes
-    # shared filesystems (the backends file's `filesystems:`)
-    "aws:fsx/lustreFileSystem:LustreFileSystem": "filesystem",
-    "aws:efs/fileSystem:FileSystem": "filesystem", "gcp:lustre/instance:Instance": "filesystem",
-    "gcp:filestore/instance:Instance": "filesystem",
-    "azure-native:storagecache:AmlFilesystem": "filesystem",
-    "azure-native:storage:FileShare": "filesystem",
-    # and what a backend's traits declare (its ResourceKind's billed_as)
-    **{typ: kind.billed_as for t in BACKENDS for typ, kind in t.resources.items()
-       if kind.billed_as},
-}
+
+
+def billed_as(resource_type: str) -> str | None:
+    """What the bill lists a resource type as (instance, address, nat, load_balancer,
+    dns_zone, volume, filesystem), from the backend's traits; None: free. A test runs the
+    programs and checks that every billable resource has its line in its owner's bill."""
+    return _billed().get(resource_type)
+
+
+@functools.cache
+def _billed() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for t in all_backends():
+        out.update(t.billed)
+        out.update({typ: k.billed_as for typ, k in t.resources.items() if k.billed_as})
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpufleet.backends import node_types
 from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
-from gpufleet.review.bill import BILLED_AS
+from gpufleet.review.bill import billed_as
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
 from gpufleet.review.owners import is_top, owner_map
@@ -205,7 +205,7 @@ def running_nodes(state: State) -> dict[str, int]:
     for r in state.resources:
         owner = owners.get(r.urn)
         if owner is None:
-            if BILLED_AS.get(r.type) == "volume":  # a dstack volume's disk: the stack holds it
+            if billed_as(r.type) == "volume":  # a dstack volume's disk: the stack holds it
                 out[f"volume:{r.name}"] = 1
             continue
         out.setdefault(owner, 0)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends import BACKENDS
+from gpufleet.backends import all_backends
 from gpufleet.codes import C020
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import Inputs
@@ -43,7 +43,7 @@ def network_counts(resources: Sequence[Mapping[str, Any]]) -> list[NetworkCount]
     providers = {str(r["urn"]): r for r in resources if str(r["type"]).startswith("pulumi:")}
     owners = resource_owners(resources)
     found: dict[tuple[str, str, str | None, str], NetworkCount] = {}
-    for t in BACKENDS:
+    for t in all_backends():
         for quota in t.network_quotas:
             for r in resources:
                 if r["type"] != quota.resource or not quota.counts(r.get("inputs") or {}):

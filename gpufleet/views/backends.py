@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME
+from gpufleet.backends import backend_names, traits_of
 from gpufleet.traits import Feature
 
 
 def capability_markdown() -> str:
     """One row per capability, one column per backend; a missing one says why."""
-    rows = ["| capability | " + " | ".join(SUPPORTED_BACKENDS) + " |",
-            "|---|" + "---|" * len(SUPPORTED_BACKENDS)]
+    rows = ["| capability | " + " | ".join(backend_names()) + " |",
+            "|---|" + "---|" * len(backend_names())]
     for f in Feature:
-        cells = ["yes" if TRAITS_BY_NAME[b].supports(f) else f"no: {TRAITS_BY_NAME[b].why_not(f)}"
-                 for b in SUPPORTED_BACKENDS]
+        cells = ["yes" if traits_of(b).supports(f) else f"no: {traits_of(b).why_not(f)}"
+                 for b in backend_names()]
         rows.append(f"| {f} | " + " | ".join(cells) + " |")
     return "\n".join(rows)

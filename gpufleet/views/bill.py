@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.backends import backend_names
 from gpufleet.offers import HOURS_PER_MONTH, PriceTable
 from gpufleet.review import PARTS, Bill
 
@@ -35,7 +35,7 @@ def _label(b: Bill) -> str:
 
 def priced_from(catalog: str, prices: PriceTable | None) -> str:
     table = "" if prices is None else f"; the rest: {prices.describe()}, list prices of " \
-        f"{', '.join(f'{k} {prices.region(k)}' for k in SUPPORTED_BACKENDS)}"
+        f"{', '.join(f'{k} {prices.region(k)}' for k in backend_names())}"
     return f"instances: {catalog}{table}"
 
 

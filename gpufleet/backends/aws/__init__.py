@@ -45,6 +45,12 @@ TRAITS = BackendTraits(
     zones=ZoneModel.PER_REGION,
     zone_pattern=re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$"),
     node_types=("aws:ec2/instance:Instance",),
+    billed=MappingProxyType({
+        "aws:ec2/instance:Instance": "instance", "aws:ec2/eip:Eip": "address",
+        "aws:ec2/natGateway:NatGateway": "nat", "aws:lb/loadBalancer:LoadBalancer": "load_balancer",
+        "aws:route53/zone:Zone": "dns_zone", "aws:ebs/volume:Volume": "volume",  # dstack volumes
+        "aws:fsx/lustreFileSystem:LustreFileSystem": "filesystem",
+        "aws:efs/fileSystem:FileSystem": "filesystem"}),
     resources=MappingProxyType({
         "aws:ec2/vpc:Vpc": ResourceKind(frozenset({"cidrBlock"}), "network"),
         "aws:ec2/subnet:Subnet": ResourceKind(

@@ -60,6 +60,13 @@ TRAITS = BackendTraits(
         Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
     re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser", zones=ZoneModel.NONE,
     node_types=("azure-native:compute:VirtualMachine",),
+    billed=MappingProxyType({
+        "azure-native:compute:VirtualMachine": "instance",
+        "azure-native:compute:VirtualMachineScaleSet": "instance",
+        "azure-native:network:PublicIPAddress": "address",
+        "azure-native:network:NatGateway": "nat", "azure-native:dns:Zone": "dns_zone",
+        "azure-native:storagecache:AmlFilesystem": "filesystem",
+        "azure-native:storage:FileShare": "filesystem"}),
     resources=MappingProxyType({
         "azure-native:network:VirtualNetwork": ResourceKind(
             frozenset({"location", "resourceGroupName"}), "network"),

@@ -70,6 +70,15 @@ TRAITS = BackendTraits(
     re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zones=ZoneModel.PER_ZONE,
     zone_pattern=re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$"),
     node_types=("gcp:compute/instance:Instance",),
+    billed=MappingProxyType({
+        "gcp:compute/instance:Instance": "instance",
+        "gcp:compute/address:Address": "address",  # EXTERNAL ones; internal ones are free
+        "gcp:compute/routerNat:RouterNat": "nat",
+        "gcp:compute/forwardingRule:ForwardingRule": "load_balancer",
+        "gcp:dns/managedZone:ManagedZone": "dns_zone",
+        "gcp:compute/disk:Disk": "volume",  # dstack volumes
+        "gcp:lustre/instance:Instance": "filesystem",
+        "gcp:filestore/instance:Instance": "filesystem"}),
     resources=MappingProxyType({
         "gcp:compute/network:Network": ResourceKind(
             frozenset({"autoCreateSubnetworks", "networkProfile", "name", "project"}),

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends import TRAITS_BY_NAME, backends_with, role_of, supports, traits_of
+from gpufleet.backends import backends_with, is_backend, role_of, supports, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.codes import B005, B006, B008, B010, B011, B019
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
@@ -148,7 +148,7 @@ def _entry_origin(c: Checked, path: KeyPath, entry: dict[str, Any]) -> Origin:
 
 def _backend_rules(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> None:
     t = raw["type"]
-    if t in TRAITS_BY_NAME:  # the rules of dstack's own config model for this backend
+    if is_backend(t):  # the rules of dstack's own config model for this backend
         role_of(t, INPUT).backend_rules(ctx, base, raw)
         for key in traits_of(t).export_requires:
             if not raw.get(key):

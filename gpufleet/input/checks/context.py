@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.backends import BACKENDS, TRAITS_BY_NAME
+from gpufleet.backends import all_backends, find
 from gpufleet.codes import F004
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.normalize import SpecError, check_tags
@@ -58,7 +58,7 @@ class Ctx:
 def region_of_zone(zone: str) -> str | None:
     """Region of a zone by its backend's zone pattern (GCP ``us-west2-c``, AWS ``us-east-1a``);
     None if no backend names zones like it."""
-    for t in BACKENDS:
+    for t in all_backends():
         m = t.zone_pattern.match(zone) if t.zone_pattern is not None else None
         if m:
             return m.group(1)
@@ -81,10 +81,10 @@ def tags_of(ctx: Ctx, base: KeyPath, raw: dict[str, Any]) -> dict[str, str]:
 
 def check_region(ctx: Ctx, path: KeyPath, backend: str, region: str, code: str) -> None:
     """A region of the wrong shape for its backend is a typo or another cloud's region."""
-    traits = TRAITS_BY_NAME.get(backend)
+    traits = find(backend)
     if traits is None or traits.region_pattern.fullmatch(region.lower()):
         return
-    others = [t.name for t in TRAITS_BY_NAME.values()
+    others = [t.name for t in all_backends()
               if t.name != backend and t.region_pattern.fullmatch(region.lower())]
     hint = f"{backend} regions look like {traits.region_example}"
     if others:

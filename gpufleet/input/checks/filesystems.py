@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
+from gpufleet.backends import is_backend, traits_of
 from gpufleet.codes import V003, V007, V009, V010, V011, V012, V013, V014, V023
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 from gpufleet.input.checks.context import Ctx
@@ -94,7 +94,7 @@ def _one(ctx: Ctx, c: Checked, base: KeyPath, raw: Mapping[str, object]
             return None
     elif not _nfs_size(ctx, base, backend, name, capacity):
         return None
-    service = traits_of(backend).filesystems.get(kind) if backend in SUPPORTED_BACKENDS \
+    service = traits_of(backend).filesystems.get(kind) if is_backend(backend) \
         else None
     default = (service.default_mount if service else "/mnt/{name}").format(name=name)
     mount = str(raw.get("mount") or default)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from gpufleet.backends import SUPPORTED_BACKENDS, TRAITS_BY_NAME, backends_with, supports, traits_of
+from gpufleet.backends import backend_names, backends_with, is_backend, supports, traits_of
 from gpufleet.codes import (
     F001,
     F002,
@@ -88,7 +88,7 @@ def check_fleet(c: Checked, declared_groups: frozenset[str] = frozenset()
     tags = tags_of(ctx, (), d)
     _fleet_rules(ctx, declared_groups)
     named = strs(d.get("backends")) if c.ok(("backends",)) else None
-    check_name_budget(ctx, d.get("name"), ("fleet",), named or SUPPORTED_BACKENDS, F023,
+    check_name_budget(ctx, d.get("name"), ("fleet",), named or backend_names(), F023,
                       "fleet")
     if nodes is None or any(x.is_error for x in (*ctx.diags, *c.diagnostics)):
         return None, ctx.diags
@@ -108,14 +108,14 @@ def _fleet_rules(ctx: Ctx, declared_groups: frozenset[str] = frozenset()) -> Non
     d = ctx.data()
     backends = d.get("backends") if ctx.has("backends") else None
     if ctx.has("regions") and backends:
-        known = [TRAITS_BY_NAME[b] for b in backends if b in TRAITS_BY_NAME]
+        known = [traits_of(b) for b in backends if is_backend(b)]
         for i, region in enumerate(d["regions"]):
             if known and not any(t.region_pattern.fullmatch(str(region).lower())
                                  for t in known):
                 check_region(ctx, ("regions", i), known[0].name, str(region), F018)
     if ctx.has("reservation") and backends is not None and not any(
             supports(b, Feature.RESERVATIONS) for b in backends) and not (
-            any(b in TRAITS_BY_NAME and traits_of(b).declared_reservations_only
+            any(is_backend(b) and traits_of(b).declared_reservations_only
                 for b in backends) and str(d["reservation"]) in declared_groups):
         able = backends_with(Feature.RESERVATIONS)
         ctx.error(("reservation",), "`reservation` needs a backend with reservation support "
@@ -146,7 +146,7 @@ def _needs(ctx: Ctx, backends: list[str] | None, key: str, feature: Feature, wha
            ) -> None:
     """A setting no backend of the fleet's list can honour: each one's reason (the others,
     dstack's own backends, are left out with F022)."""
-    known = [b for b in backends or () if b in TRAITS_BY_NAME]
+    known = [b for b in backends or () if is_backend(b)]
     if not known or any(supports(b, feature) for b in known):
         return
     able = backends_with(feature)

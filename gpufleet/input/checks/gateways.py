@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from gpufleet.backends import TRAITS_BY_NAME, backends_with, supports, traits_of
+from gpufleet.backends import backends_with, is_backend, supports, traits_of
 from gpufleet.codes import F006, G002, G003, G004, G005, G006, G007, G009, G014, G015, G016, G017
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx, check_region, tags_of
@@ -26,14 +26,14 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
     if backend is not None and _lacks(backend, Feature.GATEWAYS):
         ctx.error(("backend",), f"Gateways are not supported for {backend} backend", F006,
                   hint=f"use {' or '.join(backends_with(Feature.GATEWAYS))}: "
-                  f"{TRAITS_BY_NAME[backend].why_not(Feature.GATEWAYS)}")
+                  f"{traits_of(backend).why_not(Feature.GATEWAYS)}")
         return None, ctx.diags
     if backend is not None and "instance_type" in d \
             and _lacks(backend, Feature.GATEWAY_INSTANCE_TYPE):
         ctx.error(("instance_type",), f"The `{backend}` backend does not support the "
                   "`instance_type` gateway configuration property", G002, key=True,
                   hint=f"remove `instance_type`: "
-                  f"{TRAITS_BY_NAME[backend].why_not(Feature.GATEWAY_INSTANCE_TYPE)}")
+                  f"{traits_of(backend).why_not(Feature.GATEWAY_INSTANCE_TYPE)}")
     public = d.get("public_ip", True)
     if public is False and backend is not None and _lacks(backend, Feature.PRIVATE_GATEWAYS):
         ctx.error(("public_ip",), f"private gateways (`public_ip: false`) are not supported "
@@ -55,7 +55,7 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
     replicas = d.get("replicas", 1) if ctx.has("replicas") else 1
     if cert is not None and cert.type == "lets-encrypt" and replicas > 1:
         other = traits_of(str(backend)).lb_certificate_hint \
-            if str(backend) in TRAITS_BY_NAME else ""
+            if is_backend(str(backend)) else ""
         ctx.error(("replicas",), "lets-encrypt certificate type is not supported for gateways "
                   "with several replicas", G006, key=True,
                   hint=f"set `certificate: null` (no HTTPS){other}")
@@ -138,7 +138,7 @@ def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | 
                   f"{' and '.join(f'`{b}`' for b in backends_with(Feature.GATEWAY_LOAD_BALANCER))}"
                   " backends only", G016, key=True)
         return
-    allowed = traits_of(backend).lb_certificate if backend in TRAITS_BY_NAME else None
+    allowed = traits_of(backend).lb_certificate if is_backend(backend) else None
     if cert is not None and cert.type != allowed:
         ctx.error(("certificate",), f"`load_balancer: {{ type: alb }}` on the `{backend}` backend "
                   f"can only be used with `certificate: null` or `certificate: {{ type: "
@@ -151,7 +151,7 @@ def _check_load_balancer(ctx: Ctx, backend: str | None, cert: CertificateSpec | 
 
 def _lacks(backend: str, feature: Feature) -> bool:
     """Only backends gpufleet knows are refused here; others get their own error."""
-    return backend in TRAITS_BY_NAME and not supports(backend, feature)
+    return is_backend(backend) and not supports(backend, feature)
 
 
 def _name_budget(ctx: Ctx, backend: object, cert: CertificateSpec | None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpufleet.backends import TRAITS_BY_NAME
+from gpufleet.backends import find, traits_of
 from gpufleet.input.checks.context import Ctx
 
 
@@ -16,16 +16,16 @@ def check_name_budget(ctx: Ctx, name: object, kinds: Sequence[str], backends: Se
     ``backends`` (the tightest is named)."""
     if not isinstance(name, str):
         return
-    found = [(t.name_budgets[k], t.name) for b in backends if (t := TRAITS_BY_NAME.get(b))
+    found = [(t.name_budgets[k], t.name) for b in backends if (t := find(b))
              for k in kinds if k in t.name_budgets]
     over = [(budget, b) for budget, b in found if len(name) > budget.max_len]
     if not over:
         return
     budget, backend = min(over, key=lambda x: x[0].max_len)
-    rule = TRAITS_BY_NAME[backend].name_rules.get(budget.resource)
+    rule = traits_of(backend).name_rules.get(budget.resource)
     limit = f"{rule.max_len} characters ({rule.source})" if rule else "its limit"
     ctx.error(("name",), f"{what} name '{name}' is {len(name)} characters; on {backend} its "
               f"{budget.resource} would be named '{name}{budget.longest}' plus the "
-              f"{TRAITS_BY_NAME[backend].autoname_suffix}-character auto-name suffix, over "
+              f"{traits_of(backend).autoname_suffix}-character auto-name suffix, over "
               f"{limit}: at most {budget.max_len} characters fit", code,
               hint=f"shorten the {what} name to {budget.max_len} characters or fewer")

@@ -1,0 +1,133 @@
+"""A cloud from outside the package: toycloud (tests/toycloud/) registers through the entry-point
+groups `gpufleet.backends` and `gpufleet.components` of its own distribution and is
+validated, offered and planned through the CLI, in a process of its own, without any shared
+module of gpufleet naming it; a plugin gpufleet cannot use is refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.backends import plugins
+from gpufleet.backends.plugin import Plugin, PluginError, Unsupported
+
+ROOT = Path(__file__).resolve().parent.parent
+TOY = Path(__file__).resolve().parent / "toycloud"
+BACKENDS = ("access:\n  ssh_public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtoyKeyForTests "
+            "toy\nbackends:\n  - type: toycloud\n    regions: [toy-north-1, toy-south-1]\n"
+            "    ssh_cidrs: [198.51.100.0/24]\n")
+FLEET = "type: fleet\nname: toy\nnodes: 3\nresources:\n  gpu: H100:8\nbackends: [toycloud]\n"
+
+
+def gpufleet(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TOY)}
+    return subprocess.run([sys.executable, "-m", "gpufleet", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    (tmp_path / "backends.yml").write_text(BACKENDS)
+    (tmp_path / "toy.yml").write_text(FLEET)
+    return tmp_path
+
+
+def test_a_cloud_from_another_package_is_validated_offered_and_planned(toy: Path) -> None:
+    r = gpufleet(toy, "validate", ".")
+    assert r.returncode == 0, r.stderr
+    r = gpufleet(toy, "offers", "toy.yml")
+    assert r.returncode == 0, r.stderr
+    assert "toycloud  toy-south-1" in r.stdout and "$18.2500" in r.stdout  # its own catalog
+    r = gpufleet(toy, "plan", ".", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    plan: dict[str, Any] = json.loads(r.stdout)
+    (fleet,) = plan["fleets"]
+    assert (fleet["backend"], fleet["region"], fleet["instance_type"]) == \
+        ("toycloud", "toy-south-1", "toy-8xh100")
+    types = sorted(res["type"] for res in plan["resources"])
+    assert types.count("toycloud:index:Machine") == 3  # two registered, one derived
+    assert "toycloud:index:Firewall" in types
+    firewall = next(res for res in plan["resources"] if res["type"].endswith(":Firewall"))
+    assert firewall["inputs"]["ssh_cidrs"] == ["198.51.100.0/24"]
+    assert plan["costs"]["after_per_hour"] == pytest.approx(3 * 18.25)
+
+
+def test_the_toy_cloud_is_named_by_no_shared_module() -> None:
+    found = [str(p.relative_to(ROOT)) for folder in ("gpufleet", "components", "schemas",
+                                                     "policy", "stacks")
+             for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in
+             (".py", ".json", ".yaml", ".yml") and "toycloud" in p.read_text()]
+    assert found == []
+
+
+def test_without_the_plugin_its_backend_is_unknown(toy: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-m", "gpufleet", "validate", "."], cwd=toy, env=env,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 1 and "toycloud" in r.stdout + r.stderr
+
+
+class _EntryPoint:
+    def __init__(self, name: str, value: object, fails: bool = False) -> None:
+        self.name, self.value, self._obj, self.fails = name, f"pkg:{name}", value, fails
+
+    def load(self) -> object:
+        if self.fails:
+            raise ImportError("No module named 'pkg'")
+        return self._obj
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (_EntryPoint("broken", None, fails=True), "'broken' (pkg:broken) does not load"),
+    (_EntryPoint("odd", object()), "is not the Plugin of backend 'odd'"),
+    (_EntryPoint("half", "half"), "declares nothing for role(s) topology"),
+])
+def test_a_plugin_gpufleet_cannot_use_is_refused_by_name(monkeypatch: pytest.MonkeyPatch,
+                                                         extra: _EntryPoint, says: str) -> None:
+    import dataclasses
+    import importlib.metadata
+
+    own = importlib.metadata.entry_points(group="gpufleet.backends")
+    if extra.name == "half":  # every role but one
+        base = plugins()["lambda"]
+        roles = {k: v for k, v in base.roles.items() if k != "topology"}
+        extra._obj = Plugin(dataclasses.replace(base.traits, name="half"), roles)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group: [*own, extra] if group == "gpufleet.backends" else [])
+    plugins.cache_clear()
+    try:
+        with pytest.raises(PluginError, match=says.replace("(", r"\(").replace(")", r"\)")):
+            plugins()
+    finally:
+        plugins.cache_clear()
+
+
+def test_an_unsupported_role_says_why() -> None:
+    from gpufleet.backends import role_of
+    from gpufleet.backends.plugin import RoleUnsupported
+    from gpufleet.live.probes import TOPOLOGY
+
+    declared = plugins()["lambda"].roles["topology"]
+    assert isinstance(declared, Unsupported)
+    with pytest.raises(RoleUnsupported, match="no network topology"):
+        role_of("lambda", TOPOLOGY)
+
+
+def test_a_broken_plugin_package_stops_the_cli_with_its_name_not_a_traceback(
+        toy: Path, tmp_path: Path) -> None:
+    dist = tmp_path / "site" / "bad-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bad\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[gpufleet.backends]\nbad = nosuchmodule:PLUGIN\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    r = subprocess.run([sys.executable, "-m", "gpufleet", "plan", str(ROOT / "examples")],
+                       cwd=toy, env=env, capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "plugin 'bad' (nosuchmodule:PLUGIN) does not load" in r.stderr

@@ -1,0 +1,44 @@
+"""toycloud's planner: a fleet is its machines and one firewall (SSH from ssh_cidrs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+from typing import Any
+
+from gpufleet.compile import naming
+from gpufleet.compile.plan import FleetPlan
+from gpufleet.compile.seam import Planned, access_method, access_plan, common_fields
+from toycloud import TRAITS
+
+
+@dataclass(frozen=True, slots=True)
+class ToyOptions:
+    firewall: str
+    ssh_cidrs: tuple[str, ...]
+
+
+class ToyPlanner:
+    name = "toycloud"
+    traits = TRAITS
+    fleet_prefix = 32
+
+    def plan(self, fleet: Any, offer: Any, block: IPv4Network, config: Any, access: Any,
+             reservation: Any = None) -> Planned:
+        method = access_method(self.name, True, access)
+        way_in, diags = access_plan(fleet, self.name, method, access, config, "", offer.region)
+        cidrs = tuple(config.ssh_cidrs) if config is not None else ()
+        plan = FleetPlan(**common_fields(fleet, offer, None), zone=None, networks=(), nics=(),
+                         disk_type="local", image="toy-os", public_ip=True, labels={},
+                         host_setup=None, access=way_in,
+                         options=ToyOptions(naming.child(fleet.name, "firewall"), cidrs))
+        return Planned(plan, tuple(diags))
+
+    def billed_addresses(self, plan: FleetPlan) -> bool:
+        return False
+
+    def plan_gateway(self, gw: Any, block: Any, config: Any, host: Any, synced: Any) -> Any:
+        raise ValueError("toycloud runs no gateway")
+
+
+PLANNER = ToyPlanner()
