@@ -238,6 +238,10 @@ class BackendTraits:
     pulumi_package: str = ""
     # its scale-set resource type, where a fleet can be one (nodes redeployed in place)
     scale_set_type: str | None = None
+    # how many instances a scale set's inputs ask for (None: not said)
+    scale_set_size: Callable[[Mapping[str, Any]], int | None] | None = None
+    # resource types that hold a private gateway's fixed address when a gateway owns them
+    gateway_address_types: tuple[str, ...] = ()
     # what the bill lists the other resource types its components create as (instance,
     # address, nat, load_balancer, dns_zone, volume, filesystem; beside `resources`'
     # billed_as); a type in neither is free (gpufleet.review.bill)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -302,6 +303,44 @@ def test_no_backend_name_outside_its_folder() -> None:
                 for line, what in backend_name_uses(ast.parse(path.read_text()), names)]
     assert seen >= 3 * len(names)  # every cloud's traits, planner and components were skipped
     assert bad == []
+
+
+# a Pulumi type or invoke token (`aws:ec2/instance:Instance`, `azure-native:compute:Vm`)
+CLOUD_TOKEN = re.compile(r"[a-z][\w-]*(:[a-z][\w/.-]*)?:[A-Z]\w*")
+OWN_TOKENS = ("pulumi:", "gpufleet:")  # Pulumi's own types and gpufleet's components
+# dstack's own lists of its backends (its BackendType enum, its volume backends): facts of
+# dstack's format, not of gpufleet's plugins
+DSTACK_LISTS = ("gpufleet/input/spec.py", "gpufleet/input/checks/volumes.py")
+
+
+def test_the_core_names_no_cloud_type_and_no_backend_outside_the_cloud_folders() -> None:
+    """Every Pulumi type token and backend name of a cloud lives in its plugin's folder
+    (gpufleet/backends/<cloud>/); shared code reads them from the registry."""
+    from gpufleet.backends import BACKENDS
+
+    folders = {t.folder for t in BACKENDS}
+    names = backend_names()
+    tokens, literals = [], []
+    for path in sorted(ROOT.joinpath("gpufleet").rglob("*.py")):
+        rel = path.relative_to(ROOT).parts
+        if rel[1] == "backends" and len(rel) > 3 and rel[2] in folders:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            where = f"{'/'.join(rel)}:{node.lineno}: {node.value}"
+            if CLOUD_TOKEN.fullmatch(node.value) and not node.value.startswith(OWN_TOKENS):
+                tokens.append(where)
+            if node.value in names and "/".join(rel) not in DSTACK_LISTS:
+                literals.append(where)
+    assert tokens == []
+    assert literals == []
+
+
+def test_the_token_scan_sees_a_token() -> None:
+    assert CLOUD_TOKEN.fullmatch("aws:ec2/networkInterface:NetworkInterface")
+    assert CLOUD_TOKEN.fullmatch("azure-native:compute:VirtualMachineScaleSet")
+    assert not CLOUD_TOKEN.fullmatch("a4-node-1") and not CLOUD_TOKEN.fullmatch("note: Say")
 
 
 @pytest.mark.parametrize("code", [

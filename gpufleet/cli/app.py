@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import click
 
 from gpufleet import __version__
+from gpufleet.backends.plugin import PluginError
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from gpufleet.fileio import WriteError
-from gpufleet.backends.plugin import PluginError
 from gpufleet.outbound import HttpError, scrub
 
 

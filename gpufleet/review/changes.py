@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends import node_types, resource_kinds
+from gpufleet.backends import all_backends, node_types, resource_kinds
 from gpufleet.input import stackconfig
 from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
 
@@ -50,6 +50,7 @@ FIELD_KEYS: dict[str, str] = {
     "metadata": "access (SSH key, OS Login)", "osProfile": "access (SSH key, user)",
 }
 INSTANCE_TYPES = node_types()
+GATEWAY_ADDRESS_TYPES = frozenset(x for t in all_backends() for x in t.gateway_address_types)
 NODE_NAME = re.compile(r"-node-\d+$")
 CATEGORIES: dict[str, tuple[str, ...]] = {}
 for _type, _kind in resource_kinds().items():
@@ -92,7 +93,7 @@ class Change:
         if self.type.endswith(":Gateway"):
             return "gateway"
         qualified = self.urn.split("::")[2] if self.urn.count("::") >= 3 else ""
-        if self.type == "aws:ec2/networkInterface:NetworkInterface" and ":Gateway$" in qualified:
+        if self.type in GATEWAY_ADDRESS_TYPES and ":Gateway$" in qualified:
             return "address"  # a private gateway's fixed address
         return next((cat for cat, types in CATEGORIES.items() if self.type in types), None)
 

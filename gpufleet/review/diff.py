@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends import node_types
+from gpufleet.backends import all_backends, node_types
 from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
 from gpufleet.review.bill import billed_as
 from gpufleet.review.cascade import Node, cascade
@@ -213,10 +213,11 @@ def running_nodes(state: State) -> dict[str, int]:
             continue
         if r.type in node_types():
             out[owner] = out.get(owner, 0) + 1
-        elif r.type == "azure-native:compute:VirtualMachineScaleSet":
-            sku = r.inputs.get("sku")
-            capacity = sku.get("capacity") if isinstance(sku, dict) else None
-            if isinstance(capacity, int | float) and not isinstance(capacity, bool):
-                out[owner] = out.get(owner, 0) + int(capacity)
+        else:
+            size = next((t.scale_set_size for t in all_backends()
+                         if t.scale_set_type == r.type and t.scale_set_size), None)
+            capacity = size(r.inputs) if size is not None else None
+            if capacity is not None:
+                out[owner] = out.get(owner, 0) + capacity
     return out
 

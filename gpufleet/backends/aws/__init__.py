@@ -45,6 +45,8 @@ TRAITS = BackendTraits(
     zones=ZoneModel.PER_REGION,
     zone_pattern=re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$"),
     node_types=("aws:ec2/instance:Instance",),
+    # a private gateway's fixed address: an ENI under the gateway component
+    gateway_address_types=("aws:ec2/networkInterface:NetworkInterface",),
     billed=MappingProxyType({
         "aws:ec2/instance:Instance": "instance", "aws:ec2/eip:Eip": "address",
         "aws:ec2/natGateway:NatGateway": "nat", "aws:lb/loadBalancer:LoadBalancer": "load_balancer",

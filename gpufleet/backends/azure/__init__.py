@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from gpufleet.backends.azure import names as _names
 from gpufleet.traits import ALL_FEATURES as _ALL
@@ -36,6 +38,15 @@ BASTION = Machine("Standard_B1ls", _UBUNTU, 30, "StandardSSD_LRS")
 # dstack's gateway VM (dstack 0.22.5: core/backends/azure/compute.py,
 # create_gateway_replica: Standard_B1ms, a 30 GB disk)
 GATEWAY = Machine("Standard_B1ms", _UBUNTU, 30, "StandardSSD_LRS")
+
+
+def _capacity(inputs: Mapping[str, Any]) -> int | None:
+    """A scale set's instance count: its `sku.capacity`."""
+    sku = inputs.get("sku")
+    capacity = sku.get("capacity") if isinstance(sku, Mapping) else None
+    if isinstance(capacity, int | float) and not isinstance(capacity, bool):
+        return int(capacity)
+    return None
 
 TRAITS = BackendTraits(
     "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
@@ -126,7 +137,7 @@ TRAITS = BackendTraits(
     export_requires=("tenant_id", "subscription_id"),
     address_kinds=MappingProxyType({True: "Standard static public IP"}),
     pulumi_package="azure-native",
-    scale_set_type="azure-native:compute:VirtualMachineScaleSet",
+    scale_set_type="azure-native:compute:VirtualMachineScaleSet", scale_set_size=_capacity,
     reservation_kinds=("capacity-reservation-group",),
     capacity_errors=(
         CapacityCode("azure", "SkuNotAvailable",
