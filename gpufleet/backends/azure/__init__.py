@@ -14,6 +14,7 @@ from gpufleet.traits import (
     CapacityCode,
     Feature,
     FilesystemService,
+    ImageFamily,
     LustreTier,
     Machine,
     NfsSizes,
@@ -113,7 +114,9 @@ TRAITS = BackendTraits(
     gateway=GATEWAY,
     # Azure's RDMA network reserves 172.16.0.0/16: the pool stays in 10.128.0.0/9
     server_size="Standard_B2s", address_pool="10.128.0.0/9", scope_key="subscription_id",
-    gpu_image_family="azure-ubuntu-hpc", volume_disk_type=None,
+    gpu_image=ImageFamily(
+        "azure-ubuntu-hpc", True, "NVIDIA driver, CUDA, InfiniBand (DOCA OFED), Docker, NVIDIA "
+        "Container Toolkit (azhpc-images component list)"), volume_disk_type=None,
     # Azure Managed Lustre: sizes per throughput tier; the maximum is a default a support
     # request raises (learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites)
     lustre_tiers=MappingProxyType({
@@ -126,9 +129,12 @@ TRAITS = BackendTraits(
     default_lustre_throughput=125, nfs_sizes=NfsSizes("Azure Files premium NFS", 100, 102400),
     filesystems=MappingProxyType({
         "lustre": FilesystemService("amlfs", "Azure Managed Lustre", True, default_zone="1",
-                                    own_range=True),
+                                    own_range=True,
+                                    mount_options="defaults,_netdev,noatime,flock"),
         "nfs": FilesystemService("azure-files-nfs", "Azure Files (premium NFS)", False,
-                                 built_after_peers=True)}),
+                                 built_after_peers=True,
+                                 mount_options="vers=4,minorversion=1,sec=sys,nconnect=4,_netdev")
+    }),
     filesystem_range_in_network=True,
     shared_filesystem_way="through a VNet peering both ways (its subnet {subnet})",
     declared_reservations_only=True,

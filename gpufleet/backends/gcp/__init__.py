@@ -13,6 +13,7 @@ from gpufleet.traits import (
     CapacityCode,
     Feature,
     FilesystemService,
+    ImageFamily,
     LustreTier,
     Machine,
     NfsSizes,
@@ -110,7 +111,9 @@ TRAITS = BackendTraits(
     bastion=BASTION,
     gateway=GATEWAY,
     server_size="e2-medium", address_pool="10.0.0.0/8", scope_key="project_id",
-    gpu_image_family="gcp-ubuntu-accelerator", volume_disk_type="pd-balanced",
+    gpu_image=ImageFamily(
+        "gcp-ubuntu-accelerator", True, "NVIDIA driver 570 (Ubuntu accelerator image); no "
+        "Docker, no Container Toolkit"), volume_disk_type="pd-balanced",
     # Managed Lustre's tier table (cloud.google.com/managed-lustre/docs/create-instance)
     lustre_tiers=MappingProxyType({
         125: LustreTier(72000, 12_240_000),
@@ -122,8 +125,10 @@ TRAITS = BackendTraits(
     nfs_sizes=NfsSizes("Filestore zonal", 1024, 102400, filestore_step),
     filesystems=MappingProxyType({
         "lustre": FilesystemService("managed-lustre", "Managed Lustre", True, needs_zone=True,
-                                    own_range=True, range_prefix=20, one_per_fleet=True),
-        "nfs": FilesystemService("filestore", "Filestore (zonal)", True, needs_zone=True)}),
+                                    own_range=True, range_prefix=20, one_per_fleet=True,
+                                    mount_options="defaults,_netdev,noatime,flock"),
+        "nfs": FilesystemService("filestore", "Filestore (zonal)", True, needs_zone=True,
+                                 mount_options="defaults,_netdev,hard,timeo=600,retrans=3")}),
     lb_certificate="gcp-cm",
     lb_certificate_hint=", or `{type: gcp-cm, name: <name>}` with `load_balancer: {type: alb}` "
                         "(GCP Certificate Manager)",

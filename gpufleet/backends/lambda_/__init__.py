@@ -21,6 +21,7 @@ from gpufleet.traits import (
     CapacityCode,
     Feature,
     FilesystemService,
+    ImageFamily,
     ResourceKind,
     ZoneModel,
 )
@@ -70,7 +71,10 @@ TRAITS = BackendTraits(
         _names.FILESYSTEM: ResourceKind(frozenset({"name", "region"}), "storage",
                                         billed_as="filesystem"),
     }),
-    server_size="", gpu_image_family="lambda-stack",
+    server_size="", gpu_image=ImageFamily(
+        "lambda-stack", True, "NVIDIA driver, CUDA, Docker and the NVIDIA Container Toolkit as "
+        "Lambda Stack installs them on Lambda's default image (docs.lambda.ai, On-Demand "
+        "Cloud)"),
     # a Lambda filesystem: regional, elastic (no size to give), mounted by every instance of
     # the region that names it at launch (file_system_mounts)
     filesystems=MappingProxyType({
