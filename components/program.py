@@ -13,7 +13,6 @@ from typing import Any
 import pulumi
 
 from gpufleet.compile import (
-    AzureOptions,
     Compiled,
     FleetPlan,
     GatewayPlan,
@@ -114,8 +113,7 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
         "instance_type": plan.instance_type, "placement": "cluster" if plan.placement
         else "any", "public_ips": plan.public_ip, "scope": plan.provider.scope,
         "resource_group": getattr(fleet, "resource_group", None),
-        "tenant_id": plan.options.tenant_id if isinstance(plan.options, AzureOptions)
-        else None,
+        "tenant_id": getattr(plan.options, "tenant_id", None),  # where the backend has one
         **({"dstack_creds": dict(plan.dstack_creds)} if plan.dstack_creds else {}),
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}

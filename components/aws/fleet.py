@@ -11,14 +11,8 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.backends.aws import BASTION
-from gpufleet.compile import (
-    DIGEST_OUTPUT,
-    AwsOptions,
-    FleetPlan,
-    input_digest,
-    naming,
-    options_of,
-)
+from gpufleet.backends.aws.compile import AwsOptions
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, naming, options_of
 
 from ..access import boot_script_b64, public_key, server_script_b64
 from ..registry import network_key

@@ -10,15 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import (
-    AwsOptions,
-    BastionPlan,
-    FleetPlan,
-    GatewayPlan,
-    NetworkPlan,
-    naming,
-    options_of,
-)
+from gpufleet.backends.aws.compile import AwsOptions
+from gpufleet.compile import BastionPlan, FleetPlan, GatewayPlan, NetworkPlan, naming, options_of
 
 Owner = FleetPlan | GatewayPlan
 

@@ -10,8 +10,8 @@ import pulumi
 from pulumi_azure_native import compute, network, resources
 from pulumi_azure_native.provider import Provider
 
+from gpufleet.backends.azure.compile import AzureOptions
 from gpufleet.compile import (
-    AzureOptions,
     FleetPlan,
     GatewayOptions,
     GatewayPlan,

@@ -9,14 +9,8 @@ import pulumi
 from pulumi_azure_native import compute, network
 
 from gpufleet.backends.azure import BASTION
-from gpufleet.compile import (
-    DIGEST_OUTPUT,
-    AzureOptions,
-    FleetPlan,
-    input_digest,
-    naming,
-    options_of,
-)
+from gpufleet.backends.azure.compile import AzureOptions
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, naming, options_of
 
 from ..access import boot_script_b64, server_script_b64
 from ..renames import rename_options

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import authorization, network
 
-from gpufleet.compile import AzureOptions, FleetPlan, NetworkPlan, naming, options_of
+from gpufleet.backends.azure.compile import AzureOptions
+from gpufleet.compile import FleetPlan, NetworkPlan, naming, options_of
 
 from .common import Owner
 

@@ -11,13 +11,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.backends.gcp import BASTION
-from gpufleet.compile import (
-    DIGEST_OUTPUT,
-    FleetPlan,
-    GcpOptions,
-    input_digest,
-    options_of,
-)
+from gpufleet.backends.gcp.compile import GcpOptions
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, options_of
 
 from ..access import boot_script, public_key, server_script
 from ..registry import network_key

@@ -9,13 +9,13 @@ import functools
 import pulumi
 import pulumi_gcp as gcp
 
+from gpufleet.backends.gcp.compile import GcpOptions
 from gpufleet.compile import (
     ANY_SUBNET,
     FirewallRule,
     FleetPlan,
     GatewayOptions,
     GatewayPlan,
-    GcpOptions,
     NetworkPlan,
     naming,
     options_of,

@@ -10,8 +10,9 @@ from typing import Any
 
 import pulumi
 
+from gpufleet.backends.lambda_.compile import LambdaOptions
 from gpufleet.backends.lambda_.names import tags as lambda_tags
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, LambdaOptions, input_digest, options_of
+from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, options_of
 
 from ..access import boot_script, public_key
 from ..renames import rename_options

@@ -147,51 +147,7 @@ class AccessPlan:
         return self.method != "ssm" and not self.os_login and self.key_name is None
 
 
-@dataclass(frozen=True, slots=True)
-class AwsOptions:
-    """What only AWS fleets carry: the AMI lookup, purchase market and resource names."""
-
-    ami_name: str
-    ami_owner: str
-    security_group: str
-    launch_template: str
-    market: str | None = None  # "spot", "capacity-block" or None (on-demand)
-    eip_per_node: bool = False  # public multi-NIC nodes: an Elastic IP each (dstack#3865)
-    iam_instance_profile: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GcpOptions:
-    project: str | None
-    network_tag: str  # the tag that scopes the fleet's firewall rules to its nodes
-    service_account: str | None = None
-    on_host_maintenance: str | None = field(default=None, metadata=OMIT_NONE)
-
-
-@dataclass(frozen=True, slots=True)
-class AzureOptions:
-    resource_group: str | None  # an existing group, else one per stack and region
-    tenant_id: str | None
-    ssh_public_key: str | None
-    admin_user: str
-    nsg: str
-    accelerated_networking: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class LambdaOptions:
-    """Lambda: the key's and ruleset's names, its rules (the only way in), the image family."""
-
-    ssh_key: str
-    firewall: str
-    firewall_rules: tuple[FirewallRule, ...] = ()
-    image: str | None = None
-    public_key: str | None = None
-
-
-FleetOptions = AwsOptions | GcpOptions | AzureOptions | LambdaOptions
-OptionsT = TypeVar("OptionsT", AwsOptions, GcpOptions, AzureOptions, LambdaOptions,
-                   "GatewayOptions")
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +225,9 @@ class FleetPlan:
     previous_names: tuple[str, ...] = ()
     rdma: str = "none"
     rdma_interfaces: int = 0  # EFA devices, GPU NICs or InfiniBand HCAs per node
-    options: FleetOptions | None = None
+    # what only its backend's components read (a frozen dataclass of the backend's planner:
+    # AwsOptions, ...; options_of checks the kind)
+    options: object | None = None
     access: AccessPlan | None = None
     # the declared reservation the nodes use ("capacity-block cr-0ab.., 4 in us-east-1a, ...")
     reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)

@@ -21,6 +21,7 @@ catalog's network facts; its primary stays ENA-only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from gpufleet.backends.aws import TRAITS
@@ -29,7 +30,6 @@ from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, usable_hosts
 from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
-    AwsOptions,
     FirewallRule,
     FleetPlan,
     GatewayPlan,
@@ -58,6 +58,19 @@ from gpufleet.input import (
     SyncedGateway,
 )
 from gpufleet.offers import Offer
+
+
+@dataclass(frozen=True, slots=True)
+class AwsOptions:
+    """What only AWS fleets carry: the AMI lookup, purchase market and resource names."""
+
+    ami_name: str
+    ami_owner: str
+    security_group: str
+    launch_template: str
+    market: str | None = None  # "spot", "capacity-block" or None (on-demand)
+    eip_per_node: bool = False  # public multi-NIC nodes: an Elastic IP each (dstack#3865)
+    iam_instance_profile: str | None = None
 
 RESERVED_PER_SUBNET = 5  # AWS keeps 5 addresses of every subnet
 NODE_PREFIX, PUBLIC_PREFIX = 18, 24

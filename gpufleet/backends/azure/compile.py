@@ -8,6 +8,7 @@ Azure's RDMA network reserves.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from gpufleet.backends.azure import TRAITS
@@ -16,7 +17,6 @@ from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack
 from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
-    AzureOptions,
     FleetPlan,
     GatewayPlan,
     NetworkPlan,
@@ -44,6 +44,16 @@ from gpufleet.input import (
     SyncedGateway,
 )
 from gpufleet.offers import Offer
+
+
+@dataclass(frozen=True, slots=True)
+class AzureOptions:
+    resource_group: str | None  # an existing group, else one per stack and region
+    tenant_id: str | None
+    ssh_public_key: str | None
+    admin_user: str
+    nsg: str
+    accelerated_networking: bool = True
 
 # Ubuntu-HPC 22.04 carries the InfiniBand (MOFED) and NVIDIA drivers (azhpc-images).
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"

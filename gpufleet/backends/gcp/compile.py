@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
 from gpufleet.backends.gcp import TRAITS, labels
@@ -19,10 +20,10 @@ from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.plan import (
     ANY_SUBNET,
+    OMIT_NONE,
     FirewallRule,
     FleetPlan,
     GatewayPlan,
-    GcpOptions,
     NetworkPlan,
     NicPlan,
     PlacementOptions,
@@ -48,6 +49,14 @@ from gpufleet.input import (
     SyncedGateway,
 )
 from gpufleet.offers import Offer
+
+
+@dataclass(frozen=True, slots=True)
+class GcpOptions:
+    project: str | None
+    network_tag: str  # the tag that scopes the fleet's firewall rules to its nodes
+    service_account: str | None = None
+    on_host_maintenance: str | None = field(default=None, metadata=OMIT_NONE)
 
 DEFAULT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
                  "ubuntu-accelerator-2204-amd64-with-nvidia-570")

@@ -9,6 +9,7 @@ boot gpufleet's host setup as cloud-init user data.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from gpufleet.backends.lambda_ import TRAITS
@@ -16,7 +17,7 @@ from gpufleet.backends.lambda_.names import tag_problems
 from gpufleet.codes import C027, C028
 from gpufleet.compile import naming
 from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import FleetPlan, GatewayPlan, LambdaOptions
+from gpufleet.compile.plan import FirewallRule, FleetPlan, GatewayPlan
 from gpufleet.compile.seam import (
     Planned,
     access_method,
@@ -36,6 +37,17 @@ from gpufleet.input import (
 )
 from gpufleet.offers import Offer
 from gpufleet.traits import Feature
+
+
+@dataclass(frozen=True, slots=True)
+class LambdaOptions:
+    """Lambda: the key's and ruleset's names, its rules (the only way in), the image family."""
+
+    ssh_key: str
+    firewall: str
+    firewall_rules: tuple[FirewallRule, ...] = ()
+    image: str | None = None
+    public_key: str | None = None
 
 # Lambda's account-wide instance limit is set per account (docs.lambda.ai: quotas are raised
 # through support); gpufleet launches at most this many per fleet, one by one (12 s apart)
