@@ -29,7 +29,7 @@ def logs(n: int, rnd: random.Random) -> None:
     from test_acceptance import log
     from test_hostile import A4_EXPECTATION
 
-    from gpufleet.handoff import parse_log, verdict
+    from gpufleet.evidence import parse_log, verdict
 
     tokens = ["lots", "nan", "inf", "-5", "1e308", "7_00", "0x10", "\u0663\u0660", "", "-",
               "+1", "9" * 5000, "1,000", "\u00bd", "1.2.3", "NaN", "1E3"]

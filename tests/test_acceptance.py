@@ -10,48 +10,11 @@ import pytest
 import yaml
 
 from gpufleet.cli import main
-from gpufleet.handoff import fabric_facts, parse_log
+from gpufleet.evidence import fabric_facts, parse_log
 from gpufleet.input.schema_files import validator
 
+from acceptanceutil import A4, HEADER, log, row
 from planutil import EXAMPLES, TEST_KEY, write
-
-HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 50
-#
-#                                                              out-of-place                       in-place
-#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-"""
-
-
-def row(size: int, busbw: float, wrong: str = "0") -> str:
-    count = size // 4
-    return (f"{size:>12} {count:>13}     float     sum      -1   {100.0:8.2f}  "
-            f"{busbw / 1.875:6.2f}  {busbw:6.2f}  {wrong:>5}   {99.0:8.2f}  "
-            f"{busbw / 1.875:6.2f}  {busbw:6.2f}  {wrong:>5}")
-
-
-def ranks(nodes: int = 2, gpu: str = "NVIDIA B200", gpus: int = 8) -> list[str]:
-    """nccl-tests' "Using devices" lines: which rank ran on which host and GPU."""
-    return ["# Using devices", *(
-        f"#  Rank {r:2d} Group  0 Pid {1000 + r:5d} on a4-node-{r // gpus} device  {r % gpus} "
-        f"[0x{r:02x}] {gpu}" for r in range(nodes * gpus))]
-
-
-def log(peak: float, wrong_at: int | None = None, last: int = 33, avg: bool = True,
-        nodes: int = 2, gpu: str = "NVIDIA B200") -> str:
-    lines = ["[node-0] NCCL INFO NET/gIB : Using [0]mlx5_0 ...", *ranks(nodes, gpu),
-             HEADER.rstrip("\n")]
-    for exp in range(3, last + 1):
-        size = 1 << exp
-        bw = peak * min(1.0, size / (1 << 28))  # rises, then plateaus from 256 MiB
-        lines.append(row(size, round(bw, 2), "3" if exp == wrong_at else "0"))
-    lines.append("# Out of bounds values : 0 OK")
-    if avg:
-        lines.append(f"# Avg bus bandwidth    : {peak / 3:.4f} ")
-    return "\n".join(lines) + "\n"
-
-
-A4 = [str(EXAMPLES / "fleets" / "gcp-a4.dstack.yml"), str(EXAMPLES / "backends.yml")]
 
 
 def check(tmp: Path, text: str, fleet: str = "a4", files: list[str] = A4,
@@ -203,7 +166,7 @@ def test_interleaved_runs_are_refused(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_a_log_over_the_read_bound_says_so(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from gpufleet.handoff import MAX_LOG_BYTES
+    from gpufleet.evidence import MAX_LOG_BYTES
 
     noise = "[node-0] NCCL INFO " + "x" * 200 + "\n"
     text = noise * (MAX_LOG_BYTES // len(noise) + 1) + log(4.2)  # a failing table past 50 MB

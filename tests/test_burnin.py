@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_acceptance import A4
 
 from gpufleet.cli import main
-from gpufleet.handoff import judge
+from gpufleet.evidence import judge
 from gpufleet.input.schema_files import validator
 
+from acceptanceutil import A4
 from planutil import write
 
 STUBS = {

@@ -26,6 +26,8 @@ from gpufleet.review import parse_export
 
 from planutil import TEST_KEY, write
 
+pytestmark = pytest.mark.slow  # every case runs the stack program twice
+
 KEY = f"access:\n  ssh_public_key: {TEST_KEY}\n"
 AWS = "  - type: aws\n    ssh_cidrs: [203.0.113.0/24]\n"
 GCP = "  - type: gcp\n    project_id: p1\n    ssh_cidrs: [203.0.113.0/24]\n"
@@ -175,7 +177,6 @@ def _tagged(tmp: Path, kind: str, nodes: int, tags: dict[str, str], neighbour: s
     return [*files, write(tmp, "b.yml", f"{KEY}backends:\n{backends}{more}")]
 
 
-@pytest.mark.slow
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["aws-cluster", "gcp-roce", "azure-vms"]),

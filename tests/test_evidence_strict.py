@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpufleet.cli import cli
-from gpufleet.handoff import LedgerError, append_entry, judge_storage, read_entries, verify
-from gpufleet.handoff.storage import PREFIX
+from gpufleet.evidence import LedgerError, append_entry, judge_storage, read_entries, verify
+from gpufleet.evidence.storage import PREFIX
 
 from planutil import EXAMPLES, plan_files, write
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_acceptance import log
 
 from gpufleet.cli import main
-from gpufleet.handoff import Expectation, parse_log, verdict
+from gpufleet.evidence import Expectation, parse_log, verdict
 from gpufleet.input.loader import LoadResult, load_text
+
+from acceptanceutil import log
 
 QUIET = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=60)
 A4_EXPECTATION = Expectation("roce", "RoCE", 680.0, 612.0, "test", True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE_STAGES = ("input", "offers", "compile", "review", "live", "handoff", "views")
+CORE_STAGES = ("input", "offers", "compile", "review", "live", "handoff", "evidence", "views")
 # Which stages each stage may import (besides itself and the shared top-level modules).
 ALLOWED: dict[str, set[str]] = {
     "input": set(),
@@ -24,6 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "review": {"input", "offers", "compile"},
     "live": {"input", "offers", "compile", "review"},
     "handoff": {"input", "offers", "compile", "review"},
+    # day-2 evidence: acceptance, burn-in, scaling, storage runs, the ledger, the contract
+    "evidence": {"input", "offers", "compile", "review"},
     "views": {"input", "offers", "compile", "review"},
     # A cloud's plugin (gpufleet/backends/<cloud>/plugin.py) points at its roles' code in
     # every stage, loaded on first use; nothing imports it (its entry point loads it).

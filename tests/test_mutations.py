@@ -11,14 +11,15 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_acceptance import A4, log
 from test_burnin import node_log
 from test_pairs import EXP, pairs_log
 
 from gpufleet.cli import main
-from gpufleet.handoff import judge, judge_pairs, parse_log, verdict
-from gpufleet.handoff.acceptance import Expectation
-from gpufleet.handoff.burnin import PREFIX as BURNIN
+from gpufleet.evidence import judge, judge_pairs, parse_log, verdict
+from gpufleet.evidence.acceptance import Expectation
+from gpufleet.evidence.burnin import PREFIX as BURNIN
+
+from acceptanceutil import A4, log
 
 A4_NCCL = Expectation("roce", "RoCE", 680.0, 612.0, "test", True, 2, nodes=2, gpu="B200",
                       gpus=8)
@@ -169,7 +170,7 @@ def test_the_cli_refuses_a_mutated_log_the_same_way(tmp_path: Path,
 # --- the scaling report -------------------------------------------------------------------
 
 def _scaling(logs: list[tuple[str, str]]) -> int:
-    from gpufleet.handoff import DEFAULT_FRACTION, Marks, scaling_report
+    from gpufleet.evidence import DEFAULT_FRACTION, Marks, scaling_report
 
     marks = Marks(published=680.0, published_source="test", published_nodes=2)
     return scaling_report("a4", logs, DEFAULT_FRACTION, marks, expected=A4_NCCL).exit_code

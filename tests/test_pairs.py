@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_acceptance import A4
 
 from gpufleet.cli import main
-from gpufleet.handoff import Expectation, judge_pairs
+from gpufleet.evidence import Expectation, judge_pairs
 from gpufleet.input.schema_files import validator
 
+from acceptanceutil import A4
 from planutil import write
 
 # mpirun -H "ipA:g,ipB:g" ...: the pair's bandwidth is the slower of its two nodes' (a

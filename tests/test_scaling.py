@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from test_acceptance import A4, HEADER, row
 
 from gpufleet.cli import main
-from gpufleet.handoff import nodes_in
+from gpufleet.evidence import nodes_in
 
+from acceptanceutil import A4, HEADER, row
 from planutil import write
 
 
@@ -130,7 +130,7 @@ def test_logs_that_cannot_be_read_give_no_verdict(
 
 def test_without_a_published_figure_the_smallest_run_is_the_reference(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_acceptance import TEST_KEY
+    from planutil import TEST_KEY
 
     fleet = write(tmp_path, "f.yml", "type: fleet\nname: g2\nnodes: 8\nplacement: cluster\n"
                   "resources:\n  gpu: L4:1\nbackends: [gcp]\n")

@@ -17,8 +17,8 @@ import yaml
 from click.testing import CliRunner
 
 from gpufleet.cli import cli, main
-from gpufleet.handoff import append_entry, judge_storage, storage_tasks, verify
-from gpufleet.handoff.storage import PREFIX
+from gpufleet.evidence import append_entry, judge_storage, storage_tasks, verify
+from gpufleet.evidence.storage import PREFIX
 
 from planutil import EXAMPLES, plan_files
 
@@ -322,7 +322,7 @@ def test_a_dstack_volume_gets_a_one_node_storage_task(tmp_path: Path) -> None:
     """The a4 fleet's runs can attach the a4-checkpoints volume (its zone): one node, the
     volume by name; pd-balanced has no flat figure, gp3 its 125 MiB/s baseline."""
     from gpufleet.compile import VolumePlan
-    from gpufleet.handoff import volume_storage
+    from gpufleet.evidence import volume_storage
 
     out = tmp_path / "tasks"
     assert main(["acceptance", "a4", str(EXAMPLES), "--out", str(out)]) == 0
@@ -385,8 +385,8 @@ def test_the_files_fio_writes_fit_the_volume(fleet: Any) -> None:
     """Every node's jobs together write at most half the capacity: a 20 GiB volume gets
     2560M a job (4 jobs), where 4G each would fill it; a large Lustre keeps the 4G asked."""
     from gpufleet.compile import VolumePlan
-    from gpufleet.handoff import volume_storage
-    from gpufleet.handoff.storage import sized
+    from gpufleet.evidence import volume_storage
+    from gpufleet.evidence.storage import sized
 
     small = volume_storage(VolumePlan("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
                                       "us-east-1a", 20, "gp3"))

@@ -19,7 +19,7 @@ from exportutil import export, write_export
 from gpufleet.backends.aws import live as aws_live
 from gpufleet.backends.gcp import live as gcp_live
 from gpufleet.cli import cli, main
-from gpufleet.handoff import crossing
+from gpufleet.evidence import crossing
 from gpufleet.live.topology import FleetNodes, FleetTopology, Position
 
 from planutil import TEST_KEY, write
@@ -243,7 +243,7 @@ def test_the_reordering_runs_in_bash(tmp_path: Path) -> None:
     out in topology order, addresses the document lacks after them."""
     import subprocess
 
-    from gpufleet.handoff import in_topology_order
+    from gpufleet.evidence import in_topology_order
 
     order = ["10.0.0.12", "10.0.0.10"]
     bin_dir = tmp_path / "bin"
@@ -264,7 +264,7 @@ def test_the_reordering_runs_in_bash(tmp_path: Path) -> None:
                          text=True, timeout=30)
     assert out.stdout.split("\n")[:3] == ["10.0.0.12 slots=8", "10.0.0.10 slots=8",
                                           "10.0.0.11 slots=8"], out.stderr
-    from gpufleet.handoff.pairs import PREFIX  # the ring's first pair is 12-10
+    from gpufleet.evidence.pairs import PREFIX  # the ring's first pair is 12-10
 
     ring = in_topology_order({"commands": [
         'if [ "$DSTACK_NODE_RANK" -eq 0 ]; then\n  mapfile -t ips <<< "$DSTACK_NODES_IPS"; '
@@ -341,7 +341,7 @@ def test_a_topology_document_without_the_fleet_or_with_a_bad_address_is_refused(
 
 def test_topology_and_replace_verdicts_go_into_the_ledger(tmp_path: Path, ec2: Stubber) -> None:
     from gpufleet.cli.live import _replace_recorder
-    from gpufleet.handoff import verify
+    from gpufleet.evidence import verify
 
     state_file, state = stack(tmp_path, p5=P5)
     ids = sorted(node_ids(state, "aws:ec2/instance:Instance"))

@@ -88,7 +88,7 @@ def test_a_fleet_named_like_another_output_key_is_refused(
 
 
 def _nccl_cases() -> dict[str, tuple[str, str, int, str]]:
-    from test_acceptance import log, ranks
+    from acceptanceutil import log, ranks
 
     good = log(700.0)
     one_host = good.replace("on a4-node-1 ", "on a4-node-0 ")
@@ -117,7 +117,7 @@ def _nccl_cases() -> dict[str, tuple[str, str, int, str]]:
 @pytest.mark.parametrize("case", sorted(_nccl_cases()))
 def test_nccl_evidence_that_proves_less_than_the_fleet_never_passes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
-    from test_acceptance import A4, EXAMPLES
+    from acceptanceutil import A4, EXAMPLES
 
     text, fleet, code, message = _nccl_cases()[case]
     files = A4 if fleet == "a4" else [str(EXAMPLES)]
@@ -129,7 +129,7 @@ def test_nccl_evidence_that_proves_less_than_the_fleet_never_passes(
 
 def test_nodes_narrows_a_run_on_purpose_and_it_passes_as_what_it_is(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_acceptance import EXAMPLES, log
+    from acceptanceutil import EXAMPLES, log
 
     h100 = "NVIDIA H100 80GB HBM3"
     path = write(tmp_path, "nccl.log", log(380.0, nodes=2, gpu=h100))
@@ -151,7 +151,7 @@ def test_nodes_narrows_a_run_on_purpose_and_it_passes_as_what_it_is(
 
 def test_check_and_report_share_one_pass_mark(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_acceptance import A4, log
+    from acceptanceutil import A4, log
 
     path = write(tmp_path, "nccl.log", log(560.0))  # 82% of 680: under 90%, over 80%
     assert main(["acceptance", "check", path, "--fleet", "a4", *A4]) == 1
@@ -162,8 +162,9 @@ def test_check_and_report_share_one_pass_mark(
 def _burnin(tmp: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     """A healthy 2-node burn-in log, made by running the task's own commands (test_burnin)."""
     import yaml
-    from test_acceptance import A4
     from test_burnin import node_log
+
+    from acceptanceutil import A4
 
     assert main(["acceptance", "a4", *A4, "--out", str(tmp / "tasks")]) == 0
     capsys.readouterr()
@@ -187,7 +188,7 @@ def _burnin(tmp: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
 def test_burnin_evidence_that_proves_less_than_the_plan_never_passes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, code: int,
         message: str) -> None:
-    from test_acceptance import A4
+    from acceptanceutil import A4
 
     a, b = _burnin(tmp_path, capsys)
     text = {
@@ -207,7 +208,7 @@ def test_burnin_evidence_that_proves_less_than_the_plan_never_passes(
 
 def test_a_pairs_log_that_repeats_one_pair_gives_no_verdict(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_acceptance import A4
+    from acceptanceutil import A4
 
     one = "gpufleet pairs: a=0 b=1 host_a=10.0.0.1 host_b=10.0.0.2 busbw=660 rc=0\n"
     path = write(tmp_path, "pairs.log", one * 4 + "gpufleet pairs: done nodes=4\n")
@@ -220,7 +221,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     import os
 
-    from test_acceptance import A4
+    from acceptanceutil import A4
 
     fifo = tmp_path / "nccl.log"
     os.mkfifo(fifo)
@@ -232,8 +233,9 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path,
 def test_a_report_of_zero_bandwidth_gives_no_verdict_and_no_crash(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """a100-any has no published figure: the smallest run would be the reference."""
-    from test_acceptance import EXAMPLES
     from test_scaling import scaled_log
+
+    from acceptanceutil import EXAMPLES
 
     paths = [write(tmp_path, f"z{n}.log", scaled_log(n, 0.0, gpu="NVIDIA A100-SXM4-80GB"))
              for n in (2, 4)]
@@ -244,7 +246,7 @@ def test_a_report_of_zero_bandwidth_gives_no_verdict_and_no_crash(
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_cost_guard_that_could_never_trip_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
-    from test_acceptance import EXAMPLES
+    from acceptanceutil import EXAMPLES
 
     assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", value]) == 2
     assert "is not a finite number" in capsys.readouterr().err or value == "-inf"
@@ -255,7 +257,7 @@ def test_fifos_are_never_opened_to_peek_or_read(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from test_acceptance import EXAMPLES
+    from acceptanceutil import EXAMPLES
 
     os.mkfifo(tmp_path / "ci.yml")  # validate with no PATH would block peeking at it
     write(tmp_path, "f.dstack.yml", _fleet("f1"))
@@ -317,7 +319,7 @@ def test_any_shape_of_a_nic_list_is_read_or_refused() -> None:
 def test_a_stack_config_naming_what_is_not_there_is_an_error_not_a_crash(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str,
         message: str) -> None:
-    from test_acceptance import EXAMPLES
+    from acceptanceutil import EXAMPLES
 
     (tmp_path / "Pulumi.dev.yaml").write_text(
         f"config:\n  gpufleet:files:\n    - {EXAMPLES}/fleets/*.yml\n"
@@ -331,7 +333,7 @@ def test_a_stack_config_naming_what_is_not_there_is_an_error_not_a_crash(
 def test_an_embedded_table_with_wrong_results_fails_burnin_and_pairs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A node's summary line says all is well; the nccl-tests table above it says #wrong 7."""
-    from test_acceptance import A4
+    from acceptanceutil import A4
 
     a, b = _burnin(tmp_path, capsys)
     bad = b.replace("560.00      0   99.00", "560.00      7   99.00", 1)

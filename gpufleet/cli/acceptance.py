@@ -94,7 +94,7 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     of neighbouring nodes, to find a slow one), and FLEET-storage-perf-NAME.dstack.yml per
     shared filesystem it mounts and dstack volume its runs can attach (fio from one node and
     from all, small-file metadata); print the expected threshold."""
-    from gpufleet.handoff import TASK_MARKER, storage_tasks, task_for
+    from gpufleet.evidence import TASK_MARKER, storage_tasks, task_for
 
     paths = _existing(paths)
     series = _counts(counts)
@@ -149,7 +149,7 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
     exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
     acceptance task unless --nodes narrows it."""
     from gpufleet.cli.verdicts import Record, check_log
-    from gpufleet.handoff import expected_checks, fleet_volumes, task_for, volume_storage
+    from gpufleet.evidence import expected_checks, fleet_volumes, task_for, volume_storage
 
     paths = _existing(paths, [log_file])
     plan, contract, gpu_gib, volumes = _fleet_plan(paths, fleet_name, catalog_dir, lock_file,
@@ -184,7 +184,7 @@ def report(args: Sequence[str], fleet_name: str, expect: Sequence[str],
     """nccl-tests logs of one fleet at several node counts (read from each log's rank lines):
     busbw per node count and size, each count against the expected figure; exit 0 pass, 1 a
     count below the pass mark, 2 a log that cannot be read."""
-    from gpufleet.handoff import task_for
+    from gpufleet.evidence import task_for
 
     logs = [a for a in args if not _is_input(a)]
     paths = [a for a in args if _is_input(a)]
@@ -230,7 +230,7 @@ def _task_files(fleet: str, counts: Sequence[int]) -> dict[str, str]:
 
 def _topology(path: str, fleet: str) -> dict[str, tuple[str, ...]]:
     """The fleet's node positions by address from `gpufleet topology --format json`."""
-    from gpufleet.handoff import topology_positions
+    from gpufleet.evidence import topology_positions
     from gpufleet.input import JsonInputError, read_json_file
 
     try:
@@ -243,7 +243,7 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
            dcgm_level: int, series: Sequence[int],
            positions: dict[str, tuple[str, ...]] | None = None,
            stores: Sequence[tuple[Any, dict[str, Any]]] = ()) -> list[tuple[str, str]]:
-    from gpufleet.handoff import (
+    from gpufleet.evidence import (
         burnin_task,
         in_topology_order,
         ordered,
@@ -301,7 +301,7 @@ def _expectations(values: Sequence[str]) -> tuple[dict[int, float], float | None
 
 
 def _marks(exp: Any, expect: Sequence[str], contract: Mapping[int, float]) -> Any:
-    from gpufleet.handoff import Marks
+    from gpufleet.evidence import Marks
 
     per, every = _expectations(expect)
     return Marks(per, every, contract, exp.busbw_gbps, exp.source, exp.measured_nodes)
@@ -309,7 +309,7 @@ def _marks(exp: Any, expect: Sequence[str], contract: Mapping[int, float]) -> An
 
 def _judged(exp: Any, marks: Any, nodes: int, fraction: float | None) -> Any:
     """The expectation at this node count, with the contract's figure and pass mark."""
-    from gpufleet.handoff import fabric_facts
+    from gpufleet.evidence import fabric_facts
 
     ref = marks.reference(nodes)
     if ref is None:
@@ -328,7 +328,7 @@ def _report(fleet: str, logs: Sequence[str], marks: Any, fraction: float | None,
     import json
 
     from gpufleet.cli.verdicts import read_log, record_runs
-    from gpufleet.handoff import (
+    from gpufleet.evidence import (
         DEFAULT_FRACTION,
         PLOT_MARKER,
         plot,

@@ -24,7 +24,7 @@ def verify_command(ledger_file: str, head: str | None) -> None:
     """Check the ledger's hash chain: every entry's digest matches its content, names the
     entry before it, and sits at its sequence number. Exit 0 intact, 1 an entry edited,
     removed, reordered or cut off (each named by line), 2 unreadable."""
-    from gpufleet.handoff import LedgerError, verify
+    from gpufleet.evidence import LedgerError, verify
 
     try:
         code, lines = verify(ledger_file, head)
@@ -62,7 +62,7 @@ def report_command(ledger_file: str, paths: tuple[str, ...], month: str | None,
     import json
 
     from gpufleet.cli.common import validated_or_exit
-    from gpufleet.handoff import (
+    from gpufleet.evidence import (
         MONTH,
         ContractError,
         LedgerError,

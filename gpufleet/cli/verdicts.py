@@ -16,7 +16,7 @@ from gpufleet.cli.common import EXIT_USAGE
 
 
 def read_log(path: str) -> tuple[str, bool]:
-    from gpufleet.handoff import MAX_LOG_BYTES
+    from gpufleet.evidence import MAX_LOG_BYTES
 
     try:
         # a FIFO or device would block or never end: only a regular file is read, and it is
@@ -45,7 +45,7 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
     """Judge a log and exit with its verdict. ``nodes``: the fleet's nodes and the NCCL
     task's; ``checks``: what the burn-in task makes every node print; ``narrowed``: `--nodes
     N`, an NCCL run judged on N nodes on purpose (it passes as what it is, "N of M")."""
-    from gpufleet.handoff import (
+    from gpufleet.evidence import (
         is_burnin_log,
         is_pairs_log,
         is_storage_log,
@@ -99,7 +99,7 @@ def _storage(log_file: str, text: str, too_big: bool, planned: int, margin: floa
     """A storage task's log, judged against its filesystem's figure."""
     import re
 
-    from gpufleet.handoff import judge_storage
+    from gpufleet.evidence import judge_storage
 
     named = re.search(r"gpufleet storage: \S+ .*?\bfs=([A-Za-z0-9-]+)", text)
     fs = next((f for f in filesystems if named and f.name == named.group(1)), None)
@@ -143,7 +143,7 @@ def record_verdict(rec: Record | None, kind: str, figures: dict[str, Any], code:
     recorded is an error, not a silent loss)."""
     if rec is None:
         return
-    from gpufleet.handoff import LedgerError, append_entry, file_digest
+    from gpufleet.evidence import LedgerError, append_entry, file_digest
 
     evidence = {"file": rec.evidence_file, "digest": file_digest(rec.evidence_file)} \
         if rec.evidence_file else None

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.handoff.acceptance import is_count
+from gpufleet.evidence.acceptance import is_count
 
 STATUS = ("met", "breached", "no evidence")
 VERDICT_CODES = {"pass": 0, "fail": 1, "no verdict": 2}

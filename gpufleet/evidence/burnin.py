@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import FleetPlan
-from gpufleet.handoff.acceptance import (
+from gpufleet.evidence.acceptance import (
     HOST_DIR,
     NCCL_BUILD,
     Expectation,
@@ -31,7 +31,7 @@ from gpufleet.handoff.acceptance import (
     task_resources,
     task_volumes,
 )
-from gpufleet.handoff.nccllog import embedded_failures
+from gpufleet.evidence.nccllog import embedded_failures
 
 PREFIX = "gpufleet burn-in:"
 DEFAULT_LEVEL = 3

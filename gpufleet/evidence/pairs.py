@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.compile import FleetPlan
-from gpufleet.handoff.acceptance import (
+from gpufleet.evidence.acceptance import (
     Expectation,
     strict_int,
     strict_number,
     tagged_lines,
     task_for,
 )
-from gpufleet.handoff.nccllog import embedded_failures
-from gpufleet.handoff.order import crossing
+from gpufleet.evidence.nccllog import embedded_failures
+from gpufleet.evidence.order import crossing
 
 PREFIX = "gpufleet pairs:"
 _IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")

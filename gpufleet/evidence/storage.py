@@ -24,7 +24,7 @@ from typing import Any
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import FilesystemPlan, FleetPlan, VolumePlan
-from gpufleet.handoff.acceptance import (
+from gpufleet.evidence.acceptance import (
     KEY_VALUE,
     is_count,
     render_task,

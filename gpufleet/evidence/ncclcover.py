@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpufleet.handoff.acceptance import Expectation
+from gpufleet.evidence.acceptance import Expectation
 
 
 def coverage_of(rank_sets: Sequence[Mapping[int, tuple[str, str]]], has_header: bool,
