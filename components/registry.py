@@ -101,7 +101,7 @@ def network_key(fleet: str) -> str:
 
 @functools.cache
 def _entries() -> dict[str, Any]:
-    from importlib.metadata import entry_points
+    from gpufleet.backends.entrypoints import entry_points
 
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
 

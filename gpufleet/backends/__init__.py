@@ -15,11 +15,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gpufleet.backends import aws, azure, gcp, lambda_
-from gpufleet.backends.plugin import Plugin, PluginError, RoleKey, RoleUnsupported, Unsupported
 from gpufleet.traits import BackendTraits, Feature, ResourceKind
+
+if TYPE_CHECKING:  # the plugin machinery loads with the first plugin asked for
+    from gpufleet.backends.plugin import Plugin, RoleKey
 
 ENTRY_POINTS = "gpufleet.backends"  # the entry-point group plugins register in
 
@@ -38,7 +40,8 @@ def plugins() -> Mapping[str, Plugin]:
     plugin of the wrong shape, one that leaves a role undeclared, a second plugin of one
     name, or one of gpufleet's own missing (an install older than its entry points) is a
     PluginError naming it."""
-    from importlib.metadata import entry_points  # only commands that ask a role pay for it
+    from gpufleet.backends.entrypoints import entry_points
+    from gpufleet.backends.plugin import Plugin, PluginError
 
     found: dict[str, Plugin] = {}
     for ep in entry_points(group=ENTRY_POINTS):
@@ -106,6 +109,8 @@ def role_of(backend: str, key: RoleKey[R]) -> R:
     """The backend's code for one role, typed by the stage's key (loaded once). A
     RoleUnsupported carries the plugin's reason; a PluginError names a loaded object that
     is not what the role's Protocol asks for."""
+    from gpufleet.backends.plugin import PluginError, RoleUnsupported, Unsupported
+
     done = _loaded.get((backend, key.name))
     if done is None:
         declared = plugins()[backend].roles[key.name]
@@ -121,6 +126,8 @@ def role_of(backend: str, key: RoleKey[R]) -> R:
 
 
 def role_supported(backend: str, key: RoleKey[R]) -> bool:
+    from gpufleet.backends.plugin import Unsupported
+
     return not isinstance(plugins()[backend].roles[key.name], Unsupported)
 
 

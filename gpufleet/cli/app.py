@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import click
 
 from gpufleet import __version__
-from gpufleet.backends.plugin import PluginError
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from gpufleet.fileio import WriteError
 from gpufleet.outbound import HttpError, scrub
@@ -58,9 +57,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HttpError as e:  # a server that gave no usable answer (it names the server)
         click.echo(f"gpufleet: {e}", err=True)
         return EXIT_USAGE
-    except PluginError as e:  # an installed plugin gpufleet cannot use (it names it)
-        click.echo(f"gpufleet: {e}", err=True)
-        return EXIT_USAGE
     except click.ClickException as e:
         e.show()
         return EXIT_INVALID
@@ -72,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
+        from gpufleet.backends.plugin import PluginError
+
+        if isinstance(e, PluginError):  # an installed plugin gpufleet cannot use (named)
+            click.echo(f"gpufleet: {e}", err=True)
+            return EXIT_USAGE
         if verbose:
             click.echo(scrub(traceback.format_exc()), err=True, nl=False)
         click.echo(f"gpufleet: internal error: {type(e).__name__}: {scrub(str(e))}"

@@ -4,8 +4,8 @@ from gpufleet.compile import naming, runs
 from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, needs_stack_key
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
-from gpufleet.compile.filesystems import SERVICE_NAME as FILESYSTEM_SERVICES
 from gpufleet.compile.filesystems import emission_order
+from gpufleet.compile.filesystems import services as filesystem_services
 from gpufleet.compile.gateway import project_of as gateway_project
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
 from gpufleet.compile.hostsetup import families as host_families
@@ -33,7 +33,6 @@ from gpufleet.compile.seam import IAP_RANGE, KEY_CONFIG
 __all__ = [
     "ANY_SUBNET",
     "DIGEST_OUTPUT",
-    "FILESYSTEM_SERVICES",
     "HOST_MARKER_DIR",
     "IAP_RANGE",
     "KEY_CONFIG",
@@ -55,6 +54,7 @@ __all__ = [
     "compile_files",
     "compile_inputs",
     "emission_order",
+    "filesystem_services",
     "gateway_key",
     "gateway_project",
     "host_families",

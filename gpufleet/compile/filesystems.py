@@ -19,21 +19,24 @@ that a second, peered network cannot use: there a filesystem has one fleet (V006
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Network
 from types import MappingProxyType
 
-from gpufleet.backends import BACKENDS, supports, traits_of
+from gpufleet.backends import all_backends, supports, traits_of
 from gpufleet.codes import V004, V005, V006, V008, V018, V019, V020, V021
 from gpufleet.compile.plan import FilesystemPlan, FirewallRule, FleetPlan, NetworkPlan
 from gpufleet.diagnostics import Diagnostic, Severity, did_you_mean
 from gpufleet.input import FilesystemSpec
 from gpufleet.traits import Feature, FilesystemService
 
-# every service of every backend, by its key (fsx-lustre, managed-lustre, ...)
-SERVICES: Mapping[str, FilesystemService] = MappingProxyType(
-    {s.key: s for t in BACKENDS for s in t.filesystems.values()})
-SERVICE_NAME: Mapping[str, str] = MappingProxyType({k: s.title for k, s in SERVICES.items()})
+
+@functools.cache
+def services() -> Mapping[str, FilesystemService]:
+    """Every filesystem service of every backend, by its key (fsx-lustre, managed-lustre,
+    ...)."""
+    return MappingProxyType({s.key: s for t in all_backends() for s in t.filesystems.values()})
 PORT = {"lustre": 988, "nfs": 2049}
 
 
@@ -45,7 +48,7 @@ def waits(service: str, holder: str, peers: Sequence[str]) -> list[tuple[str, st
     """(fleet, the fleet it is built after) for one shared filesystem: the others wait for
     the first fleet (they peer with its network), or the first waits for the others (its
     storage account lists their subnets)."""
-    if SERVICES[service].built_after_peers:
+    if services()[service].built_after_peers:
         return [(holder, p) for p in peers]
     return [(p, holder) for p in peers]
 
@@ -123,7 +126,7 @@ def _cross_zone(fs: FilesystemSpec, plan: FilesystemPlan, fleet: FleetPlan,
                 peers: Sequence[FleetPlan]) -> list[Diagnostic]:
     """A warning for each fleet sharing a zonal filesystem from another zone."""
     where = plan.zone or fleet.zone
-    if not SERVICES[plan.service].zonal or not where:
+    if not services()[plan.service].zonal or not where:
         return []
     return [fs.origin.at("fleets", V005, f"filesystem '{fs.name}' is in {where}, fleet "
                          f"'{peer.name}' in {peer.zone}: cross-zone traffic is slower and "

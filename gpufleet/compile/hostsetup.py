@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 
 from gpufleet.backends import all_backends, traits_of
-from gpufleet.compile.filesystems import SERVICES
+from gpufleet.compile.filesystems import services
 from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, ServerPlan
 from gpufleet.traits import UBUNTU, ImageFamily
 
@@ -176,7 +176,7 @@ def render_mounts(backend: str, mounts: Sequence[FilesystemPlan],
         for part in (fs.name, target, fs.mount):
             if not part or any(ch.isspace() or ch in "'\\$`" for ch in part):
                 raise ValueError(f"filesystem {fs.name}: {part!r} cannot go into the script")
-        options = SERVICES[fs.service].mount_options
+        options = services()[fs.service].mount_options
         lines.append(f"{fs.name} {fs.kind} {target} {fs.mount} {options}")
     return _fill("mount.sh", "gpufleet-mount", MOUNTS_READY, MOUNTS_FAILED, {
         "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})

@@ -43,14 +43,17 @@ def schema_text(kind: str) -> str:
 def schema(kind: str) -> dict[str, Any]:
     from gpufleet.backends import all_backends
 
-    data: dict[str, Any] = with_backends(json.loads(schema_text(kind)), all_backends())
+    data: dict[str, Any] = with_backends(json.loads(schema_text(kind)), all_backends(),
+                                         fresh=True)
     return data
 
 
-def with_backends(doc: dict[str, Any], backends: Sequence[BackendTraits]) -> dict[str, Any]:
+def with_backends(doc: dict[str, Any], backends: Sequence[BackendTraits],
+                  fresh: bool = False) -> dict[str, Any]:
     """``doc`` with every backend slot made from ``backends`` (in their order); a plugin's
-    own backends-file settings (``settings_schema``) land in the backends file's `$defs`."""
-    out = copy.deepcopy(doc)
+    own backends-file settings (``settings_schema``) land in the backends file's `$defs`.
+    ``fresh``: ``doc`` is the caller's own copy, filled in place."""
+    out = doc if fresh else copy.deepcopy(doc)
     _fill(out, backends)
     defs = out.get("$defs")
     if isinstance(defs, dict) and _has_slot(out, "entries"):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.backends import BACKENDS
+from gpufleet.backends import BACKENDS, is_backend, traits_of
 from gpufleet.compile import Compiled
 from gpufleet.fileio import folder_lock
 from gpufleet.input import Lock, LockEntry, load_lock, stackconfig, validate_paths
@@ -53,7 +53,7 @@ CAPACITY_ERRORS: tuple[CapacityCode, ...] = tuple(c for t in BACKENDS for c in t
 def capacity_code(backend: str, message: str) -> str | None:
     """The capacity error a provider message reports, or None. Codes match as whole words,
     so `Unsupported` does not match `UnsupportedOperation`."""
-    for c in CAPACITY_ERRORS:
+    for c in traits_of(backend).capacity_errors if is_backend(backend) else ():
         if c.backend != backend:
             continue
         if " " in c.code:

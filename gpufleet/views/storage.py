@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import FILESYSTEM_SERVICES, FilesystemPlan, VolumePlan
+from gpufleet.compile import FilesystemPlan, VolumePlan, filesystem_services
 from gpufleet.offers import HOURS_PER_MONTH
 from gpufleet.review import Bill
 from gpufleet.views.bill import cost_line
@@ -23,7 +23,7 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
         else "NOT PRICED (set `price` on the filesystem to price it)"
     if item is not None and fs.price is not None:
         cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
-    service = FILESYSTEM_SERVICES[fs.service]
+    service = filesystem_services()[fs.service].title
     if fs.host:  # held in another fleet's network
         if fs.subnet is None:  # Azure Files
             way = ("through its storage account, which admits this fleet's node subnet "

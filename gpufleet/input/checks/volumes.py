@@ -7,7 +7,7 @@ placed later by dstack)."""
 
 from __future__ import annotations
 
-from gpufleet.backends import BACKENDS
+from gpufleet.backends import all_backends
 from gpufleet.codes import V001, V002, V015
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx
@@ -15,8 +15,7 @@ from gpufleet.input.normalize import SpecError, parse_memory
 from gpufleet.input.schema import Checked
 from gpufleet.input.spec import Origin, VolumeSpec
 
-# dstack 0.22.5's volume backends that gpufleet builds on: those with a volume disk type
-VOLUME_BACKENDS = tuple(t.name for t in BACKENDS if t.volume_disk_type)
+# dstack 0.22.5's volume backends (gpufleet builds on those with a volume disk type)
 DSTACK_VOLUME_BACKENDS = ("aws", "gcp", "runpod", "kubernetes", "daytona", "lium")
 
 
@@ -26,9 +25,10 @@ def check_volume(c: Checked) -> tuple[VolumeSpec | None, list[Diagnostic]]:
     if not c.ok(()):
         return None, ctx.diags
     backend = str(d.get("backend"))
-    if backend not in VOLUME_BACKENDS:
+    volume_backends = tuple(t.name for t in all_backends() if t.volume_disk_type)
+    if backend not in volume_backends:
         if backend in DSTACK_VOLUME_BACKENDS:
-            ctx.error(("backend",), f"gpufleet builds volumes on {' and '.join(VOLUME_BACKENDS)}"
+            ctx.error(("backend",), f"gpufleet builds volumes on {' and '.join(volume_backends)}"
                       f", not {backend}", V001, hint="let dstack manage this volume")
         else:
             ctx.error(("backend",), f"dstack 0.22.5 has no {backend} volumes (its volume "
