@@ -9,7 +9,7 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.compile import KEY_CONFIG, BastionPlan, FleetPlan, node_script, render_server
+from gpufleet.compile import KEY_CONFIG, BastionDesign, FleetDesign, node_script, render_server
 
 _MISSING = ("no SSH public key for {what}: set `access: {{ssh_public_key: file:~/.ssh/"
             "id_ed25519.pub}}` in the backends file, or run `pulumi config set " + KEY_CONFIG
@@ -26,7 +26,7 @@ def public_key(key: str | None, what: str) -> str:
     return found.strip()
 
 
-def boot_script(plan: FleetPlan,
+def boot_script(plan: FleetDesign,
                 targets: Mapping[str, pulumi.Output[str | None]] | None = None) -> Any:
     """What the plan's nodes boot with (a string, or an output once it waits on the fleet's
     filesystems): the host setup script and the mounts of the fleet's filesystems, filled in
@@ -42,7 +42,7 @@ def boot_script(plan: FleetPlan,
     return pulumi.Output.all(*(targets[n] for n in names)).apply(fill)
 
 
-def boot_script_b64(plan: FleetPlan,
+def boot_script_b64(plan: FleetDesign,
                     targets: Mapping[str, pulumi.Output[str | None]] | None = None) -> Any:
     """The same, base64-encoded, as EC2 launch data and Azure custom data take it."""
     script = boot_script(plan, targets)
@@ -55,11 +55,11 @@ def _b64(text: Any) -> Any:
     return base64.b64encode(str(text).encode("utf-8")).decode("ascii") if text else None
 
 
-def server_script(bastion: BastionPlan) -> str | None:
+def server_script(bastion: BastionDesign) -> str | None:
     """The control plane's boot script (dstack server), when the bastion hosts it."""
     return render_server(bastion.server) if bastion.server is not None else None
 
 
-def server_script_b64(bastion: BastionPlan) -> str | None:
+def server_script_b64(bastion: BastionDesign) -> str | None:
     result: str | None = _b64(server_script(bastion))
     return result

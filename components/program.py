@@ -14,9 +14,9 @@ import pulumi
 
 from gpufleet.compile import (
     Compiled,
-    FleetPlan,
-    GatewayPlan,
-    ProviderPlan,
+    FleetDesign,
+    GatewayDesign,
+    ProviderDesign,
     compile_files,
     emission_order,
 )
@@ -58,7 +58,7 @@ def read_settings() -> stackconfig.StackSettings:
 def emit(compiled: Compiled) -> None:
     providers: dict[str, pulumi.ProviderResource | None] = {}
 
-    def provider_for(module: BackendComponents, p: ProviderPlan
+    def provider_for(module: BackendComponents, p: ProviderDesign
                      ) -> pulumi.ProviderResource | None:
         if p.name not in providers:
             providers[p.name] = module.provider(p)
@@ -85,7 +85,7 @@ def emit(compiled: Compiled) -> None:
             "size_gib": vol.size_gib, "volume_id": volume_id, "created": vol.created})
 
 
-def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
+def fleet_outputs(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any]:
     """A fleet's stack output: what people, `gpufleet export dstack` and dstack need to reach
     and use it (nodes, the way in, networks by role with their CIDRs, subnets)."""
     access = plan.access
@@ -137,7 +137,7 @@ def fleet_outputs(plan: FleetPlan, fleet: FleetResources) -> dict[str, Any]:
     }
 
 
-def gateway_outputs(gw: GatewayPlan, res: GatewayResources) -> dict[str, Any]:
+def gateway_outputs(gw: GatewayDesign, res: GatewayResources) -> dict[str, Any]:
     """A gateway's stack output: what `export dstack` writes for dstack (the configuration,
     the project, and the network dstack's gateway lands in, shaped like a fleet's output
     so the backend's own hand-off reads it) and where its record points."""

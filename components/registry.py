@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import pulumi
 
 from gpufleet.backends.plugin import PluginError
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
+from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
 
 ENTRY_POINTS = "gpufleet.components"
 
@@ -69,25 +69,25 @@ class BackendComponents(Protocol):
     @property
     def offline(self) -> OfflineAnswers: ...
 
-    def provider(self, p: ProviderPlan) -> pulumi.ProviderResource | None:
+    def provider(self, p: ProviderDesign) -> pulumi.ProviderResource | None:
         """The plan's provider resource; None where the backend has none (a dynamic
         provider is the program's own code)."""
         ...
 
-    def emit(self, plan: FleetPlan, prov: pulumi.ProviderResource | None,
+    def emit(self, plan: FleetDesign, prov: pulumi.ProviderResource | None,
              hosted: dict[str, Any]) -> FleetResources:
         """``hosted``: what fleets built so far share with others: the filesystems other
         fleets mount (by name), and each fleet's main network (by ``network_key``); a fleet
         adds what it holds and reads what it uses from another fleet."""
         ...
 
-    def emit_gateway(self, plan: GatewayPlan, prov: pulumi.ProviderResource | None,
+    def emit_gateway(self, plan: GatewayDesign, prov: pulumi.ProviderResource | None,
                      fleets: Mapping[str, Any] | None = None) -> GatewayResources:
         """``fleets``: the fleet components built so far, by name (a gateway that shares a
         fleet's network takes it from there)."""
         ...
 
-    def emit_volume(self, plan: VolumePlan, opts: pulumi.ResourceOptions
+    def emit_volume(self, plan: VolumeDesign, opts: pulumi.ResourceOptions
                     ) -> pulumi.Output[str]:
         """A new volume's disk; its id (what dstack's `volume_id` takes)."""
         ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 
 PER_CLASS = 2  # two of each class: the derivation checks the second against the first
 
@@ -37,7 +37,7 @@ def is_sampling() -> bool:
     return _active
 
 
-def existing(plan: FleetPlan, node: str) -> bool:
+def existing(plan: FleetDesign, node: str) -> bool:
     """Whether the seeding state holds this node, under the fleet's name or one it had."""
     if _seeded is None:
         return False
@@ -45,7 +45,7 @@ def existing(plan: FleetPlan, node: str) -> bool:
     return any(old + suffix in _seeded for old in (plan.name, *plan.previous_names))
 
 
-def registered_nodes(plan: FleetPlan) -> tuple[str, ...]:
+def registered_nodes(plan: FleetDesign) -> tuple[str, ...]:
     """The nodes the program registers: all of them, or the sample while sampling."""
     if not _active:
         return plan.node_names

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pulumi
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import VolumePlan
+from gpufleet.compile import VolumeDesign
 
 from .registry import components_for
 
 
-def emit_volume(plan: VolumePlan, prov: pulumi.ProviderResource | None) -> pulumi.Output[str]:
+def emit_volume(plan: VolumeDesign, prov: pulumi.ProviderResource | None) -> pulumi.Output[str]:
     """The disk of a new volume; its id (what dstack's `volume_id` takes)."""
     if plan.size_gib is None or plan.zone is None:
         raise pulumi.RunError(f"volume '{plan.name}' has no size or zone to create")

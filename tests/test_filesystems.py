@@ -21,7 +21,7 @@ import yaml
 from test_conformance import oracle
 
 from gpufleet.cli import main
-from gpufleet.compile import FilesystemPlan
+from gpufleet.compile import FilesystemDesign
 from gpufleet.compile.hostsetup import render_mounts
 from gpufleet.handoff.export import ssh_fleet, storage_task
 from gpufleet.input.schema_files import validator
@@ -304,9 +304,9 @@ class Node:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
 
-def fs_plan(service: str, kind: str = "lustre") -> FilesystemPlan:
-    return FilesystemPlan("data", "aws", kind, service, "us-east-1", None, 2400,
-                          250 if kind == "lustre" else None, "/mnt/data", 988, ("10.0.0.0/18",))
+def fs_plan(service: str, kind: str = "lustre") -> FilesystemDesign:
+    return FilesystemDesign("data", "aws", kind, service, "us-east-1", None, 2400,
+                            250 if kind == "lustre" else None, "/mnt/data", 988, ("10.0.0.0/18",))
 
 
 def test_the_mount_script_installs_the_client_adds_fstab_and_mounts(tmp_path: Path) -> None:

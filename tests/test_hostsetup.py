@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from exportutil import export, write_export
 
 from gpufleet.cli import cli
+from gpufleet.compile.design import FirewallRule, ServerDesign
 from gpufleet.compile.hostsetup import (
     DOCKER_VERSION,
     GIB_IMAGE,
@@ -29,7 +30,6 @@ from gpufleet.compile.hostsetup import (
     render,
     render_server,
 )
-from gpufleet.compile.plan import FirewallRule, ServerPlan
 from gpufleet.views.plan import render_plan_text
 
 from planutil import TEST_KEY, by_type, named, plan_files, write
@@ -351,7 +351,7 @@ def test_adding_the_script_replaces_no_running_node(tmp_path: Path) -> None:
 
 # --- the control plane's script -----------------------------------------------------------
 
-SERVER = ServerPlan(3000, FirewallRule("x-bastion-dstack", "d", "tcp", ("3000",),
+SERVER = ServerDesign(3000, FirewallRule("x-bastion-dstack", "d", "tcp", ("3000",),
                                        ("198.51.100.0/24",)), "0.22.5", "ubuntu")
 
 
@@ -371,7 +371,7 @@ def test_the_control_plane_installs_dstack_once_and_runs_it_under_systemd(
     assert host.run(script).returncode == 0  # a reboot: dstack is there, nothing installed
     assert host.log("pip") == ["install -q dstack[all]==0.22.5"]
     with pytest.raises(ValueError, match="not a dstack version"):
-        render_server(ServerPlan(3000, SERVER.firewall, "0.22; curl x", "ubuntu"))
+        render_server(ServerDesign(3000, SERVER.firewall, "0.22; curl x", "ubuntu"))
 
 
 def test_a_roce_cluster_host_gets_the_gib_plugin_once_and_records_it(tmp_path: Path) -> None:

@@ -321,7 +321,7 @@ def test_a_whole_fio_json_document_is_read_as_fio_writes_it(fleet: Any) -> None:
 def test_a_dstack_volume_gets_a_one_node_storage_task(tmp_path: Path) -> None:
     """The a4 fleet's runs can attach the a4-checkpoints volume (its zone): one node, the
     volume by name; pd-balanced has no flat figure, gp3 its 125 MiB/s baseline."""
-    from gpufleet.compile import VolumePlan
+    from gpufleet.compile import VolumeDesign
     from gpufleet.evidence import volume_storage
 
     out = tmp_path / "tasks"
@@ -335,8 +335,8 @@ def test_a_dstack_volume_gets_a_one_node_storage_task(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["acceptance", "check", str(path), "--fleet", "a4",
                                  str(EXAMPLES)])
     assert r.exit_code == 0 and "no documented flat figure for pd-balanced" in r.output
-    gp3 = volume_storage(VolumePlan("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
-                                    "us-east-1a", 500, "gp3"))
+    gp3 = volume_storage(VolumeDesign("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
+                                      "us-east-1a", 500, "gp3"))
     assert judge_storage(text.replace("a4-checkpoints", "ckpt"), 1, gp3, 0.1)[0] == 0
     slow = log(1, 60).replace("fs=h100-data", "fs=ckpt")
     code, _, figures = judge_storage(slow, 1, gp3, 0.1)
@@ -384,12 +384,12 @@ def test_the_read_job_reads_the_files_the_write_job_wrote(fleet: Any) -> None:
 def test_the_files_fio_writes_fit_the_volume(fleet: Any) -> None:
     """Every node's jobs together write at most half the capacity: a 20 GiB volume gets
     2560M a job (4 jobs), where 4G each would fill it; a large Lustre keeps the 4G asked."""
-    from gpufleet.compile import VolumePlan
+    from gpufleet.compile import VolumeDesign
     from gpufleet.evidence import volume_storage
     from gpufleet.evidence.storage import sized
 
-    small = volume_storage(VolumePlan("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
-                                      "us-east-1a", 20, "gp3"))
+    small = volume_storage(VolumeDesign("ckpt", "v.yml", "aws", None, "us-east-1",  # type: ignore
+                                        "us-east-1a", 20, "gp3"))
     assert sized("4G", small, 1) == "2560M"
     (fs,) = fleet.filesystems
     assert sized("4G", fs, fleet.nodes) == "4G"

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
+from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
 
 from ..sdk import by_class
 
@@ -28,22 +28,22 @@ __all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume",
            "provider"]
 
 
-def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+def provider(p: ProviderDesign) -> pulumi.ProviderResource:
     return aws.Provider(p.name, region=p.region)
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
     return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}), hosted)
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,
+def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,
                  fleets: Mapping[str, Any] | None = None) -> Gateway:
     """The gateway; a shared fleet's network is taken from its component in ``fleets``."""
     host = (fleets or {})[plan.fleet].network if plan.fleet else None
     return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}), host)
 
 
-def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
     """An encrypted EBS volume; its id."""
     vol = aws.ebs.Volume(plan.name, availability_zone=plan.zone, size=plan.size_gib,
                          type=plan.disk_type, encrypted=True,

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import FilesystemPlan, FleetPlan
+from gpufleet.compile import FilesystemDesign, FleetDesign
 
 from ..filesystems import mount_target, protected
 
@@ -25,7 +25,7 @@ class Hosted:
     target: pulumi.Output[str | None]
 
 
-def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str],
+def aws_filesystem(fs: FilesystemDesign, plan: FleetDesign, vpc_id: pulumi.Input[str],
                    subnet_id: pulumi.Input[str], zone: pulumi.Input[str],
                    child: pulumi.ResourceOptions, hosted: dict[str, Any]
                    ) -> pulumi.Output[str | None]:
@@ -66,7 +66,7 @@ def aws_filesystem(fs: FilesystemPlan, plan: FleetPlan, vpc_id: pulumi.Input[str
     return mount_target(efs.dns_name, fmt="{}:/")
 
 
-def _own_subnet(fs: FilesystemPlan, name: str, vpc_id: pulumi.Input[str],
+def _own_subnet(fs: FilesystemDesign, name: str, vpc_id: pulumi.Input[str],
                 zone: pulumi.Input[str], child: pulumi.ResourceOptions
                 ) -> tuple[pulumi.Output[str], aws.ec2.RouteTable]:
     """A shared filesystem's subnet and its route table (no inline routes: each mounting
@@ -85,7 +85,7 @@ def _own_subnet(fs: FilesystemPlan, name: str, vpc_id: pulumi.Input[str],
     return subnet.id, route_table
 
 
-def _security_group(fs: FilesystemPlan, plan: FleetPlan, name: str, vpc_id: pulumi.Input[str],
+def _security_group(fs: FilesystemDesign, plan: FleetDesign, name: str, vpc_id: pulumi.Input[str],
                     tags: dict[str, str], child: pulumi.ResourceOptions
                     ) -> aws.ec2.SecurityGroup:
     """The filesystem's ports from and to the mounting fleets' node subnets only."""

@@ -1,4 +1,4 @@
-"""AWS fleets: a FleetPlan -> its network, cluster placement group, launch template with
+"""AWS fleets: a FleetDesign -> its network, cluster placement group, launch template with
 the EFA layout, instances, Elastic IPs and way in (bastion, SSM or key pair). Makes no
 decisions: every number and name comes from the plan (gpufleet.backends.aws.compile)."""
 
@@ -12,7 +12,7 @@ import pulumi_aws as aws
 
 from gpufleet.backends.aws import BASTION
 from gpufleet.backends.aws.compile import AwsOptions
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, naming, options_of
+from gpufleet.compile import DIGEST_OUTPUT, FleetDesign, input_digest, naming, options_of
 
 from ..access import boot_script_b64, public_key, server_script_b64
 from ..registry import network_key
@@ -25,7 +25,7 @@ from .network import Network, tags
 class Fleet(pulumi.ComponentResource):
     """A fleet: network, cluster placement group, launch template and one instance per node."""
 
-    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+    def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
                  hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:aws:Fleet", plan.name, None, opts)
@@ -77,7 +77,7 @@ class Fleet(pulumi.ComponentResource):
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _network(self, plan: FleetPlan, hosted: dict[str, Any],
+    def _network(self, plan: FleetDesign, hosted: dict[str, Any],
                  child: pulumi.ResourceOptions) -> Network:
         """The fleet's network; filesystems another fleet holds: peer with its network,
         routed to their subnets, and the way back in the filesystem's own route table."""
@@ -98,7 +98,7 @@ class Fleet(pulumi.ComponentResource):
         return network
 
     @staticmethod
-    def _placement(plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Input[str] | None:
+    def _placement(plan: FleetDesign, child: pulumi.ResourceOptions) -> pulumi.Input[str] | None:
         if plan.placement is not None and plan.placement.existing:
             return plan.placement.existing  # a Capacity Block's own group
         if plan.placement is not None:
@@ -107,7 +107,7 @@ class Fleet(pulumi.ComponentResource):
                                           opts=child).name
         return None
 
-    def _elastic_ips(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> list[Any]:
+    def _elastic_ips(self, plan: FleetDesign, child: pulumi.ResourceOptions) -> list[Any]:
         """An Elastic IP on each node's primary interface."""
         out: list[Any] = []
         for name, node in zip(registered_nodes(plan), self.nodes, strict=True):
@@ -120,7 +120,7 @@ class Fleet(pulumi.ComponentResource):
             out.append(eip.public_ip)
         return out
 
-    def _key(self, plan: FleetPlan) -> pulumi.Input[str] | None:
+    def _key(self, plan: FleetDesign) -> pulumi.Input[str] | None:
         access = plan.access
         if access is None or access.method == "ssm":
             return None
@@ -130,7 +130,7 @@ class Fleet(pulumi.ComponentResource):
         return key_pair(access.key_pair, public_key(access.public_key, f"fleet '{plan.name}'"),
                         self.get_provider("aws:ec2/keyPair:KeyPair"))
 
-    def _ssm(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    def _ssm(self, plan: FleetDesign, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         """An instance profile with AmazonSSMManagedInstanceCore: Session Manager reaches
         the private nodes through the NAT, and no port 22 is opened."""
         name = naming.child(plan.name, "ssm")
@@ -145,7 +145,7 @@ class Fleet(pulumi.ComponentResource):
                                           opts=child)
         return profile.name
 
-    def _bastion(self, plan: FleetPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    def _bastion(self, plan: FleetDesign, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         """A small instance in the public subnet with an Elastic IP; its security group
         admits SSH from ssh_cidrs only, and the nodes' group admits SSH only from it."""
         assert plan.access is not None and plan.access.bastion is not None
@@ -174,7 +174,7 @@ class Fleet(pulumi.ComponentResource):
                           tags=tags(plan, b.address_name), opts=child)
         return eip.public_ip
 
-    def _template(self, plan: FleetPlan, ami: pulumi.Output[str],
+    def _template(self, plan: FleetDesign, ami: pulumi.Output[str],
                   placement: pulumi.Input[str] | None,
                   child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
         sg = self.network.sg.id

@@ -1,4 +1,4 @@
-"""AWS gateways: a GatewayPlan -> the network dstack's gateway lands in (a VPC of its own, or
+"""AWS gateways: a GatewayDesign -> the network dstack's gateway lands in (a VPC of its own, or
 subnets in the shared fleet's VPC), the `*.<domain>` record in Route 53 and, in a migration,
 the Elastic IPs gpufleet's own gateway VMs had. dstack creates the instances, their security
 group and the load balancer itself at `dstack apply`."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import DIGEST_OUTPUT, DnsRecordPlan, GatewayPlan, input_digest, naming
+from gpufleet.compile import DIGEST_OUTPUT, DnsRecordDesign, GatewayDesign, input_digest, naming
 
 from .network import Network, tags
 
@@ -16,7 +16,7 @@ from .network import Network, tags
 class Gateway(pulumi.ComponentResource):
     """Where dstack's gateway lands and the record that follows its address."""
 
-    def __init__(self, plan: GatewayPlan, opts: pulumi.ResourceOptions,
+    def __init__(self, plan: GatewayDesign, opts: pulumi.ResourceOptions,
                  host: Network | None = None) -> None:
         super().__init__("gpufleet:aws:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -36,7 +36,7 @@ class Gateway(pulumi.ComponentResource):
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _record(self, plan: GatewayPlan, rec: DnsRecordPlan) -> None:
+    def _record(self, plan: GatewayDesign, rec: DnsRecordDesign) -> None:
         """The zone (created, protected, or looked up) and, once dstack's gateway is synced,
         the record: A to its replicas' addresses, an alias of its load balancer, or CNAME."""
         opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True)

@@ -11,9 +11,16 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.backends.aws.compile import AwsOptions
-from gpufleet.compile import BastionPlan, FleetPlan, GatewayPlan, NetworkPlan, naming, options_of
+from gpufleet.compile import (
+    BastionDesign,
+    FleetDesign,
+    GatewayDesign,
+    NetworkDesign,
+    naming,
+    options_of,
+)
 
-Owner = FleetPlan | GatewayPlan
+Owner = FleetDesign | GatewayDesign
 
 
 def tags(plan: Owner, name: str) -> dict[str, str]:
@@ -27,7 +34,7 @@ class Network(pulumi.ComponentResource):
     subnet_ids: dict[str, pulumi.Output[str]]
     zone: pulumi.Output[str]
 
-    def __init__(self, net: NetworkPlan, plan: Owner, opts: pulumi.ResourceOptions,
+    def __init__(self, net: NetworkDesign, plan: Owner, opts: pulumi.ResourceOptions,
                  peers: Mapping[str, pulumi.Input[str]] | None = None,
                  peer_routes: Sequence[tuple[str, str]] = (),
                  host: Network | None = None) -> None:
@@ -41,7 +48,7 @@ class Network(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         self._azs: pulumi.Output[list[str]] | None = None
         self._invoke = invoke
-        if isinstance(plan, GatewayPlan):
+        if isinstance(plan, GatewayDesign):
             self.zone = self.nth_zone(0)
         elif plan.zone:
             self.zone = pulumi.Output.from_input(plan.zone)
@@ -58,11 +65,11 @@ class Network(pulumi.ComponentResource):
         else:
             self._create(net, plan, child, peers or {}, peer_routes)
         self.bastion_sg: aws.ec2.SecurityGroup | None = None
-        access = plan.access if isinstance(plan, FleetPlan) else None
+        access = plan.access if isinstance(plan, FleetDesign) else None
         if access is not None and access.bastion is not None:
             self.bastion_sg = self._bastion_group(access.bastion, plan, child)
         # a fleet's group; a gateway's network has none (dstack makes its gateway's own)
-        self._sg = self._security_group(net, plan, child) if isinstance(plan, FleetPlan) \
+        self._sg = self._security_group(net, plan, child) if isinstance(plan, FleetDesign) \
             else None
         self.register_outputs({"vpc": self.vpc_id, "subnets": self.subnet_ids,
                                "security_group": self._sg.id if self._sg else None})
@@ -73,7 +80,7 @@ class Network(pulumi.ComponentResource):
         assert self._sg is not None, "a gateway's network has no security group"
         return self._sg
 
-    def _bastion_group(self, b: BastionPlan, plan: Owner,
+    def _bastion_group(self, b: BastionDesign, plan: Owner,
                        child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         rule = b.firewall
         ingress = [ingress_rule(22, "tcp", rule.description, cidr_blocks=list(rule.sources))] \
@@ -118,7 +125,7 @@ class Network(pulumi.ComponentResource):
             return str(both[0])
         return pulumi.Output.all(self.zones(), offered.locations).apply(pick)
 
-    def _existing(self, net: NetworkPlan, invoke: pulumi.InvokeOptions) -> None:
+    def _existing(self, net: NetworkDesign, invoke: pulumi.InvokeOptions) -> None:
         assert net.existing is not None
         if net.existing == "default":
             vpc = aws.ec2.get_vpc_output(default=True, opts=invoke)
@@ -133,7 +140,7 @@ class Network(pulumi.ComponentResource):
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
 
-    def _join(self, net: NetworkPlan, plan: Owner, host: Network,
+    def _join(self, net: NetworkDesign, plan: Owner, host: Network,
               child: pulumi.ResourceOptions) -> None:
         """The subnets in another network's VPC: this network's own address block associated
         with the VPC (docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html), on the
@@ -160,7 +167,7 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"), subnet_id=sub.id,
                                           route_table_id=table.id, opts=child)
 
-    def _create(self, net: NetworkPlan, plan: Owner, child: pulumi.ResourceOptions,
+    def _create(self, net: NetworkDesign, plan: Owner, child: pulumi.ResourceOptions,
                 peers: Mapping[str, pulumi.Input[str]],
                 peer_routes: Sequence[tuple[str, str]]) -> None:
         vpc = aws.ec2.Vpc(net.name, cidr_block=net.cidr, enable_dns_support=True,
@@ -200,7 +207,7 @@ class Network(pulumi.ComponentResource):
                                               route_table_id=public_rt.id, opts=child)
         private_rt = self._nat(net, plan, vpc, igw, to_peers, child) if net.nat else None
         self.public_rt, self.private_rt = public_rt, private_rt
-        if isinstance(plan, FleetPlan):
+        if isinstance(plan, FleetDesign):
             # S3 through a gateway endpoint (free): datasets and checkpoints reach S3 without
             # the NAT gateway's per-GB processing charge
             tables = [public_rt.id, *([private_rt.id] if private_rt is not None else [])]
@@ -210,7 +217,7 @@ class Network(pulumi.ComponentResource):
                 route_table_ids=tables, tags=tags(plan, naming.child(net.name, "s3")),
                 opts=child)
 
-    def _nat(self, net: NetworkPlan, plan: Owner, vpc: aws.ec2.Vpc,
+    def _nat(self, net: NetworkDesign, plan: Owner, vpc: aws.ec2.Vpc,
              igw: aws.ec2.InternetGateway, to_peers: Sequence[aws.ec2.RouteTableRouteArgs],
              child: pulumi.ResourceOptions) -> aws.ec2.RouteTable:
         """A NAT gateway in the public subnet, and the private subnets' route table to it."""
@@ -234,7 +241,7 @@ class Network(pulumi.ComponentResource):
                                               route_table_id=private_rt.id, opts=child)
         return private_rt
 
-    def _security_group(self, net: NetworkPlan, plan: FleetPlan,
+    def _security_group(self, net: NetworkDesign, plan: FleetDesign,
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         ingress: list[aws.ec2.SecurityGroupIngressArgs] = []
         for rule in net.firewall:

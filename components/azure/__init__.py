@@ -1,4 +1,4 @@
-"""Azure ComponentResources: a FleetPlan -> resource group (shared per stack and region),
+"""Azure ComponentResources: a FleetDesign -> resource group (shared per stack and region),
 VNet, subnet, NSG, and either one InfiniBand VM scale set or plain VMs (``fleet``); gateways
 (``gateway``); the network both sit in (``network``); helpers (``common``).
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pulumi
 
-from gpufleet.compile import VolumePlan
+from gpufleet.compile import VolumeDesign
 
 from ..sdk import by_class
 
@@ -29,6 +29,6 @@ __all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume",
            "provider"]
 
 
-def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
     """dstack 0.22.5 has no Azure volumes; the traits declare none, so this never runs."""
     raise pulumi.RunError(f"volume '{plan.name}': no volumes on {plan.backend}")

@@ -12,21 +12,21 @@ from pulumi_azure_native.provider import Provider
 
 from gpufleet.backends.azure.compile import AzureOptions
 from gpufleet.compile import (
-    FleetPlan,
+    FleetDesign,
+    GatewayDesign,
     GatewayOptions,
-    GatewayPlan,
-    ProviderPlan,
+    ProviderDesign,
     naming,
     options_of,
 )
 
 from ..access import public_key
 
-Owner = FleetPlan | GatewayPlan
+Owner = FleetDesign | GatewayDesign
 
 
 def opts_of(plan: Owner) -> AzureOptions | GatewayOptions:
-    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayPlan) \
+    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayDesign) \
         else options_of(plan, AzureOptions)
 
 # One resource group per (provider, region), shared by every fleet there. It is a top-level
@@ -35,7 +35,7 @@ _GROUPS: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.Output[str]] 
     weakref.WeakKeyDictionary()
 
 
-def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+def provider(p: ProviderDesign) -> pulumi.ProviderResource:
     return Provider(p.name, location=p.region, subscription_id=p.scope or None)
 
 
@@ -57,7 +57,7 @@ def image_reference(ref: str) -> compute.ImageReferenceArgsDict:
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
-def admin_ssh(plan: FleetPlan) -> tuple[str, compute.LinuxConfigurationArgsDict]:
+def admin_ssh(plan: FleetDesign) -> tuple[str, compute.LinuxConfigurationArgsDict]:
     """The admin user and a Linux configuration that takes only its SSH key."""
     options = options_of(plan, AzureOptions)
     user = options.admin_user
@@ -67,7 +67,7 @@ def admin_ssh(plan: FleetPlan) -> tuple[str, compute.LinuxConfigurationArgsDict]
                                            "key_data": data}]}}
 
 
-def os_profile(plan: FleetPlan, computer_name: str,
+def os_profile(plan: FleetDesign, computer_name: str,
                custom_data: str | None = None) -> compute.OSProfileArgsDict:
     user, linux = admin_ssh(plan)
     profile: compute.OSProfileArgsDict = {"computer_name": computer_name,
@@ -93,7 +93,7 @@ class Priority(TypedDict, total=False):
     billing_profile: compute.BillingProfileArgsDict
 
 
-def vm_with_nic(owner: pulumi.Resource, plan: FleetPlan, name: str, subnet_id: pulumi.Input[str],
+def vm_with_nic(owner: pulumi.Resource, plan: FleetDesign, name: str, subnet_id: pulumi.Input[str],
                 nsg_id: pulumi.Input[str], rg: pulumi.Input[str], size: str,
                 storage_profile: compute.StorageProfileArgsDict,
                 public_ip_id: pulumi.Input[str] | None, accelerated: bool,

@@ -12,19 +12,19 @@ import pulumi
 from pulumi_azure_native import network as az_network
 from pulumi_azure_native import storage, storagecache
 
-from gpufleet.compile import FilesystemPlan, FleetPlan, naming
+from gpufleet.compile import FilesystemDesign, FleetDesign, naming
 
 from ..filesystems import LUSTRE_FSNAME, SHARE, protected
 
 
-def storage_account_name(fleet: str, fs: FilesystemPlan) -> str:
+def storage_account_name(fleet: str, fs: FilesystemDesign) -> str:
     """A storage account name (3-24 lowercase letters and digits, unique in Azure): the
     filesystem's name and a digest of its (first) fleet's, so two fleets' names differ."""
     digest = hashlib.sha256(f"{fleet}/{fs.name}".encode()).hexdigest()[:6]
     return ("gf" + re.sub(r"[^a-z0-9]", "", fs.name))[:18] + digest
 
 
-def azure_files_target(fleet: str, fs: FilesystemPlan) -> pulumi.Output[str | None]:
+def azure_files_target(fleet: str, fs: FilesystemDesign) -> pulumi.Output[str | None]:
     account = storage_account_name(fleet, fs)
     return pulumi.Output.from_input(f"{account}.file.core.windows.net:/{account}/{SHARE}")
 
@@ -39,7 +39,7 @@ class AzureHosted:
     target: pulumi.Output[str | None]
 
 
-def shared_subnets_key(fs: FilesystemPlan) -> str:
+def shared_subnets_key(fs: FilesystemDesign) -> str:
     """Where the fleets sharing an Azure Files filesystem leave their node subnets for the
     first fleet's storage account (they are built before it)."""
     return f"{fs.name}:subnets"
@@ -50,7 +50,7 @@ def after(child: pulumi.ResourceOptions, last: list[pulumi.Resource]) -> pulumi.
     return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(last)))
 
 
-def azure_peering(plan: FleetPlan, fs: FilesystemPlan, rg: pulumi.Input[str],
+def azure_peering(plan: FleetDesign, fs: FilesystemDesign, rg: pulumi.Input[str],
                   vnet_id: pulumi.Input[str], vnet_name: pulumi.Input[str],
                   hosted: dict[str, Any], child: pulumi.ResourceOptions,
                   last: list[pulumi.Resource]) -> None:
@@ -69,7 +69,7 @@ def azure_peering(plan: FleetPlan, fs: FilesystemPlan, rg: pulumi.Input[str],
         allow_virtual_network_access=True, allow_forwarded_traffic=False, opts=child)
 
 
-def azure_filesystem(fs: FilesystemPlan, plan: FleetPlan, rg: pulumi.Output[str],
+def azure_filesystem(fs: FilesystemDesign, plan: FleetDesign, rg: pulumi.Output[str],
                      vnet: tuple[pulumi.Output[str], pulumi.Output[str]],
                      node_subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions,
                      hosted: dict[str, Any], last: list[pulumi.Resource]

@@ -10,7 +10,7 @@ from pulumi_azure_native import compute, network
 
 from gpufleet.backends.azure import BASTION
 from gpufleet.backends.azure.compile import AzureOptions
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, naming, options_of
+from gpufleet.compile import DIGEST_OUTPUT, FleetDesign, input_digest, naming, options_of
 
 from ..access import boot_script_b64, server_script_b64
 from ..renames import rename_options
@@ -31,7 +31,7 @@ from .network import Network
 class Fleet(pulumi.ComponentResource):
     """A fleet: its network, then one InfiniBand scale set or one VM per node."""
 
-    def __init__(self, plan: FleetPlan, rg: pulumi.Output[str],
+    def __init__(self, plan: FleetDesign, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions | None = None,
                  hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
@@ -77,7 +77,7 @@ class Fleet(pulumi.ComponentResource):
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
+    def _bastion(self, plan: FleetDesign) -> pulumi.Output[str]:
         """A small VM with a static public IP and its own NSG (SSH from ssh_cidrs only), in
         the application security group the nodes' NSG admits SSH from."""
         assert plan.access is not None and plan.access.bastion is not None
@@ -127,13 +127,13 @@ class Fleet(pulumi.ComponentResource):
         return pip.ip_address.apply(lambda ip: ip or "")
 
     @staticmethod
-    def _priority(plan: FleetPlan) -> Priority:
+    def _priority(plan: FleetDesign) -> Priority:
         if not plan.spot:
             return {"priority": "Regular"}
         return {"priority": "Spot", "eviction_policy": "Delete",
                 "billing_profile": {"max_price": plan.max_price if plan.max_price else -1}}
 
-    def _scale_set(self, plan: FleetPlan) -> compute.VirtualMachineScaleSet:
+    def _scale_set(self, plan: FleetDesign) -> compute.VirtualMachineScaleSet:
         assert plan.placement is not None
         nic = plan.nics[0]
         ip_config: compute.VirtualMachineScaleSetIPConfigurationArgsDict = {
@@ -176,7 +176,7 @@ class Fleet(pulumi.ComponentResource):
             virtual_machine_profile=profile, tags=dict(plan.labels),
             opts=pulumi.ResourceOptions(parent=self))
 
-    def _vm(self, plan: FleetPlan, name: str) -> network.NetworkInterface:
+    def _vm(self, plan: FleetDesign, name: str) -> network.NetworkInterface:
         pip_id = None
         if plan.nics[0].public_ip:
             pip = network.PublicIPAddress(
@@ -195,6 +195,6 @@ class Fleet(pulumi.ComponentResource):
                            boot_script_b64(plan, self.filesystems))
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
     rg = resource_group(plan, prov)
     return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}), hosted)

@@ -1,4 +1,4 @@
-"""Azure gateways: a GatewayPlan -> the network dstack's gateway VM lands in (a VNet of its
+"""Azure gateways: a GatewayDesign -> the network dstack's gateway VM lands in (a VNet of its
 own, or the shared fleet's subnet), the `*.<domain>` record in Azure DNS and, in a
 migration, the static public IPs gpufleet's own gateway VMs had. dstack creates the VM, its
 public IP and its network security group itself at `dstack apply`."""
@@ -13,9 +13,9 @@ from pulumi_azure_native import dns, network
 
 from gpufleet.compile import (
     DIGEST_OUTPUT,
-    DnsRecordPlan,
+    DnsRecordDesign,
+    GatewayDesign,
     GatewayOptions,
-    GatewayPlan,
     input_digest,
     naming,
     options_of,
@@ -28,7 +28,7 @@ from .network import Network
 class Gateway(pulumi.ComponentResource):
     """Where dstack's gateway lands and the record that follows its address."""
 
-    def __init__(self, plan: GatewayPlan, rg: pulumi.Output[str],
+    def __init__(self, plan: GatewayDesign, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions, host: Network | None = None) -> None:
         super().__init__("gpufleet:azure:Gateway", plan.name, None, opts)
         self.resource_group = rg
@@ -50,7 +50,7 @@ class Gateway(pulumi.ComponentResource):
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _record(self, plan: GatewayPlan, rec: DnsRecordPlan) -> None:
+    def _record(self, plan: GatewayDesign, rec: DnsRecordDesign) -> None:
         """The zone (created and protected, or the one in `dns_resource_group`) and, once
         dstack's gateway is synced, the record: A to its address(es), or CNAME."""
         relative = rec.fqdn.rstrip(".")[: -len(rec.zone) - 1]
@@ -74,7 +74,7 @@ class Gateway(pulumi.ComponentResource):
                       cname_record={"cname": rec.targets[0]}, opts=opts)
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,
+def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,
                  fleets: Mapping[str, Any] | None = None) -> Gateway:
     """The gateway; a shared fleet's network is taken from its component in ``fleets``."""
     rg = resource_group(plan, prov)

@@ -7,7 +7,7 @@ import pulumi
 from pulumi_azure_native import authorization, network
 
 from gpufleet.backends.azure.compile import AzureOptions
-from gpufleet.compile import FleetPlan, NetworkPlan, naming, options_of
+from gpufleet.compile import FleetDesign, NetworkDesign, naming, options_of
 
 from .common import Owner
 
@@ -18,12 +18,12 @@ class Network(pulumi.ComponentResource):
     subnet_id: pulumi.Output[str]
     vnet_id: pulumi.Output[str]
 
-    def __init__(self, net: NetworkPlan, plan: Owner, rg: pulumi.Output[str],
+    def __init__(self, net: NetworkDesign, plan: Owner, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions) -> None:
         super().__init__("gpufleet:azure:Network", net.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
-        access = plan.access if isinstance(plan, FleetPlan) else None
+        access = plan.access if isinstance(plan, FleetDesign) else None
         self.bastion_asg: network.ApplicationSecurityGroup | None = None
         # The last change made to this VNet: Azure serialises changes to one VNet and answers
         # a second one in flight with AnotherOperationInProgress (pulumi-azure-native#903 and
@@ -42,7 +42,7 @@ class Network(pulumi.ComponentResource):
         self._nsg = network.NetworkSecurityGroup(
             options_of(plan, AzureOptions).nsg, resource_group_name=rg, location=plan.region,
             security_rules=self._rules(net), tags=dict(plan.labels), opts=child) \
-            if isinstance(plan, FleetPlan) else None
+            if isinstance(plan, FleetDesign) else None
         subnet = net.subnets[0]
         if net.existing and subnet.existing not in (None, "lookup"):
             self.subnet_id = self._subnet_by_path(str(subnet.existing), plan, invoke)
@@ -68,7 +68,7 @@ class Network(pulumi.ComponentResource):
         assert self._nsg is not None, "a gateway's network has no NSG"
         return self._nsg
 
-    def _rules(self, net: NetworkPlan) -> list[network.SecurityRuleArgsDict]:
+    def _rules(self, net: NetworkDesign) -> list[network.SecurityRuleArgsDict]:
         rules: list[network.SecurityRuleArgsDict] = []
         for i, rule in enumerate(net.firewall):
             entry: network.SecurityRuleArgsDict = {
@@ -84,7 +84,7 @@ class Network(pulumi.ComponentResource):
             rules.append(entry)
         return rules
 
-    def _create(self, net: NetworkPlan, plan: Owner, rg: pulumi.Output[str],
+    def _create(self, net: NetworkDesign, plan: Owner, rg: pulumi.Output[str],
                 child: pulumi.ResourceOptions) -> None:
         """A VNet of its own, its subnet, and a NAT gateway for private nodes."""
         subnet = net.subnets[0]
@@ -108,7 +108,7 @@ class Network(pulumi.ComponentResource):
         # Azure Storage over the Microsoft backbone from a fleet's subnet (its service
         # endpoint), not through the NAT gateway
         endpoints: list[network.ServiceEndpointPropertiesFormatArgsDict] | None = \
-            [{"service": "Microsoft.Storage"}] if isinstance(plan, FleetPlan) else None
+            [{"service": "Microsoft.Storage"}] if isinstance(plan, FleetDesign) else None
         sub = network.Subnet(
             subnet.name, resource_group_name=rg, virtual_network_name=vnet.name,
             address_prefix=subnet.cidr,

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
+from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
 
 from ..sdk import by_class
 
@@ -29,22 +29,22 @@ __all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume",
            "provider"]
 
 
-def provider(p: ProviderPlan) -> pulumi.ProviderResource:
+def provider(p: ProviderDesign) -> pulumi.ProviderResource:
     return gcp.Provider(p.name, region=p.region, project=p.scope or None)
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
     return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}), hosted)
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource,
+def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,
                  fleets: Mapping[str, Any] | None = None) -> Gateway:
     """The gateway; a shared fleet's main network is taken from its component in ``fleets``."""
     host = (fleets or {})[plan.fleet].networks["main"] if plan.fleet else None
     return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}), host)
 
 
-def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
     """A persistent disk (encrypted at rest by Google); its name, dstack's gcp volume_id."""
     disk = gcp.compute.Disk(plan.name, zone=plan.zone, size=plan.size_gib,
                             type=plan.disk_type, labels=dict(plan.labels), opts=opts)

@@ -8,12 +8,12 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import FilesystemPlan, FleetPlan
+from gpufleet.compile import FilesystemDesign, FleetDesign
 
 from ..filesystems import LUSTRE_FSNAME, SHARE, mount_target, protected
 
 
-def gcp_filesystem(fs: FilesystemPlan, plan: FleetPlan, network_id: pulumi.Input[str],
+def gcp_filesystem(fs: FilesystemDesign, plan: FleetDesign, network_id: pulumi.Input[str],
                    network_name: pulumi.Input[str], child: pulumi.ResourceOptions
                    ) -> pulumi.Output[str | None]:
     name = f"fs-{fs.name}"

@@ -1,4 +1,4 @@
-"""GCP fleets: a FleetPlan -> its networks, compact placement policy, VMs (gVNIC/RoCE NICs,
+"""GCP fleets: a FleetDesign -> its networks, compact placement policy, VMs (gVNIC/RoCE NICs,
 reservations, spot) and bastion. Makes no decisions: every number and name comes from the
 plan (gpufleet.backends.gcp.compile)."""
 
@@ -12,7 +12,7 @@ import pulumi_gcp as gcp
 
 from gpufleet.backends.gcp import BASTION
 from gpufleet.backends.gcp.compile import GcpOptions
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, options_of
+from gpufleet.compile import DIGEST_OUTPUT, FleetDesign, input_digest, options_of
 
 from ..access import boot_script, public_key, server_script
 from ..registry import network_key
@@ -31,7 +31,7 @@ def _nat_ip(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> str
     return configs[0].nat_ip if configs else None
 
 
-def node_metadata(plan: FleetPlan, targets: Mapping[str, pulumi.Output[str | None]] | None = None
+def node_metadata(plan: FleetDesign, targets: Mapping[str, pulumi.Output[str | None]] | None = None
                   ) -> dict[str, pulumi.Input[str]]:
     """OS Login (IAP) or the ssh-keys entry of the access user, and the host setup script
     with the fleet's mounts (a startup script: GCP runs it on every boot; it is idempotent)."""
@@ -47,7 +47,7 @@ def node_metadata(plan: FleetPlan, targets: Mapping[str, pulumi.Output[str | Non
 class Fleet(pulumi.ComponentResource):
     """A fleet: its networks, its placement policy, one VM per node and its way in."""
 
-    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+    def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
                  hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
@@ -87,7 +87,7 @@ class Fleet(pulumi.ComponentResource):
                                "internal_ips": self.internal_ips, "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _node(self, plan: FleetPlan, name: str, policies: list[pulumi.Output[str]]
+    def _node(self, plan: FleetDesign, name: str, policies: list[pulumi.Output[str]]
               ) -> gcp.compute.Instance:
         options = options_of(plan, GcpOptions)
         nics = []
@@ -125,7 +125,7 @@ class Fleet(pulumi.ComponentResource):
             reservation_affinity=reservation, service_account=service_account,
             allow_stopping_for_update=True, opts=pulumi.ResourceOptions(parent=self))
 
-    def _bastion(self, plan: FleetPlan) -> pulumi.Output[str]:
+    def _bastion(self, plan: FleetDesign) -> pulumi.Output[str]:
         """A small VM with a static external address in the main subnet; SSH reaches it
         from ssh_cidrs only, and the nodes accept SSH only from its tag."""
         assert plan.access is not None and plan.access.bastion is not None

@@ -1,4 +1,4 @@
-"""GCP gateways: a GatewayPlan -> the network dstack's gateway lands in (a VPC of its own, or
+"""GCP gateways: a GatewayDesign -> the network dstack's gateway lands in (a VPC of its own, or
 the shared fleet's, with the proxy-only subnet a load balancer needs), the `*.<domain>`
 record in Cloud DNS and, in a migration, the static addresses gpufleet's own gateway VMs
 had. dstack creates the instances, their firewall rules and the load balancer itself."""
@@ -12,9 +12,9 @@ import pulumi_gcp as gcp
 
 from gpufleet.compile import (
     DIGEST_OUTPUT,
-    DnsRecordPlan,
+    DnsRecordDesign,
+    GatewayDesign,
     GatewayOptions,
-    GatewayPlan,
     input_digest,
     naming,
     options_of,
@@ -26,7 +26,7 @@ from .network import Network
 class Gateway(pulumi.ComponentResource):
     """Where dstack's gateway lands and the record that follows its address."""
 
-    def __init__(self, plan: GatewayPlan, opts: pulumi.ResourceOptions,
+    def __init__(self, plan: GatewayDesign, opts: pulumi.ResourceOptions,
                  host: Network | None = None) -> None:
         super().__init__("gpufleet:gcp:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -46,7 +46,7 @@ class Gateway(pulumi.ComponentResource):
                                "record": plan.record.fqdn if plan.record else None,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _record(self, plan: GatewayPlan, rec: DnsRecordPlan,
+    def _record(self, plan: GatewayDesign, rec: DnsRecordDesign,
                 invoke: pulumi.InvokeOptions) -> None:
         """The zone (created, protected, or looked up) and, once dstack's gateway is synced,
         the record: A to its addresses, or CNAME to a host name."""

@@ -1,4 +1,4 @@
-"""GCP networks: a NetworkPlan -> a VPC (created or looked up), its subnets, firewall rules
+"""GCP networks: a NetworkDesign -> a VPC (created or looked up), its subnets, firewall rules
 and Cloud NAT. Makes no decisions: every number and name comes from the plan
 (gpufleet.backends.gcp.compile)."""
 
@@ -13,15 +13,15 @@ from gpufleet.backends.gcp.compile import GcpOptions
 from gpufleet.compile import (
     ANY_SUBNET,
     FirewallRule,
-    FleetPlan,
+    FleetDesign,
+    GatewayDesign,
     GatewayOptions,
-    GatewayPlan,
-    NetworkPlan,
+    NetworkDesign,
     naming,
     options_of,
 )
 
-Owner = FleetPlan | GatewayPlan
+Owner = FleetDesign | GatewayDesign
 
 ALL_PROTOCOLS = ("tcp", "udp", "icmp")
 
@@ -32,7 +32,7 @@ class Network(pulumi.ComponentResource):
     network_id: pulumi.Output[str]
     subnet_links: dict[str, pulumi.Output[str]]
 
-    def __init__(self, net: NetworkPlan, plan: Owner,
+    def __init__(self, net: NetworkDesign, plan: Owner,
                  opts: pulumi.ResourceOptions | None = None,
                  host: Network | None = None) -> None:
         """``host``: the network this one's subnets (and firewall rules) join: a fleet's
@@ -74,7 +74,7 @@ class Network(pulumi.ComponentResource):
                 source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES", opts=child)
         self.register_outputs({"network": self.network_id, "subnets": self.subnet_links})
 
-    def _subnets(self, net: NetworkPlan, project: str | None,
+    def _subnets(self, net: NetworkDesign, project: str | None,
                  invoke: pulumi.InvokeOptions) -> dict[str, pulumi.Output[str]]:
         links: dict[str, pulumi.Output[str]] = {}
         if net.role == "roce" and net.existing:
@@ -126,7 +126,7 @@ class Network(pulumi.ComponentResource):
 
 
 def owner_options(plan: Owner) -> GcpOptions | GatewayOptions:
-    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayPlan) \
+    return options_of(plan, GatewayOptions) if isinstance(plan, GatewayDesign) \
         else options_of(plan, GcpOptions)
 
 
@@ -134,7 +134,7 @@ def bastion_tag(plan: Owner) -> str:
     return naming.child(options_of(plan, GcpOptions).network_tag, "bastion")
 
 
-def _first_subnet(result: gcp.compute.GetSubnetworksResult, net: NetworkPlan) -> str:
+def _first_subnet(result: gcp.compute.GetSubnetworksResult, net: NetworkDesign) -> str:
     """A Shared VPC network's subnet in the region the backends file does not name: the
     first by name, as dstack takes a usable one."""
     subs = sorted(result.subnetworks, key=lambda s: str(s.name))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 
-from gpufleet.compile import FleetPlan, GatewayPlan, ProviderPlan, VolumePlan
+from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
 
 from . import offline
 from .fleet import Fleet
@@ -16,21 +16,21 @@ from .fleet import Fleet
 __all__ = ["Fleet", "emit", "emit_gateway", "emit_volume", "offline", "provider"]
 
 
-def provider(p: ProviderPlan) -> pulumi.ProviderResource | None:
+def provider(p: ProviderDesign) -> pulumi.ProviderResource | None:
     return None
 
 
-def emit(plan: FleetPlan, prov: pulumi.ProviderResource | None,
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource | None,
          hosted: dict[str, Any]) -> Fleet:
     return Fleet(plan, None, hosted)
 
 
-def emit_gateway(plan: GatewayPlan, prov: pulumi.ProviderResource | None,
+def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource | None,
                  fleets: Any = None) -> Any:
     """dstack runs no gateway on lambda: validate refuses one, so this never runs."""
     raise pulumi.RunError(f"gateway '{plan.name}': no gateways on {plan.backend}")
 
 
-def emit_volume(plan: VolumePlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
     """dstack 0.22.5 has no Lambda volumes; the traits declare none, so this never runs."""
     raise pulumi.RunError(f"volume '{plan.name}': no volumes on {plan.backend}")

@@ -12,7 +12,7 @@ import pulumi
 
 from gpufleet.backends.lambda_.compile import LambdaOptions
 from gpufleet.backends.lambda_.names import tags as lambda_tags
-from gpufleet.compile import DIGEST_OUTPUT, FleetPlan, input_digest, options_of
+from gpufleet.compile import DIGEST_OUTPUT, FleetDesign, input_digest, options_of
 
 from ..access import boot_script, public_key
 from ..renames import rename_options
@@ -32,7 +32,7 @@ def physical(logical: str) -> str:
 
 
 class Fleet(pulumi.ComponentResource):
-    def __init__(self, plan: FleetPlan, opts: pulumi.ResourceOptions | None = None,
+    def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
                  hosted: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:lambda:Fleet", plan.name, None, opts)

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 
 from ..sampling import existing, registered_nodes
 from .harness import Registration, RunResult, StrictMocks, plain
@@ -62,7 +62,7 @@ _Compiled = (_Text, _Value, _Dict, _List)
 class _Names:
     """The node's name under each of the fleet's names, for one node."""
 
-    def __init__(self, plan: FleetPlan, node: str) -> None:
+    def __init__(self, plan: FleetDesign, node: str) -> None:
         suffix = node[len(plan.name):]
         self.names = tuple(p + suffix for p in (plan.name, *plan.previous_names))
 
@@ -169,7 +169,7 @@ class _Deriver:
         got_id, state = self.mocks.outcome(r.state_urn or r.urn, r.type, r.name, r.inputs)
         return got_id or "", plain(state)
 
-    def compile(self, plan: FleetPlan, ref: Sequence[Registration],
+    def compile(self, plan: FleetDesign, ref: Sequence[Registration],
                 template: Sequence[Registration], a: str, b: str) -> list[dict[str, Any]]:
         """Node b's registrations as functions of the node, from node a's beside them."""
         if len(ref) != len(template):
@@ -195,7 +195,7 @@ class _Deriver:
             out.append(fields)
         return out
 
-    def node(self, plan: FleetPlan, template: Sequence[Registration],
+    def node(self, plan: FleetDesign, template: Sequence[Registration],
              compiled: Sequence[dict[str, Any]], new: str) -> tuple[list[Registration],
                                                                     dict[str, str]]:
         """Node ``new``'s registrations from the template's compiled ones, with the map of
@@ -221,7 +221,7 @@ def _is_node_of(name: str, node: str) -> bool:
     return name == node or name.startswith(node + "-")
 
 
-def derive(run: RunResult, plans: Sequence[FleetPlan], mocks: StrictMocks,
+def derive(run: RunResult, plans: Sequence[FleetDesign], mocks: StrictMocks,
            record_outputs: bool = False) -> RunResult:
     """The run with every fleet's unregistered nodes derived (call while sampling, with the
     sampling state the run had). NotDerivable when the sample shows they cannot be."""
@@ -261,7 +261,7 @@ def derive(run: RunResult, plans: Sequence[FleetPlan], mocks: StrictMocks,
 Derived = dict[str, tuple[str, str, dict[str, str]]]  # node -> (reference, template, values)
 
 
-def _entry_for(plan: FleetPlan, given: dict[Any, Any], node: str, derived: Derived,
+def _entry_for(plan: FleetDesign, given: dict[Any, Any], node: str, derived: Derived,
                compiled: dict[tuple[str, str], Any]) -> Any:
     """A per-node entry (of a stack output or the fleet's outputs) for a derived node, from
     its template's beside the reference node's (compiled once per pair, in ``compiled``)."""
@@ -288,7 +288,7 @@ def _swap_values(compiled: Any, values: dict[str, str]) -> Any:
     return compiled
 
 
-def _node_list(items: list[Any], plan: FleetPlan, sampled: Sequence[str],
+def _node_list(items: list[Any], plan: FleetDesign, sampled: Sequence[str],
                derived: Derived) -> list[Any]:
     """A list with an entry per sampled node -> an entry per node, each derived node's from
     its template's."""
@@ -298,7 +298,7 @@ def _node_list(items: list[Any], plan: FleetPlan, sampled: Sequence[str],
             for n in plan.node_names]
 
 
-def _with_node_lists(r: Registration, plan: FleetPlan, sampled: Sequence[str],
+def _with_node_lists(r: Registration, plan: FleetDesign, sampled: Sequence[str],
                      derived: Derived) -> Registration:
     """The fleet component's outputs (its nodes' ids and addresses) over every node."""
     outputs = {k: _node_list(v, plan, sampled, derived)
@@ -307,7 +307,7 @@ def _with_node_lists(r: Registration, plan: FleetPlan, sampled: Sequence[str],
     return dataclasses.replace(r, outputs=outputs)
 
 
-def _extend_export(exports: dict[str, Any], plan: FleetPlan, derived: Derived) -> None:
+def _extend_export(exports: dict[str, Any], plan: FleetDesign, derived: Derived) -> None:
     """The fleet's stack output lists every node: each derived node's entry from its
     template's (``derived``: node -> its reference, its template and the values standing
     for it)."""

@@ -318,7 +318,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
         LiveError,
         MissingAccess,
         MissingCli,
-        ScaleSetPlan,
+        ScaleSetRedeploy,
         replace_nodes,
         scale_set_api,
         topology_reader,
@@ -350,7 +350,7 @@ def replace(fleet: str, nodes: Sequence[str], stack_name: str, cwd: str, dry_run
     if not dry_run:
         recorded(0, "replaced", True)
         names = ", ".join(shown.nodes)
-        done = f"redeployed {names} onto new hosts" if isinstance(shown, ScaleSetPlan) \
+        done = f"redeployed {names} onto new hosts" if isinstance(shown, ScaleSetRedeploy) \
             else f"replaced {names}"
         click.echo(f"gpufleet replace: {done} in stack {stack_name}")
 

@@ -3,6 +3,22 @@
 from gpufleet.compile import naming, runs
 from gpufleet.compile.addresses import address_key, gateway_key
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, needs_stack_key
+from gpufleet.compile.design import (
+    ANY_SUBNET,
+    AccessDesign,
+    BastionDesign,
+    DnsRecordDesign,
+    FilesystemDesign,
+    FirewallRule,
+    FleetDesign,
+    GatewayDesign,
+    GatewayOptions,
+    NetworkDesign,
+    ProviderDesign,
+    SubnetDesign,
+    VolumeDesign,
+    options_of,
+)
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
 from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.filesystems import services as filesystem_services
@@ -11,22 +27,6 @@ from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
 from gpufleet.compile.hostsetup import families as host_families
 from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
-from gpufleet.compile.plan import (
-    ANY_SUBNET,
-    AccessPlan,
-    BastionPlan,
-    DnsRecordPlan,
-    FilesystemPlan,
-    FirewallRule,
-    FleetPlan,
-    GatewayOptions,
-    GatewayPlan,
-    NetworkPlan,
-    ProviderPlan,
-    SubnetPlan,
-    VolumePlan,
-    options_of,
-)
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.seam import IAP_RANGE, KEY_CONFIG
 
@@ -37,19 +37,19 @@ __all__ = [
     "IAP_RANGE",
     "KEY_CONFIG",
     "PLANNERS",
-    "AccessPlan",
-    "BastionPlan",
+    "AccessDesign",
+    "BastionDesign",
     "Compiled",
-    "DnsRecordPlan",
-    "FilesystemPlan",
+    "DnsRecordDesign",
+    "FilesystemDesign",
     "FirewallRule",
-    "FleetPlan",
+    "FleetDesign",
+    "GatewayDesign",
     "GatewayOptions",
-    "GatewayPlan",
-    "NetworkPlan",
-    "ProviderPlan",
-    "SubnetPlan",
-    "VolumePlan",
+    "NetworkDesign",
+    "ProviderDesign",
+    "SubnetDesign",
+    "VolumeDesign",
     "address_key",
     "compile_files",
     "compile_inputs",

@@ -2,7 +2,7 @@
 
 A pipeline of named steps: pick each fleet's offer (``pick_offers``), divide each backend's
 address pool among the fleets that landed on it (``allocate_addresses``), let the backend's
-planner turn each fleet + offer into a finished FleetPlan (``plan_fleets``), plan the
+planner turn each fleet + offer into a finished FleetDesign (``plan_fleets``), plan the
 gateways (``plan_gateways``) and check who creates each DNS zone (``check_zone_owners``).
 """
 
@@ -17,10 +17,10 @@ from gpufleet.codes import G013
 from gpufleet.compile import gateway
 from gpufleet.compile.addresses import NO_BLOCK, allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
+from gpufleet.compile.design import FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.hostsetup import with_fabric
 from gpufleet.compile.networks import attach_networks
-from gpufleet.compile.plan import FleetPlan, GatewayPlan, VolumePlan
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.volumes import plan_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
@@ -53,11 +53,11 @@ from gpufleet.offers import (
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    plans: tuple[FleetPlan, ...]
+    plans: tuple[FleetDesign, ...]
     selections: tuple[Selection, ...]
     diagnostics: tuple[Diagnostic, ...] = field(default=())
     catalog: str = ""
-    gateways: tuple[GatewayPlan, ...] = ()
+    gateways: tuple[GatewayDesign, ...] = ()
     # How each fleet's / gateway's offer relates to the lock (empty without a lock).
     fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
@@ -65,7 +65,7 @@ class Compiled:
     # ones that moved off the block the lock records (name -> old block).
     blocks: Mapping[str, str] = field(default_factory=dict)
     block_moves: Mapping[str, str] = field(default_factory=dict)
-    volumes: tuple[VolumePlan, ...] = ()
+    volumes: tuple[VolumeDesign, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -84,7 +84,7 @@ class Compiled:
         return needs_stack_key(self.plans, self.gateways)
 
 
-def needs_stack_key(plans: Sequence[FleetPlan], gateways: Sequence[GatewayPlan] = ()) -> bool:
+def needs_stack_key(plans: Sequence[FleetDesign], gateways: Sequence[GatewayDesign] = ()) -> bool:
     """Whether some node of these plans takes its SSH key from the stack config at `pulumi
     up` (the backends file gives none). Gateways need none: dstack makes their instances."""
     return any(p.access is not None and p.access.needs_key and not p.access.public_key
@@ -193,9 +193,9 @@ def reserved_fleet(fleet: FleetSpec, inputs: Inputs
 
 
 def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
-                blocks: Mapping[str, IPv4Network]) -> tuple[list[FleetPlan], list[Diagnostic]]:
+                blocks: Mapping[str, IPv4Network]) -> tuple[list[FleetDesign], list[Diagnostic]]:
     """Each fleet with an offer and an address block -> its backend's finished plan."""
-    plans: list[FleetPlan] = []
+    plans: list[FleetDesign] = []
     diags: list[Diagnostic] = []
     for s in chosen:
         assert s.best is not None
@@ -239,11 +239,11 @@ def creds_reference(creds: object) -> dict[str, str] | None:
 
 
 def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
-                  plans: Sequence[FleetPlan], synced: Mapping[str, SyncedGateway]
-                  ) -> tuple[list[GatewayPlan], list[Diagnostic]]:
+                  plans: Sequence[FleetDesign], synced: Mapping[str, SyncedGateway]
+                  ) -> tuple[list[GatewayDesign], list[Diagnostic]]:
     """Each gateway's network (its own, or added to the fleet it shares), its dstack
     project and its record (pointing at what ``synced`` says dstack runs, else pending)."""
-    gateways: list[GatewayPlan] = []
+    gateways: list[GatewayDesign] = []
     diags: list[Diagnostic] = []
     by_name = {p.name: p for p in plans}
     for g in inputs.gateways:
@@ -262,7 +262,7 @@ def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
     return gateways, diags
 
 
-def check_zone_owners(inputs: Inputs, gateways: Sequence[GatewayPlan]) -> list[Diagnostic]:
+def check_zone_owners(inputs: Inputs, gateways: Sequence[GatewayDesign]) -> list[Diagnostic]:
     """At most one gateway creates each DNS zone; the others look it up."""
     diags: list[Diagnostic] = []
     owners: dict[tuple[str, str], str] = {}

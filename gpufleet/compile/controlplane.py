@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from gpufleet.backends import traits_of
 from gpufleet.codes import B015, B016, B017
 from gpufleet.compile import naming
-from gpufleet.compile.plan import FirewallRule, FleetPlan, ServerPlan
+from gpufleet.compile.design import FirewallRule, FleetDesign, ServerDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import BackendConfig, ControlPlaneSpec
 
 
-def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | None,
-                         backends: Sequence[BackendConfig]) -> tuple[list[FleetPlan],
+def attach_control_plane(plans: Sequence[FleetDesign], spec: ControlPlaneSpec | None,
+                         backends: Sequence[BackendConfig]) -> tuple[list[FleetDesign],
                                                                      list[Diagnostic]]:
     """The plans with the control plane's fleet's bastion turned into the server VM."""
     out = list(plans)
@@ -52,7 +52,7 @@ def attach_control_plane(plans: Sequence[FleetPlan], spec: ControlPlaneSpec | No
     # the server listens on the bastion's loopback only: its API (the admin token, the SSH
     # fleets' keys) never crosses a network in clear; it is reached through an SSH tunnel
     # to the bastion, whose port 22 the rule opens to `allow`
-    server = ServerPlan(spec.port, FirewallRule(
+    server = ServerDesign(spec.port, FirewallRule(
         naming.child(bastion.name, "dstack"), "SSH tunnel to the dstack server from "
         "control_plane.allow" if spec.allow is not None else
         "SSH tunnel to the dstack server from ssh_cidrs", "tcp", ("22",),

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet import __version__
-from gpufleet.compile.plan import FleetPlan, GatewayPlan
+from gpufleet.compile.design import FleetDesign, GatewayDesign
 
 
 def plan_to_json(obj: Any) -> Any:
@@ -33,7 +33,7 @@ DIGEST_OUTPUT = "gpufleet_digest"
 _NOT_BUILT = ("file", "price_per_hour", "reservation_declared")
 
 
-def input_digest(plan: FleetPlan | GatewayPlan) -> str:
+def input_digest(plan: FleetDesign | GatewayDesign) -> str:
     """Digest of everything a fleet's or gateway's resources are built from: the finished
     plan (itself made of the spec, the backend settings and the locked offer) and the
     gpufleet version. Components record it as an output; `gpufleet diff` re-runs only the

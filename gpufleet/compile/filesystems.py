@@ -1,4 +1,4 @@
-"""The backends file's `filesystems:` -> a FilesystemPlan on each fleet that mounts it. Pure.
+"""The backends file's `filesystems:` -> a FilesystemDesign on each fleet that mounts it. Pure.
 
 A filesystem is built in its first fleet's network with the cloud's managed service: lustre
 is FSx for Lustre (aws), Managed Lustre (gcp) or Azure Managed Lustre; nfs is EFS (aws),
@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from gpufleet.backends import all_backends, supports, traits_of
 from gpufleet.codes import V004, V005, V006, V008, V018, V019, V020, V021
-from gpufleet.compile.plan import FilesystemPlan, FirewallRule, FleetPlan, NetworkPlan
+from gpufleet.compile.design import FilesystemDesign, FirewallRule, FleetDesign, NetworkDesign
 from gpufleet.diagnostics import Diagnostic, Severity, did_you_mean
 from gpufleet.input import FilesystemSpec
 from gpufleet.traits import Feature, FilesystemService
@@ -53,12 +53,12 @@ def waits(service: str, holder: str, peers: Sequence[str]) -> list[tuple[str, st
     return [(p, holder) for p in peers]
 
 
-def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpec],
+def attach_filesystems(plans: Sequence[FleetDesign], specs: Sequence[FilesystemSpec],
                        blocks: Mapping[str, IPv4Network]
-                       ) -> tuple[list[FleetPlan], list[Diagnostic]]:
+                       ) -> tuple[list[FleetDesign], list[Diagnostic]]:
     """The fleets with the filesystems they mount, and what cannot be built."""
     by_name = {p.name: p for p in plans}
-    mounts: dict[str, list[FilesystemPlan]] = {}
+    mounts: dict[str, list[FilesystemDesign]] = {}
     taken: dict[str, list[str]] = {}  # a holding fleet's ranges given to its filesystems
     after: dict[str, set[str]] = {}  # fleet -> the fleets it is built after
     diags: list[Diagnostic] = []
@@ -106,7 +106,7 @@ def attach_filesystems(plans: Sequence[FleetPlan], specs: Sequence[FilesystemSpe
     return out, diags
 
 
-def _absent(fs: FilesystemSpec, names: Sequence[str], by_name: Mapping[str, FleetPlan]
+def _absent(fs: FilesystemSpec, names: Sequence[str], by_name: Mapping[str, FleetDesign]
             ) -> Diagnostic | None:
     """A warning for the fleets the filesystem names that these files do not plan."""
     absent = [n for n in names if n not in by_name]
@@ -122,8 +122,8 @@ def _absent(fs: FilesystemSpec, names: Sequence[str], by_name: Mapping[str, Flee
         severity=Severity.WARNING)
 
 
-def _cross_zone(fs: FilesystemSpec, plan: FilesystemPlan, fleet: FleetPlan,
-                peers: Sequence[FleetPlan]) -> list[Diagnostic]:
+def _cross_zone(fs: FilesystemSpec, plan: FilesystemDesign, fleet: FleetDesign,
+                peers: Sequence[FleetDesign]) -> list[Diagnostic]:
     """A warning for each fleet sharing a zonal filesystem from another zone."""
     where = plan.zone or fleet.zone
     if not services()[plan.service].zonal or not where:
@@ -135,7 +135,7 @@ def _cross_zone(fs: FilesystemSpec, plan: FilesystemPlan, fleet: FleetPlan,
             for peer in peers if peer.zone and peer.zone != where]
 
 
-def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
+def emission_order(plans: Sequence[FleetDesign]) -> list[FleetDesign]:
     """The fleets in the order the stack program builds them: a fleet holding a filesystem
     other fleets mount before them (they peer with its network; Azure Files the other way
     round: its storage account lists their subnets), a fleet whose network others join
@@ -150,7 +150,7 @@ def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
         hosts = {n.host for n in p.networks if n.host and n.host in after}
         after[p.name] |= hosts
     done: set[str] = set()
-    order: list[FleetPlan] = []
+    order: list[FleetDesign] = []
     while len(order) < len(plans):
         ready = [p for p in plans if p.name not in done and after[p.name] <= done]
         if not ready:  # a circle (refused when compiling): the rest as given
@@ -161,7 +161,7 @@ def emission_order(plans: Sequence[FleetPlan]) -> list[FleetPlan]:
     return order
 
 
-def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | None:
+def _placement_problem(fs: FilesystemSpec, fleet: FleetDesign) -> Diagnostic | None:
     if fleet.backend != fs.backend:
         return fs.origin.at("fleets", V004, f"filesystem '{fs.name}' is on "
                             f"{fs.backend}, fleet '{fleet.name}' on {fleet.backend}: "
@@ -175,7 +175,7 @@ def _placement_problem(fs: FilesystemSpec, fleet: FleetPlan) -> Diagnostic | Non
     return None
 
 
-def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetPlan],
+def _shared_problem(fs: FilesystemSpec, fleet: FleetDesign, peers: Sequence[FleetDesign],
                     after: Mapping[str, set[str]]) -> Diagnostic | None:
     """Why a filesystem cannot be mounted by these several fleets, or None."""
     if not supports(fs.backend, Feature.SHARED_FILESYSTEMS):
@@ -209,9 +209,9 @@ def _shared_problem(fs: FilesystemSpec, fleet: FleetPlan, peers: Sequence[FleetP
     return None
 
 
-def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
-          taken: Sequence[str], peers: Sequence[FleetPlan] = ()
-          ) -> tuple[FilesystemPlan | None, Diagnostic | None]:
+def _plan(fs: FilesystemSpec, fleet: FleetDesign, block: IPv4Network | None,
+          taken: Sequence[str], peers: Sequence[FleetDesign] = ()
+          ) -> tuple[FilesystemDesign | None, Diagnostic | None]:
     problem = _placement_problem(fs, fleet)
     if problem is not None:
         return None, problem
@@ -245,7 +245,7 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
                                       "block for the filesystem's own subnet",
                                       "give the backend a larger `cidr`")
     labels = {**dict(fleet.labels), "gpufleet-filesystem": fs.name}
-    return FilesystemPlan(
+    return FilesystemDesign(
         name=fs.name, backend=fs.backend, kind=fs.kind, service=service, region=fs.region,
         zone=zone if kind.zonal else None, capacity_gib=fs.capacity_gib,
         throughput=fs.throughput, mount=fs.mount, port=PORT[fs.kind], admit=admit,
@@ -255,12 +255,12 @@ def _plan(fs: FilesystemSpec, fleet: FleetPlan, block: IPv4Network | None,
     ), warning
 
 
-def _node_cidrs(fleet: FleetPlan) -> tuple[str, ...]:
+def _node_cidrs(fleet: FleetDesign) -> tuple[str, ...]:
     return tuple(s.cidr for s in fleet.network("main").subnets
                  if not s.public and s.purpose is None)
 
 
-def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
+def _own_range(fleet: FleetDesign, main: NetworkDesign, block: IPv4Network | None,
                service: FilesystemService, capacity_gib: int, taken: Sequence[str]
                ) -> str | None:
     """A range of the fleet's own address block no subnet of it uses, so no other fleet's
@@ -285,7 +285,7 @@ def _own_range(fleet: FleetPlan, main: NetworkPlan, block: IPv4Network | None,
     return None
 
 
-def _with(plan: FleetPlan, mounts: tuple[FilesystemPlan, ...]) -> FleetPlan:
+def _with(plan: FleetDesign, mounts: tuple[FilesystemDesign, ...]) -> FleetDesign:
     """The fleet mounting its filesystems. Lustre servers call their clients back (LNet), so
     the node firewall admits them: on 988 from the range of their own where the service has
     one (Managed Lustre, Azure Managed Lustre), on 988 and 1018-1023 from the node subnets

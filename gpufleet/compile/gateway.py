@@ -22,14 +22,14 @@ from gpufleet.backends import traits_of
 from gpufleet.codes import G011, G012, G018, G019, G020, G021, G022
 from gpufleet.compile import naming
 from gpufleet.compile.cidr import pack
-from gpufleet.compile.plan import (
-    DnsRecordPlan,
-    FleetPlan,
+from gpufleet.compile.design import (
+    DnsRecordDesign,
+    FleetDesign,
+    GatewayDesign,
     GatewayOptions,
-    GatewayPlan,
-    NetworkPlan,
-    ProviderPlan,
-    SubnetPlan,
+    NetworkDesign,
+    ProviderDesign,
+    SubnetDesign,
 )
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import BackendConfig, GatewaySpec, SyncedGateway, is_ipv4
@@ -43,7 +43,7 @@ class GatewayLayout:
     """What a backend decides of its gateway's network: the subnets it builds (in its own
     network, or in the shared fleet's) and whether they egress through a NAT of their own."""
 
-    subnets: tuple[SubnetPlan, ...]
+    subnets: tuple[SubnetDesign, ...]
     nat: bool = False
     # the public static addresses gpufleet's own gateway VMs had (`old_address: keep` keeps
     # them through the migration): the backend knows which it made
@@ -62,7 +62,7 @@ def zone_of(gw: GatewaySpec) -> str | None:
 
 
 def record(gw: GatewaySpec, diags: list[Diagnostic],
-           synced: SyncedGateway | None = None) -> DnsRecordPlan | None:
+           synced: SyncedGateway | None = None) -> DnsRecordDesign | None:
     """The `*.<domain>` record: A to dstack's replica addresses, CNAME (or an alias, where the
     backend's load balancers have them) to its load balancer's host name, pending while
     `gpufleet gateway sync` has not read them."""
@@ -83,10 +83,10 @@ def record(gw: GatewaySpec, diags: list[Diagnostic],
                          "file to a parent of the domain"))
         return None
     targets = synced.targets if synced is not None else ()
-    return DnsRecordPlan(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
-                         record_type(gw.backend, targets), RECORD_TTL,
-                         private=not gw.public_ip, create_zone=gw.create_dns_zone,
-                         zone_walk=not gw.dns_zone and not gw.create_dns_zone, targets=targets)
+    return DnsRecordDesign(naming.child(gw.name, "dns"), f"*.{domain}.", zone,
+                           record_type(gw.backend, targets), RECORD_TTL,
+                           private=not gw.public_ip, create_zone=gw.create_dns_zone,
+                           zone_walk=not gw.dns_zone and not gw.create_dns_zone, targets=targets)
 
 
 def record_type(backend: str, targets: tuple[str, ...]) -> str:
@@ -122,8 +122,8 @@ def project_of(gw: GatewaySpec) -> str:
     return gw.fleet or PROJECT_PREFIX + gw.name
 
 
-def host_fleet(gw: GatewaySpec, plans: Mapping[str, FleetPlan],
-               diags: list[Diagnostic]) -> FleetPlan | None:
+def host_fleet(gw: GatewaySpec, plans: Mapping[str, FleetDesign],
+               diags: list[Diagnostic]) -> FleetDesign | None:
     """The fleet whose network a gateway shares, checked: planned, on the gateway's backend
     and region, in a network gpufleet builds. None (with an error) otherwise."""
     if gw.fleet is None:
@@ -155,7 +155,7 @@ def host_fleet(gw: GatewaySpec, plans: Mapping[str, FleetPlan],
     return host
 
 
-def no_nat(gw: GatewaySpec, host: FleetPlan) -> Diagnostic:
+def no_nat(gw: GatewaySpec, host: FleetDesign) -> Diagnostic:
     """A private gateway's instances reach the internet (dstack installs its software on
     them) through a NAT; a fleet with public nodes has none to share."""
     origin = gw.settings_origin or gw.origin
@@ -198,26 +198,26 @@ def configuration(gw: GatewaySpec) -> dict[str, Any]:
 
 
 def build(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-          layout: GatewayLayout, dns: DnsRecordPlan | None, host: FleetPlan | None,
-          diags: list[Diagnostic]) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+          layout: GatewayLayout, dns: DnsRecordDesign | None, host: FleetDesign | None,
+          diags: list[Diagnostic]) -> tuple[GatewayDesign | None, list[Diagnostic]]:
     """The gateway's plan from the backend's layout; None when a diagnostic is an error."""
     diags = [*diags, *layout.diagnostics]
     if any(d.is_error for d in diags):
         return None, diags
     t = traits_of(gw.backend)
     cfg = config.settings if config is not None else {}
-    network = NetworkPlan("main", naming.child(gw.name, "net"), layout.subnets,
-                          cidr=str(block), nat=layout.nat)
+    network = NetworkDesign("main", naming.child(gw.name, "net"), layout.subnets,
+                            cidr=str(block), nat=layout.nat)
     scope = cfg.get(t.scope_key) if t.scope_key else None
     tags = {**dict(gw.tags), **(cfg.get("tags") or {}), "managed-by": "gpufleet",
             "gpufleet-gateway": gw.name}
     machine = t.gateway
     assert machine is not None, f"{t.name} declares no gateway machine"
     old = layout.old_addresses if gw.keep_old_address else ()
-    plan = GatewayPlan(
+    plan = GatewayDesign(
         name=gw.name, file=gw.origin.file, backend=gw.backend,
-        provider=ProviderPlan(gw.backend, naming.provider(gw.backend, scope, gw.region),
-                              gw.region, scope),
+        provider=ProviderDesign(gw.backend, naming.provider(gw.backend, scope, gw.region),
+                                gw.region, scope),
         region=gw.region, instance_type=gw.instance_type or machine.instance_type,
         replicas=gw.replicas, public=gw.public_ip, domain=gw.domain, project=project_of(gw),
         network=network, certificate=gw.certificate.type if gw.certificate else None,

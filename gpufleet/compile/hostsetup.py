@@ -25,8 +25,8 @@ from importlib import resources
 from typing import Any
 
 from gpufleet.backends import all_backends, traits_of
+from gpufleet.compile.design import FilesystemDesign, FleetDesign, HostSetupDesign, ServerDesign
 from gpufleet.compile.filesystems import services
-from gpufleet.compile.plan import FilesystemPlan, FleetPlan, HostSetupPlan, ServerPlan
 from gpufleet.traits import UBUNTU, ImageFamily
 
 # The versions installed where an image lacks them: the one place they are named.
@@ -104,7 +104,7 @@ def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
         "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
 
 
-def with_fabric(plan: FleetPlan) -> FleetPlan:
+def with_fabric(plan: FleetDesign) -> FleetDesign:
     """A cluster's host setup also installs or checks its fabric's collective software."""
     if plan.host_setup is None or plan.placement is None or plan.rdma not in FABRIC_SOFTWARE:
         return plan
@@ -114,7 +114,7 @@ def with_fabric(plan: FleetPlan) -> FleetPlan:
         hs, fabric=plan.rdma, digest=digest(script)))
 
 
-def render_server(server: ServerPlan) -> str:
+def render_server(server: ServerDesign) -> str:
     """The control plane's boot script: dstack ``server.dstack_version`` as a systemd
     service on ``server.port``, from gpufleet/data/dstack-server.sh."""
     _check_user(server.user)
@@ -148,25 +148,25 @@ def digest(script: str) -> str:
 
 
 def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
-                    default_image: bool, user: str) -> HostSetupPlan | None:
+                    default_image: bool, user: str) -> HostSetupDesign | None:
     """The fleet's boot script, unless the backends file says `host_setup: none`."""
     if settings.get("host_setup") == "none":
         return None
     family = image_family(backend, gpu, default_image)
-    return HostSetupPlan(family.name, user, digest(render(family, user)))
+    return HostSetupDesign(family.name, user, digest(render(family, user)))
 
 
-def script_for(plan: HostSetupPlan) -> str:
+def script_for(plan: HostSetupDesign) -> str:
     """The script a plan names (the components put it into user data / metadata)."""
     return render(families()[plan.family], plan.user, plan.fabric)
 
 
-def target_placeholder(fs: FilesystemPlan) -> str:
+def target_placeholder(fs: FilesystemDesign) -> str:
     """What stands for a filesystem's mount target until the stack knows it."""
     return f"@@TARGET:{fs.name}@@"
 
 
-def render_mounts(backend: str, mounts: Sequence[FilesystemPlan],
+def render_mounts(backend: str, mounts: Sequence[FilesystemDesign],
                   targets: Mapping[str, str]) -> str:
     """The mount script of a fleet's filesystems, their targets (`dns@tcp:/name`,
     `host:/export`) filled in from ``targets`` (by name; the placeholder where missing)."""
@@ -182,7 +182,7 @@ def render_mounts(backend: str, mounts: Sequence[FilesystemPlan],
         "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
 
 
-def node_script(plan: FleetPlan, targets: Mapping[str, str] | None = None) -> str | None:
+def node_script(plan: FleetDesign, targets: Mapping[str, str] | None = None) -> str | None:
     """Everything a node runs at boot: the host setup and the mounts of its filesystems (a
     wrapper writing both out and running them in turn), or the host setup alone."""
     host = script_for(plan.host_setup) if plan.host_setup is not None else None

@@ -13,15 +13,15 @@ from collections.abc import Sequence
 
 from gpufleet.backends import supports, traits_of
 from gpufleet.codes import C023, C024, C025, C026
-from gpufleet.compile.plan import FleetPlan
+from gpufleet.compile.design import FleetDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import FleetSpec, GatewaySpec
 from gpufleet.traits import Feature
 
 
-def attach_networks(plans: list[FleetPlan], fleets: Sequence[FleetSpec],
+def attach_networks(plans: list[FleetDesign], fleets: Sequence[FleetSpec],
                     gateways: Sequence[GatewaySpec] = ()
-                    ) -> tuple[list[FleetPlan], list[Diagnostic]]:
+                    ) -> tuple[list[FleetDesign], list[Diagnostic]]:
     """The plans with each joining fleet's main network pointing at its host's; an error
     (and the fleet left out) for each join that cannot be built. A gateway that shares a
     fleet's network adds an address block to that network too: it counts against the
@@ -72,7 +72,7 @@ def _at(spec: FleetSpec, code: str, message: str, hint: str) -> Diagnostic:
     return origin.at("network", code, message, hint)
 
 
-def _problem(plan: FleetPlan, spec: FleetSpec, by_name: dict[str, FleetPlan],
+def _problem(plan: FleetDesign, spec: FleetSpec, by_name: dict[str, FleetDesign],
              joins: dict[str, FleetSpec]) -> Diagnostic | None:
     host = by_name.get(str(spec.network_of))
     if host is not None and host.name == plan.name:

@@ -3,7 +3,7 @@
 A backend's planner (``gpufleet/backends/<cloud>/compile.py``) is one object with a name, its
 traits (what it can do and its tables, ``gpufleet.backends``), the size of the address block
 each fleet gets, a ``plan`` that turns a fleet and its chosen offer into a finished
-:class:`FleetPlan` and a ``plan_gateway`` for its gateways (with located diagnostics). Its
+:class:`FleetDesign` and a ``plan_gateway`` for its gateways (with located diagnostics). Its
 Pulumi components are ``gpufleet.components.<cloud>``.
 """
 
@@ -17,13 +17,13 @@ from typing import Any, Protocol, runtime_checkable
 from gpufleet.backends import supports, traits_of
 from gpufleet.codes import C011, C012, C013
 from gpufleet.compile import naming
-from gpufleet.compile.plan import (
-    AccessPlan,
-    BastionPlan,
+from gpufleet.compile.design import (
+    AccessDesign,
+    BastionDesign,
     FirewallRule,
-    FleetPlan,
-    GatewayPlan,
-    ProviderPlan,
+    FleetDesign,
+    GatewayDesign,
+    ProviderDesign,
 )
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import (
@@ -43,7 +43,7 @@ DEFAULT_DISK_GIB = 100
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    plan: FleetPlan | None
+    plan: FleetDesign | None
     diagnostics: tuple[Diagnostic, ...] = ()
 
 
@@ -59,14 +59,14 @@ class Backend(Protocol):
         """``reservation``: the declared reservation the fleet names, if any."""
         ...
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         """Whether the nodes' public addresses are resources of their own (billed as such),
         rather than assigned with the instance."""
         ...
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetPlan | None, synced: SyncedGateway | None
-                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+                     host: FleetDesign | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """The network dstack's gateway lands in: its own in ``block``, or what it adds to
         the network of ``host`` (the fleet it shares), laid out by the backend and built by
         ``gpufleet.compile.gateway.build``; ``synced``: dstack's gateway as `gpufleet
@@ -75,10 +75,10 @@ class Backend(Protocol):
 
 
 def common_fields(fleet: FleetSpec, offer: Offer, scope: str | None) -> dict[str, Any]:
-    """The FleetPlan fields every backend fills the same way from the fleet and its offer."""
+    """The FleetDesign fields every backend fills the same way from the fleet and its offer."""
     return {
         "name": fleet.name, "file": fleet.origin.file, "backend": offer.backend,
-        "provider": ProviderPlan(offer.backend, naming.provider(offer.backend, scope,
+        "provider": ProviderDesign(offer.backend, naming.provider(offer.backend, scope,
                                                                 offer.region),
                                  offer.region, scope),
         "region": offer.region, "instance_type": offer.instance_type,
@@ -153,7 +153,7 @@ def node_ssh_rules(fleet: str, config: BackendConfig | None, method: str
 
 def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
                 config: BackendConfig | None, subnet: str, region: str
-                ) -> tuple[AccessPlan, list[Diagnostic]]:
+                ) -> tuple[AccessDesign, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     bastion = None
     if method == "bastion":
@@ -161,14 +161,14 @@ def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
         assert machine is not None, f"{backend} declares no bastion machine"
         name = naming.child(fleet.name, "bastion")
         cidrs = tuple(config.ssh_cidrs) if config is not None else ()
-        bastion = BastionPlan(name, machine.instance_type, machine.image, naming.child(name, "ip"),
-                              FirewallRule(naming.child(name, "ssh"), "SSH to the bastion from "
-                                           "the ranges in ssh_cidrs", "tcp", ("22",), cidrs),
-                              subnet)
+        ssh = FirewallRule(naming.child(name, "ssh"), "SSH to the bastion from the ranges in "
+                           "ssh_cidrs", "tcp", ("22",), cidrs)
+        bastion = BastionDesign(name, machine.instance_type, machine.image,
+                                naming.child(name, "ip"), ssh, subnet)
     os_login = method == "iap"
     key_name = access.key_name if supports(backend, Feature.KEY_PAIRS) else None
-    plan = AccessPlan(access.ssh_user or traits_of(backend).default_user, method,
-                      access.ssh_public_key, key_name, None, os_login, bastion)
+    plan = AccessDesign(access.ssh_user or traits_of(backend).default_user, method,
+                        access.ssh_public_key, key_name, None, os_login, bastion)
     if supports(backend, Feature.KEY_PAIRS) and plan.needs_key:
         plan = dataclasses.replace(plan, key_pair=naming.child("key", region))
     how = {"public": "directly (public IPs), SSH from `ssh_cidrs`",

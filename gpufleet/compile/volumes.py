@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from gpufleet.backends import traits_of
 from gpufleet.codes import V016, V017, V022
 from gpufleet.compile import naming
-from gpufleet.compile.plan import FleetPlan, ProviderPlan, VolumePlan
+from gpufleet.compile.design import FleetDesign, ProviderDesign, VolumeDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import BackendConfig, VolumeSpec
 from gpufleet.offers import Catalog
 from gpufleet.traits import ZoneModel
 
 
-def pick_zone(v: VolumeSpec, fleets: Sequence[FleetPlan], catalog: Catalog
+def pick_zone(v: VolumeSpec, fleets: Sequence[FleetDesign], catalog: Catalog
               ) -> tuple[str | None, str | None, Diagnostic | None]:
     """(zone, how it was chosen, or the refusal) for a new volume that names no zone."""
     here = [f for f in fleets if f.backend == v.backend and f.region == v.region]
@@ -55,9 +55,9 @@ def pick_zone(v: VolumeSpec, fleets: Sequence[FleetPlan], catalog: Catalog
 
 
 def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig],
-                 fleets: Sequence[FleetPlan] = (), catalog: Catalog | None = None
-                 ) -> tuple[list[VolumePlan], list[Diagnostic]]:
-    out: list[VolumePlan] = []
+                 fleets: Sequence[FleetDesign] = (), catalog: Catalog | None = None
+                 ) -> tuple[list[VolumeDesign], list[Diagnostic]]:
+    out: list[VolumeDesign] = []
     diags: list[Diagnostic] = []
     seen: set[str] = set()
     for v in volumes:
@@ -80,10 +80,10 @@ def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig
                 diags.append(refusal)
                 continue
         labels = t.labels({**dict(v.tags), "managed-by": "gpufleet", "gpufleet-volume": v.name})
-        out.append(VolumePlan(
+        out.append(VolumeDesign(
             name=v.name, file=v.origin.file, backend=v.backend,
-            provider=ProviderPlan(v.backend, naming.provider(v.backend, scope, v.region),
-                                  v.region, scope),
+            provider=ProviderDesign(v.backend, naming.provider(v.backend, scope, v.region),
+                                    v.region, scope),
             region=v.region, zone=zone, size_gib=v.size_gib, disk_type=t.volume_disk_type or "",
             volume_id=v.volume_id, labels=labels,
             zone_note=f"{zone}: {note}; `availability_zone` chooses another" if note else None))

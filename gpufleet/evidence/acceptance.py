@@ -19,7 +19,7 @@ from typing import Any, TypeGuard
 import yaml
 
 from gpufleet.compile import HOST_MARKER_DIR as MARKER_DIR
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"  # CUDA, NCCL and Open MPI; nccl-tests is built
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
@@ -55,7 +55,7 @@ class Expectation:
                 f"passes at >= {self.threshold_gbps:g} GB/s (source: {self.source})")
 
 
-def test_nodes(plan: FleetPlan) -> int:
+def test_nodes(plan: FleetDesign) -> int:
     """How many nodes the acceptance run spans: the fleet's target, and at least two where
     the fleet may grow to two (a `nodes: 0..2` cluster fleet is tested across its nodes,
     which dstack provisions for the task)."""
@@ -64,7 +64,7 @@ def test_nodes(plan: FleetPlan) -> int:
     return max(plan.nodes, 1)
 
 
-def expectation(plan: FleetPlan) -> Expectation:
+def expectation(plan: FleetDesign) -> Expectation:
     facts = fabric_facts()
     multi = test_nodes(plan) >= 2 and plan.rdma not in ("none", "")
     fabric = facts["fabrics"].get(plan.rdma) if multi else None
@@ -83,13 +83,13 @@ def expectation(plan: FleetPlan) -> Expectation:
                        gpus=gpu_count(plan))
 
 
-def gpu_count(plan: FleetPlan) -> int:
+def gpu_count(plan: FleetDesign) -> int:
     """GPUs per node (0 for a CPU fleet)."""
     head = plan.gpu.split("x", 1)[0]
     return int(head) if head.isdigit() else 0
 
 
-def task_resources(plan: FleetPlan) -> dict[str, Any]:
+def task_resources(plan: FleetDesign) -> dict[str, Any]:
     """A task's `resources`: every GPU of a node, by name, and room for NCCL's buffers."""
     gpus = gpu_count(plan)
     return {"gpu": f"{plan.gpu.split('x', 1)[1]}:{gpus}" if gpus else 0, "shm_size": "16GB"}
@@ -134,7 +134,7 @@ NCCL_BUILD = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --dep
               "MPI_HOME=/usr/local/mpi -j)")
 
 
-def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
+def task_for(plan: FleetDesign) -> tuple[dict[str, Any], Expectation]:
     """The dstack task (as data) and what its result should show."""
     exp = expectation(plan)
     gpus = gpu_count(plan)
@@ -171,7 +171,7 @@ def task_for(plan: FleetPlan) -> tuple[dict[str, Any], Expectation]:
     return task, exp
 
 
-def task_volumes(plan: FleetPlan) -> list[dict[str, str]]:
+def task_volumes(plan: FleetDesign) -> list[dict[str, str]]:
     """The instance volumes of a fleet's tasks: the nodes' marker files (read in the task)
     and the fleet's shared filesystems, at the path they have on the host."""
     volumes = []
@@ -184,7 +184,7 @@ def task_volumes(plan: FleetPlan) -> list[dict[str, str]]:
     return volumes
 
 
-def _host_check(plan: FleetPlan) -> list[str]:
+def _host_check(plan: FleetDesign) -> list[str]:
     """The task's first commands: stop on a node whose host setup did not finish, or that
     lacks the collective software its fabric needs (a node set up before gpufleet checked
     it has no `fabric_software` line: it is not taken on trust)."""

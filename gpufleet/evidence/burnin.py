@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 from gpufleet.evidence.acceptance import (
     HOST_DIR,
     NCCL_BUILD,
@@ -38,7 +38,7 @@ DEFAULT_LEVEL = 3
 DEFAULT_MARGIN = 0.10
 
 
-def burnin_task(plan: FleetPlan, image: str, level: int = DEFAULT_LEVEL) -> dict[str, Any]:
+def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL) -> dict[str, Any]:
     """The dstack task (as data): one job per node, each checking its own GPUs."""
     gpus = gpu_count(plan)
     host_dir, nccl_build = HOST_DIR, NCCL_BUILD
@@ -260,7 +260,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     return 0, [*lines, f"PASS: {seen} node(s) burned in"]
 
 
-def expected_checks(plan: FleetPlan) -> tuple[str, ...]:
+def expected_checks(plan: FleetDesign) -> tuple[str, ...]:
     """The checks the burn-in task of ``plan`` makes every node print (`check=NAME`)."""
     out = ["gpus", "dcgm", "nccl", "done"]
     if plan.host_setup is not None and plan.host_setup.fabric != "none":

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 from gpufleet.evidence.acceptance import (
     Expectation,
     strict_int,
@@ -32,7 +32,7 @@ PREFIX = "gpufleet pairs:"
 _IP = re.compile(r"[0-9A-Za-z.:-]{1,64}")
 
 
-def pairs_task(plan: FleetPlan) -> dict[str, Any] | None:
+def pairs_task(plan: FleetDesign) -> dict[str, Any] | None:
     """The dstack task (as data), or None for a fleet whose nodes share no RDMA fabric (or of
     one node): there is no inter-node collective to make slow."""
     task, exp = task_for(plan)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import FilesystemPlan, FleetPlan, VolumePlan
+from gpufleet.compile import FilesystemDesign, FleetDesign, VolumeDesign
 from gpufleet.evidence.acceptance import (
     KEY_VALUE,
     is_count,
@@ -92,7 +92,7 @@ barrier meta
 rm -rf "$d/$r"; exit 0"""
 
 
-def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
+def expected_mbps(fs: FilesystemDesign) -> tuple[float | None, str]:
     """The throughput (MB/s) the filesystem should deliver, and where the figure comes
     from; None without one (the check then verifies the run, not its speed)."""
     if fs.kind == "volume":  # the disk type's documented flat figure, where there is one
@@ -115,24 +115,24 @@ def expected_mbps(fs: FilesystemPlan) -> tuple[float | None, str]:
 VOLUME_PATH = "/gpufleet-volume"  # where the storage task mounts a dstack volume
 
 
-def volume_storage(vol: VolumePlan) -> FilesystemPlan:
+def volume_storage(vol: VolumeDesign) -> FilesystemDesign:
     """A dstack volume as the storage check sees it: one node (a network disk attaches to
     one instance), the disk type's flat figure where its cloud documents one."""
-    return FilesystemPlan(
+    return FilesystemDesign(
         name=vol.name, backend=vol.backend, kind="volume", service=vol.disk_type,
         region=vol.region, zone=vol.zone, capacity_gib=vol.size_gib, throughput=None,
         mount=VOLUME_PATH, port=0, admit=())
 
 
-def fleet_volumes(plan: FleetPlan, volumes: Sequence[VolumePlan]) -> list[VolumePlan]:
+def fleet_volumes(plan: FleetDesign, volumes: Sequence[VolumeDesign]) -> list[VolumeDesign]:
     """The dstack volumes the fleet's runs can attach: its backend, and its zone (or
     region)."""
     return [v for v in volumes if v.backend == plan.backend and v.region == plan.region
             and (v.zone is None or plan.zone is None or v.zone == plan.zone)]
 
 
-def storage_tasks(plan: FleetPlan, size: str = "4G", volumes: Sequence[VolumePlan] = ()
-                  ) -> list[tuple[FilesystemPlan, dict[str, Any]]]:
+def storage_tasks(plan: FleetDesign, size: str = "4G", volumes: Sequence[VolumeDesign] = ()
+                  ) -> list[tuple[FilesystemDesign, dict[str, Any]]]:
     """One task per filesystem the fleet mounts (on every node) and per dstack volume its
     runs can attach (on one node): (what it measures, the task as data)."""
     out = []
@@ -157,7 +157,7 @@ JOBS = 4  # fio jobs per node, each writing (then reading) one file of the size
 FILL = 0.5  # at most this share of a filesystem's capacity is written by the test
 
 
-def sized(size: str, fs: FilesystemPlan, nodes: int) -> str:
+def sized(size: str, fs: FilesystemDesign, nodes: int) -> str:
     """fio's per-job file size: ``size`` ("4G", "512M"), cut so that every node's jobs
     together write at most half of the filesystem's capacity (a 20 GiB volume gets 2560M a
     job, where 4G each would fill it and fail as a job in error)."""
@@ -169,7 +169,7 @@ def sized(size: str, fs: FilesystemPlan, nodes: int) -> str:
     return size if wanted <= room else f"{max(room, 1)}M"
 
 
-def render_storage(task: dict[str, Any], fs: FilesystemPlan) -> str:
+def render_storage(task: dict[str, Any], fs: FilesystemDesign) -> str:
     figure, source = expected_mbps(fs)
     what = "Volume" if fs.kind == "volume" else "Filesystem"
     about = (f"# {what} {fs.name} ({fs.kind}, {fs.service}) at {fs.mount}: fio sequential "
@@ -300,7 +300,7 @@ def _who_may_report(results: Sequence[FioResult], done: int | None, planned: int
     return problems
 
 
-def judge_storage(text: str, nodes_planned: int, fs: FilesystemPlan,
+def judge_storage(text: str, nodes_planned: int, fs: FilesystemDesign,
                   margin: float) -> tuple[int, list[str], dict[str, Any]]:
     """(exit code, lines, figures) for one filesystem's (or volume's) storage log."""
     if fs.kind == "volume":  # a network disk attaches to one node: its task runs on one

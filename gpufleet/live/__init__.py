@@ -32,7 +32,7 @@ from gpufleet.live.probes import (
     scale_set_nics,
     topology_reader,
 )
-from gpufleet.live.replace import ReplaceError, ReplacePlan, ScaleSetPlan, replace_nodes
+from gpufleet.live.replace import ReplaceError, ReplacePreview, ScaleSetRedeploy, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
     EventSink,
@@ -81,8 +81,8 @@ __all__ = [
     "Probe",
     "ProbeError",
     "ReplaceError",
-    "ReplacePlan",
-    "ScaleSetPlan",
+    "ReplacePreview",
+    "ScaleSetRedeploy",
     "ServerError",
     "SyncReport",
     "TopologyReport",

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 from gpufleet.input import Lock, ReservationSpec
 from gpufleet.live.facts import (
     LIVE_EXTRA,
@@ -132,7 +132,7 @@ class PreflightReport:
                 "notes": list(self.notes)}
 
 
-def needs_from(plans: Iterable[FleetPlan], lock: Lock, declared: Sequence[ReservationSpec],
+def needs_from(plans: Iterable[FleetDesign], lock: Lock, declared: Sequence[ReservationSpec],
                running: Mapping[str, int], resource_groups: Mapping[str, str | None]
                ) -> list[Need]:
     """One Need per planned fleet with nodes, sized from its lock entry; ``resource_groups``:

@@ -38,12 +38,12 @@ class ReplaceError(LiveError):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplacePlan:
+class ReplacePreview:
     fleet: str
     nodes: tuple[str, ...]
     urns: tuple[str, ...]
     changes: tuple[Change, ...]  # what the preview shows
-    plan: Any = field(default=None, compare=False)  # the fleet's FleetPlan
+    plan: Any = field(default=None, compare=False)  # the fleet's FleetDesign
     max_spread: str = "any"  # the backends file's, for the topology check after `up`
 
     def lines(self) -> list[str]:
@@ -68,7 +68,7 @@ def node_names(requested: Sequence[str], fleet: str, planned: Sequence[str]) -> 
 
 
 def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
-                     requested: Sequence[str]) -> ReplacePlan:
+                     requested: Sequence[str]) -> ReplacePreview:
     """The URNs of the nodes, and the preview of `pulumi up --replace` on them; refuses when
     the preview would change anything else."""
     files, lock_path, profile, catalog = stack_files(runner.config(), cwd)
@@ -95,7 +95,7 @@ def plan_replacement(runner: DeployRunner, cwd: str, fleet: str,
     events: list[object] = []
     runner.preview(events.append, replace=urns)
     changes = tuple(changes_from_events(events, "preview"))
-    shown = ReplacePlan(fleet, tuple(nodes), urns, changes, plan, spread)
+    shown = ReplacePreview(fleet, tuple(nodes), urns, changes, plan, spread)
     others = [c for c in changes if c.urn not in urns and not _follows(c, nodes)]
     not_replaced = [u for u in urns if not any(c.urn == u and c.op == "replace"
                                                for c in changes)]
@@ -133,7 +133,7 @@ def _state(runner: DeployRunner) -> tuple[Any, dict[str, str]]:
 
 
 @dataclass(frozen=True, slots=True)
-class ScaleSetPlan:
+class ScaleSetRedeploy:
     """Instances of a fleet's scale set to redeploy onto new hosts."""
 
     fleet: str
@@ -150,7 +150,7 @@ class ScaleSetPlan:
 
 
 def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
-                   api: ScaleSetApi, backend: str) -> ScaleSetPlan:
+                   api: ScaleSetApi, backend: str) -> ScaleSetRedeploy:
     """The scale set (from the stack's state) and the instances NODE... name: an instance id,
     the instance's name (`VMSS_3`) or its computer name (as `hostname` shows)."""
     state, owners = _state(runner)
@@ -181,8 +181,8 @@ def scale_set_plan(runner: DeployRunner, fleet: str, requested: Sequence[str],
                                f"instances: {', '.join(known) or 'none'}")
         if names[item] not in chosen:
             chosen.append(names[item])
-    return ScaleSetPlan(fleet, vmss_id, tuple(n for _, n in chosen),
-                        tuple(i for i, _ in chosen), api.kind)
+    return ScaleSetRedeploy(fleet, vmss_id, tuple(n for _, n in chosen),
+                            tuple(i for i, _ in chosen), api.kind)
 
 
 def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequence[str],
@@ -190,12 +190,12 @@ def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequenc
                   dry_run: bool = False,
                   scale_sets: Callable[[str], ScaleSetApi] | None = None,
                   topology: Callable[[str], TopologyReader] | None = None
-                  ) -> ReplacePlan | ScaleSetPlan:
+                  ) -> ReplacePreview | ScaleSetRedeploy:
     """``scale_sets`` opens the scale-set API of a backend for a scale-set fleet (credentials
     are read only then); ``topology`` its topology reader: the replaced nodes' positions
     before (shown with --dry-run too) and after, judged against the fleet's max_spread."""
     try:
-        shown: ReplacePlan | ScaleSetPlan = plan_replacement(runner, cwd, fleet, requested)
+        shown: ReplacePreview | ScaleSetRedeploy = plan_replacement(runner, cwd, fleet, requested)
     except _ScaleSet as vmss:
         if scale_sets is None:
             raise ReplaceError(f"fleet {fleet} is a scale set on {vmss.backend} ({vmss}): its "
@@ -217,7 +217,7 @@ def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequenc
             raise ReplaceError(f"the {shown.kind}'s redeploy ended {status}: "
                                f"{api.inspect_hint(shown.vmss_id)}") from None
         return shown
-    assert isinstance(shown, ReplacePlan)
+    assert isinstance(shown, ReplacePreview)
     before = _topology(runner, shown, topology) if topology is not None else None
     for line in shown.lines() + (_where(before, shown.nodes, "now") if before else []):
         echo(line)
@@ -233,7 +233,7 @@ def replace_nodes(runner: DeployRunner, cwd: str, fleet: str, requested: Sequenc
     return shown
 
 
-def _topology(runner: DeployRunner, shown: ReplacePlan,
+def _topology(runner: DeployRunner, shown: ReplacePreview,
               readers: Callable[[str], TopologyReader]) -> FleetTopology | None:
     """The fleet's topology as the stack's state holds it now (None: no node deployed)."""
     state, _ = _state(runner)
@@ -249,7 +249,7 @@ def _where(topo: FleetTopology, nodes: Sequence[str], when: str) -> list[str]:
 
 
 def _on_the_spine(after: FleetTopology | None, before: FleetTopology | None,
-                  shown: ReplacePlan, echo: Callable[[str], None]) -> None:
+                  shown: ReplacePreview, echo: Callable[[str], None]) -> None:
     """The replacements' new positions against max_spread: a ReplaceError (exit 1) naming
     the old and new positions of a node that landed further away."""
     if after is None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.backends import all_backends, traits_of
-from gpufleet.compile import PLANNERS, FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.compile import PLANNERS, FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
@@ -144,7 +144,7 @@ class _Biller:
         return Bill(owner, kind, tuple(self.items), tuple(self.unpriced))
 
 
-def fleet_bill(f: FleetPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
+def fleet_bill(f: FleetDesign, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
     b = _Biller(prices, catalog)
     spot = "spot" if f.spot else "on-demand"
     if f.nodes and not f.price_known:
@@ -197,7 +197,7 @@ def _machine(backend: str, role: str) -> Machine:
     return machine
 
 
-def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
+def gateway_bill(g: GatewayDesign, prices: PriceTable, catalog: Catalog | None = None) -> Bill:
     """What the gateway costs once dstack runs it: dstack's instances, their disks and
     addresses and its load balancer (created at `dstack apply`, billed to the same account),
     and what the stack builds for it (a NAT, a zone, addresses kept from gpufleet's own
@@ -226,7 +226,7 @@ def gateway_bill(g: GatewayPlan, prices: PriceTable, catalog: Catalog | None = N
     return b.bill(g.name, "gateway")
 
 
-def volume_bill(v: VolumePlan, prices: PriceTable) -> Bill:
+def volume_bill(v: VolumeDesign, prices: PriceTable) -> Bill:
     """A volume the stack creates: its disk (an existing one is not the stack's to bill)."""
     b = _Biller(prices, None)
     if v.created and v.size_gib is not None:
@@ -237,20 +237,20 @@ def volume_bill(v: VolumePlan, prices: PriceTable) -> Bill:
     return b.bill(v.name, "volume")
 
 
-def overhead_rates(plan: FleetPlan | GatewayPlan, prices: PriceTable,
+def overhead_rates(plan: FleetDesign | GatewayDesign, prices: PriceTable,
                    catalog: Catalog | None = None) -> tuple[float, float]:
     """(fixed, per node) USD/h beside the instances: what a fleet runs whatever its node count
     (bastion, NAT, addresses), and what each node adds (its disk, its address, its NAT
     share). A gateway's whole bill is fixed."""
-    if isinstance(plan, GatewayPlan):
+    if isinstance(plan, GatewayDesign):
         return gateway_bill(plan, prices, catalog).total, 0.0
     none = fleet_bill(dataclasses.replace(plan, nodes=0), prices, catalog).overhead
     one = fleet_bill(dataclasses.replace(plan, nodes=1), prices, catalog).overhead
     return none, max(0.0, one - none)
 
 
-def bills(fleets: Sequence[FleetPlan], gateways: Sequence[GatewayPlan], prices: PriceTable,
-          catalog: Catalog | None = None, volumes: Sequence[VolumePlan] = ()
+def bills(fleets: Sequence[FleetDesign], gateways: Sequence[GatewayDesign], prices: PriceTable,
+          catalog: Catalog | None = None, volumes: Sequence[VolumeDesign] = ()
           ) -> dict[str, Bill]:
     """Every bill by owner: fleets and gateways by name, volumes as `volume:NAME` (their
     names are a namespace of their own)."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.compile import FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.input import Lock
 from gpufleet.offers import HOURS_PER_MONTH, Catalog, load_prices
 from gpufleet.review.bill import fleet_bill, gateway_bill, overhead_rates, volume_bill
@@ -67,10 +67,10 @@ def _price(value: float | None) -> float:
     return 0.0 if value is None or math.isnan(value) else float(value)
 
 
-def fleet_costs(plans: Sequence[FleetPlan], lock: Lock | None,
+def fleet_costs(plans: Sequence[FleetDesign], lock: Lock | None,
                 running: Mapping[str, int] | None = None,
-                gateways: Sequence[GatewayPlan] = (),
-                catalog: Catalog | None = None, volumes: Sequence[VolumePlan] = ()) -> Costs:
+                gateways: Sequence[GatewayDesign] = (),
+                catalog: Catalog | None = None, volumes: Sequence[VolumeDesign] = ()) -> Costs:
     """Each fleet's and gateway's whole bill per hour, before and after (nodes and what runs
     beside them: bastion, NAT, addresses, disks, load balancer, DNS zone).
 

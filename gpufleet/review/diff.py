@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends import all_backends, node_types
-from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetPlan, GatewayPlan, input_digest
+from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetDesign, GatewayDesign, input_digest
 from gpufleet.review.bill import billed_as
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
@@ -65,9 +65,9 @@ def choose_skips(compiled: Compiled, state: State, full: bool) -> Skips:
     recorded = state_digests(state)
     names: set[str] = set()
     reasons: list[str] = []
-    items: list[FleetPlan | GatewayPlan] = [*compiled.plans, *compiled.gateways]
+    items: list[FleetDesign | GatewayDesign] = [*compiled.plans, *compiled.gateways]
     for p in items:
-        kind = "fleet" if isinstance(p, FleetPlan) else "gateway"
+        kind = "fleet" if isinstance(p, FleetDesign) else "gateway"
         old = recorded.get(p.name)
         if full:
             reasons.append(f"{kind} {p.name}: run (--full)")

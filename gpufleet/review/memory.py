@@ -9,7 +9,7 @@ import resource
 from collections.abc import Sequence
 
 from gpufleet.codes import C022
-from gpufleet.compile import FleetPlan
+from gpufleet.compile import FleetDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs
 
@@ -24,7 +24,7 @@ PER_NODE_MB = 0.04
 MAPPED_HEADROOM_MB = 768.0
 
 
-def needed_mb(plans: Sequence[FleetPlan]) -> float:
+def needed_mb(plans: Sequence[FleetDesign]) -> float:
     return BASE_MB + PER_NODE_MB * sum(p.nodes for p in plans)
 
 
@@ -53,7 +53,7 @@ def _proc_kb(path: str, key: str) -> float:
     return 0.0
 
 
-def memory_refusal(plans: Sequence[FleetPlan], inputs: Inputs,
+def memory_refusal(plans: Sequence[FleetDesign], inputs: Inputs,
                    available: float | None) -> list[Diagnostic]:
     """An error at the largest fleet's `nodes` when the run would not fit ``available``."""
     if available is None or not plans:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.compile import Compiled, FleetPlan, GatewayPlan, VolumePlan
+from gpufleet.compile import Compiled, FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, SshFleetSpec, Validated
 from gpufleet.offers import Catalog, LockStatus, PriceTable, load_prices
@@ -24,11 +24,11 @@ from gpufleet.review.policy import Violation
 class PlanReport:
     stack: str
     catalog: str
-    fleets: tuple[FleetPlan, ...]
+    fleets: tuple[FleetDesign, ...]
     resources: tuple[Mapping[str, Any], ...]
     lookups: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     exports: Mapping[str, Any] = field(default_factory=dict)
-    gateways: tuple[GatewayPlan, ...] = ()
+    gateways: tuple[GatewayDesign, ...] = ()
     fleet_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     gateway_locks: Mapping[str, LockStatus] = field(default_factory=dict)
     lock_file: str = ""  # the lock in use ("" when none was read)
@@ -39,7 +39,7 @@ class PlanReport:
     bills: Mapping[str, Bill] = field(default_factory=dict)
     prices: PriceTable | None = None
     diagnostics: tuple[Diagnostic, ...] = ()  # the warnings of the run, for every format
-    volumes: tuple[VolumePlan, ...] = ()  # dstack volume files: disks created or handed over
+    volumes: tuple[VolumeDesign, ...] = ()  # dstack volume files: disks created or handed over
 
     @property
     def nodes_per_hour(self) -> float:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from gpufleet.backends import traits_of
 from gpufleet.compile import (
-    FleetPlan,
+    FleetDesign,
     host_families,
 )
 
 
-def access_text(f: FleetPlan) -> str | None:
+def access_text(f: FleetDesign) -> str | None:
     a = f.access
     if a is None:
         return None
@@ -39,7 +39,7 @@ def access_text(f: FleetPlan) -> str | None:
     return f"{way}; user {a.user}, {key}"
 
 
-def host_setup_text(f: FleetPlan) -> str:
+def host_setup_text(f: FleetDesign) -> str:
     """The boot script that readies the nodes for dstack's SSH fleets, or its absence."""
     h = f.host_setup
     if h is None:
@@ -50,7 +50,7 @@ def host_setup_text(f: FleetPlan) -> str:
             + f", passwordless sudo for {h.user}")
 
 
-def reservation_text(f: FleetPlan) -> str:
+def reservation_text(f: FleetDesign) -> str:
     """What the nodes of a fleet with `reservation` are built to consume."""
     market = getattr(f.options, "market", None)
     use = traits_of(f.backend).reservation_use

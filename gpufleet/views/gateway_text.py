@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import GatewayPlan, SubnetPlan
+from gpufleet.compile import GatewayDesign, SubnetDesign
 
 
-def next_steps(g: GatewayPlan, stack: str) -> str:
+def next_steps(g: GatewayDesign, stack: str) -> str:
     """What makes a pending record point at dstack's gateway, in order."""
     return (f"after `pulumi up`: `gpufleet export dstack --stack {stack}` (the server config "
             f"names this network for project {g.project}), `dstack apply --project "
@@ -18,12 +18,12 @@ def next_steps(g: GatewayPlan, stack: str) -> str:
             f"{stack}`, then `pulumi up` again")
 
 
-def _subnet(s: SubnetPlan) -> dict[str, Any]:
+def _subnet(s: SubnetDesign) -> dict[str, Any]:
     kind = "proxy-only" if s.purpose else "public" if s.public else None
     return {"name": s.name, "cidr": s.cidr, "kind": kind}
 
 
-def gateway_summary(g: GatewayPlan, stack: str = "dev") -> dict[str, Any]:
+def gateway_summary(g: GatewayDesign, stack: str = "dev") -> dict[str, Any]:
     rec = g.record
     return {
         "name": g.name, "file": g.file, "backend": g.backend, "region": g.region,
@@ -42,7 +42,7 @@ def gateway_summary(g: GatewayPlan, stack: str = "dev") -> dict[str, Any]:
     }
 
 
-def tls_text(g: GatewayPlan) -> str:
+def tls_text(g: GatewayDesign) -> str:
     if not g.load_balancer:
         return g.certificate or "none at the gateway"
     where = "dstack's " + traits_of(g.backend).load_balancer_title.format(
@@ -52,7 +52,7 @@ def tls_text(g: GatewayPlan) -> str:
     return f"{g.certificate} on {where}" if g.certificate else f"none: plain HTTP on {where}"
 
 
-def _network_text(g: GatewayPlan) -> str:
+def _network_text(g: GatewayDesign) -> str:
     subnets = ", ".join(f"{s.name} {s.cidr}" + (f" ({kind})" if (kind := _subnet(s)["kind"])
                                                  else "") for s in g.network.subnets)
     if g.shared:
@@ -63,7 +63,7 @@ def _network_text(g: GatewayPlan) -> str:
     return f"{g.network.name} {g.network.cidr} (its own, project {g.project}): {subnets}{nat}"
 
 
-def gateway_lines(g: GatewayPlan, lock: str | None, cost: str | None,
+def gateway_lines(g: GatewayDesign, lock: str | None, cost: str | None,
                   stack: str = "dev") -> list[str]:
     s = gateway_summary(g, stack)
     lines = [f"gateway {g.name} ({g.file})",
@@ -92,7 +92,7 @@ def gateway_lines(g: GatewayPlan, lock: str | None, cost: str | None,
     return lines
 
 
-def _zone_text(g: GatewayPlan, zone: str) -> str:
+def _zone_text(g: GatewayDesign, zone: str) -> str:
     walk = traits_of(g.backend).zone_walk_text
     if walk:
         return walk.format(zone=zone)

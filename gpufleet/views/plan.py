@@ -16,8 +16,8 @@ from typing import Any
 from gpufleet.backends import traits_of
 from gpufleet.compile import (
     ANY_SUBNET,
-    FleetPlan,
-    GatewayPlan,
+    FleetDesign,
+    GatewayDesign,
     needs_stack_key,
     plan_to_json,
 )
@@ -35,7 +35,7 @@ NOTE = ("offline plan: the real stack program run under the Pulumi SDK's mock mo
         "cloud calls, ids and computed values are placeholders")
 
 
-def fleet_summary(f: FleetPlan) -> dict[str, Any]:
+def fleet_summary(f: FleetDesign) -> dict[str, Any]:
     nic_types = Counter(n.nic_type for n in f.nics)
     return {
         "name": f.name, "file": f.file, "backend": f.backend, "region": f.region,
@@ -78,7 +78,7 @@ def lock_summary(st: LockStatus | None) -> dict[str, Any] | None:
                 "instance_type": prev.instance_type, "spot": prev.spot, "price": prev.price}}
 
 
-def lock_text(st: LockStatus | None, p: FleetPlan | GatewayPlan | None = None) -> str | None:
+def lock_text(st: LockStatus | None, p: FleetDesign | GatewayDesign | None = None) -> str | None:
     if st is None or st.status == "unlocked":
         return None
     if st.is_new_offer and p is not None and st.previous is not None \
@@ -173,7 +173,7 @@ def _money(v: float) -> str:
     return f"${v:,.2f}"
 
 
-def _fleet_lines(f: FleetPlan, st: LockStatus | None = None, bill: Bill | None = None
+def _fleet_lines(f: FleetDesign, st: LockStatus | None = None, bill: Bill | None = None
                  ) -> list[str]:
     s = fleet_summary(f)
     where = f"{f.region}" + (f" / {f.zone}" if f.zone else "")

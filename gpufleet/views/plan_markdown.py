@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpufleet.compile import FleetPlan, GatewayPlan
+from gpufleet.compile import FleetDesign, GatewayDesign
 from gpufleet.diagnostics import fold
 from gpufleet.offers import HOURS_PER_MONTH
 from gpufleet.review import PlanReport
@@ -40,7 +40,7 @@ def _mermaid_id(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)
 
 
-def mermaid(fleets: Sequence[FleetPlan], max_nodes: int = 3) -> list[str]:
+def mermaid(fleets: Sequence[FleetDesign], max_nodes: int = 3) -> list[str]:
     out = ["```mermaid", "flowchart LR"]
     for f in fleets:
         fid = _mermaid_id(f.name)
@@ -119,7 +119,7 @@ def _policy_markdown(report: PlanReport) -> list[str]:
 
 
 def _new_offers_markdown(report: PlanReport) -> list[str]:
-    planned: dict[str, FleetPlan | GatewayPlan] = {p.name: p for p in report.fleets}
+    planned: dict[str, FleetDesign | GatewayDesign] = {p.name: p for p in report.fleets}
     planned.update({g.name: g for g in report.gateways})
     moved = [(n, st) for n, st in sorted({**report.fleet_locks, **report.gateway_locks}.items())
              if st.is_new_offer]

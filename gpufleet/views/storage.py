@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from gpufleet.backends import traits_of
-from gpufleet.compile import FilesystemPlan, VolumePlan, filesystem_services
+from gpufleet.compile import FilesystemDesign, VolumeDesign, filesystem_services
 from gpufleet.offers import HOURS_PER_MONTH
 from gpufleet.review import Bill
 from gpufleet.views.bill import cost_line
 
 
-def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
+def filesystem_text(fs: FilesystemDesign, bill: Bill | None) -> str:
     """A shared filesystem: service, capacity, throughput, where, who reaches it, its cost."""
     size = f"{fs.capacity_gib:,} GiB" if fs.capacity_gib else "elastic size"
     speed = f" x {fs.throughput} MB/s/TiB = {fs.throughput_mbps:,} MB/s" \
@@ -45,7 +45,7 @@ def filesystem_text(fs: FilesystemPlan, bill: Bill | None) -> str:
             f"{reach}; protected from deletion; {cost}")
 
 
-def volume_lines(v: VolumePlan, bill: Bill | None) -> list[str]:
+def volume_lines(v: VolumeDesign, bill: Bill | None) -> list[str]:
     """A dstack volume: the disk the stack creates, or the existing one it hands over."""
     where = f"{v.backend} {v.zone or v.region}"
     if not v.created:

@@ -28,17 +28,17 @@ from gpufleet.backends.aws import TRAITS
 from gpufleet.codes import C001, C002, C005
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, usable_hosts
-from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import (
+from gpufleet.compile.design import (
     FirewallRule,
-    FleetPlan,
-    GatewayPlan,
-    NetworkPlan,
-    NicPlan,
-    PlacementPlan,
-    SubnetPlan,
+    FleetDesign,
+    GatewayDesign,
+    NetworkDesign,
+    NicDesign,
+    PlacementDesign,
+    SubnetDesign,
     options_of,
 )
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.seam import (
     Planned,
     access_method,
@@ -143,8 +143,8 @@ class AwsBackend:
         way_in, more = access_plan(fleet, "aws", method, access, config, bastion_subnet,
                                    offer.region)
         diags += more
-        nics = tuple(NicPlan("main", node_subnet, kind, card, device,
-                             public_ip=public and card == 0 and device == 0)
+        nics = tuple(NicDesign("main", node_subnet, kind, card, device,
+                               public_ip=public and card == 0 and device == 0)
                      for card, device, kind in layout)
         cfg = config.settings if config is not None else {}
         images = cfg.get("os_images") or {}
@@ -152,15 +152,15 @@ class AwsBackend:
             DEFAULT_AMI if offer.gpu_count else DEFAULT_CPU_AMI)
         market = "capacity-block" if block_kind else "spot" if offer.spot else None
         tags = merged_tags(fleet, config)
-        plan = FleetPlan(
+        plan = FleetDesign(
             **common_fields(fleet, offer, None) | {"rdma": "efa" if efa else "none",
                                                     "rdma_interfaces": efa},
             zone=offer.zone, networks=(network,),
             nics=nics, disk_type="gp3",
             image=f"{ami.get('owner', 'amazon')}/{ami.get('name', '')}", public_ip=public,
-            placement=PlacementPlan(naming.child(fleet.name, "placement"), "cluster",
-                                    existing=reservation.placement_group
-                                    if reservation is not None else None)
+            placement=PlacementDesign(naming.child(fleet.name, "placement"), "cluster",
+                                      existing=reservation.placement_group
+                                      if reservation is not None else None)
             if fleet.is_cluster else None,
             reservation=fleet.reservation, labels=tags,
             host_setup=host_setup_plan("aws", cfg, bool(offer.gpu_count), not images.get(
@@ -200,35 +200,35 @@ class AwsBackend:
         return diags
 
     def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-                config: BackendConfig | None, public: bool, method: str) -> NetworkPlan:
+                config: BackendConfig | None, public: bool, method: str) -> NetworkDesign:
         name = fleet.name
         cfg = config.settings if config is not None else {}
         existing = (cfg.get("vpc_ids") or {}).get(offer.region) or cfg.get("vpc_name")
         if existing is None and cfg.get("default_vpcs") is True:
             existing = "default"
         ranges = pack(block, [("nodes", NODE_PREFIX), ("public", PUBLIC_PREFIX)])
-        subnets = [SubnetPlan(naming.child(name, "subnet"), str(ranges["nodes"]), offer.region,
-                              offer.zone, public=public,
-                              existing="lookup" if existing else None)]
+        subnets = [SubnetDesign(naming.child(name, "subnet"), str(ranges["nodes"]), offer.region,
+                                offer.zone, public=public,
+                                existing="lookup" if existing else None)]
         if not public and not existing:
             # The NAT gateway lives in a small public subnet of the same AZ.
-            subnets.append(SubnetPlan(naming.child(name, "public"), str(ranges["public"]),
-                                      offer.region, offer.zone, public=True))
+            subnets.append(SubnetDesign(naming.child(name, "public"), str(ranges["public"]),
+                                        offer.region, offer.zone, public=True))
         rules = (FirewallRule(naming.child(name, "self"), "all traffic within the fleet's "
                               "security group (EFA needs it both ways)", "all", from_self=True),
                  *node_ssh_rules(name, config, method))
-        return NetworkPlan("main", naming.child(name, "vpc"), tuple(subnets),
-                           cidr=None if existing else str(block), existing=existing,
-                           firewall=rules, nat=not public and not existing)
+        return NetworkDesign("main", naming.child(name, "vpc"), tuple(subnets),
+                             cidr=None if existing else str(block), existing=existing,
+                             firewall=rules, nat=not public and not existing)
 
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         """Multi-NIC nodes get an Elastic IP each."""
         return options_of(plan, AwsOptions).eip_per_node
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetPlan | None, synced: SyncedGateway | None
-                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+                     host: FleetDesign | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's instances in a public subnet of the VPC its backend config
         names (a private gateway: a subnet whose default route goes to a NAT gateway), and
         its load balancer in one such subnet per AZ, refusing fewer than two AZs (dstack
@@ -239,13 +239,13 @@ class AwsBackend:
         diags: list[Diagnostic] = []
         dns = gateway.record(gw, diags, synced)
         r = gateway.ranges(block)
-        subnets = [SubnetPlan(naming.child(gw.name, "subnet", i), str(r[k]), gw.region,
-                              public=gw.public_ip, zone_index=i)
+        subnets = [SubnetDesign(naming.child(gw.name, "subnet", i), str(r[k]), gw.region,
+                                public=gw.public_ip, zone_index=i)
                    for i, k in enumerate(("a", "b"))]
         nat = False
         if not gw.public_ip and host is None:  # a NAT gateway of its own, in a public subnet
-            subnets.append(SubnetPlan(naming.child(gw.name, "public"), str(r["nat"]),
-                                      gw.region, public=True, zone_index=0))
+            subnets.append(SubnetDesign(naming.child(gw.name, "public"), str(r["nat"]),
+                                        gw.region, public=True, zone_index=0))
             nat = True
         elif not gw.public_ip and host is not None and not host.network("main").nat:
             diags.append(gateway.no_nat(gw, host))

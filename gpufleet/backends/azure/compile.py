@@ -15,16 +15,16 @@ from gpufleet.backends.azure import TRAITS
 from gpufleet.codes import C006, C008, C014, G010
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack
-from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import (
-    FleetPlan,
-    GatewayPlan,
-    NetworkPlan,
-    NicPlan,
+from gpufleet.compile.design import (
+    FleetDesign,
+    GatewayDesign,
+    NetworkDesign,
+    NicDesign,
+    PlacementDesign,
     PlacementOptions,
-    PlacementPlan,
-    SubnetPlan,
+    SubnetDesign,
 )
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.seam import (
     Planned,
     access_method,
@@ -85,14 +85,14 @@ class AzureBackend:
                                    network.subnets[0].name, offer.region)
         diags += more
         scale_set = fleet.is_cluster and offer.rdma == "infiniband"
-        plan = FleetPlan(
+        plan = FleetDesign(
             **common_fields(fleet, offer, subscription), zone=None, networks=(network,),
-            nics=(NicPlan("main", network.subnets[0].name, "ETHERNET", public_ip=public),),
+            nics=(NicDesign("main", network.subnets[0].name, "ETHERNET", public_ip=public),),
             disk_type="Premium_LRS",
             image=cfg.get("image") or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public,
-            placement=PlacementPlan(naming.child(fleet.name, "vmss"), "scale-set",
-                                    PlacementOptions(single_placement_group=True))
+            placement=PlacementDesign(naming.child(fleet.name, "vmss"), "scale-set",
+                                      PlacementOptions(single_placement_group=True))
             if scale_set else None,
             # a capacity reservation group's id, declared in the backends file (F011 refuses
             # an undeclared one: dstack's azure backend takes none)
@@ -138,29 +138,29 @@ class AzureBackend:
         return diags
 
     def network(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-                config: BackendConfig | None, method: str) -> NetworkPlan:
+                config: BackendConfig | None, method: str) -> NetworkDesign:
         name = fleet.name
         cfg = config.settings if config is not None else {}
         existing_subnet = (cfg.get("subnet_ids") or {}).get(offer.region)
         existing_vnet = (cfg.get("vpc_ids") or {}).get(offer.region)
         nodes = pack(block, [("nodes", NODE_PREFIX)])["nodes"]
-        subnet = SubnetPlan(naming.child(name, "subnet"), str(nodes), offer.region,
-                            existing=existing_subnet or ("lookup" if existing_vnet else None))
+        subnet = SubnetDesign(naming.child(name, "subnet"), str(nodes), offer.region,
+                              existing=existing_subnet or ("lookup" if existing_vnet else None))
         created = not (existing_vnet or existing_subnet)
-        return NetworkPlan("main", naming.child(name, "vnet"), (subnet,),
-                           cidr=str(block) if created else None,
-                           existing=existing_subnet or existing_vnet,
-                           firewall=node_ssh_rules(name, config, method),
-                           nat=created and not public_ips(config))
+        return NetworkDesign("main", naming.child(name, "vnet"), (subnet,),
+                             cidr=str(block) if created else None,
+                             existing=existing_subnet or existing_vnet,
+                             firewall=node_ssh_rules(name, config, method),
+                             nat=created and not public_ips(config))
 
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         """Plain VMs get a public IP resource each; a scale set's come with its instances."""
         return plan.placement is None or plan.placement.kind != "scale-set"
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetPlan | None, synced: SyncedGateway | None
-                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+                     host: FleetDesign | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's VM, always with a public IP and its own network security
         group, in the subnet its backend config names for the region (`subnet_ids`, or the
         network of `vpc_ids`) (dstack 0.22.5: core/backends/azure/compute.py,
@@ -175,8 +175,8 @@ class AzureBackend:
                                       f"the zone {dns.zone}", "set `dns_resource_group` for "
                                       "azure in the backends file"))
         subnets = () if host is not None else (
-            SubnetPlan(naming.child(gw.name, "subnet"), str(gateway.ranges(block)["a"]),
-                       gw.region),)
+            SubnetDesign(naming.child(gw.name, "subnet"), str(gateway.ranges(block)["a"]),
+                         gw.region),)
         # gpufleet's own gateway VMs had a static public IP each
         layout = gateway.GatewayLayout(subnets, old_addresses=gateway.old_address_names(gw))
         return gateway.build(gw, block, config, layout, dns, host, diags)

@@ -17,19 +17,19 @@ from gpufleet.backends.gcp import TRAITS, labels
 from gpufleet.codes import C001, C002, C003, C017
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, split, usable_hosts
-from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import (
+from gpufleet.compile.design import (
     ANY_SUBNET,
     OMIT_NONE,
     FirewallRule,
-    FleetPlan,
-    GatewayPlan,
-    NetworkPlan,
-    NicPlan,
+    FleetDesign,
+    GatewayDesign,
+    NetworkDesign,
+    NicDesign,
+    PlacementDesign,
     PlacementOptions,
-    PlacementPlan,
-    SubnetPlan,
+    SubnetDesign,
 )
+from gpufleet.compile.hostsetup import host_setup_plan
 from gpufleet.compile.seam import (
     Planned,
     access_method,
@@ -105,10 +105,10 @@ class GcpBackend:
         placement = None
         if fleet.is_cluster and fleet.reservation is None:
             # With a reservation GCP uses the reservation's own placement (cloud-recipes 2.6).
-            placement = PlacementPlan(naming.child(fleet.name, "placement"), "COLLOCATED",
-                                      PlacementOptions(availability_domain_count=1))
+            placement = PlacementDesign(naming.child(fleet.name, "placement"), "COLLOCATED",
+                                        PlacementOptions(availability_domain_count=1))
         itype = offer.instance_type
-        plan = FleetPlan(
+        plan = FleetDesign(
             **common_fields(fleet, offer, project), zone=zone, networks=networks, nics=nics,
             disk_type="hyperdisk-balanced" if itype.startswith(HYPERDISK_FAMILIES)
             else "pd-balanced",
@@ -168,7 +168,7 @@ class GcpBackend:
 
     def networks(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
                  config: BackendConfig | None, zone: str, project: str | None,
-                 public: bool, method: str) -> tuple[NetworkPlan, ...]:
+                 public: bool, method: str) -> tuple[NetworkDesign, ...]:
         name = fleet.name
         n_extra = extra_vpc_count(offer)
         requests = [("main", MAIN_PREFIX)]
@@ -185,18 +185,19 @@ class GcpBackend:
                               "all traffic between the fleet's own nodes", "all",
                               sources=(str(main_net),), from_self=True),
                  *node_ssh_rules(name, config, method))
-        nets = [NetworkPlan(
+        nets = [NetworkDesign(
             "main", naming.child(name, "net"),
-            (SubnetPlan(naming.child(name, "subnet"), str(main_net) if not host else "",
-                        offer.region, existing=subnet_existing or (ANY_SUBNET if host else None)),),
+            (SubnetDesign(naming.child(name, "subnet"), str(main_net) if not host else "",
+                          offer.region,
+                          existing=subnet_existing or (ANY_SUBNET if host else None)),),
             cidr=str(main_net) if not host else None, mtu=mtu, existing=cfg.get("vpc_name"),
             firewall=() if host else rules, nat=not public and not host, project=host)]
         extra_names = list(cfg.get("extra_vpcs") or [])
         for i in range(1, n_extra + 1):
             r = ranges[f"gpu-{i}"]
-            nets.append(NetworkPlan(
+            nets.append(NetworkDesign(
                 f"gpu-{i}", naming.child(name, "gpu", i),
-                (SubnetPlan(naming.child(name, "gpu-subnet", i), str(r), offer.region),),
+                (SubnetDesign(naming.child(name, "gpu-subnet", i), str(r), offer.region),),
                 cidr=str(r), mtu=MTU_ROCE if offer.rdma == "roce" else MTU_TCPX,
                 existing=extra_names[i - 1] if i <= len(extra_names) else None,
                 firewall=(FirewallRule(naming.child(name, "gpu-internal", i),
@@ -206,32 +207,32 @@ class GcpBackend:
             r = ranges["roce"]
             roce_existing = (cfg.get("roce_vpcs") or [None])[0]
             profile = f"{zone}-vpc-roce"  # the component qualifies it with the project
-            nets.append(NetworkPlan(
+            nets.append(NetworkDesign(
                 "roce", naming.child(name, "roce"),
-                tuple(SubnetPlan(naming.child(name, "roce", i), str(s), offer.region)
+                tuple(SubnetDesign(naming.child(name, "roce", i), str(s), offer.region)
                       for i, s in enumerate(split(r, ROCE_SUBNETS))),
                 cidr=str(r), mtu=MTU_ROCE, profile=profile, existing=roce_existing))
         return tuple(nets)
 
     @staticmethod
-    def nics(networks: tuple[NetworkPlan, ...], public: bool) -> tuple[NicPlan, ...]:
+    def nics(networks: tuple[NetworkDesign, ...], public: bool) -> tuple[NicDesign, ...]:
         out = []
         for net in networks:
             if net.role == "roce":
-                out += [NicPlan("roce", s.name, "MRDMA") for s in net.subnets]
+                out += [NicDesign("roce", s.name, "MRDMA") for s in net.subnets]
             else:
-                out.append(NicPlan(net.role, net.subnets[0].name, "GVNIC",
-                                   public_ip=public and net.role == "main"))
+                out.append(NicDesign(net.role, net.subnets[0].name, "GVNIC",
+                                     public_ip=public and net.role == "main"))
         return tuple(out)
 
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         """Addresses come with the instance."""
         return False
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetPlan | None, synced: SyncedGateway | None
-                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+                     host: FleetDesign | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's instances in the subnet its backend config names for the
         region (`subnetworks`, else any usable one of its VPC), opens the firewall for them
         itself, and fronts them with a regional load balancer whose proxies need the VPC's
@@ -242,16 +243,16 @@ class GcpBackend:
         diags: list[Diagnostic] = []
         dns = gateway.record(gw, diags, synced)
         r = gateway.ranges(block)
-        subnets: list[SubnetPlan] = []
+        subnets: list[SubnetDesign] = []
         if host is None:
-            subnets.append(SubnetPlan(naming.child(gw.name, "subnet"), str(r["a"]), gw.region))
+            subnets.append(SubnetDesign(naming.child(gw.name, "subnet"), str(r["a"]), gw.region))
         elif not gw.public_ip and not host.network("main").nat:
             diags.append(gateway.no_nat(gw, host))
         if gw.behind_load_balancer:
             # one per network and region (cloud.google.com/load-balancing/docs/proxy-only-
             # subnets); /24 is within its /26../23
-            subnets.append(SubnetPlan(naming.child(gw.name, "proxy"), str(r["c"]), gw.region,
-                                      purpose=PROXY_PURPOSE))
+            subnets.append(SubnetDesign(naming.child(gw.name, "proxy"), str(r["c"]), gw.region,
+                                        purpose=PROXY_PURPOSE))
         # gpufleet's own gateway VMs (or their load balancer) had static external addresses
         old = gateway.old_address_names(gw) if gw.public_ip else ()
         layout = gateway.GatewayLayout(tuple(subnets), not gw.public_ip and host is None, old)

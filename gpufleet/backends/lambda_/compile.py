@@ -16,8 +16,8 @@ from gpufleet.backends.lambda_ import TRAITS
 from gpufleet.backends.lambda_.names import tag_problems
 from gpufleet.codes import C027, C028
 from gpufleet.compile import naming
+from gpufleet.compile.design import FirewallRule, FleetDesign, GatewayDesign
 from gpufleet.compile.hostsetup import host_setup_plan
-from gpufleet.compile.plan import FirewallRule, FleetPlan, GatewayPlan
 from gpufleet.compile.seam import (
     Planned,
     access_method,
@@ -77,7 +77,7 @@ class LambdaBackend:
             return Planned(None, (*diags, *(fleet.origin.at(
                 "tags", C028, f"fleet '{fleet.name}': {p}", "rename the tag keys so that "
                 "each is distinct and two characters or more") for p in bad)))
-        plan = FleetPlan(
+        plan = FleetDesign(
             **common_fields(fleet, offer, None), zone=None, networks=(), nics=(),
             disk_type="local", image=image or "lambda-stack", public_ip=True,
             labels=labels,
@@ -99,13 +99,13 @@ class LambdaBackend:
                                 "(one launch per 12 seconds, Lambda's limit)",
                                 "split the fleet")]
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         """An instance's public address comes with it, priced in the instance's price."""
         return False
 
     def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetPlan | None, synced: SyncedGateway | None
-                     ) -> tuple[GatewayPlan | None, list[Diagnostic]]:
+                     host: FleetDesign | None, synced: SyncedGateway | None
+                     ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """Never reached: validate refuses a gateway on a backend without gateways."""
         raise ValueError(f"gateway '{gw.name}': {TRAITS.why_not(Feature.GATEWAYS)}")
 

@@ -7,7 +7,7 @@ from ipaddress import IPv4Network
 from typing import Any
 
 from gpufleet.compile import naming
-from gpufleet.compile.plan import FleetPlan
+from gpufleet.compile.design import FleetDesign
 from gpufleet.compile.seam import Planned, access_method, access_plan, common_fields
 from toycloud import TRAITS
 
@@ -28,13 +28,13 @@ class ToyPlanner:
         method = access_method(self.name, True, access)
         way_in, diags = access_plan(fleet, self.name, method, access, config, "", offer.region)
         cidrs = tuple(config.ssh_cidrs) if config is not None else ()
-        plan = FleetPlan(**common_fields(fleet, offer, None), zone=None, networks=(), nics=(),
-                         disk_type="local", image="toy-os", public_ip=True, labels={},
-                         host_setup=None, access=way_in,
-                         options=ToyOptions(naming.child(fleet.name, "firewall"), cidrs))
+        plan = FleetDesign(**common_fields(fleet, offer, None), zone=None, networks=(), nics=(),
+                           disk_type="local", image="toy-os", public_ip=True, labels={},
+                           host_setup=None, access=way_in,
+                           options=ToyOptions(naming.child(fleet.name, "firewall"), cidrs))
         return Planned(plan, tuple(diags))
 
-    def billed_addresses(self, plan: FleetPlan) -> bool:
+    def billed_addresses(self, plan: FleetDesign) -> bool:
         return False
 
     def plan_gateway(self, gw: Any, block: Any, config: Any, host: Any, synced: Any) -> Any:

@@ -1,5 +1,5 @@
 """Frozen dataclasses for a resolved plan: what the components create, decided up front. Pure.
-Components receive a finished ``FleetPlan`` and make no decisions of their own."""
+Components receive a finished ``FleetDesign`` and make no decisions of their own."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gpufleet.input import EMPTY_MAP
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderPlan:
+class ProviderDesign:
     """One explicit Pulumi provider: backend + account/project/subscription + region."""
 
     backend: str
@@ -27,13 +27,13 @@ class ProviderPlan:
 OMIT_NONE: Mapping[str, bool] = MappingProxyType({"omit_none": True})
 
 
-# SubnetPlan.existing of a Shared VPC subnet the backends file does not name: the network's
+# SubnetDesign.existing of a Shared VPC subnet the backends file does not name: the network's
 # subnet in the region (the first by name), looked up in the host project at `pulumi up`.
 ANY_SUBNET = "*"
 
 
 @dataclass(frozen=True, slots=True)
-class SubnetPlan:
+class SubnetDesign:
     name: str
     cidr: str
     region: str
@@ -59,10 +59,10 @@ class FirewallRule:
 
 
 @dataclass(frozen=True, slots=True)
-class NetworkPlan:
+class NetworkDesign:
     role: str  # "main", "gpu-1".., "roce"
     name: str
-    subnets: tuple[SubnetPlan, ...]
+    subnets: tuple[SubnetDesign, ...]
     cidr: str | None = None  # the range the network's subnets come from
     mtu: int | None = None
     profile: str | None = None  # GCP network profile (RoCE)
@@ -78,9 +78,9 @@ class NetworkPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class NicPlan:
-    network: str  # NetworkPlan.role
-    subnet: str  # SubnetPlan.name
+class NicDesign:
+    network: str  # NetworkDesign.role
+    subnet: str  # SubnetDesign.name
     nic_type: str  # GVNIC, MRDMA, ENA, efa, efa-only, interface, ETHERNET
     card: int = 0
     device: int = 0
@@ -96,7 +96,7 @@ class PlacementOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class PlacementPlan:
+class PlacementDesign:
     name: str
     kind: str  # "COLLOCATED" (gcp), "cluster" (aws), "scale-set" (azure)
     options: PlacementOptions = PlacementOptions()
@@ -106,7 +106,7 @@ class PlacementPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class ServerPlan:
+class ServerDesign:
     """The dstack server on a fleet's bastion (the backends file's `control_plane`)."""
 
     port: int
@@ -116,7 +116,7 @@ class ServerPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class BastionPlan:
+class BastionDesign:
     """One small jump host per fleet network: a static public address, SSH from `ssh_cidrs`."""
 
     name: str
@@ -124,13 +124,13 @@ class BastionPlan:
     image: str
     address_name: str
     firewall: FirewallRule  # SSH to the bastion, from ssh_cidrs
-    subnet: str  # SubnetPlan.name it lives in
+    subnet: str  # SubnetDesign.name it lives in
     private_ip: str | None = None  # azure: a fixed address the node NSG admits
-    server: ServerPlan | None = field(default=None, metadata=OMIT_NONE)  # control_plane
+    server: ServerDesign | None = field(default=None, metadata=OMIT_NONE)  # control_plane
 
 
 @dataclass(frozen=True, slots=True)
-class AccessPlan:
+class AccessDesign:
     """How people and dstack reach a fleet's nodes."""
 
     user: str
@@ -139,7 +139,7 @@ class AccessPlan:
     key_name: str | None = None  # aws: an existing key pair
     key_pair: str | None = None  # aws: the per-region key pair resource gpufleet creates
     os_login: bool = False  # gcp: OS Login instead of ssh-keys metadata
-    bastion: BastionPlan | None = None
+    bastion: BastionDesign | None = None
 
     @property
     def needs_key(self) -> bool:
@@ -151,7 +151,7 @@ OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True, slots=True)
-class HostSetupPlan:
+class HostSetupDesign:
     """The boot script that readies a fleet's nodes for dstack (compile/hostsetup.py)."""
 
     family: str  # the image family it is rendered for
@@ -161,7 +161,7 @@ class HostSetupPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class FilesystemPlan:
+class FilesystemDesign:
     """A shared filesystem (the backends file's `filesystems:`), built with the cloud's managed
     service in its fleet's network and mounted by every node of the fleet at boot."""
 
@@ -197,11 +197,11 @@ class FilesystemPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class FleetPlan:
+class FleetDesign:
     name: str
     file: str
     backend: str
-    provider: ProviderPlan
+    provider: ProviderDesign
     region: str
     zone: str | None
     instance_type: str
@@ -212,14 +212,14 @@ class FleetPlan:
     spot: bool
     price_per_hour: float  # per node
     max_price: float | None
-    networks: tuple[NetworkPlan, ...]
-    nics: tuple[NicPlan, ...]  # per-node NIC layout, the same on every node
+    networks: tuple[NetworkDesign, ...]
+    nics: tuple[NicDesign, ...]  # per-node NIC layout, the same on every node
     node_names: tuple[str, ...]
     disk_gib: int
     disk_type: str
     image: str
     public_ip: bool
-    placement: PlacementPlan | None = None
+    placement: PlacementDesign | None = None
     reservation: str | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     previous_names: tuple[str, ...] = ()
@@ -228,14 +228,14 @@ class FleetPlan:
     # what only its backend's components read (a frozen dataclass of the backend's planner:
     # AwsOptions, ...; options_of checks the kind)
     options: object | None = None
-    access: AccessPlan | None = None
+    access: AccessDesign | None = None
     # the declared reservation the nodes use ("capacity-block cr-0ab.., 4 in us-east-1a, ...")
     reservation_declared: str | None = field(default=None, metadata=OMIT_NONE)
     # the backends file's dstack `creds`, by reference: no secret value (export writes it)
     dstack_creds: Mapping[str, str] | None = field(default=None, metadata=OMIT_NONE)
-    host_setup: HostSetupPlan | None = field(default=None, metadata=OMIT_NONE)  # None: none
+    host_setup: HostSetupDesign | None = field(default=None, metadata=OMIT_NONE)  # None: none
     # the shared filesystems this fleet's nodes mount (built in its network)
-    filesystems: tuple[FilesystemPlan, ...] = field(default=(), metadata=OMIT_NONE)
+    filesystems: tuple[FilesystemDesign, ...] = field(default=(), metadata=OMIT_NONE)
 
     @property
     def price_known(self) -> bool:
@@ -247,18 +247,18 @@ class FleetPlan:
         """The nodes' cost per hour; 0 when the price is not known (the bill says so)."""
         return self.nodes * self.price_per_hour if self.price_known else 0.0
 
-    def network(self, role: str) -> NetworkPlan:
+    def network(self, role: str) -> NetworkDesign:
         return next(n for n in self.networks if n.role == role)
 
 
 @dataclass(frozen=True, slots=True)
-class VolumePlan:
+class VolumeDesign:
     """A dstack volume: a disk the stack creates (``volume_id`` None), or an existing one."""
 
     name: str
     file: str
     backend: str
-    provider: ProviderPlan
+    provider: ProviderDesign
     region: str
     zone: str | None
     size_gib: int | None
@@ -273,7 +273,7 @@ class VolumePlan:
 
 
 @dataclass(frozen=True, slots=True)
-class DnsRecordPlan:
+class DnsRecordDesign:
     name: str  # logical name of the record resource
     fqdn: str  # "*.gpu.example.com." (trailing dot)
     zone: str  # DNS name of the zone, "example.com"
@@ -307,7 +307,7 @@ class GatewayOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class GatewayPlan:
+class GatewayDesign:
     """A gateway as dstack runs it. dstack 0.22.5 creates the gateway's instances (one per
     replica, each with its own address) and its load balancer at `dstack apply`, in the
     network its backend config names, and cannot adopt an instance made by anyone else; so
@@ -317,7 +317,7 @@ class GatewayPlan:
     name: str
     file: str
     backend: str
-    provider: ProviderPlan
+    provider: ProviderDesign
     region: str
     instance_type: str  # dstack's gateway instance: created and billed at `dstack apply`
     replicas: int
@@ -326,12 +326,12 @@ class GatewayPlan:
     project: str  # the dstack project the gateway is applied in
     # The network dstack's gateway lands in: the gateway's own, or, with `fleet` (the backends
     # file's `gateways: {NAME: {fleet: F}}`), what the gateway adds to fleet F's network
-    network: NetworkPlan
+    network: NetworkDesign
     certificate: str | None  # "lets-encrypt", "acm", "gcp-cm" or None
     certificate_arn: str | None = None
     certificate_name: str | None = field(default=None, metadata=OMIT_NONE)  # gcp-cm
     load_balancer: bool = False  # dstack fronts the replicas with one (ALB / regional ALB)
-    record: DnsRecordPlan | None = None
+    record: DnsRecordDesign | None = None
     fleet: str | None = field(default=None, metadata=OMIT_NONE)
     # dstack's gateway configuration as the file says it (what `export dstack` writes)
     configuration: Mapping[str, object] = field(default_factory=lambda: EMPTY_MAP)
@@ -348,7 +348,7 @@ class GatewayPlan:
         return self.fleet is not None
 
 
-def options_of(plan: FleetPlan | GatewayPlan, kind: type[OptionsT]) -> OptionsT:
+def options_of(plan: FleetDesign | GatewayDesign, kind: type[OptionsT]) -> OptionsT:
     """A plan's typed options, checked: a component never reads another backend's fields."""
     if not isinstance(plan.options, kind):
         raise TypeError(f"{plan.name}: the plan carries {type(plan.options).__name__}, not "
