@@ -64,11 +64,11 @@ def emit(compiled: Compiled) -> None:
             providers[p.name] = module.provider(p)
         return providers[p.name]
 
-    hosted: dict[str, Any] = {}  # filesystems other fleets mount, as their fleet builds them
+    shared: dict[str, Any] = {}  # filesystems other fleets mount, as their fleet builds them
     fleets: dict[str, FleetResources] = {}  # a gateway may share a fleet's network
     for plan in emission_order(compiled.plans):
         module = components_for(plan.backend)
-        fleet = module.emit(plan, provider_for(module, plan.provider), hosted)
+        fleet = module.emit(plan, provider_for(module, plan.provider), shared)
         fleets[plan.name] = fleet
         pulumi.export(plan.name, fleet_outputs(plan, fleet))
     for gw in compiled.gateways:

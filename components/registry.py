@@ -75,8 +75,8 @@ class BackendComponents(Protocol):
         ...
 
     def emit(self, plan: FleetDesign, prov: pulumi.ProviderResource | None,
-             hosted: dict[str, Any]) -> FleetResources:
-        """``hosted``: what fleets built so far share with others: the filesystems other
+             shared: dict[str, Any]) -> FleetResources:
+        """``shared``: what fleets built so far share with others: the filesystems other
         fleets mount (by name), and each fleet's main network (by ``network_key``); a fleet
         adds what it holds and reads what it uses from another fleet."""
         ...
@@ -94,7 +94,7 @@ class BackendComponents(Protocol):
 
 
 def network_key(fleet: str) -> str:
-    """Where a fleet's main network component is kept in ``hosted``, for fleets (and
+    """Where a fleet's main network component is kept in ``shared``, for fleets (and
     gateways) that join it."""
     return f"network:{fleet}"
 

@@ -32,8 +32,8 @@ def provider(p: ProviderDesign) -> pulumi.ProviderResource:
     return aws.Provider(p.name, region=p.region)
 
 
-def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
-    return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}), hosted)
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any]) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"aws": prov}), shared)
 
 
 def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,

@@ -27,7 +27,7 @@ class Hosted:
 
 def aws_filesystem(fs: FilesystemDesign, plan: FleetDesign, vpc_id: pulumi.Input[str],
                    subnet_id: pulumi.Input[str], zone: pulumi.Input[str],
-                   child: pulumi.ResourceOptions, hosted: dict[str, Any]
+                   child: pulumi.ResourceOptions, shared: dict[str, Any]
                    ) -> pulumi.Output[str | None]:
     name = f"fs-{fs.name}"
     route_table: aws.ec2.RouteTable | None = None
@@ -51,7 +51,7 @@ def aws_filesystem(fs: FilesystemDesign, plan: FleetDesign, vpc_id: pulumi.Input
                 if not ids:
                     return None
                 return aws.ec2.get_network_interface(id=ids[0], opts=invoke).private_ip
-            hosted[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
+            shared[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
                                      mount_target(lustre.network_interface_ids.apply(primary_ip),
                                              lustre.mount_name, fmt="{}@tcp:/{}"))
         return mount_target(lustre.dns_name, lustre.mount_name, fmt="{}@tcp:/{}")
@@ -61,7 +61,7 @@ def aws_filesystem(fs: FilesystemDesign, plan: FleetDesign, vpc_id: pulumi.Input
     mount = aws.efs.MountTarget(f"{name}-mount", file_system_id=efs.id, subnet_id=subnet_id,
                                 security_groups=[sg.id], opts=child)
     if route_table is not None:  # another VPC cannot resolve EFS names: the target's address
-        hosted[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
+        shared[fs.name] = Hosted(pulumi.Output.from_input(vpc_id), route_table.id,
                                  mount_target(mount.ip_address, fmt="{}:/"))
     return mount_target(efs.dns_name, fmt="{}:/")
 

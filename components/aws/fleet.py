@@ -26,13 +26,13 @@ class Fleet(pulumi.ComponentResource):
     """A fleet: network, cluster placement group, launch template and one instance per node."""
 
     def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
-                 hosted: dict[str, Any] | None = None) -> None:
+                 shared: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:aws:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         net_plan = plan.networks[0]
-        hosted = {} if hosted is None else hosted
-        self.network = self._network(plan, hosted, child)
+        shared = {} if shared is None else shared
+        self.network = self._network(plan, shared, child)
         placement = self._placement(plan, child)
         options = options_of(plan, AwsOptions)
         ami = aws.ec2.get_ami_output(
@@ -48,9 +48,9 @@ class Fleet(pulumi.ComponentResource):
         # The host setup script rides on each instance, not on the template: a template
         # edit makes a new version, which replaces every node. A node keeps the script it
         # booted with (EC2 runs user data once): changing it never touches running nodes.
-        self.filesystems = {fs.name: hosted[fs.name].target if fs.host else aws_filesystem(
+        self.filesystems = {fs.name: shared[fs.name].target if fs.host else aws_filesystem(
             fs, plan, self.network.vpc_id, self.network.subnet_ids[plan.nics[0].subnet],
-            self.network.zone, child, hosted) for fs in plan.filesystems}
+            self.network.zone, child, shared) for fs in plan.filesystems}
         script = boot_script_b64(plan, self.filesystems)
         node_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             ignore_changes=["userDataBase64"]))
@@ -77,7 +77,7 @@ class Fleet(pulumi.ComponentResource):
                                "networks": self.network_ids,
                                DIGEST_OUTPUT: input_digest(plan)})
 
-    def _network(self, plan: FleetDesign, hosted: dict[str, Any],
+    def _network(self, plan: FleetDesign, shared: dict[str, Any],
                  child: pulumi.ResourceOptions) -> Network:
         """The fleet's network; filesystems another fleet holds: peer with its network,
         routed to their subnets, and the way back in the filesystem's own route table."""
@@ -85,13 +85,13 @@ class Fleet(pulumi.ComponentResource):
         remote = [fs for fs in plan.filesystems if fs.host]
         network = Network(
             net_plan, plan, child,
-            peers={fs.host: hosted[fs.name].vpc_id for fs in remote if fs.host},
+            peers={fs.host: shared[fs.name].vpc_id for fs in remote if fs.host},
             peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote],
-            host=hosted[network_key(net_plan.host)] if net_plan.host else None)
-        hosted[network_key(plan.name)] = network  # fleets may join it (`network`)
+            host=shared[network_key(net_plan.host)] if net_plan.host else None)
+        shared[network_key(plan.name)] = network  # fleets may join it (`network`)
         for fs in remote:
             aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
-                          route_table_id=hosted[fs.name].route_table_id,
+                          route_table_id=shared[fs.name].route_table_id,
                           destination_cidr_block=net_plan.cidr,
                           vpc_peering_connection_id=network.peerings[str(fs.host)].id,
                           opts=child)

@@ -56,7 +56,7 @@ class Gateway(pulumi.ComponentResource):
         if rec.pending:
             return
         if rec.record_type == "ALIAS":
-            # an Application Load Balancer's canonical hosted zone in the region
+            # an Application Load Balancer's canonical shared zone in the region
             # (docs.aws.amazon.com/general/latest/gr/elb.html)
             lb_zone = aws.lb.get_hosted_zone_id_output(
                 region=plan.region, load_balancer_type="application",

@@ -52,11 +52,11 @@ def after(child: pulumi.ResourceOptions, last: list[pulumi.Resource]) -> pulumi.
 
 def azure_peering(plan: FleetDesign, fs: FilesystemDesign, rg: pulumi.Input[str],
                   vnet_id: pulumi.Input[str], vnet_name: pulumi.Input[str],
-                  hosted: dict[str, Any], child: pulumi.ResourceOptions,
+                  shared: dict[str, Any], child: pulumi.ResourceOptions,
                   last: list[pulumi.Resource]) -> None:
     """This fleet's VNet and the one holding ``fs`` peered both ways (a peering is one-way
     in Azure): this fleet's nodes reach the Lustre servers, and they call the nodes back."""
-    h: AzureHosted = hosted[fs.name]
+    h: AzureHosted = shared[fs.name]
     name = naming.child(plan.name, f"peer-{fs.host}")
     peering = az_network.VirtualNetworkPeering(
         name, resource_group_name=rg, virtual_network_name=vnet_name,
@@ -72,7 +72,7 @@ def azure_peering(plan: FleetDesign, fs: FilesystemDesign, rg: pulumi.Input[str]
 def azure_filesystem(fs: FilesystemDesign, plan: FleetDesign, rg: pulumi.Output[str],
                      vnet: tuple[pulumi.Output[str], pulumi.Output[str]],
                      node_subnet_id: pulumi.Input[str], child: pulumi.ResourceOptions,
-                     hosted: dict[str, Any], last: list[pulumi.Resource]
+                     shared: dict[str, Any], last: list[pulumi.Resource]
                      ) -> pulumi.Output[str | None]:
     """``vnet``: the fleet's VNet (id, name); ``last``: the last change made to it."""
     name = f"fs-{fs.name}"
@@ -93,11 +93,11 @@ def azure_filesystem(fs: FilesystemDesign, plan: FleetDesign, rg: pulumi.Output[
         lustre = storagecache.AmlFilesystem(name, **args, opts=protected(child))
         target = lustre.client_info.apply(_amlfs_target)
         if fs.peers:
-            hosted[fs.name] = AzureHosted(vnet_id, vnet_name, rg, target)
+            shared[fs.name] = AzureHosted(vnet_id, vnet_name, rg, target)
         return target
     account = storage_account_name(plan.name, fs)
     # the fleets sharing it were built first and left their node subnets
-    subnets = [node_subnet_id, *hosted.get(shared_subnets_key(fs), [])]
+    subnets = [node_subnet_id, *shared.get(shared_subnets_key(fs), [])]
     account_args: dict[str, Any] = {
         "account_name": account, "resource_group_name": rg, "location": plan.region,
         "kind": "FileStorage", "sku": {"name": "Premium_LRS"},

@@ -33,12 +33,12 @@ class Fleet(pulumi.ComponentResource):
 
     def __init__(self, plan: FleetDesign, rg: pulumi.Output[str],
                  opts: pulumi.ResourceOptions | None = None,
-                 hosted: dict[str, Any] | None = None) -> None:
+                 shared: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:azure:Fleet", plan.name, None, opts)
         self.network = Network(plan.networks[0], plan, rg, pulumi.ResourceOptions(parent=self))
         self.rg = rg
-        hosted = {} if hosted is None else hosted
+        shared = {} if shared is None else shared
         child = pulumi.ResourceOptions(parent=self)
         self.filesystems: dict[str, Any] = {}
         peered: set[str] = set()  # one peering per fleet holding filesystems we mount
@@ -46,16 +46,16 @@ class Fleet(pulumi.ComponentResource):
             if fs.host and fs.service == "amlfs":  # held by a fleet built before this one
                 if fs.host not in peered:
                     azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
-                                  hosted, child, self.network.last_change)
+                                  shared, child, self.network.last_change)
                     peered.add(fs.host)
-                self.filesystems[fs.name] = hosted[fs.name].target
+                self.filesystems[fs.name] = shared[fs.name].target
             elif fs.host:  # Azure Files: its account, built after this fleet, admits us
-                hosted.setdefault(shared_subnets_key(fs), []).append(self.network.subnet_id)
+                shared.setdefault(shared_subnets_key(fs), []).append(self.network.subnet_id)
                 self.filesystems[fs.name] = azure_files_target(fs.host, fs)
             else:
                 self.filesystems[fs.name] = azure_filesystem(
                     fs, plan, rg, (self.network.vnet_id, self.network.vnet_name),
-                    self.network.subnet_id, child, hosted, self.network.last_change)
+                    self.network.subnet_id, child, shared, self.network.last_change)
         self.public_ips: list[Any] = []
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
@@ -195,6 +195,6 @@ class Fleet(pulumi.ComponentResource):
                            boot_script_b64(plan, self.filesystems))
 
 
-def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any]) -> Fleet:
     rg = resource_group(plan, prov)
-    return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}), hosted)
+    return Fleet(plan, rg, pulumi.ResourceOptions(providers={"azure-native": prov}), shared)

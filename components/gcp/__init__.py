@@ -33,8 +33,8 @@ def provider(p: ProviderDesign) -> pulumi.ProviderResource:
     return gcp.Provider(p.name, region=p.region, project=p.scope or None)
 
 
-def emit(plan: FleetDesign, prov: pulumi.ProviderResource, hosted: dict[str, Any]) -> Fleet:
-    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}), hosted)
+def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any]) -> Fleet:
+    return Fleet(plan, pulumi.ResourceOptions(providers={"gcp": prov}), shared)
 
 
 def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,

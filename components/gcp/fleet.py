@@ -48,14 +48,14 @@ class Fleet(pulumi.ComponentResource):
     """A fleet: its networks, its placement policy, one VM per node and its way in."""
 
     def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
-                 hosted: dict[str, Any] | None = None) -> None:
+                 shared: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        hosted = {} if hosted is None else hosted
-        self.networks = {n.role: Network(n, plan, child, host=hosted[network_key(n.host)]
+        shared = {} if shared is None else shared
+        self.networks = {n.role: Network(n, plan, child, host=shared[network_key(n.host)]
                                          if n.host else None) for n in plan.networks}
-        hosted[network_key(plan.name)] = self.networks["main"]  # fleets may join it
+        shared[network_key(plan.name)] = self.networks["main"]  # fleets may join it
         policies = []
         if plan.placement is not None:
             policy = gcp.compute.ResourcePolicy(

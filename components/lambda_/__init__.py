@@ -21,8 +21,8 @@ def provider(p: ProviderDesign) -> pulumi.ProviderResource | None:
 
 
 def emit(plan: FleetDesign, prov: pulumi.ProviderResource | None,
-         hosted: dict[str, Any]) -> Fleet:
-    return Fleet(plan, None, hosted)
+         shared: dict[str, Any]) -> Fleet:
+    return Fleet(plan, None, shared)
 
 
 def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource | None,

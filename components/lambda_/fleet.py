@@ -33,10 +33,10 @@ def physical(logical: str) -> str:
 
 class Fleet(pulumi.ComponentResource):
     def __init__(self, plan: FleetDesign, opts: pulumi.ResourceOptions | None = None,
-                 hosted: dict[str, Any] | None = None) -> None:
+                 shared: dict[str, Any] | None = None) -> None:
         opts = pulumi.ResourceOptions.merge(opts, rename_options(plan.name, plan.previous_names))
         super().__init__("gpufleet:lambda:Fleet", plan.name, None, opts)
-        hosted = {} if hosted is None else hosted
+        shared = {} if shared is None else shared
         o = options_of(plan, LambdaOptions)
         child = pulumi.ResourceOptions(parent=self)
         key_name = physical(o.ssh_key)
@@ -52,11 +52,11 @@ class Fleet(pulumi.ComponentResource):
         self.filesystems: dict[str, Any] = {}
         mounts = []
         for fs in plan.filesystems:
-            held = hosted.get(fs.name) if fs.host else None
+            held = shared.get(fs.name) if fs.host else None
             if held is None:
                 held = Filesystem(fs.name, {"name": physical(fs.name), "region": plan.region},
                                   pulumi.ResourceOptions(parent=self, protect=True))
-                hosted[fs.name] = held
+                shared[fs.name] = held
             self.filesystems[fs.name] = held.mount_point
             # by the resource's id, known in a preview of an update (an output is not: the
             # dynamic provider cannot preview, so an update would hide it and the engine

@@ -15,7 +15,7 @@ from toycloud import FIREWALL, MACHINE
 
 
 class Fleet(pulumi.ComponentResource):
-    def __init__(self, plan: Any, hosted: dict[str, Any]) -> None:
+    def __init__(self, plan: Any, shared: dict[str, Any]) -> None:
         super().__init__("toycloud:index:Fleet", plan.name, None, None)
         child = pulumi.ResourceOptions(parent=self)
         fw = pulumi.CustomResource(FIREWALL, plan.options.firewall, {
@@ -38,8 +38,8 @@ def provider(p: Any) -> None:
     return None
 
 
-def emit(plan: Any, prov: Any, hosted: dict[str, Any]) -> Fleet:
-    return Fleet(plan, hosted)
+def emit(plan: Any, prov: Any, shared: dict[str, Any]) -> Fleet:
+    return Fleet(plan, shared)
 
 
 def emit_gateway(plan: Any, prov: Any, fleets: Mapping[str, Any] | None = None) -> Any:
