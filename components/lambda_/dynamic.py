@@ -202,10 +202,9 @@ class InstanceProvider(_Provider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         def found() -> dict[str, Any] | None:
-            data = api().instance(id_)
-            if data is None or data.get("status") in ("terminated", "preempted"):
-                return None
-            return {"name": data.get("name"), **_instance_outputs(data)}
+            data = _running(id_)
+            return None if data is None else {"name": data.get("name"),
+                                              **_instance_outputs(data)}
         return _gone_or(found, props, id_)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
@@ -233,14 +232,20 @@ class InstanceReadyProvider(_Provider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         def found() -> dict[str, Any] | None:
-            data = api().instance(id_)
-            if data is None or data.get("status") in ("terminated", "preempted"):
-                return None
-            return {k: v for k, v in _instance_outputs(data).items() if k != "instance_id"}
+            data = _running(id_)
+            return None if data is None else {k: v for k, v in _instance_outputs(data).items()
+                                              if k != "instance_id"}
         return _gone_or(found, props, id_)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         return None  # the node's Instance terminates it
+
+
+def _running(instance_id: str) -> dict[str, Any] | None:
+    """The instance as the API has it; None when it is gone (unknown, or ended)."""
+    data = api().instance(instance_id)
+    return None if data is None or data.get("status") in ("terminated", "preempted") \
+        else data
 
 
 def _instance_outputs(data: Mapping[str, Any]) -> dict[str, Any]:

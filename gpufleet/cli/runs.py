@@ -19,8 +19,6 @@ from gpufleet.review import (
     State,
     Violation,
     pipeline,
-    policy_subjects,
-    violations,
 )
 
 
@@ -59,5 +57,4 @@ def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
     """The policy pack over a run's resources, as the plan reports it."""
     from gpufleet.components.run.policy import run_rules
 
-    subjects = policy_subjects(resources, inputs)
-    return violations(subjects, run_rules(subjects, dict(levels or {})))
+    return pipeline.policy_violations(resources, inputs, run_rules, levels)

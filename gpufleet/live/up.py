@@ -54,8 +54,6 @@ def capacity_code(backend: str, message: str) -> str | None:
     """The capacity error a provider message reports, or None. Codes match as whole words,
     so `Unsupported` does not match `UnsupportedOperation`."""
     for c in traits_of(backend).capacity_errors if is_backend(backend) else ():
-        if c.backend != backend:
-            continue
         if " " in c.code:
             if c.code in message:
                 return c.code

@@ -31,8 +31,6 @@ from gpufleet.review.policy import (
     check_levels,
     load_levels,
     policy_config,
-    policy_subjects,
-    violations,
     where_of,
 )
 from gpufleet.review.quotas import NetworkCount, network_counts, quota_counts, quota_warnings
@@ -98,7 +96,6 @@ __all__ = [
     "pipeline",
     "plan_report",
     "policy_config",
-    "policy_subjects",
     "quota_counts",
     "quota_warnings",
     "relock",
@@ -106,6 +103,5 @@ __all__ = [
     "state_digests",
     "total_delta",
     "unknown_names",
-    "violations",
     "where_of",
 ]

@@ -201,6 +201,9 @@ def running_nodes(state: State) -> dict[str, int]:
     scale set's capacity; 0 for one the export holds without nodes; 1 per dstack volume
     (as `volume:NAME`) whose disk the export holds."""
     owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
+    nodes = frozenset(node_types())
+    sizes = {t.scale_set_type: t.scale_set_size for t in all_backends()
+             if t.scale_set_type and t.scale_set_size}
     out: dict[str, int] = {}
     for r in state.resources:
         owner = owners.get(r.urn)
@@ -211,13 +214,9 @@ def running_nodes(state: State) -> dict[str, int]:
         out.setdefault(owner, 0)
         if r.name.endswith("-bastion"):
             continue
-        if r.type in node_types():
+        if r.type in nodes:
             out[owner] = out.get(owner, 0) + 1
-        else:
-            size = next((t.scale_set_size for t in all_backends()
-                         if t.scale_set_type == r.type and t.scale_set_size), None)
-            capacity = size(r.inputs) if size is not None else None
-            if capacity is not None:
-                out[owner] = out.get(owner, 0) + capacity
+        elif (size := sizes.get(r.type)) is not None and (n := size(r.inputs)) is not None:
+            out[owner] = out.get(owner, 0) + n
     return out
 

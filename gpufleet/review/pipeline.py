@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpufleet.compile import Compiled, compile_inputs
 from gpufleet.compile.runs import (
@@ -20,13 +21,13 @@ from gpufleet.compile.runs import (
     SeededRun,
 )
 from gpufleet.diagnostics import Diagnostic
-from gpufleet.input import Validated
+from gpufleet.input import Inputs, Validated
 from gpufleet.review.changes import Report
 from gpufleet.review.costs import cost_violations, fleet_costs
 from gpufleet.review.diff import GuardOptions, choose_skips, diff_report, running_nodes
 from gpufleet.review.memory import available_mb, memory_refusal
 from gpufleet.review.names import name_diagnostics
-from gpufleet.review.policy import policy_subjects, violations
+from gpufleet.review.policy import Violation, policy_subjects, violations
 from gpufleet.review.quotas import quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
 from gpufleet.review.state import STACK_TYPE, State, StateError
@@ -60,13 +61,20 @@ def plan(validated: Validated, run: RunInputs, program: ProgramRun, policies: Po
     refused = name_diagnostics(resources, validated.inputs)
     if refused:  # names the cloud would refuse: no plan that `pulumi up` cannot apply
         return None, [*refused, *(d for d in compiled.diagnostics if not d.is_error)]
-    subjects = policy_subjects(resources, validated.inputs)
-    found = violations(subjects, policies(subjects, dict(levels or {})))
+    found = policy_violations(resources, validated.inputs, policies, levels)
     report = plan_report(validated, compiled, run.stack, resources,
                          list(registered.invokes), dict(registered.exports), run.lock, found,
                          run.catalog)
     return report, [*(d for d in compiled.diagnostics if not d.is_error),
                     *quota_warnings(resources, validated.inputs)]
+
+
+def policy_violations(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
+                      policies: PolicyRun, levels: Mapping[str, str] | None = None
+                      ) -> list[Violation]:
+    """The policy pack (``policies``) over a run's resources, as the plan reports it."""
+    subjects = policy_subjects(resources, inputs)
+    return violations(subjects, policies(subjects, dict(levels or {})))
 
 
 def diff(validated: Validated, run: RunInputs, state: State, guards: GuardOptions,
