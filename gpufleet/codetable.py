@@ -63,14 +63,15 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "F003": Code("invalid `idle_duration`", "write seconds, `30m`, `3d`, or `off`"),
     "F004": Code("invalid tag key or value", "use dstack's tag characters"),
     "F005": Code("invalid `retry`", "write `true`, or `{on_events: [...], duration: 1h}`"),
-    "F006": Code("a backend gpufleet cannot build", "set `backends` to aws, gcp or azure"),
+    "F006": Code("a backend gpufleet cannot build",
+                 "set `backends` to a backend gpufleet builds (README, capability table)"),
     "F007": Code("keys of the other fleet kind (SSH vs backend fleet)",
                  "remove the keys the message names"),
     "F008": Code("neither `nodes` nor `ssh_config`", "add `nodes: N`"),
     "F009": Code("fleet without `name` (gpufleet's own rule)", "add `name:`"),
     "F010": Code("cluster zones in several regions", "list zones of a single region"),
     "F011": Code("`reservation` without a backend that supports it",
-                 "add aws or gcp to `backends`, or remove `reservation`"),
+                 "add a backend with reservations to `backends`, or remove `reservation`"),
     "F012": Code("fleet name used twice", "give each fleet its own name"),
     "F013": Code("duplicate `backend_options` entry", "keep one entry per backend"),
     "F014": Code("invalid SSH fleet `network`", "give a private CIDR"),
@@ -92,18 +93,19 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "names one it builds (warning)", "remove it, or keep it for dstack's own use"),
     "G002": Code("`instance_type` on a backend whose gateways have a fixed size",
                  "remove `instance_type`"),
-    "G003": Code("private gateway on a backend without private gateways", "use aws or gcp"),
+    "G003": Code("private gateway on a backend without private gateways",
+                 "use a backend with private gateways (README, capability table)"),
     "G004": Code("Let's Encrypt on a private gateway",
-                 "set `certificate: null`, or an ACM certificate on aws"),
-    "G005": Code("a certificate type the backend lacks (acm: aws only; gcp-cm: gcp only)",
+                 "set `certificate: null`, or the backend's own certificate type"),
+    "G005": Code("a certificate type of another cloud's own service",
                  "use the backend's certificate type, or `certificate: null`"),
     "G006": Code("Let's Encrypt with several replicas",
-                 "set `certificate: null`, or acm (aws) / gcp-cm (gcp)"),
+                 "set `certificate: null`, or the backend's own certificate type"),
     "G007": Code("gateway without `name` (gpufleet's own rule)", "add `name:`"),
     "G008": Code("gateway name used twice", "give each gateway its own name"),
     "G009": Code("invalid `domain`", "use a DNS name such as `gpu.example.com`"),
-    "G010": Code("Azure DNS without the zone's resource group",
-                 "set `dns_resource_group` for azure in the backends file"),
+    "G010": Code("a DNS zone without the resource group its backend keeps it in",
+                 "set `dns_resource_group` in the backend's entry of the backends file"),
     "G011": Code("templated domain: no DNS record is created",
                  "create the `*.<domain>` records yourself"),
     "G012": Code("domain outside its DNS zone",
@@ -112,11 +114,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "let one create it; the other looks it up"),
     "G014": Code("region of the wrong shape for the gateway's backend",
                  "use the backend's region names"),
-    "G015": Code("an ACM ARN or Certificate Manager name of the wrong shape (gpufleet's own "
+    "G015": Code("a certificate reference of the wrong shape (gpufleet's own "
                  "rule: dstack takes any text, and its load balancer fails at creation)",
                  "give the certificate's full ARN or resource name"),
-    "G016": Code("a load balancer and certificate dstack refuses together (an ALB on aws with "
-                 "acm or none, on gcp with gcp-cm or none; gcp-cm needs the ALB)",
+    "G016": Code("a load balancer and certificate dstack refuses together",
                  "follow the combination in the message"),
     "P001": Code("profile name used twice", "give each profile its own name"),
     "P002": Code("several default profiles", "keep `default: true` on one profile"),
@@ -127,7 +128,7 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "B001": Code("backend listed twice", "keep one entry per backend"),
     "B002": Code("both `vpc_name` and `vpc_ids`", "keep one of the two"),
     "B003": Code("`default_vpcs: false` without a VPC", "set `vpc_name` or `vpc_ids`"),
-    "B004": Code("private Azure nodes without a network",
+    "B004": Code("private nodes without the existing network their backend needs",
                  "set `vpc_ids` or `subnet_ids`, or `public_ips: true`"),
     "B005": Code("invalid CIDR", "write a network address with a prefix, e.g. 10.0.0.0/16"),
     "B006": Code("SSH open to the whole internet", "list your office or VPN ranges"),
@@ -157,17 +158,18 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C004": Code("the backend's address pool is full",
                  "give the backend a larger `cidr` in the backends file"),
     "C005": Code("a Capacity Block with a variable size", "set `nodes: N`"),
-    "C006": Code("Azure VNet overlaps the RDMA range 172.16.0.0/16",
-                 "give azure a `cidr` outside it"),
+    "C006": Code("a fleet network overlapping its backend's RDMA range",
+                 "give the backend a `cidr` outside it"),
     "C008": Code("InfiniBand cluster over the scale-set limit",
-                 "split the fleet, or raise `max_scale_set_nodes` after Azure raises it"),
+                 "split the fleet, or raise `max_scale_set_nodes` after the cloud raises it"),
     "C010": Code("cheapest offer on a backend gpufleet cannot build",
-                 "set `backends:` to aws, gcp or azure"),
+                 "set `backends:` to a backend gpufleet builds (README, capability table)"),
     "C011": Code("no SSH public key: `pulumi up` needs the stack config",
                  "set `access.ssh_public_key` in the backends file"),
-    "C012": Code("private nodes with no way in", "use a bastion, IAP or SSM"),
+    "C012": Code("private nodes with no way in",
+                 "use a bastion, or the cloud's own way in (README, capability table)"),
     "C013": Code("`ssh_cidrs` is empty: SSH from nowhere", "add your range to `ssh_cidrs`"),
-    "C014": Code("too many plain Azure VMs in one fleet",
+    "C014": Code("too many plain VMs (not a scale set) in one fleet",
                  "split the fleet, or use an InfiniBand scale set"),
     "C015": Code("A3 High/Mega cluster nodes need GPUDirect-TCPX(O) software",
                  "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
@@ -185,31 +187,30 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C023": Code("a fleet's `network` (backends file) names a fleet the files do not plan",
                  "name another fleet of the files, or drop `network`"),
     "C024": Code("a fleet joins the network of a fleet on another backend or region, or on a "
-                 "backend whose fleets share no network (azure)",
+                 "backend whose fleets share no network",
                  "join a fleet of the same backend and region, or drop `network`"),
     "C025": Code("a fleet joins a network that cannot take it: an existing network, one that "
                  "joins another itself, one without a NAT for private nodes, or one past its "
-                 "address blocks (aws: 4 joining fleets)", "drop `network`"),
+                 "address blocks", "drop `network`"),
     "C026": Code("a fleet joins a network while a filesystem is reached through a peering of "
-                 "one of the two (or, on gcp, holds a filesystem)",
+                 "one of the two (or, where its backend says so, holds a filesystem)",
                  "keep the networks apart, or mount the filesystem from one fleet"),
     "C028": Code("tags a backend cannot carry: a key its API refuses even after gpufleet's "
-                 "rewriting (lambda: a letter and at least one more character), or two keys "
+                 "rewriting, or two keys "
                  "that become one (keys are lower-cased)",
                  "rename the tag keys so that each is distinct and valid on the backend"),
-    "C027": Code("a fleet wants more instances than gpufleet launches on its backend (lambda: "
-                 "100, one launch per 12 seconds)", "split the fleet"),
+    "C027": Code("a fleet wants more instances than gpufleet launches on its backend",
+                 "split the fleet"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "
                  "followed by a role)", "rename one of the two"),
     "C022": Code("an offline run too big for the memory this process may take",
                  "plan on a machine with more memory, or plan the big fleet with `nodes: 0..N`"),
     "B012": Code("a declared reservation's kind is not one of its backend's",
-                 "gcp: specific or calendar; aws: capacity-reservation or capacity-block; azure: "
-                 "capacity-reservation-group"),
+                 "use one of the kinds the message lists"),
     "B013": Code("a declared reservation's `ends` is not an ISO 8601 time",
                  "write it like 2026-12-01T12:00:00Z"),
-    "V001": Code("a volume on a backend gpufleet builds no volumes on (dstack 0.22.5 has none "
-                 "on azure)", "use aws or gcp, or let dstack manage it"),
+    "V001": Code("a volume on a backend gpufleet builds no volumes on",
+                 "use a backend with volumes, or let dstack manage it"),
     "V002": Code("a volume file without a key gpufleet needs: `name`, `region`, `size` (new "
                  "volumes)",
                  "add what the message names"),
@@ -221,7 +222,7 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V005": Code("a filesystem in another zone than the fleet that mounts it (cross-zone "
                  "traffic is slower and billed)", "put the filesystem in the fleet's zone"),
     "V006": Code("a filesystem shared by several fleets that cannot share it: on a backend without"
-                 " shared filesystems (GCP), or from an existing VPC or VNet (gpufleet peers only "
+                 " shared filesystems, or from an existing network (gpufleet peers only "
                  "the networks it creates)",
                  "give the filesystem one fleet, or one filesystem per fleet"),
     "V007": Code("a Lustre filesystem without about 25% headroom over its expected usage "
@@ -230,7 +231,7 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V008": Code("a filesystem whose fleet is not planned from the files given: it is not built",
                  "give the fleet's file too, or fix the fleet's name"),
     "V009": Code("a Lustre filesystem above the size the service offers without a support "
-                 "request (Azure Managed Lustre: 768 TiB at 40 MB/s per TiB, 128 TiB above)",
+                 "request",
                  "ask the cloud to raise the limit before `gpufleet up`, or size it smaller"),
     "B014": Code("a `control_plane.allow` range that is not a CIDR or opens the server to the "
                  "whole internet",
@@ -264,8 +265,8 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V019": Code("fleets sharing filesystems both ways round, so each would be built before the "
                  "other (was V006)",
                  "keep the shared filesystems in one fleet's network"),
-    "V020": Code("a second Managed Lustre on one GCP fleet network (one private services access "
-                 "connection) (was V006)",
+    "V020": Code("a second managed filesystem on one fleet network where its service allows "
+                 "one (one private services access connection) (was V006)",
                  "grow the first one instead"),
     "V021": Code("no free range left in the fleet's address block for the filesystem's own subnet "
                  "(was V006)",
@@ -273,15 +274,14 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "V022": Code("a new volume without `availability_zone` where the fleets of its backend and "
                  "region sit in several zones",
                  "set `availability_zone` to the zone of the fleet that mounts it"),
-    "V023": Code("a filesystem mount path its backend's API refuses (lambda: under /home, "
-                 "/lambda/nfs or /data, letters, digits, `-` and `/` only)",
-                 "mount it where the backend allows, like /lambda/nfs/NAME"),
+    "V023": Code("a filesystem mount path its backend's API refuses",
+                 "mount it where the backend allows (the message says where)"),
     "F023": Code("a fleet name longer than the longest whose every physical name fits on a "
                  "backend it may land on", "shorten the fleet name"),
     "F024": Code("a fleet named like a gateway's or volume's stack output key "
                  "(`gateway-NAME`, `volume-NAME`)", "rename the fleet"),
     "F025": Code("`placement: cluster` or `spot_policy: spot` on a fleet whose backends cannot "
-                 "honour it (lambda: no interconnect through its API, no spot market)",
+                 "honour it",
                  "add a backend that can, or remove the setting"),
     "G017": Code("a gateway name longer than the longest whose every physical name fits on its "
                  "backend", "shorten the gateway name"),
@@ -305,10 +305,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "list the ranges your team connects from in `allow`"),
     "B018": Code("a declared reservation name used twice (was B012)",
                  "give each reservation its own name"),
-    "B020": Code("a backend without networks told `public_ips: false` (lambda: every "
+    "B020": Code("a backend without networks told `public_ips: false` (every "
                  "instance has its own public address)",
                  "remove `public_ips`, and keep `ssh_cidrs` to the ranges that need SSH"),
-    "B019": Code("a backend entry without a key dstack's backend for it requires (azure: "
-                 "`tenant_id` and `subscription_id`; gcp: `project_id`): `export dstack` needs it",
+    "B019": Code("a backend entry without a key dstack's backend for it requires: `export "
+                 "dstack` needs it",
                  "add the key to the backend entry"),
 })

@@ -32,14 +32,38 @@ class Feature(StrEnum):
     GATEWAYS = "gateways"
     PRIVATE_GATEWAYS = "private gateways"
     GATEWAY_INSTANCE_TYPE = "a gateway instance_type"
-    ACM_CERTIFICATES = "ACM certificates"
-    GCP_CM_CERTIFICATES = "Certificate Manager certificates (gcp-cm)"
     GATEWAY_LOAD_BALANCER = "a gateway load balancer (`load_balancer: {type: alb}`)"
-    IAP = "Identity-Aware Proxy access"
-    SSM = "Session Manager access"
-    KEY_PAIRS = "existing key pairs (key_name)"
     SHARED_FILESYSTEMS = "a filesystem mounted by several fleets"
     SHARED_NETWORKS = "fleets sharing one network (`fleets: {NAME: {network: FLEET}}`)"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessWay:
+    """A way into private nodes that a cloud's own service gives (its `access` option set to
+    true picks it); the fleet's access method is the option's name."""
+
+    shown: str  # how the plan names it
+    how: str  # how the nodes are reached (C011's words)
+    key_text: str  # how the nodes authenticate, for the plan
+    ssh_from: tuple[str, ...] = ()  # the only sources port 22 opens to; (): no port 22
+    ssh_rule: tuple[str, str] = ("", "")  # that rule's name under the fleet, its description
+    ssh_key: bool = False  # the nodes take an SSH key
+    os_login: bool = False  # the cloud's IAM login instead of a key in the metadata
+
+
+@dataclass(frozen=True, slots=True)
+class OwnFeature:
+    """A capability only the cloud declaring it has, because it is that cloud's own service
+    (ACM certificates, Identity-Aware Proxy, EC2 key pairs): the owner declares it, the other
+    backends need not name it. ``key`` is the setting asking for it: an option of the
+    backends file's `access` block (``where="access"``) or a gateway's certificate type
+    (``where="certificate"``)."""
+
+    key: str
+    where: str
+    title: str  # how the capability table names it
+    elsewhere: str  # why another backend lacks it (the refusal, and the table's reason)
+    way: AccessWay | None = None  # the way into private nodes it gives
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +289,11 @@ class BackendTraits:
     # a plugin's own catalog (a gpuhunt v2 CSV file), read when the catalog folder holds none
     # for it (gpufleet's own backends ship theirs in gpufleet/data/catalog/)
     catalog_csv: str | None = None
+    # what a diagnostic code means on this cloud, by code (docs/diagnostics.md prints them
+    # beside the code's cloud-neutral title)
+    code_notes: Mapping[str, str] = field(default_factory=dict)
+    # what only this cloud has (its own services), in the order its checks prefer them
+    own_features: tuple[OwnFeature, ...] = ()
     # Pulumi resource types of this backend's nodes (what a fleet's instances are).
     node_types: tuple[str, ...] = field(default=())
     resources: Mapping[str, ResourceKind] = field(default_factory=dict)
@@ -350,6 +379,9 @@ class BackendTraits:
 
     def supports(self, feature: Feature) -> bool:
         return feature in self.features
+
+    def owns(self, key: str, where: str = "access") -> bool:
+        return any(f.key == key and f.where == where for f in self.own_features)
 
     def why_not(self, feature: Feature) -> str:
         return self.unsupported.get(feature, f"{self.name} does not support {feature}")

@@ -22,12 +22,17 @@ from gpufleet.policy.reading import (
     _is_gateway,
     _labels,
 )
+from gpufleet.policy.tokens import (
+    ADDRESS_TYPES,
+    GATEWAY_MACHINES,
+    RECORD_TYPES,
+    SSH_SOURCES,
+    STORED_DATA_TYPES,
+    ZONE_TYPES,
+)
 
 Report = Callable[[str, str | None], None]
 Validate = Callable[[Any, Report], None]
-
-IAP_RANGE = "35.235.240.0/20"
-
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -64,7 +69,7 @@ def no_world_ingress(args: Any, report: Report) -> None:
 
 
 def ssh_only_from_allowed(args: Any, report: Report) -> None:
-    allowed = set(_cfg(args).get("ssh_cidrs") or []) | {IAP_RANGE}
+    allowed = set(_cfg(args).get("ssh_cidrs") or []) | set(SSH_SOURCES)
     for ports, _proto, sources in _ingress(args):
         if "22" not in ports and "*" not in ports:
             continue
@@ -192,11 +197,6 @@ def lambda_ssh_only(args: Any, report: Report) -> None:
         report(f"{args.name} launches without its fleet's firewall ruleset", args.urn)
 
 
-GATEWAY_MACHINES = ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate",
-                    "aws:lb/loadBalancer:LoadBalancer", "gcp:compute/instance:Instance",
-                    "gcp:compute/forwardingRule:ForwardingRule",
-                    "azure-native:compute:VirtualMachine",
-                    "azure-native:compute:VirtualMachineScaleSet")
 
 
 def gateway_no_instances(args: Any, report: Report) -> None:
@@ -207,10 +207,6 @@ def gateway_no_instances(args: Any, report: Report) -> None:
                "its own at `dstack apply`)", args.urn)
 
 
-ADDRESS_TYPES = ("aws:ec2/eip:Eip", "gcp:compute/address:Address",
-                 "azure-native:network:PublicIPAddress")
-ZONE_TYPES = ("aws:route53/zone:Zone", "gcp:dns/managedZone:ManagedZone",
-              "azure-native:network:Zone", "azure-native:dns:Zone")
 
 
 def _is_gateway_address(args: Any) -> bool:
@@ -231,18 +227,13 @@ def gateway_addresses_protected(args: Any, report: Report) -> None:
         report(f"{args.name}: a DNS zone without `protect`", args.urn)
 
 
-FILESYSTEM_TYPES = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:efs/fileSystem:FileSystem",
-                    "gcp:lustre/instance:Instance", "gcp:filestore/instance:Instance",
-                    "azure-native:storagecache:AmlFilesystem",
-                    "azure-native:storage:StorageAccount", "aws:ebs/volume:Volume",
-                    "gcp:compute/disk:Disk")
 
 
 def storage_private_encrypted_protected(args: Any, report: Report) -> None:
     """Shared filesystems and volumes: protected from deletion, encrypted at rest where the
     service lets it be turned off, and closed to the internet."""
     t, p = args.resource_type, args.props
-    if t not in FILESYSTEM_TYPES or (t == "gcp:compute/disk:Disk" and "Fleet" in str(args.urn)):
+    if t not in STORED_DATA_TYPES or (t == "gcp:compute/disk:Disk" and "Fleet" in str(args.urn)):
         return
     if not bool(getattr(args.opts, "protect", False)):
         report(f"{args.name}: stored data without `protect`: `pulumi destroy` would delete it",
@@ -257,8 +248,6 @@ def storage_private_encrypted_protected(args: Any, report: Report) -> None:
                    "networkRuleSet.defaultAction Deny, allowBlobPublicAccess false)", args.urn)
 
 
-RECORD_TYPES = ("aws:route53/record:Record", "gcp:dns/recordSet:RecordSet",
-                "azure-native:dns:RecordSet", "azure-native:network:RecordSet")
 
 
 def dns_ttl(args: Any, report: Report) -> None:

@@ -345,6 +345,22 @@ def test_the_core_names_no_cloud_type_and_no_backend_outside_the_cloud_folders()
     assert literals == []
 
 
+def test_shared_code_texts_name_no_backend_and_each_cloud_notes_its_own() -> None:
+    """A code's title and fix are cloud-neutral; what it means on one cloud is that cloud's
+    `code_notes` (docs/diagnostics.md prints them), keyed by codes that exist."""
+    from gpufleet.backends import all_backends
+    from gpufleet.codetable import CODES
+
+    word = re.compile(r"\b(" + "|".join(backend_names()) + r")\b", re.IGNORECASE)
+    named = [f"{code}: {c.title} | {c.fix}" for code, c in CODES.items()
+             if word.search(c.title) or word.search(c.fix)]
+    assert named == []
+    unknown = [(t.name, code) for t in all_backends() for code in t.code_notes
+               if code not in CODES]
+    assert unknown == []
+    assert sum(len(t.code_notes) for t in all_backends()) >= 20
+
+
 def test_the_token_scan_sees_a_token() -> None:
     assert CLOUD_TOKEN.fullmatch("aws:ec2/networkInterface:NetworkInterface")
     assert CLOUD_TOKEN.fullmatch("azure-native:compute:VirtualMachineScaleSet")

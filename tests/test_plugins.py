@@ -166,3 +166,16 @@ def test_the_entry_point_reader_reads_what_importlib_metadata_reads(group: str) 
     if group.startswith("gpufleet."):
         assert ("toycloud", "toycloud:PLUGIN" if group.endswith("backends")
                 else "toycloud.components") in ours(with_toy)
+
+
+def test_the_policy_pack_reads_a_plugins_types() -> None:
+    """With toycloud installed, its machine joins the types a gateway must not build; without
+    it, the pack's lists do not name it."""
+    code = ("from gpufleet.policy.tokens import GATEWAY_MACHINES as G; "
+            "print('toycloud:index:Machine' in G)")
+    with_toy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(TOY)}, check=True)
+    alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                           check=True)
+    assert (with_toy.stdout.strip(), alone.stdout.strip()) == ("True", "False")

@@ -212,3 +212,18 @@ def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_readme_rule_table_matches_the_pack() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert rules_table(RULES) in readme, "regenerate with `gpufleet policy list --format markdown`"
+
+
+def test_the_packs_own_lists_cover_every_builtin_clouds_declared_types() -> None:
+    """The pack stands alone with its own lists; what gpufleet's built-in plugins declare
+    (addresses, zones, records, stored data, machines, ways in) must already be in them, so
+    the pack loses nothing where only its own lists count."""
+    from gpufleet.policy import tokens
+
+    declared = tokens.declared()
+    assert set(declared) == set(tokens.OWN)
+    missing = {k: sorted(v - set(tokens.OWN[k])) for k, v in declared.items()
+               if v - set(tokens.OWN[k])}
+    assert missing == {}
+    assert "35.235.240.0/20" in declared["ssh_sources"]  # read from gcp's IAP way in
+    assert "pulumi-python:dynamic/lambda:Filesystem" in declared["stored_data"]

@@ -46,7 +46,7 @@ def test_a_lustre_shared_by_two_aws_fleets_is_peered_to_its_own_subnet_only(
     report = plan_files(files(tmp_path, shared()))
     train = next(p for p in report.fleets if p.name == "train")
     [host] = train.filesystems
-    assert host.peers == ("dev",) and host.host is None and host.subnet is not None
+    assert host.peers == ("dev",) and host.held_by is None and host.subnet is not None
     # the filesystem's own subnet: in the holding fleet's VPC, apart from its node subnets
     subnet = named(report, "fs-data-subnet", "aws:ec2/subnet:Subnet")["inputs"]
     assert subnet["cidrBlock"] == host.subnet and subnet["vpcId"] == "train-vpc-id"

@@ -39,8 +39,8 @@ def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any
 def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,
                  fleets: Mapping[str, Any] | None = None) -> Gateway:
     """The gateway; a shared fleet's network is taken from its component in ``fleets``."""
-    host = (fleets or {})[plan.fleet].network if plan.fleet else None
-    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}), host)
+    joins = (fleets or {})[plan.fleet].network if plan.fleet else None
+    return Gateway(plan, pulumi.ResourceOptions(providers={"aws": prov}), joins)
 
 
 def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

@@ -48,7 +48,7 @@ class Fleet(pulumi.ComponentResource):
         # The host setup script rides on each instance, not on the template: a template
         # edit makes a new version, which replaces every node. A node keeps the script it
         # booted with (EC2 runs user data once): changing it never touches running nodes.
-        self.filesystems = {fs.name: shared[fs.name].target if fs.host else aws_filesystem(
+        self.filesystems = {fs.name: shared[fs.name].target if fs.held_by else aws_filesystem(
             fs, plan, self.network.vpc_id, self.network.subnet_ids[plan.nics[0].subnet],
             self.network.zone, child, shared) for fs in plan.filesystems}
         script = boot_script_b64(plan, self.filesystems)
@@ -69,7 +69,7 @@ class Fleet(pulumi.ComponentResource):
         self.internal_ips = [n.private_ip for n in self.nodes]
         self.network_ids = {"main": self.network.vpc_id}
         self.network_names: dict[str, pulumi.Input[str]] = {
-            "main": net_plan.existing or (f"{net_plan.host}-vpc" if net_plan.host
+            "main": net_plan.existing or (f"{net_plan.joins}-vpc" if net_plan.joins
                                           else net_plan.name)}
         self.subnet_ids = dict(self.network.subnet_ids)
         self.register_outputs({"nodes": [n.id for n in self.nodes],
@@ -82,18 +82,18 @@ class Fleet(pulumi.ComponentResource):
         """The fleet's network; filesystems another fleet holds: peer with its network,
         routed to their subnets, and the way back in the filesystem's own route table."""
         net_plan = plan.networks[0]
-        remote = [fs for fs in plan.filesystems if fs.host]
+        remote = [fs for fs in plan.filesystems if fs.held_by]
         network = Network(
             net_plan, plan, child,
-            peers={fs.host: shared[fs.name].vpc_id for fs in remote if fs.host},
-            peer_routes=[(str(fs.subnet), str(fs.host)) for fs in remote],
-            host=shared[network_key(net_plan.host)] if net_plan.host else None)
+            peers={fs.held_by: shared[fs.name].vpc_id for fs in remote if fs.held_by},
+            peer_routes=[(str(fs.subnet), str(fs.held_by)) for fs in remote],
+            joins=shared[network_key(net_plan.joins)] if net_plan.joins else None)
         shared[network_key(plan.name)] = network  # fleets may join it (`network`)
         for fs in remote:
             aws.ec2.Route(naming.child(plan.name, f"fs-{fs.name}-return"),
                           route_table_id=shared[fs.name].route_table_id,
                           destination_cidr_block=net_plan.cidr,
-                          vpc_peering_connection_id=network.peerings[str(fs.host)].id,
+                          vpc_peering_connection_id=network.peerings[str(fs.held_by)].id,
                           opts=child)
         return network
 

@@ -17,14 +17,14 @@ class Gateway(pulumi.ComponentResource):
     """Where dstack's gateway lands and the record that follows its address."""
 
     def __init__(self, plan: GatewayDesign, opts: pulumi.ResourceOptions,
-                 host: Network | None = None) -> None:
+                 joins: Network | None = None) -> None:
         super().__init__("gpufleet:aws:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # its own VPC, or its subnets in the shared fleet's (an address block of its own
         # associated with that VPC, on the fleet's route tables)
-        self.network = Network(plan.network, plan, child, host=host)
+        self.network = Network(plan.network, plan, child, joins=joins)
         self.network_id: pulumi.Output[str] = self.network.vpc_id
-        self.network_name: str | None = None if host else plan.network.name  # its Name tag
+        self.network_name: str | None = None if joins else plan.network.name  # its Name tag
         self.subnet_ids = dict(self.network.subnet_ids)
         keep = pulumi.ResourceOptions(parent=self, protect=plan.protect_address)
         # gpufleet's own gateway VMs' addresses, as they were made: kept, never re-created

@@ -37,10 +37,10 @@ class Network(pulumi.ComponentResource):
     def __init__(self, net: NetworkDesign, plan: Owner, opts: pulumi.ResourceOptions,
                  peers: Mapping[str, pulumi.Input[str]] | None = None,
                  peer_routes: Sequence[tuple[str, str]] = (),
-                 host: Network | None = None) -> None:
+                 joins: Network | None = None) -> None:
         """``peers``: fleet name -> the VPC to peer with (a fleet holding filesystems this one
         mounts); ``peer_routes``: (a filesystem's subnet, its fleet), routed through that
-        peering from this network's route tables; ``host``: the network whose VPC this one's
+        peering from this network's route tables; ``joins``: the network whose VPC this one's
         subnets join (`network`, or a gateway sharing a fleet's)."""
         super().__init__("gpufleet:aws:Network", net.name, None, opts)
         self.peerings: dict[str, aws.ec2.VpcPeeringConnection] = {}
@@ -60,8 +60,8 @@ class Network(pulumi.ComponentResource):
         self.private_rt: aws.ec2.RouteTable | None = None
         if net.existing:
             self._existing(net, invoke)
-        elif host is not None:
-            self._join(net, plan, host, child)
+        elif joins is not None:
+            self._join(net, plan, joins, child)
         else:
             self._create(net, plan, child, peers or {}, peer_routes)
         self.bastion_sg: aws.ec2.SecurityGroup | None = None
@@ -140,18 +140,19 @@ class Network(pulumi.ComponentResource):
         for s in net.subnets:
             self.subnet_ids[s.name] = subnets.ids.apply(lambda ids: sorted(ids)[0])
 
-    def _join(self, net: NetworkDesign, plan: Owner, host: Network,
+    def _join(self, net: NetworkDesign, plan: Owner, joined: Network,
               child: pulumi.ResourceOptions) -> None:
         """The subnets in another network's VPC: this network's own address block associated
         with the VPC (docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html), on the
-        host's route tables (its internet gateway; its NAT for private subnets); no VPC,
+        joined network's route tables (its internet gateway; its NAT for private subnets); no VPC,
         internet gateway or NAT of its own."""
-        assert net.cidr and host.public_rt is not None, "the planner checks the host's routes"
+        assert net.cidr and joined.public_rt is not None, \
+            "the planner checks the joined network's routes"
         block = aws.ec2.VpcIpv4CidrBlockAssociation(
-            naming.child(net.name, "cidr"), vpc_id=host.vpc_id, cidr_block=net.cidr,
+            naming.child(net.name, "cidr"), vpc_id=joined.vpc_id, cidr_block=net.cidr,
             opts=child)
-        self.vpc_id = host.vpc_id
-        self.public_rt, self.private_rt = host.public_rt, host.private_rt
+        self.vpc_id = joined.vpc_id
+        self.public_rt, self.private_rt = joined.public_rt, joined.private_rt
         for s in net.subnets:
             zone = s.zone or (self.nth_zone(s.zone_index) if s.zone_index is not None
                               else self.zone)
@@ -162,8 +163,8 @@ class Network(pulumi.ComponentResource):
                                             replace_on_changes=["cidr_block",
                                                                 "availability_zone"]))
             self.subnet_ids[s.name] = sub.id
-            table = host.public_rt if s.public else host.private_rt
-            assert table is not None, "the planner checks the host's NAT"
+            table = joined.public_rt if s.public else joined.private_rt
+            assert table is not None, "the planner checks the joined network's NAT"
             aws.ec2.RouteTableAssociation(naming.child(s.name, "rt"), subnet_id=sub.id,
                                           route_table_id=table.id, opts=child)
 
@@ -173,10 +174,10 @@ class Network(pulumi.ComponentResource):
         vpc = aws.ec2.Vpc(net.name, cidr_block=net.cidr, enable_dns_support=True,
                           enable_dns_hostnames=True, tags=tags(plan, net.name), opts=child)
         self.vpc_id = vpc.id
-        for host, host_vpc in sorted(peers.items()):  # same account and region: accepted
-            name = naming.child(net.name, f"peer-{host}")
-            self.peerings[host] = aws.ec2.VpcPeeringConnection(
-                name, vpc_id=vpc.id, peer_vpc_id=host_vpc, auto_accept=True,
+        for holder, holder_vpc in sorted(peers.items()):  # same account and region: accepted
+            name = naming.child(net.name, f"peer-{holder}")
+            self.peerings[holder] = aws.ec2.VpcPeeringConnection(
+                name, vpc_id=vpc.id, peer_vpc_id=holder_vpc, auto_accept=True,
                 tags=tags(plan, name), opts=child)
         # to each shared filesystem's subnet only, through its fleet's peering
         to_peers = [aws.ec2.RouteTableRouteArgs(cidr_block=cidr,

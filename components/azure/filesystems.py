@@ -57,7 +57,7 @@ def azure_peering(plan: FleetDesign, fs: FilesystemDesign, rg: pulumi.Input[str]
     """This fleet's VNet and the one holding ``fs`` peered both ways (a peering is one-way
     in Azure): this fleet's nodes reach the Lustre servers, and they call the nodes back."""
     h: AzureHosted = shared[fs.name]
-    name = naming.child(plan.name, f"peer-{fs.host}")
+    name = naming.child(plan.name, f"peer-{fs.held_by}")
     peering = az_network.VirtualNetworkPeering(
         name, resource_group_name=rg, virtual_network_name=vnet_name,
         remote_virtual_network={"id": h.vnet_id}, allow_virtual_network_access=True,

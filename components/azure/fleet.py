@@ -43,15 +43,15 @@ class Fleet(pulumi.ComponentResource):
         self.filesystems: dict[str, Any] = {}
         peered: set[str] = set()  # one peering per fleet holding filesystems we mount
         for fs in plan.filesystems:
-            if fs.host and fs.service == "amlfs":  # held by a fleet built before this one
-                if fs.host not in peered:
+            if fs.held_by and fs.service == "amlfs":  # held by a fleet built before this one
+                if fs.held_by not in peered:
                     azure_peering(plan, fs, rg, self.network.vnet_id, self.network.vnet_name,
                                   shared, child, self.network.last_change)
-                    peered.add(fs.host)
+                    peered.add(fs.held_by)
                 self.filesystems[fs.name] = shared[fs.name].target
-            elif fs.host:  # Azure Files: its account, built after this fleet, admits us
+            elif fs.held_by:  # Azure Files: its account, built after this fleet, admits us
                 shared.setdefault(shared_subnets_key(fs), []).append(self.network.subnet_id)
-                self.filesystems[fs.name] = azure_files_target(fs.host, fs)
+                self.filesystems[fs.name] = azure_files_target(fs.held_by, fs)
             else:
                 self.filesystems[fs.name] = azure_filesystem(
                     fs, plan, rg, (self.network.vnet_id, self.network.vnet_name),

@@ -40,8 +40,8 @@ def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any
 def emit_gateway(plan: GatewayDesign, prov: pulumi.ProviderResource,
                  fleets: Mapping[str, Any] | None = None) -> Gateway:
     """The gateway; a shared fleet's main network is taken from its component in ``fleets``."""
-    host = (fleets or {})[plan.fleet].networks["main"] if plan.fleet else None
-    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}), host)
+    joins = (fleets or {})[plan.fleet].networks["main"] if plan.fleet else None
+    return Gateway(plan, pulumi.ResourceOptions(providers={"gcp": prov}), joins)
 
 
 def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

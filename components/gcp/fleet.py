@@ -53,8 +53,8 @@ class Fleet(pulumi.ComponentResource):
         super().__init__("gpufleet:gcp:Fleet", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         shared = {} if shared is None else shared
-        self.networks = {n.role: Network(n, plan, child, host=shared[network_key(n.host)]
-                                         if n.host else None) for n in plan.networks}
+        self.networks = {n.role: Network(n, plan, child, joins=shared[network_key(n.joins)]
+                                         if n.joins else None) for n in plan.networks}
         shared[network_key(plan.name)] = self.networks["main"]  # fleets may join it
         policies = []
         if plan.placement is not None:

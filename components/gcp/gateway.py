@@ -27,11 +27,11 @@ class Gateway(pulumi.ComponentResource):
     """Where dstack's gateway lands and the record that follows its address."""
 
     def __init__(self, plan: GatewayDesign, opts: pulumi.ResourceOptions,
-                 host: Network | None = None) -> None:
+                 joins: Network | None = None) -> None:
         super().__init__("gpufleet:gcp:Gateway", plan.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # its own VPC, or the shared fleet's (a load balancer's proxy-only subnet added)
-        self.network = Network(plan.network, plan, child, host=host)
+        self.network = Network(plan.network, plan, child, joins=joins)
         self.network_id = self.network.network_id
         self.network_name = self.network.network_name
         self.subnet_ids = dict(self.network.subnet_links)

@@ -34,8 +34,8 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, net: NetworkDesign, plan: Owner,
                  opts: pulumi.ResourceOptions | None = None,
-                 host: Network | None = None) -> None:
-        """``host``: the network this one's subnets (and firewall rules) join: a fleet's
+                 joins: Network | None = None) -> None:
+        """``joins``: the network this one's subnets (and firewall rules) join: a fleet's
         `network`, or a gateway sharing a fleet's; its router and NAT serve them."""
         token = "gpufleet:gcp:RoceNetwork" if net.role == "roce" else "gpufleet:gcp:Network"
         super().__init__(token, net.name, None, opts)
@@ -49,8 +49,8 @@ class Network(pulumi.ComponentResource):
             profile = project_id.apply(
                 lambda p: f"projects/{p}/global/networkProfiles/{net.profile}")
         self.network_name: pulumi.Input[str] = net.existing or ""
-        if host is not None:
-            self.network_id, self.network_name = host.network_id, host.network_name
+        if joins is not None:
+            self.network_id, self.network_name = joins.network_id, joins.network_name
         elif net.existing:
             found = gcp.compute.get_network_output(name=net.existing, project=project,
                                                    opts=invoke)
@@ -65,7 +65,7 @@ class Network(pulumi.ComponentResource):
         self.subnet_links = self._subnets(net, project, invoke)
         for rule in net.firewall:
             self._firewall(rule, plan)
-        if net.nat and host is None:
+        if net.nat and joins is None:
             router = gcp.compute.Router(naming.child(net.name, "router"), network=self.network_id,
                                         region=plan.region, opts=child)
             gcp.compute.RouterNat(

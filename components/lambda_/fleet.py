@@ -52,7 +52,7 @@ class Fleet(pulumi.ComponentResource):
         self.filesystems: dict[str, Any] = {}
         mounts = []
         for fs in plan.filesystems:
-            held = shared.get(fs.name) if fs.host else None
+            held = shared.get(fs.name) if fs.held_by else None
             if held is None:
                 held = Filesystem(fs.name, {"name": physical(fs.name), "region": plan.region},
                                   pulumi.ResourceOptions(parent=self, protect=True))

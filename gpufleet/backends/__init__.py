@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
 
 from gpufleet.backends import aws, azure, gcp, lambda_
-from gpufleet.traits import BackendTraits, Feature, ResourceKind
+from gpufleet.traits import AccessWay, BackendTraits, Feature, OwnFeature, ResourceKind
 
 if TYPE_CHECKING:  # the plugin machinery loads with the first plugin asked for
     from gpufleet.backends.plugin import Plugin, RoleKey
@@ -146,6 +146,33 @@ def supports(backend: str, feature: Feature) -> bool:
 
 def backends_with(feature: Feature) -> tuple[str, ...]:
     return tuple(t.name for t in all_backends() if t.supports(feature))
+
+
+def owns(backend: str, key: str, where: str = "access") -> bool:
+    """Whether ``backend`` has the cloud-only capability ``key`` (traits.OwnFeature)."""
+    found = find(backend)
+    return found is not None and found.owns(key, where)
+
+
+def owners(key: str, where: str = "access") -> tuple[str, ...]:
+    """The backends that have the cloud-only capability ``key``; () when none does."""
+    return tuple(t.name for t in all_backends() if t.owns(key, where))
+
+
+def own_features() -> tuple[OwnFeature, ...]:
+    """Every backend's cloud-only capabilities, the first owner's declaration of each."""
+    seen: dict[tuple[str, str], OwnFeature] = {}
+    for t in all_backends():
+        for f in t.own_features:
+            seen.setdefault((f.key, f.where), f)
+    return tuple(seen.values())
+
+
+def access_way(method: str | None) -> AccessWay | None:
+    """The cloud service an access method names (iap, ssm, ...); None for gpufleet's own
+    (public, bastion, none)."""
+    return next((f.way for f in own_features() if f.key == method and f.way is not None),
+                None)
 
 
 def node_types() -> tuple[str, ...]:

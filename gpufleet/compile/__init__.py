@@ -28,13 +28,12 @@ from gpufleet.compile.hostsetup import families as host_families
 from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.planners import PLANNERS
-from gpufleet.compile.seam import IAP_RANGE, KEY_CONFIG
+from gpufleet.compile.seam import KEY_CONFIG
 
 __all__ = [
     "ANY_SUBNET",
     "DIGEST_OUTPUT",
     "HOST_MARKER_DIR",
-    "IAP_RANGE",
     "KEY_CONFIG",
     "PLANNERS",
     "AccessDesign",

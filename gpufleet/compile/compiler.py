@@ -2,8 +2,8 @@
 
 A pipeline of named steps: pick each fleet's offer (``pick_offers``), divide each backend's
 address pool among the fleets that landed on it (``allocate_addresses``), let the backend's
-planner turn each fleet + offer into a finished FleetDesign (``plan_fleets``), plan the
-gateways (``plan_gateways``) and check who creates each DNS zone (``check_zone_owners``).
+planner turn each fleet + offer into a finished FleetDesign (``design_fleets``), plan the
+gateways (``design_gateways``) and check who creates each DNS zone (``check_zone_owners``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gpufleet.compile.filesystems import attach_filesystems
 from gpufleet.compile.hostsetup import with_fabric
 from gpufleet.compile.networks import attach_networks
 from gpufleet.compile.planners import PLANNERS
-from gpufleet.compile.volumes import plan_volumes
+from gpufleet.compile.volumes import design_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
     FleetSpec,
@@ -138,13 +138,13 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                          upgrade, locked)
     addresses = allocate_addresses(inputs, picked.chosen, lock, picked.fleet_locks,
                                    picked.gateway_locks)
-    plans, plan_diags = plan_fleets(inputs, picked.chosen, addresses.blocks)
+    plans, plan_diags = design_fleets(inputs, picked.chosen, addresses.blocks)
     plans, server_diags = attach_control_plane(plans, inputs.control_plane, inputs.backends)
     plans, fs_diags = attach_filesystems(plans, inputs.filesystems, addresses.blocks)
     plans, net_diags = attach_networks(plans, inputs.fleets, inputs.gateways)
     plan_diags = [*plan_diags, *server_diags, *fs_diags, *net_diags]
-    gateways, gateway_diags = plan_gateways(inputs, addresses.blocks, plans, synced or {})
-    volumes, volume_diags = plan_volumes(inputs.volumes, inputs.backends, plans, catalog)
+    gateways, gateway_diags = design_gateways(inputs, addresses.blocks, plans, synced or {})
+    volumes, volume_diags = design_volumes(inputs.volumes, inputs.backends, plans, catalog)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *volume_diags, *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),
@@ -192,7 +192,7 @@ def reserved_fleet(fleet: FleetSpec, inputs: Inputs
     return dataclasses.replace(fleet, reservation=res.target), res
 
 
-def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
+def design_fleets(inputs: Inputs, chosen: Sequence[Selection],
                 blocks: Mapping[str, IPv4Network]) -> tuple[list[FleetDesign], list[Diagnostic]]:
     """Each fleet with an offer and an address block -> its backend's finished plan."""
     plans: list[FleetDesign] = []
@@ -204,7 +204,7 @@ def plan_fleets(inputs: Inputs, chosen: Sequence[Selection],
         if impl is None or (s.fleet.name not in blocks and not networkless):
             continue
         fleet, declared = reserved_fleet(s.fleet, inputs)
-        planned = impl.plan(fleet, s.best, blocks.get(s.fleet.name, NO_BLOCK),
+        planned = impl.design_fleet(fleet, s.best, blocks.get(s.fleet.name, NO_BLOCK),
                             inputs.backend(s.best.backend), access_for(inputs, s.best.backend),
                             declared)
         diags += planned.diagnostics
@@ -238,7 +238,7 @@ def creds_reference(creds: object) -> dict[str, str] | None:
     return {**out, "withheld": ", ".join(withheld)} if withheld else out
 
 
-def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
+def design_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
                   plans: Sequence[FleetDesign], synced: Mapping[str, SyncedGateway]
                   ) -> tuple[list[GatewayDesign], list[Diagnostic]]:
     """Each gateway's network (its own, or added to the fleet it shares), its dstack
@@ -250,12 +250,12 @@ def plan_gateways(inputs: Inputs, blocks: Mapping[str, IPv4Network],
         impl = PLANNERS.get(g.backend)
         if impl is None or gateway_key(g.name) not in blocks:
             continue
-        host = gateway.host_fleet(g, by_name, diags)
-        if g.fleet is not None and host is None:
+        joined = gateway.joined_fleet(g, by_name, diags)
+        if g.fleet is not None and joined is None:
             continue
         found = gateway.synced_for(g, synced, diags)
-        gplan, gdiags = impl.plan_gateway(g, blocks[gateway_key(g.name)],
-                                          inputs.backend(g.backend), host, found)
+        gplan, gdiags = impl.design_gateway(g, blocks[gateway_key(g.name)],
+                                          inputs.backend(g.backend), joined, found)
         diags += gdiags
         if gplan is not None:
             gateways.append(gplan)

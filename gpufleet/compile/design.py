@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
+from gpufleet.backends import access_way
 from gpufleet.input import EMPTY_MAP
 
 
@@ -25,6 +26,9 @@ class ProviderDesign:
 # Metadata of an optional field that a plan's JSON leaves out while it is None (so that
 # plans, and the input digests made from them, stay the same when such a field is added).
 OMIT_NONE: Mapping[str, bool] = MappingProxyType({"omit_none": True})
+# the plan's JSON calls both the joined network's fleet and a filesystem's holder "host"
+# (its key since round 3; plan_to_json reads "json" for a field named otherwise)
+OMIT_NONE_AS_HOST: Mapping[str, object] = MappingProxyType({"omit_none": True, "json": "host"})
 
 
 # SubnetDesign.existing of a Shared VPC subnet the backends file does not name: the network's
@@ -74,7 +78,7 @@ class NetworkDesign:
     project: str | None = field(default=None, metadata=OMIT_NONE)
     # The fleet whose network this one's subnets join (the backends file's `network`): no
     # VPC, internet gateway or NAT of its own; its routes and NAT are that fleet's
-    host: str | None = field(default=None, metadata=OMIT_NONE)
+    joins: str | None = field(default=None, metadata=OMIT_NONE_AS_HOST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +138,19 @@ class AccessDesign:
     """How people and dstack reach a fleet's nodes."""
 
     user: str
-    method: str  # "public", "bastion", "iap", "ssm" or "none"
+    method: str  # "public", "bastion", "none" or a cloud's own way in (iap, ssm)
     public_key: str | None = None  # None: stack config gpufleet:sshPublicKey at `pulumi up`
-    key_name: str | None = None  # aws: an existing key pair
-    key_pair: str | None = None  # aws: the per-region key pair resource gpufleet creates
-    os_login: bool = False  # gcp: OS Login instead of ssh-keys metadata
+    key_name: str | None = None  # an existing key pair (a cloud owning `key_name`)
+    key_pair: str | None = None  # the per-region key pair resource gpufleet creates there
+    os_login: bool = False  # the cloud's IAM login instead of a key in the metadata
     bastion: BastionDesign | None = None
 
     @property
     def needs_key(self) -> bool:
-        """Whether the nodes get an SSH key (SSM and OS Login authenticate otherwise)."""
-        return self.method != "ssm" and not self.os_login and self.key_name is None
+        """Whether the nodes get an SSH key (a way in such as SSM, and OS Login,
+        authenticate otherwise)."""
+        way = access_way(self.method)
+        return (way is None or way.ssh_key) and not self.os_login and self.key_name is None
 
 
 OptionsT = TypeVar("OptionsT")
@@ -183,9 +189,9 @@ class FilesystemDesign:
     # the backends file's own price (USD per GB-month, its source), over the bundled table
     price: tuple[float, str] | None = field(default=None, metadata=OMIT_NONE)
     # shared by several fleets (aws): on the fleet whose network holds it, the other fleets
-    # that mount it through a peering (`peers`); on each of those, the holding fleet (`host`)
+    # that mount it through a peering (`peers`); on each of those, the holding fleet
     peers: tuple[str, ...] = field(default=(), metadata=OMIT_NONE)
-    host: str | None = field(default=None, metadata=OMIT_NONE)
+    held_by: str | None = field(default=None, metadata=OMIT_NONE_AS_HOST)
     expect_throughput: float | None = field(default=None, metadata=OMIT_NONE)  # MB/s
 
     @property

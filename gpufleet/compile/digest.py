@@ -16,7 +16,8 @@ from gpufleet.compile.design import FleetDesign, GatewayDesign
 def plan_to_json(obj: Any) -> Any:
     """Plan dataclasses -> JSON-ready dicts (mappings and tuples become dicts and lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plan_to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+        return {f.metadata.get("json", f.name): plan_to_json(getattr(obj, f.name))
+                for f in dataclasses.fields(obj)
                 if not (f.metadata.get("omit_none") and getattr(obj, f.name) in (None, ()))}
     if isinstance(obj, Mapping):
         return {str(k): plan_to_json(v) for k, v in obj.items()}

@@ -97,7 +97,7 @@ def attach_filesystems(plans: Sequence[FleetDesign], specs: Sequence[FilesystemS
             after.setdefault(waiter, set()).add(waited)
         for peer in peers:
             mounts.setdefault(peer.name, []).append(
-                dataclasses.replace(plan, peers=(), host=fleet.name))
+                dataclasses.replace(plan, peers=(), held_by=fleet.name))
         diags += _cross_zone(fs, plan, fleet, peers)
     out = []
     for p in plans:
@@ -147,7 +147,7 @@ def emission_order(plans: Sequence[FleetDesign]) -> list[FleetDesign]:
             for waiter, waited in waits(fs.service, p.name, fs.peers):
                 after.setdefault(waiter, set()).add(waited)
         # a fleet joining another's network after that fleet (`network`)
-        hosts = {n.host for n in p.networks if n.host and n.host in after}
+        hosts = {n.joins for n in p.networks if n.joins and n.joins in after}
         after[p.name] |= hosts
     done: set[str] = set()
     order: list[FleetDesign] = []

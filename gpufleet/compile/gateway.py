@@ -7,7 +7,7 @@ in the network its backend config names, and cannot adopt one made by anyone els
 network dstack's gateway lands in (its own, or what it adds to the network of the fleet named
 in the backends file's `gateways: {NAME: {fleet: F}}`), the DNS zone lookup or creation, and
 the `*.<domain>` record, which points at what dstack reports (`gpufleet gateway sync`) and is
-pending until then. Each backend lays out its network (``plan_gateway`` on its planner,
+pending until then. Each backend lays out its network (``design_gateway`` on its planner,
 returning a :class:`GatewayLayout`) and hands it to :func:`build`.
 """
 
@@ -122,45 +122,45 @@ def project_of(gw: GatewaySpec) -> str:
     return gw.fleet or PROJECT_PREFIX + gw.name
 
 
-def host_fleet(gw: GatewaySpec, plans: Mapping[str, FleetDesign],
+def joined_fleet(gw: GatewaySpec, plans: Mapping[str, FleetDesign],
                diags: list[Diagnostic]) -> FleetDesign | None:
     """The fleet whose network a gateway shares, checked: planned, on the gateway's backend
     and region, in a network gpufleet builds. None (with an error) otherwise."""
     if gw.fleet is None:
         return None
     origin = gw.settings_origin or gw.origin
-    host = plans.get(gw.fleet)
-    if host is None:
+    joined = plans.get(gw.fleet)
+    if joined is None:
         diags.append(origin.at("fleet", G018, f"gateway '{gw.name}' shares the network of "
                                f"fleet '{gw.fleet}', which the files do not plan",
                                "name a fleet of the files, or drop `fleet` to give the gateway "
                                "a network of its own"))
         return None
-    if (host.backend, host.region) != (gw.backend, gw.region):
+    if (joined.backend, joined.region) != (gw.backend, gw.region):
         diags.append(origin.at("fleet", G019, f"gateway '{gw.name}' is on {gw.backend} "
-                               f"{gw.region} but fleet '{host.name}' is planned on "
-                               f"{host.backend} {host.region}: dstack names one network per "
+                               f"{gw.region} but fleet '{joined.name}' is planned on "
+                               f"{joined.backend} {joined.region}: dstack names one network per "
                                "backend and region in a project",
                                "share a fleet of the gateway's backend and region, or drop "
                                "`fleet`"))
         return None
-    main = host.network("main")
+    main = joined.network("main")
     if main.existing:
-        diags.append(origin.at("fleet", G020, f"fleet '{host.name}' uses the existing network "
+        diags.append(origin.at("fleet", G020, f"fleet '{joined.name}' uses the existing network "
                                f"{main.existing}, which gpufleet does not build: the gateway's "
                                "subnets cannot be added to it",
                                "drop `fleet` (the gateway gets a network of its own), or give "
                                "the gateway's subnets to that network yourself"))
         return None
-    return host
+    return joined
 
 
-def no_nat(gw: GatewaySpec, host: FleetDesign) -> Diagnostic:
+def no_nat(gw: GatewaySpec, joined: FleetDesign) -> Diagnostic:
     """A private gateway's instances reach the internet (dstack installs its software on
     them) through a NAT; a fleet with public nodes has none to share."""
     origin = gw.settings_origin or gw.origin
     return origin.at("fleet", G021, f"private gateway '{gw.name}' shares the network of fleet "
-                     f"'{host.name}', whose nodes are public: it has no NAT for the gateway's "
+                     f"'{joined.name}', whose nodes are public: it has no NAT for the gateway's "
                      "private subnets", "share a fleet with private nodes, or drop `fleet` "
                      "(the gateway gets a network with a NAT of its own)")
 
@@ -198,7 +198,7 @@ def configuration(gw: GatewaySpec) -> dict[str, Any]:
 
 
 def build(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-          layout: GatewayLayout, dns: DnsRecordDesign | None, host: FleetDesign | None,
+          layout: GatewayLayout, dns: DnsRecordDesign | None, joined: FleetDesign | None,
           diags: list[Diagnostic]) -> tuple[GatewayDesign | None, list[Diagnostic]]:
     """The gateway's plan from the backend's layout; None when a diagnostic is an error."""
     diags = [*diags, *layout.diagnostics]
@@ -224,7 +224,7 @@ def build(gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
         certificate_arn=gw.certificate.arn if gw.certificate else None,
         certificate_name=gw.certificate.name if gw.certificate else None,
         load_balancer=gw.behind_load_balancer, record=dns,
-        fleet=host.name if host is not None else None, configuration=configuration(gw),
+        fleet=joined.name if joined is not None else None, configuration=configuration(gw),
         old_addresses=old, protect_address=gw.protect_address, labels=t.labels(tags),
         options=GatewayOptions(project=cfg.get("project_id"),
                                dns_resource_group=cfg.get("dns_resource_group"),

@@ -2,8 +2,8 @@
 
 A backend's planner (``gpufleet/backends/<cloud>/compile.py``) is one object with a name, its
 traits (what it can do and its tables, ``gpufleet.backends``), the size of the address block
-each fleet gets, a ``plan`` that turns a fleet and its chosen offer into a finished
-:class:`FleetDesign` and a ``plan_gateway`` for its gateways (with located diagnostics). Its
+each fleet gets, a ``design_fleet`` that turns a fleet and its chosen offer into a finished
+:class:`FleetDesign` and a ``design_gateway`` for its gateways (with located diagnostics). Its
 Pulumi components are ``gpufleet.components.<cloud>``.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends import supports, traits_of
+from gpufleet.backends import access_way, traits_of
 from gpufleet.codes import C011, C012, C013
 from gpufleet.compile import naming
 from gpufleet.compile.design import (
@@ -36,7 +36,7 @@ from gpufleet.input import (
     stackconfig,
 )
 from gpufleet.offers import Offer
-from gpufleet.traits import BackendTraits, Feature
+from gpufleet.traits import BackendTraits
 
 DEFAULT_DISK_GIB = 100
 
@@ -53,7 +53,7 @@ class Backend(Protocol):
     traits: BackendTraits
     fleet_prefix: int  # size of the address block each fleet gets from the pool
 
-    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+    def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         """``reservation``: the declared reservation the fleet names, if any."""
@@ -64,11 +64,11 @@ class Backend(Protocol):
         rather than assigned with the instance."""
         ...
 
-    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetDesign | None, synced: SyncedGateway | None
+    def design_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     joined: FleetDesign | None, synced: SyncedGateway | None
                      ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """The network dstack's gateway lands in: its own in ``block``, or what it adds to
-        the network of ``host`` (the fleet it shares), laid out by the backend and built by
+        the network of ``joined`` (the fleet it shares), laid out by the backend and built by
         ``gpufleet.compile.gateway.build``; ``synced``: dstack's gateway as `gpufleet
         gateway sync` read it (None: the record is pending)."""
         ...
@@ -122,18 +122,18 @@ def public_ips(config: BackendConfig | None) -> bool:
 
 # --- access: one model for every cloud --------------------------------------------------
 
-IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP forwarding range (cloud.google.com/iap)
 KEY_CONFIG = stackconfig.SSH_PUBLIC_KEY
 
 
 def access_method(backend: str, public: bool, access: AccessSpec) -> str:
-    """public (22 from ssh_cidrs), or for private nodes: ssm, iap, bastion or none."""
+    """public (22 from ssh_cidrs), or for private nodes: the first way in of the cloud's own
+    the backends file asks for (ssm, iap), bastion or none."""
     if public:
         return "public"
-    if access.ssm and supports(backend, Feature.SSM):
-        return "ssm"
-    if access.iap and supports(backend, Feature.IAP):
-        return "iap"
+    asked = {"ssm": access.ssm, "iap": access.iap}
+    for own in traits_of(backend).own_features:
+        if own.way is not None and asked.get(own.key):
+            return own.key
     return "none" if access.bastion == "none" else "bastion"
 
 
@@ -145,9 +145,10 @@ def node_ssh_rules(fleet: str, config: BackendConfig | None, method: str
     if method == "bastion":
         return (FirewallRule(naming.child(fleet, "ssh-from-bastion"), "SSH from the fleet's "
                              "bastion only", "tcp", ("22",), from_bastion=True),)
-    if method == "iap":
-        return (FirewallRule(naming.child(fleet, "ssh-iap"), "SSH through Identity-Aware "
-                             f"Proxy ({IAP_RANGE})", "tcp", ("22",), (IAP_RANGE,)),)
+    way = access_way(method)
+    if way is not None and way.ssh_from:
+        name, title = way.ssh_rule
+        return (FirewallRule(naming.child(fleet, name), title, "tcp", ("22",), way.ssh_from),)
     return ()
 
 
@@ -165,18 +166,18 @@ def access_plan(fleet: FleetSpec, backend: str, method: str, access: AccessSpec,
                            "ssh_cidrs", "tcp", ("22",), cidrs)
         bastion = BastionDesign(name, machine.instance_type, machine.image,
                                 naming.child(name, "ip"), ssh, subnet)
-    os_login = method == "iap"
-    key_name = access.key_name if supports(backend, Feature.KEY_PAIRS) else None
+    way = access_way(method)
+    os_login = way is not None and way.os_login
+    key_pairs = traits_of(backend).owns("key_name")
+    key_name = access.key_name if key_pairs else None
     plan = AccessDesign(access.ssh_user or traits_of(backend).default_user, method,
                         access.ssh_public_key, key_name, None, os_login, bastion)
-    if supports(backend, Feature.KEY_PAIRS) and plan.needs_key:
+    if key_pairs and plan.needs_key:
         plan = dataclasses.replace(plan, key_pair=naming.child("key", region))
-    how = {"public": "directly (public IPs), SSH from `ssh_cidrs`",
-           "bastion": f"through the bastion {bastion.name if bastion else ''}",
-           "iap": "through Identity-Aware Proxy with OS Login (`gcloud compute ssh "
-                  "--tunnel-through-iap`)",
-           "ssm": "through AWS Systems Manager Session Manager (`aws ssm start-session`)",
-           "none": "not at all from outside their network (private, `bastion: none`)"}[method]
+    how = way.how if way is not None else {
+        "public": "directly (public IPs), SSH from `ssh_cidrs`",
+        "bastion": f"through the bastion {bastion.name if bastion else ''}",
+        "none": "not at all from outside their network (private, `bastion: none`)"}[method]
     if plan.needs_key and plan.public_key is None:
         diags.append(fleet.origin.at(
             "name", C011, f"fleet '{fleet.name}': no SSH public key in the backends file; "

@@ -54,7 +54,7 @@ def pick_zone(v: VolumeSpec, fleets: Sequence[FleetDesign], catalog: Catalog
     return first, f"the first zone of {v.region} by name ({why})", None
 
 
-def plan_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig],
+def design_volumes(volumes: Sequence[VolumeSpec], backends: Sequence[BackendConfig],
                  fleets: Sequence[FleetDesign] = (), catalog: Catalog | None = None
                  ) -> tuple[list[VolumeDesign], list[Diagnostic]]:
     out: list[VolumeDesign] = []

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
-from gpufleet.backends import is_backend, role_of, traits_of
+from gpufleet.backends import access_way, is_backend, role_of, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
@@ -63,8 +63,8 @@ def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
     """The SSH fleet file of one fleet, or None with the reason it cannot have one.
     ``listed``: a scale set's instance addresses, read from Azure (`scale_set_hosts`)."""
     access = out.get("access") or {}
-    method = access.get("method")
-    if method in ("iap", "ssm"):
+    method = str(access.get("method") or "")
+    if access_way(method) is not None:
         return None, (f"fleet {name}: reached through {method.upper()}, which dstack's SSH "
                       "fleets cannot use; it gets no SSH fleet file (use the server config)")
     if method == "none":

@@ -176,7 +176,7 @@ def fleet_bill(f: FleetDesign, prices: PriceTable, catalog: Catalog | None = Non
         if net.nat:
             b.nat("network", f.backend, net.name, f.nodes)
     for fs in f.filesystems:
-        if fs.host:  # another fleet's: on that fleet's bill
+        if fs.held_by:  # another fleet's: on that fleet's bill
             continue
         key = f"{fs.service}-{fs.throughput}" if fs.throughput else fs.service
         p = prices.filesystem(f.backend, key, fs.capacity_gib or 0, fs.price)

@@ -3,7 +3,7 @@ prints."""
 
 from __future__ import annotations
 
-from gpufleet.backends import traits_of
+from gpufleet.backends import access_way, traits_of
 from gpufleet.compile import (
     FleetDesign,
     host_families,
@@ -14,8 +14,9 @@ def access_text(f: FleetDesign) -> str | None:
     a = f.access
     if a is None:
         return None
-    if a.method == "ssm":
-        key = "no SSH key (Session Manager)"
+    own = access_way(a.method)
+    if own is not None:
+        key = own.key_text
     elif a.os_login:
         key = "OS Login (IAM)"
     elif a.key_name:
@@ -23,10 +24,9 @@ def access_text(f: FleetDesign) -> str | None:
     else:
         key = "key from the backends file" if a.public_key else \
             "key from the stack config gpufleet:sshPublicKey"
-    way = {"public": "public IPs, SSH from ssh_cidrs",
-           "iap": "Identity-Aware Proxy (SSH from 35.235.240.0/20 only)",
-           "ssm": "Session Manager (no port 22)",
-           "none": "none (private nodes, bastion: none)"}.get(a.method, "")
+    way = own.shown if own is not None else {
+        "public": "public IPs, SSH from ssh_cidrs",
+        "none": "none (private nodes, bastion: none)"}.get(a.method, "")
     if a.bastion is not None:
         b = a.bastion
         sources = ", ".join(b.firewall.sources) or "nowhere (ssh_cidrs is empty)"

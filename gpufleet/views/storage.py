@@ -24,15 +24,15 @@ def filesystem_text(fs: FilesystemDesign, bill: Bill | None) -> str:
     if item is not None and fs.price is not None:
         cost += f" at ${fs.price[0]:g}/GB-month from {fs.price[1]}"
     service = filesystem_services()[fs.service].title
-    if fs.host:  # held in another fleet's network
+    if fs.held_by:  # held in another fleet's network
         if fs.subnet is None:  # Azure Files
             way = ("through its storage account, which admits this fleet's node subnet "
                    "(their service endpoint)")
         else:
             way = traits_of(fs.backend).shared_filesystem_way.format(subnet=fs.subnet)
-        return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.host}, "
+        return (f"{fs.name}: {fs.kind} on {service}, {size}{speed}, held by fleet {fs.held_by}, "
                 f"reached {way}; mounted at {fs.mount} by every node at boot; on fleet "
-                f"{fs.host}'s bill")
+                f"{fs.held_by}'s bill")
     shared = ""
     if fs.peers:
         shared = f"; shared with fleets {', '.join(fs.peers)}" + (

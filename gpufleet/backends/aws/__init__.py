@@ -6,15 +6,17 @@ import re
 from types import MappingProxyType
 
 from gpufleet.backends.aws import names as _names
+from gpufleet.codes import B012, C012, C025, G005, G015, G016
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
+    AccessWay,
     BackendTraits,
     CapacityCode,
-    Feature,
     FilesystemService,
     ImageFamily,
     LustreTier,
     Machine,
+    OwnFeature,
     ResourceKind,
     ZoneModel,
 )
@@ -37,14 +39,31 @@ BASTION = Machine("t3.nano", _UBUNTU, 8, "gp3")
 # create_gateway_replica, DEFAULT_GATEWAY_INSTANCE_TYPE and disk_size=10)
 GATEWAY = Machine("t3.micro", _UBUNTU, 10, "gp3")
 
+# What only AWS's own services give: ACM certificates on a gateway's load balancer (dstack's
+# text refusing them elsewhere), Session Manager (SSM) access with no port 22, and an existing
+# EC2 key pair for the nodes.
+OWN_FEATURES = (
+    OwnFeature("acm", "certificate", "ACM certificates",
+               "acm certificate type is supported for aws backend only"),
+    OwnFeature("ssm", "access", "Session Manager access", "Session Manager is an AWS service",
+               AccessWay("Session Manager (no port 22)", "through AWS Systems Manager Session "
+                         "Manager (`aws ssm start-session`)", "no SSH key (Session Manager)")),
+    OwnFeature("key_name", "access", "existing key pairs (key_name)",
+               "key pairs are an EC2 resource"),
+)
+
 TRAITS = BackendTraits(
-    "aws", _ALL - {Feature.IAP, Feature.GCP_CM_CERTIFICATES},
-    MappingProxyType({Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
-                      Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for "
-                                                   "gcp backend only"}),
+    "aws", _ALL, MappingProxyType({}),
     re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"), "us-east-1", "ubuntu",
     zones=ZoneModel.PER_REGION,
     zone_pattern=re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$"),
+    own_features=OWN_FEATURES,
+    code_notes=MappingProxyType({
+        G005: "acm (AWS Certificate Manager)", G015: "an ACM certificate's full ARN",
+        G016: "an ALB with acm or no certificate",
+        C012: "Session Manager (`access: {ssm: true}`)",
+        C025: "4 joining fleets (CIDR blocks per VPC)",
+        B012: "capacity-reservation or capacity-block"}),
     node_types=("aws:ec2/instance:Instance",),
     # a private gateway's fixed address: an ENI under the gateway component
     gateway_address_types=("aws:ec2/networkInterface:NetworkInterface",),

@@ -125,7 +125,7 @@ class AwsBackend:
     traits = TRAITS
     fleet_prefix = 16
 
-    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+    def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         public = public_ips(config)
@@ -226,8 +226,8 @@ class AwsBackend:
         """Multi-NIC nodes get an Elastic IP each."""
         return options_of(plan, AwsOptions).eip_per_node
 
-    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetDesign | None, synced: SyncedGateway | None
+    def design_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     joined: FleetDesign | None, synced: SyncedGateway | None
                      ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's instances in a public subnet of the VPC its backend config
         names (a private gateway: a subnet whose default route goes to a NAT gateway), and
@@ -243,17 +243,17 @@ class AwsBackend:
                                 public=gw.public_ip, zone_index=i)
                    for i, k in enumerate(("a", "b"))]
         nat = False
-        if not gw.public_ip and host is None:  # a NAT gateway of its own, in a public subnet
+        if not gw.public_ip and joined is None:  # a NAT gateway of its own, in a public subnet
             subnets.append(SubnetDesign(naming.child(gw.name, "public"), str(r["nat"]),
                                         gw.region, public=True, zone_index=0))
             nat = True
-        elif not gw.public_ip and host is not None and not host.network("main").nat:
-            diags.append(gateway.no_nat(gw, host))
+        elif not gw.public_ip and joined is not None and not joined.network("main").nat:
+            diags.append(gateway.no_nat(gw, joined))
         # gpufleet's own gateway VMs had an Elastic IP each (none behind an ALB)
         old = gateway.old_address_names(gw) if gw.public_ip and not gw.behind_load_balancer \
             else ()
         layout = gateway.GatewayLayout(tuple(subnets), nat, old)
-        return gateway.build(gw, block, config, layout, dns, host, diags)
+        return gateway.build(gw, block, config, layout, dns, joined, diags)
 
 
 BACKEND = AwsBackend()

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gpufleet.backends.azure import names as _names
+from gpufleet.codes import B004, B012, B019, C006, C008, C014, C024, G010, V001, V009
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
     BackendTraits,
@@ -51,26 +52,29 @@ def _capacity(inputs: Mapping[str, Any]) -> int | None:
 
 TRAITS = BackendTraits(
     "azure", _ALL - {Feature.RESERVATIONS, Feature.CAPACITY_BLOCKS, Feature.PRIVATE_GATEWAYS,
-                     Feature.GATEWAY_INSTANCE_TYPE, Feature.ACM_CERTIFICATES, Feature.IAP,
-                     Feature.SSM, Feature.KEY_PAIRS, Feature.GCP_CM_CERTIFICATES,
-                     Feature.GATEWAY_LOAD_BALANCER, Feature.SHARED_NETWORKS},
+                     Feature.GATEWAY_INSTANCE_TYPE, Feature.GATEWAY_LOAD_BALANCER,
+                     Feature.SHARED_NETWORKS},
     MappingProxyType({
         Feature.RESERVATIONS: "dstack's azure backend takes no reservation; gpufleet joins "
                               "a capacity reservation group declared in the backends file",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option",
         Feature.PRIVATE_GATEWAYS: "dstack runs Azure gateways with a public IP only",
         Feature.GATEWAY_INSTANCE_TYPE: "Azure gateways always use Standard_B1ms",
-        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
-        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
         Feature.GATEWAY_LOAD_BALANCER: "dstack fronts gateways with a load balancer on aws and "
                                        "gcp only",
-        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
         Feature.SHARED_NETWORKS: "a VNet per fleet keeps its NSG, NAT gateway and peerings "
                                  "apart; Azure's VNet and public IP quotas per region are "
-                                 "large (`gpufleet preflight` reads them)",
-        Feature.SSM: "Session Manager is an AWS service",
-        Feature.KEY_PAIRS: "key pairs are an EC2 resource"}),
+                                 "large (`gpufleet preflight` reads them)"}),
     re.compile(r"[a-z]+[a-z0-9]*"), "eastus", "azureuser", zones=ZoneModel.NONE,
+    code_notes=MappingProxyType({
+        G010: "an Azure DNS zone lives in a resource group",
+        B004: "private VMs need `vpc_ids` or `subnet_ids`",
+        C006: "the InfiniBand range 172.16.0.0/16", C008: "Azure's scale-set size",
+        C014: "plain VMs beyond what one fleet launches", C024: "fleets share no network",
+        V001: "dstack 0.22.5 has no volumes on azure",
+        V009: "Managed Lustre: 768 TiB at 40 MB/s per TiB, 128 TiB above",
+        B012: "capacity-reservation-group",
+        B019: "`tenant_id` and `subscription_id`"}),
     node_types=("azure-native:compute:VirtualMachine",),
     billed=MappingProxyType({
         "azure-native:compute:VirtualMachine": "instance",

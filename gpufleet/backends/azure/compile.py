@@ -70,7 +70,7 @@ class AzureBackend:
     traits = TRAITS
     fleet_prefix = 16
 
-    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+    def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet, offer, block, config)
@@ -158,8 +158,8 @@ class AzureBackend:
         """Plain VMs get a public IP resource each; a scale set's come with its instances."""
         return plan.placement is None or plan.placement.kind != "scale-set"
 
-    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetDesign | None, synced: SyncedGateway | None
+    def design_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     joined: FleetDesign | None, synced: SyncedGateway | None
                      ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's VM, always with a public IP and its own network security
         group, in the subnet its backend config names for the region (`subnet_ids`, or the
@@ -174,12 +174,12 @@ class AzureBackend:
             diags.append(gw.origin.at("domain", G010, "Azure DNS needs the resource group of "
                                       f"the zone {dns.zone}", "set `dns_resource_group` for "
                                       "azure in the backends file"))
-        subnets = () if host is not None else (
+        subnets = () if joined is not None else (
             SubnetDesign(naming.child(gw.name, "subnet"), str(gateway.ranges(block)["a"]),
                          gw.region),)
         # gpufleet's own gateway VMs had a static public IP each
         layout = gateway.GatewayLayout(subnets, old_addresses=gateway.old_address_names(gw))
-        return gateway.build(gw, block, config, layout, dns, host, diags)
+        return gateway.build(gw, block, config, layout, dns, joined, diags)
 
 
 BACKEND = AzureBackend()

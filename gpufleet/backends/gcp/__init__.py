@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gpufleet.backends.gcp import names as _names
+from gpufleet.codes import B012, B019, C012, C026, G005, G015, G016, V006, V020
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
+    AccessWay,
     BackendTraits,
     CapacityCode,
     Feature,
@@ -17,6 +19,7 @@ from gpufleet.traits import (
     LustreTier,
     Machine,
     NfsSizes,
+    OwnFeature,
     ResourceKind,
     ZoneModel,
 )
@@ -56,20 +59,44 @@ BASTION = Machine("e2-micro", _UBUNTU, 10, "pd-balanced")
 # create_gateway_replica: e2-medium, a 10 GB boot disk)
 GATEWAY = Machine("e2-medium", _UBUNTU, 10, "pd-balanced")
 
+# Google's IAP TCP forwarding range (cloud.google.com/iap/docs/using-tcp-forwarding)
+IAP_RANGE = "35.235.240.0/20"
+
+# What only Google Cloud's own services give: Certificate Manager certificates on a gateway's
+# load balancer (dstack's text refusing them elsewhere), and Identity-Aware Proxy TCP
+# forwarding with OS Login into private nodes.
+OWN_FEATURES = (
+    OwnFeature("gcp-cm", "certificate", "Certificate Manager certificates (gcp-cm)",
+               "gcp-cm certificate type is supported for gcp backend only"),
+    OwnFeature("iap", "access", "Identity-Aware Proxy access",
+               "Identity-Aware Proxy is a Google Cloud service",
+               AccessWay(f"Identity-Aware Proxy (SSH from {IAP_RANGE} only)",
+                         "through Identity-Aware Proxy with OS Login (`gcloud compute ssh "
+                         "--tunnel-through-iap`)", "OS Login (IAM)", (IAP_RANGE,),
+                         ("ssh-iap", f"SSH through Identity-Aware Proxy ({IAP_RANGE})"),
+                         os_login=True)),
+)
+
 TRAITS = BackendTraits(
-    "gcp", _ALL - {Feature.ACM_CERTIFICATES, Feature.SSM, Feature.KEY_PAIRS,
-                   Feature.CAPACITY_BLOCKS, Feature.SHARED_FILESYSTEMS},
+    "gcp", _ALL - {Feature.CAPACITY_BLOCKS, Feature.SHARED_FILESYSTEMS},
     MappingProxyType({
         Feature.SHARED_FILESYSTEMS: "Filestore and Managed Lustre are reached through a "
                                     "peering of one fleet's network, which a second network "
                                     "cannot use (Google: only through Network Connectivity "
                                     "Center, which gpufleet does not build)",
-        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
-        Feature.SSM: "Session Manager is an AWS service",
-        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
         Feature.CAPACITY_BLOCKS: "Capacity Blocks for ML are an EC2 purchase option"}),
     re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}"), "us-central1", "ubuntu", zones=ZoneModel.PER_ZONE,
     zone_pattern=re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$"),
+    own_features=OWN_FEATURES,
+    code_notes=MappingProxyType({
+        G005: "gcp-cm (Certificate Manager)",
+        G015: "a Certificate Manager certificate's resource name",
+        G016: "an ALB with gcp-cm or no certificate; gcp-cm needs the ALB",
+        C012: "Identity-Aware Proxy (`access: {iap: true}`)",
+        C026: "a fleet holding a filesystem (reached through its network's peering)",
+        V006: "no shared filesystems (a peering serves one network)",
+        V020: "Managed Lustre (one private services access connection per network)",
+        B012: "specific or calendar", B019: "`project_id`"}),
     node_types=("gcp:compute/instance:Instance",),
     billed=MappingProxyType({
         "gcp:compute/instance:Instance": "instance",

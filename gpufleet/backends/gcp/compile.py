@@ -87,7 +87,7 @@ class GcpBackend:
     traits = TRAITS
     fleet_prefix = 16
 
-    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
+    def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet, offer, config)
@@ -144,13 +144,13 @@ class GcpBackend:
             diags.append(fleet.origin.at("reservation", C002, "a GCP reservation is consumed "
                                  "by on-demand VMs, but the chosen offer is spot",
                                  "set `spot_policy: on-demand` with `reservation`"))
-        host = config.get("vpc_project_id") if config is not None else None
-        if host:
+        host_project = config.get("vpc_project_id") if config is not None else None
+        if host_project:
             ssh = ", ".join(config.ssh_cidrs) if config is not None and config.ssh_cidrs \
                 else "nowhere"
             diags.append(fleet.origin.at(
                 "backends", C017, f"fleet '{fleet.name}' joins the Shared VPC "
-                f"{config.get('vpc_name') if config else ''} of host project {host}: its "
+                f"{config.get('vpc_name') if config else ''} of host project {host_project}: its "
                 "firewall rules, routes and Cloud NAT belong to the host project, and gpufleet "
                 "creates none there. The host project must allow all traffic between the "
                 f"fleet's nodes (network tag {naming.network_tag(fleet.name)}), SSH from {ssh} "
@@ -179,7 +179,8 @@ class GcpBackend:
         cfg = config.settings if config is not None else {}
         mtu = MTU_ROCE if offer.rdma == "roce" else MTU_TCPX if n_extra else None
         subnet_existing = (cfg.get("subnetworks") or {}).get(offer.region)
-        host = cfg.get("vpc_project_id")  # a Shared VPC: network, rules and NAT are the host's
+        # a Shared VPC: the network, its rules and NAT are the host project's
+        host_project = cfg.get("vpc_project_id")
         main_net = ranges["main"]
         rules = (FirewallRule(naming.child(name, "internal"),
                               "all traffic between the fleet's own nodes", "all",
@@ -187,11 +188,12 @@ class GcpBackend:
                  *node_ssh_rules(name, config, method))
         nets = [NetworkDesign(
             "main", naming.child(name, "net"),
-            (SubnetDesign(naming.child(name, "subnet"), str(main_net) if not host else "",
+            (SubnetDesign(naming.child(name, "subnet"), str(main_net) if not host_project else "",
                           offer.region,
-                          existing=subnet_existing or (ANY_SUBNET if host else None)),),
-            cidr=str(main_net) if not host else None, mtu=mtu, existing=cfg.get("vpc_name"),
-            firewall=() if host else rules, nat=not public and not host, project=host)]
+                          existing=subnet_existing or (ANY_SUBNET if host_project else None)),),
+            cidr=str(main_net) if not host_project else None, mtu=mtu,
+            existing=cfg.get("vpc_name"), firewall=() if host_project else rules,
+            nat=not public and not host_project, project=host_project)]
         extra_names = list(cfg.get("extra_vpcs") or [])
         for i in range(1, n_extra + 1):
             r = ranges[f"gpu-{i}"]
@@ -230,8 +232,8 @@ class GcpBackend:
         """Addresses come with the instance."""
         return False
 
-    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetDesign | None, synced: SyncedGateway | None
+    def design_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     joined: FleetDesign | None, synced: SyncedGateway | None
                      ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """dstack puts a gateway's instances in the subnet its backend config names for the
         region (`subnetworks`, else any usable one of its VPC), opens the firewall for them
@@ -244,10 +246,10 @@ class GcpBackend:
         dns = gateway.record(gw, diags, synced)
         r = gateway.ranges(block)
         subnets: list[SubnetDesign] = []
-        if host is None:
+        if joined is None:
             subnets.append(SubnetDesign(naming.child(gw.name, "subnet"), str(r["a"]), gw.region))
-        elif not gw.public_ip and not host.network("main").nat:
-            diags.append(gateway.no_nat(gw, host))
+        elif not gw.public_ip and not joined.network("main").nat:
+            diags.append(gateway.no_nat(gw, joined))
         if gw.behind_load_balancer:
             # one per network and region (cloud.google.com/load-balancing/docs/proxy-only-
             # subnets); /24 is within its /26../23
@@ -255,8 +257,8 @@ class GcpBackend:
                                         purpose=PROXY_PURPOSE))
         # gpufleet's own gateway VMs (or their load balancer) had static external addresses
         old = gateway.old_address_names(gw) if gw.public_ip else ()
-        layout = gateway.GatewayLayout(tuple(subnets), not gw.public_ip and host is None, old)
-        return gateway.build(gw, block, config, layout, dns, host, diags)
+        layout = gateway.GatewayLayout(tuple(subnets), not gw.public_ip and joined is None, old)
+        return gateway.build(gw, block, config, layout, dns, joined, diags)
 
 
 BACKEND = GcpBackend()

@@ -16,6 +16,7 @@ import re
 from types import MappingProxyType
 
 from gpufleet.backends.lambda_ import names as _names
+from gpufleet.codes import B020, C027, C028, F025, V023
 from gpufleet.traits import (
     BackendTraits,
     CapacityCode,
@@ -42,17 +43,18 @@ TRAITS = BackendTraits(
         Feature.GATEWAYS: _NO_GATEWAYS,
         Feature.PRIVATE_GATEWAYS: _NO_GATEWAYS,
         Feature.GATEWAY_INSTANCE_TYPE: _NO_GATEWAYS,
-        Feature.ACM_CERTIFICATES: "acm certificate type is supported for aws backend only",
-        Feature.GCP_CM_CERTIFICATES: "gcp-cm certificate type is supported for gcp backend only",
         Feature.GATEWAY_LOAD_BALANCER: _NO_GATEWAYS,
-        Feature.IAP: "Identity-Aware Proxy is a Google Cloud service",
-        Feature.SSM: "Session Manager is an AWS service",
-        Feature.KEY_PAIRS: "key pairs are an EC2 resource",
         Feature.SHARED_NETWORKS: "Lambda has no networks to share: every instance has its own "
                                  "public address"}),
     re.compile(r"[a-z]+-[a-z]+-\d+"), "us-east-1", "ubuntu", zones=ZoneModel.NONE,
     package="lambda_", gpuhunt_provider="lambdalabs", networkless=True,
     pulumi_package="pulumi-python:dynamic/lambda",
+    code_notes=MappingProxyType({
+        C027: "100 instances, one launch per 12 seconds",
+        C028: "a key needs a letter and at least one more character",
+        V023: "under /home, /lambda/nfs or /data; letters, digits, `-` and `/` only",
+        F025: "no interconnect through its API, no spot market",
+        B020: "every instance has its own public address"}),
     node_types=(_names.INSTANCE,),
     resources=MappingProxyType({
         # the API changes an instance's name only (POST /instances/{id}); everything else it

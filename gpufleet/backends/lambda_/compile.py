@@ -59,7 +59,7 @@ class LambdaBackend:
     traits = TRAITS
     fleet_prefix = 32  # unused: a networkless backend gets no block (compile.addresses)
 
-    def plan(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,  # NO_BLOCK
+    def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,  # NO_BLOCK
              config: BackendConfig | None, access: AccessSpec,
              reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet)
@@ -103,8 +103,8 @@ class LambdaBackend:
         """An instance's public address comes with it, priced in the instance's price."""
         return False
 
-    def plan_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
-                     host: FleetDesign | None, synced: SyncedGateway | None
+    def design_gateway(self, gw: GatewaySpec, block: IPv4Network, config: BackendConfig | None,
+                     joined: FleetDesign | None, synced: SyncedGateway | None
                      ) -> tuple[GatewayDesign | None, list[Diagnostic]]:
         """Never reached: validate refuses a gateway on a backend without gateways."""
         raise ValueError(f"gateway '{gw.name}': {TRAITS.why_not(Feature.GATEWAYS)}")

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends import backends_with, is_backend, role_of, supports, traits_of
+from gpufleet.backends import is_backend, owners, role_of, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.codes import B005, B006, B008, B010, B011, B019
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
@@ -24,7 +24,6 @@ from gpufleet.input.spec import (
     Origin,
     frozen_map,
 )
-from gpufleet.traits import Feature
 
 
 @runtime_checkable
@@ -40,8 +39,6 @@ INPUT: RoleKey[InputRules] = RoleKey("input", InputRules)  # type: ignore[type-a
 _SSH_KEY = re.compile(r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|"
                       r"sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+=*"
                       r"( [^\n]*)?$")
-# Access options that need a backend capability.
-ACCESS_ONLY = {"iap": Feature.IAP, "ssm": Feature.SSM, "key_name": Feature.KEY_PAIRS}
 
 
 def _access(ctx: Ctx, path: KeyPath, raw: dict[str, Any] | None, parent: AccessSpec,
@@ -50,9 +47,9 @@ def _access(ctx: Ctx, path: KeyPath, raw: dict[str, Any] | None, parent: AccessS
     raw = dict(raw or {})
     if legacy_key and "ssh_public_key" not in raw:
         raw["ssh_public_key"] = legacy_key
-    for opt, feature in ACCESS_ONLY.items():
-        clouds = backends_with(feature)
-        if raw.get(opt) and backend is not None and not supports(backend, feature):
+    for opt in sorted(raw):  # options of one cloud's own service (iap, ssm, key_name)
+        clouds = owners(opt)
+        if clouds and raw[opt] and backend is not None and backend not in clouds:
             ctx.error((*path, opt), f"`{opt}` is an option of the {' or '.join(clouds)} "
                       f"backend, not {backend}", B010, key=True,
                       hint=f"move it to the {' or '.join(clouds)} entry")

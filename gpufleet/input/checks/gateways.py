@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from gpufleet.backends import backends_with, is_backend, supports, traits_of
+from gpufleet.backends import backends_with, is_backend, own_features, owns, supports, traits_of
 from gpufleet.codes import F006, G002, G003, G004, G005, G006, G007, G009, G014, G015, G016, G017
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input.checks.context import Ctx, check_region, tags_of
@@ -45,11 +45,11 @@ def check_gateway(c: Checked) -> tuple[GatewaySpec | None, list[Diagnostic]]:
         ctx.error(("certificate",) if "certificate" in d else ("public_ip",),
                   "lets-encrypt certificate type is not supported for private gateways", G004,
                   key=True, hint="set `certificate: null`, or `{type: acm, arn: ...}` on aws")
-    for ctype, feature in (("acm", Feature.ACM_CERTIFICATES),
-                           ("gcp-cm", Feature.GCP_CM_CERTIFICATES)):
-        if cert is not None and cert.type == ctype and backend is not None \
-                and _lacks(backend, feature):
-            ctx.error(("certificate", "type"), traits_of(backend).why_not(feature), G005)
+    own = next((f for f in own_features() if cert is not None and f.where == "certificate"
+                and f.key == cert.type), None)
+    if own is not None and backend is not None and is_backend(backend) \
+            and not owns(backend, own.key, "certificate"):
+        ctx.error(("certificate", "type"), own.elsewhere, G005)
     _certificate_names(ctx, cert)
     _check_load_balancer(ctx, backend, cert)
     replicas = d.get("replicas", 1) if ctx.has("replicas") else 1

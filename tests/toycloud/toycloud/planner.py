@@ -23,7 +23,7 @@ class ToyPlanner:
     traits = TRAITS
     fleet_prefix = 32
 
-    def plan(self, fleet: Any, offer: Any, block: IPv4Network, config: Any, access: Any,
+    def design_fleet(self, fleet: Any, offer: Any, block: IPv4Network, config: Any, access: Any,
              reservation: Any = None) -> Planned:
         method = access_method(self.name, True, access)
         way_in, diags = access_plan(fleet, self.name, method, access, config, "", offer.region)
@@ -37,7 +37,7 @@ class ToyPlanner:
     def billed_addresses(self, plan: FleetDesign) -> bool:
         return False
 
-    def plan_gateway(self, gw: Any, block: Any, config: Any, host: Any, synced: Any) -> Any:
+    def design_gateway(self, gw: Any, block: Any, config: Any, joined: Any, synced: Any) -> Any:
         raise ValueError("toycloud runs no gateway")
 
 
