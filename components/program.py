@@ -112,8 +112,14 @@ def fleet_outputs(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any]:
         "backend": plan.backend, "region": plan.region, "zone": plan.zone,
         "instance_type": plan.instance_type, "placement": "cluster" if plan.placement
         else "any", "public_ips": plan.public_ip, "scope": plan.provider.scope,
+        # the cluster fabric whose software the host setup installed (`export dstack`
+        # writes what runs need to use it)
+        "fabric": plan.host_setup.fabric if plan.host_setup is not None else "none",
         "resource_group": getattr(fleet, "resource_group", None),
         "tenant_id": getattr(plan.options, "tenant_id", None),  # where the backend has one
+        # the nodes' service account, where the backend gives them one (dstack's own A3
+        # instances need it too: `export dstack` passes it on)
+        "service_account": getattr(plan.options, "service_account", None),
         **({"dstack_creds": dict(plan.dstack_creds)} if plan.dstack_creds else {}),
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}

@@ -199,6 +199,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "rewriting, or two keys "
                  "that become one (keys are lower-cased)",
                  "rename the tag keys so that each is distinct and valid on the backend"),
+    "C029": Code("a cluster's host setup installs its fabric's software from the cloud's own "
+                 "registries while the nodes have no service account to read them (warning)",
+                 "give the backend a service account that may read them (the message names "
+                 "the setting and the role)"),
     "C027": Code("a fleet wants more instances than gpufleet launches on its backend",
                  "split the fleet"),
     "C021": Code("two resources of the plan with one URN (one fleet or gateway name is another's "

@@ -180,7 +180,7 @@ def test_a_fleet_with_no_nodes_costs_its_nat_bastion_and_addresses() -> None:
 
 def test_the_lock_keeps_the_overhead_and_the_cost_guard_counts_it(tmp_path: Path) -> None:
     text = (EXAMPLES / "gpufleet.lock").read_text()
-    assert text.count("overhead:") == 9  # 6 fleets, 3 gateways
+    assert text.count("overhead:") == 10  # 7 fleets, 3 gateways
     r = CliRunner().invoke(cli, ["lock", "--check", str(EXAMPLES)])
     assert r.exit_code == 0, r.output
     data = examples_plan_json()
@@ -257,7 +257,7 @@ def test_the_progress_line_shows_on_a_terminal_only(monkeypatch: pytest.MonkeyPa
                                  None, progress=show)
     assert report is not None
     out = tty.getvalue()
-    assert "\rgpufleet: compiling 6 fleet(s), 3 gateway(s)" in out
+    assert "\rgpufleet: compiling 7 fleet(s), 3 gateway(s)" in out
     assert f"running the stack program: {len(report.resources)} resources" in out
     assert out.endswith("\r")  # the line is cleared at the end
     pipe = io.StringIO()
@@ -294,7 +294,7 @@ def test_gpufleet_plan_on_a_terminal_prints_progress_on_stderr(tmp_path: Path) -
 def test_a_bill_over_the_monthly_threshold_is_a_warning(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["plan", str(EXAMPLES), "--warn-cost-per-month", "100000"])
     assert r.exit_code == 0
-    assert "warning[C018]: the plan costs $537,274/month, over the warning threshold " \
+    assert "warning[C018]: the plan costs $671,944/month, over the warning threshold " \
            "$100,000/month (most: nd-h100 $287,220" in r.stderr
     assert "C018" not in CliRunner().invoke(cli, ["plan", str(EXAMPLES)]).stderr
     # the default comes from the backends file

@@ -20,7 +20,7 @@ INVALID = ROOT / "tests" / "cases" / "invalid"
 def test_validate_examples_exit_0() -> None:
     r = CliRunner().invoke(cli, ["validate", str(ROOT / "examples")])
     assert r.exit_code == 0, r.output
-    assert r.output.startswith("ok: 13 file(s), 6 fleet(s), 3 gateway(s)")
+    assert r.output.startswith("ok: 14 file(s), 7 fleet(s), 3 gateway(s)")
     assert r.output.rstrip().endswith("1 lock file(s)")
 
 
@@ -122,7 +122,8 @@ def test_offers_json_contract() -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     fleets = {f["fleet"]: f for f in data["fleets"]}
-    assert set(fleets) == {"a4", "h100-train", "nd-h100", "a100-any", "dev-l4", "lambda-h100"}
+    assert set(fleets) == {"a4", "h100-train", "nd-h100", "a100-any", "dev-l4", "lambda-h100",
+                           "a3mega"}
     offer = fleets["a4"]["offers"][0]
     for key in ("backend", "region", "zone", "instance_type", "gpu_name", "gpu_count",
                 "gpu_memory_gib", "vcpus", "memory_gib", "spot", "price"):

@@ -59,10 +59,11 @@ def test_export_from_a_state_file(stack: dict[str, Any], tmp_path: Path) -> None
     state = write(tmp_path, "state.json", json.dumps(stack["state"]))
     code, config, texts = run_export(tmp_path, "--state", state)
     assert code == 0
-    assert sorted(texts) == ["a4.dstack.yml", "dstack-server-config.yml", "nc.dstack.yml",
+    assert sorted(texts) == ["a4-fabric.dstack.yml", "a4.dstack.yml",
+                             "dstack-server-config.yml", "nc.dstack.yml",
                              "p5.dstack.yml"]  # mega and nets-only: networks for dstack
     assert validate_paths([str(tmp_path / "out" / n) for n in texts
-                           if n.endswith(".dstack.yml")]).diagnostics == []
+                           if n.endswith(".dstack.yml") and "-fabric" not in n]).diagnostics == []
     assert list(validator("dstack-server-config").iter_errors(config)) == []
     projects = {p["name"]: p["backends"][0] for p in config["projects"]}
     plans = stack["plans"]

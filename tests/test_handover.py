@@ -65,7 +65,8 @@ def test_every_cluster_fleet_and_gateway_of_the_examples_is_handed_over(
     err = capsys.readouterr().err
     assert code == 0, err
     names = sorted(p.name for p in out.glob("*"))
-    assert names == ["a100-any.dstack.yml", "a4-storage.dstack.yml", "a4.dstack.yml",
+    assert names == ["a100-any.dstack.yml", "a3mega-fabric.dstack.yml", "a3mega.dstack.yml",
+                     "a4-fabric.dstack.yml", "a4-storage.dstack.yml", "a4.dstack.yml",
                      "dstack-server-config.yml", "gateway-gw-aws.dstack.yml",
                      "gateway-gw-azure.dstack.yml", "gateway-gw-gcp.dstack.yml",
                      "h100-train-storage.dstack.yml", "h100-train.dstack.yml",

@@ -42,8 +42,9 @@ def test_the_plan_counts_every_quota_per_region_and_project() -> None:
     # aws: h100-train and dev-l4 each make a VPC; gateway gw-aws one more (us-east-1)
     assert counts[("aws", "VPCs per Region", None, "us-east-1")] == 2
     assert counts[("aws", "VPCs per Region", None, "eu-south-2")] == 1
-    # gcp networks are counted across the project (a4: main, gVNIC, RoCE; the gateway's)
-    assert counts[("gcp", "Networks", "my-ml-project", "global")] == 4
+    # gcp networks are counted across the project (a4: main, gVNIC, RoCE; a3mega: main and
+    # 8 GPU networks; the gateway's)
+    assert counts[("gcp", "Networks", "my-ml-project", "global")] == 13
     # internal addresses are free of the external addresses' quota
     assert ("gcp", "Static external IP addresses", "my-ml-project", "us-west2") in counts
     assert counts[("azure", "Virtual networks", "00000000-0000-0000-0000-000000000000",

@@ -46,15 +46,27 @@ def test_gcp_project_id_is_required_by_the_schema(
 
 def test_offers_lists_apart_what_plan_refuses_and_plan_says_why(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    f = write(tmp_path, "f.yml", H100_CLUSTER)
+    high = H100_CLUSTER.replace("resources:", "instance_types: [a3-highgpu-8g, a3-edgegpu-8g]"
+                                "\nresources:")
+    f = write(tmp_path, "f.yml", high)
     b = write(tmp_path, "backends.yml", "backends:\n  - type: gcp\n    project_id: p1\n")
     assert main(["offers", f, b, "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)["fleets"][0]
     assert data["offers"] == [] and data["refused"]["code"] == "C015"
     assert {o["instance_type"] for o in data["refused"]["offers"]} <= {
-        "a3-highgpu-8g", "a3-edgegpu-8g", "a3-megagpu-8g"}
+        "a3-highgpu-8g", "a3-edgegpu-8g"}
     assert main(["plan", f, b]) == 1
     assert "error[C015]" in capsys.readouterr().err
+    # any H100 cluster on gcp: A3 Mega (TCPXO) is built, A3 High / Edge are listed apart
+    f = write(tmp_path, "f.yml", H100_CLUSTER)
+    assert main(["offers", f, b, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)["fleets"][0]
+    assert {o["instance_type"] for o in data["offers"]} == {"a3-megagpu-8g"}
+    assert {o["instance_type"] for o in data["refused"]["offers"]} <= {
+        "a3-highgpu-8g", "a3-edgegpu-8g"} and data["refused"]["code"] == "C015"
+    assert main(["plan", f, b, "--format", "json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["fleets"][0]
+    assert planned["instance_type"] == "a3-megagpu-8g"
     # with another cloud allowed, plan takes the cheapest offer it can build, and offers
     # lists exactly what plan may pick
     f2 = write(tmp_path, "f2.yml", H100_CLUSTER.replace("[gcp]", "[gcp, aws]"))
@@ -163,7 +175,8 @@ def test_export_from_the_plans_exports_marks_the_placeholders(
     a4 = (out / "a4.dstack.yml").read_text()
     assert a4.startswith("# PLACEHOLDERS: mock-address-of-a4-bastion-ip")
     assert "export again from the deployed stack" in a4
-    assert "hold the offline plan's placeholder values (mock-...): a4.dstack.yml" in err
+    assert "hold the offline plan's placeholder values (mock-...): a3mega.dstack.yml, " \
+        "a4.dstack.yml" in err
     assert yaml.safe_load(a4)["name"] == "a4"  # still a fleet file dstack reads
     # re-run: the files it wrote (placeholders marked first) are its own and are replaced
     assert main(["export", "dstack", "--outputs", outputs, "--out", str(out)]) == 0

@@ -197,7 +197,7 @@ def test_cost_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["plan", str(EXAMPLES), "--max-cost-per-hour", "100"]) == 1
     err = capsys.readouterr().err
     # the whole bill: nodes, and the bastions, NAT gateways, addresses, disks and gateways
-    assert "cost: the fleets cost $735.99/h, over --max-cost-per-hour 100" in err
+    assert "cost: the fleets cost $920.47/h, over --max-cost-per-hour 100" in err
     assert "nd-h100 $393.45/h" in err
     # a plan starts from an empty stack: everything it creates is new, locked or not
     assert main(["plan", str(EXAMPLES), "--max-cost-increase", "5"]) == 1

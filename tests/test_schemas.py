@@ -126,7 +126,7 @@ def test_every_example_validates(monkeypatch: pytest.MonkeyPatch) -> None:
     result = validate_paths(["examples"])
     assert [d for d in result.diagnostics] == []
     assert {f.name for f in result.inputs.fleets} == {
-        "a4", "h100-train", "nd-h100", "a100-any", "dev-l4", "lambda-h100"}
+        "a4", "h100-train", "nd-h100", "a100-any", "dev-l4", "lambda-h100", "a3mega"}
     assert {g.backend for g in result.inputs.gateways} == {
         b for b in SUPPORTED_BACKENDS if supports(b, Feature.GATEWAYS)}
     assert result.inputs.profiles and result.inputs.backends

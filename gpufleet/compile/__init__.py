@@ -20,12 +20,13 @@ from gpufleet.compile.design import (
     options_of,
 )
 from gpufleet.compile.digest import DIGEST_OUTPUT, input_digest, plan_to_json
+from gpufleet.compile.fabrics import fabric, fabric_facts, run_env, run_mounts, run_setup
 from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.filesystems import services as filesystem_services
 from gpufleet.compile.gateway import project_of as gateway_project
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
+from gpufleet.compile.hostsetup import fabric_software, node_script, render_server
 from gpufleet.compile.hostsetup import families as host_families
-from gpufleet.compile.hostsetup import node_script, render_server
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.planners import PLANNERS
 from gpufleet.compile.seam import KEY_CONFIG
@@ -53,6 +54,9 @@ __all__ = [
     "compile_files",
     "compile_inputs",
     "emission_order",
+    "fabric",
+    "fabric_facts",
+    "fabric_software",
     "filesystem_services",
     "gateway_key",
     "gateway_project",
@@ -65,5 +69,8 @@ __all__ = [
     "options_of",
     "plan_to_json",
     "render_server",
+    "run_env",
+    "run_mounts",
+    "run_setup",
     "runs",
 ]

@@ -204,9 +204,9 @@ def design_fleets(inputs: Inputs, chosen: Sequence[Selection],
         if impl is None or (s.fleet.name not in blocks and not networkless):
             continue
         fleet, declared = reserved_fleet(s.fleet, inputs)
-        planned = impl.design_fleet(fleet, s.best, blocks.get(s.fleet.name, NO_BLOCK),
-                            inputs.backend(s.best.backend), access_for(inputs, s.best.backend),
-                            declared)
+        planned = impl.design_fleet(
+            fleet, s.best, blocks.get(s.fleet.name, NO_BLOCK), inputs.backend(s.best.backend),
+            access_for(inputs, s.best.backend), declared)
         diags += planned.diagnostics
         if planned.plan is not None:
             res = inputs.reservation(s.fleet.reservation)

@@ -38,6 +38,12 @@ MIN_CUDA = (12, 1)  # dstack's floor for SSH-fleet hosts
 # gpudirect-rdma/nccl-rdma-installer.yaml: the image run with /bin/sh (it is Alpine-based),
 # `container_entry.sh install --install-nccl`, then /var/lib/gib copied to the host)
 GIB_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.0.6"
+# GPUDirect-TCPXO on A3 Mega, at the versions Google's own Slurm images run
+# (slurm-gcp, tools/prologs-epilogs/receive-data-path-manager-mega): the installer of the
+# FasTrak NCCL plugin (into /var/lib/tcpxo/lib64) and the receive-data-path manager (RxDM)
+TCPXO_PLUGIN_IMAGE = ("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/"
+                      "nccl-plugin-gpudirecttcpx-dev:v1.0.10")
+TCPXO_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.16"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +60,27 @@ FABRIC_SOFTWARE = {
     "roce": FabricSoftware("the gIB NCCL plugin (/usr/local/gib)", f"installed ({GIB_IMAGE})",
                            "cloud.google.com/ai-hypercomputer/docs (A4 / A3 Ultra: NCCL over "
                            "RoCE needs the gIB plugin)"),
+    "gpudirect-tcpxo": FabricSoftware(
+        "the dmabuf import helper, the aperture devices, the FasTrak NCCL plugin "
+        "(/var/lib/tcpxo/lib64) and the receive-data-path manager",
+        f"installed ({TCPXO_PLUGIN_IMAGE}, {TCPXO_RXDM_IMAGE}; dmabuf-import-helper from "
+        "gce-ai-infra's gpudirect-tcpxo-apt)",
+        "Cluster Toolkit examples/machine-learning/a3-megagpu-8g/slurm-a3mega-image.yaml "
+        "(DKMS module, aperture udev rule) and slurm-gcp receive-data-path-manager-mega "
+        "(plugin, RxDM)"),
     "efa": FabricSoftware("EFA's libfabric and the aws-ofi-nccl plugin", "verified (the "
                           "Deep Learning AMI ships both)",
                           "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html"),
     "infiniband": FabricSoftware("InfiniBand verbs (mlx5) and NCCL", "verified (the HPC image "
                                  "ships them)", "github.com/Azure/azhpc-images"),
 }
+
+
+def fabric_software(fabric: str) -> FabricSoftware | None:
+    """What the host setup installs or checks for a cluster fabric (None: nothing)."""
+    return FABRIC_SOFTWARE.get(fabric)
+
+
 RETRIES = 5
 MARKER_DIR = "/var/lib/gpufleet"
 READY_MARKER = f"{MARKER_DIR}/host-ready"
@@ -97,9 +118,14 @@ def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
     """The boot script (bash) for one family, login user and cluster fabric, from
     gpufleet/data/host-setup.sh (its @@NAME@@ placeholders filled in)."""
     _check_user(user)
+    # only the fleet's own fabric step (gpufleet/data/fabric/<fabric>.sh): a step added for
+    # another fabric leaves every other fleet's boot script as it was
+    steps = _template(f"fabric/{fabric}.sh").rstrip("\n") if fabric in FABRIC_SOFTWARE else ""
     return _fill("host-setup.sh", "gpufleet-host-setup", READY_MARKER, FAILED_MARKER, {
-        "FAMILY": family.name, "USER": user, "GPU": "1" if family.gpu else "0",
+        "FABRIC_STEPS": steps, "FAMILY": family.name, "USER": user,
+        "GPU": "1" if family.gpu else "0",
         "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION, "GIB_IMAGE": GIB_IMAGE,
+        "TCPXO_PLUGIN": TCPXO_PLUGIN_IMAGE, "TCPXO_RXDM": TCPXO_RXDM_IMAGE,
         "FABRIC": fabric if fabric in FABRIC_SOFTWARE else "none",
         "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
 
@@ -140,7 +166,8 @@ def _fill(name: str, tag: str, ready: str, failed: str, values: dict[str, str]) 
 
 @cache
 def _template(name: str) -> str:
-    return (resources.files("gpufleet") / "data" / name).read_text(encoding="utf-8")
+    return (resources.files("gpufleet") / "data").joinpath(*name.split("/")).read_text(
+        encoding="utf-8")
 
 
 def digest(script: str) -> str:

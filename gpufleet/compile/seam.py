@@ -54,8 +54,8 @@ class Backend(Protocol):
     fleet_prefix: int  # size of the address block each fleet gets from the pool
 
     def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec,
-             reservation: ReservationSpec | None = None) -> Planned:
+                     config: BackendConfig | None, access: AccessSpec,
+                     reservation: ReservationSpec | None = None) -> Planned:
         """``reservation``: the declared reservation the fleet names, if any."""
         ...
 

@@ -72,32 +72,7 @@ fi
 FABRIC=@@FABRIC@@
 FABRIC_SOFTWARE=none
 any_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
-case "$FABRIC" in
-  roce)
-    if ! any_file "$R"/usr/local/gib/lib64/libnccl-net*.so; then
-      say "installing the gIB NCCL plugin (@@GIB_IMAGE@@)"
-      mkdir -p "$R/usr/local/gib"
-      # as Google's installer runs the image (an Alpine image: /bin/sh; the plugin lands in
-      # /var/lib/gib): container-engine-accelerators, gpudirect-rdma/nccl-rdma-installer.yaml
-      retry docker run --rm -v "$R/usr/local/gib:/target/gib" --entrypoint /bin/sh @@GIB_IMAGE@@ \
-        -c '/scripts/container_entry.sh install --install-nccl && cp -a /var/lib/gib/. /target/gib/' \
-        || fail "cannot install the gIB NCCL plugin from @@GIB_IMAGE@@"
-    fi
-    any_file "$R"/usr/local/gib/lib64/libnccl-net*.so || fail "no gIB NCCL plugin in /usr/local/gib/lib64: NCCL would not use RoCE"
-    [ -f "$R/usr/local/gib/scripts/set_nccl_env.sh" ] || fail "no /usr/local/gib/scripts/set_nccl_env.sh: the gIB install is incomplete"
-    FABRIC_SOFTWARE="gib:@@GIB_IMAGE@@" ;;
-  efa)
-    [ -x "$R/opt/amazon/efa/bin/fi_info" ] || fail "no EFA software (/opt/amazon/efa/bin/fi_info): the image lacks the EFA installer's libfabric"
-    "$R/opt/amazon/efa/bin/fi_info" -p efa > /dev/null 2>&1 || fail "libfabric sees no EFA device (fi_info -p efa)"
-    any_file "$R"/opt/amazon/ofi-nccl/lib*/libnccl-net*.so "$R"/opt/aws-ofi-nccl/lib/libnccl-net*.so \
-      || fail "no aws-ofi-nccl plugin (/opt/amazon/ofi-nccl): NCCL would not use EFA"
-    FABRIC_SOFTWARE="efa+aws-ofi-nccl" ;;
-  infiniband)
-    command -v ibv_devinfo > /dev/null || fail "no InfiniBand verbs tools (ibv_devinfo): use the HPC image"
-    ibv_devinfo -l 2>/dev/null | grep -q mlx5 || fail "no InfiniBand device (mlx5) is visible"
-    ldconfig -p | grep -q 'libnccl\.so' || fail "no NCCL library on the host: the HPC image ships it"
-    FABRIC_SOFTWARE="infiniband+nccl" ;;
-esac
+@@FABRIC_STEPS@@
 
 CTK=$(nvidia-ctk --version 2>/dev/null | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n1)
 printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\nfabric=%s\nfabric_software=%s\n' \

@@ -1,10 +1,10 @@
 """Evidence: a cluster's acceptance, burn-in, scaling and storage runs and their logs ->
 verdicts, the ledger that keeps them and the contract's report on them."""
 
+from gpufleet.compile import fabric_facts
 from gpufleet.evidence.acceptance import (
     TASK_MARKER,
     Expectation,
-    fabric_facts,
     render_task,
     task_for,
 )

@@ -8,29 +8,19 @@ reading and verdict are in `nccllog`. Pure.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any, TypeGuard
 
 import yaml
 
 from gpufleet.compile import HOST_MARKER_DIR as MARKER_DIR
-from gpufleet.compile import FleetDesign
+from gpufleet.compile import FleetDesign, fabric_facts, run_mounts
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"  # CUDA, NCCL and Open MPI; nccl-tests is built
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
 TASK_MARKER = "written by `gpufleet acceptance`"  # in the header of every task file it writes
-
-
-@cache
-def fabric_facts() -> dict[str, Any]:
-    text = (resources.files("gpufleet") / "data" / "catalog" / "fabrics.json").read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +117,9 @@ def strict_number(text: str) -> float:
 _NUMBER = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 KEY_VALUE = re.compile(r"([a-z_]+)=(\S+)")  # key=value in the lines gpufleet's tasks print
 HOST_NOT_READY = "host setup not ready"
+# the NCCL variables a fabric's setup script exported (gIB's set_nccl_env.sh, TCPXO's
+# nccl-env-profile.sh), passed to every rank as dstack's own A3 Mega example passes them
+FROM_SETUP = " $(env | awk -F= '/^NCCL_/ {print \"-x\", $1}' | xargs)"
 
 
 NCCL_BUILD = (f"[ -x /opt/nccl-tests/build/all_reduce_perf ] || (git clone --depth 1 "
@@ -151,7 +144,7 @@ def task_for(plan: FleetDesign) -> tuple[dict[str, Any], Expectation]:
         run = ("if [ \"$DSTACK_NODE_RANK\" -eq 0 ]; then\n"
                "  mpirun --allow-run-as-root --hostfile \"$DSTACK_MPI_HOSTFILE\" "
                "-n \"$DSTACK_GPUS_NUM\" -N \"$DSTACK_GPUS_PER_NODE\" --bind-to none "
-               + " ".join(f"-x {k}" for k in sorted(env)) +
+               + " ".join(f"-x {k}" for k in sorted(env)) + (FROM_SETUP if setup else "") +
                f" /opt/nccl-tests/build/all_reduce_perf {sizes} -g 1 -c 1 -n 50\n"
                "else\n  sleep infinity\nfi")
     else:
@@ -160,6 +153,7 @@ def task_for(plan: FleetDesign) -> tuple[dict[str, Any], Expectation]:
         "type": "task", "name": f"{plan.name[:30]}-nccl", "fleets": [plan.name],
         "nodes": test_nodes(plan) if exp.multi_node else 1,
         "image": facts.get("image", IMAGE),
+        **({"shell": facts["shell"]} if facts.get("shell") else {}),
         "privileged": True, "env": env, "commands": [*_host_check(plan), *setup, build, run],
     }
     if volumes := task_volumes(plan):
@@ -178,9 +172,9 @@ def task_volumes(plan: FleetDesign) -> list[dict[str, str]]:
     if plan.host_setup is not None or plan.filesystems:
         volumes.append({"instance_path": MARKER_DIR, "path": HOST_DIR})
     volumes += [{"instance_path": fs.mount, "path": fs.mount} for fs in plan.filesystems]
-    if plan.host_setup is not None and plan.host_setup.fabric == "roce":
-        # the gIB plugin the host setup installed, where NCCL and set_nccl_env.sh look
-        volumes.append({"instance_path": "/usr/local/gib", "path": "/usr/local/gib"})
+    if plan.host_setup is not None:
+        # where the fabric's collective software lives on the host (fabrics.json)
+        volumes += run_mounts(plan.host_setup.fabric)
     return volumes
 
 

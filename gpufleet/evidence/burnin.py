@@ -78,8 +78,9 @@ def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL) -> di
     ]
     task: dict[str, Any] = {
         "type": "task", "name": f"{plan.name[:27]}-burnin", "fleets": [plan.name],
-        "nodes": max(plan.nodes, 1), "image": image, "privileged": True,
-        "commands": commands,
+        "nodes": max(plan.nodes, 1), "image": image,
+        # bash: `${ecc/.../...}` is not in the image's /bin/sh (dash), dstack's default
+        "shell": "bash", "privileged": True, "commands": commands,
     }
     if volumes := task_volumes(plan):
         task["volumes"] = volumes

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpufleet.evidence.acceptance import _NUMBER, HOST_NOT_READY, Expectation, fabric_facts
+from gpufleet.compile import fabric_facts
+from gpufleet.evidence.acceptance import _NUMBER, HOST_NOT_READY, Expectation
 from gpufleet.evidence.ncclcover import coverage_of
 
 MAX_LOG_BYTES = 50 * 1024 * 1024

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.compile import FleetDesign
+from gpufleet.compile import FleetDesign, run_setup
 from gpufleet.evidence.acceptance import (
+    FROM_SETUP,
     Expectation,
     strict_int,
     strict_number,
@@ -39,7 +40,8 @@ def pairs_task(plan: FleetDesign) -> dict[str, Any] | None:
     if not exp.multi_node:
         return None
     env = task["env"]
-    exports = " ".join(f"-x {k}" for k in sorted(env))
+    setup = bool(run_setup(plan.rdma))  # the fabric's own settings script (fabrics.json)
+    exports = " ".join(f"-x {k}" for k in sorted(env)) + (FROM_SETUP if setup else "")
     run = (
         'if [ "$DSTACK_NODE_RANK" -eq 0 ]; then\n'
         '  mapfile -t ips <<< "$DSTACK_NODES_IPS"; n=${#ips[@]}; g=$DSTACK_GPUS_PER_NODE\n'
@@ -58,7 +60,9 @@ def pairs_task(plan: FleetDesign) -> dict[str, Any] | None:
         "else\n  sleep infinity\nfi")
     commands = [c for c in task["commands"] if not c.startswith(("if [ \"$DSTACK_NODE_RANK",
                                                                  "/opt/nccl-tests"))]
-    return {**task, "name": f"{plan.name[:29]}-pairs", "commands": [*commands, run]}
+    # bash: `mapfile` is not in the image's /bin/sh (dash), dstack's default with an image
+    return {**task, "name": f"{plan.name[:29]}-pairs", "shell": "bash",
+            "commands": [*commands, run]}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.evidence.acceptance import Expectation, fabric_facts
+from gpufleet.compile import fabric_facts
+from gpufleet.evidence.acceptance import Expectation
 from gpufleet.evidence.nccllog import NcclLog, parse_log, verdict
 
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")

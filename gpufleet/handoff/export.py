@@ -20,6 +20,7 @@ from gpufleet.backends import access_way, is_backend, role_of, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
+from gpufleet.handoff.fabric import fabric_task
 from gpufleet.handoff.gateways import gateway_file, gateway_notes, gateway_projects
 from gpufleet.handoff.outputs import (
     _SAFE_MOUNT,
@@ -341,6 +342,9 @@ def _fleet_files(name: str, out: Mapping[str, Any], identity_file: str,
     task = storage_task(name, out)
     if task is not None:
         add_file(result.files, f"{name}-storage.dstack.yml", task, name)
+    task = fabric_task(name, out)
+    if task is not None:
+        add_file(result.files, f"{name}-fabric.dstack.yml", task, name)
     if entry is None:
         result.notes.append(f"fleet {name}: {out['backend']} builds no network, so the server "
                             "config gets no project for it; apply the SSH fleet file")

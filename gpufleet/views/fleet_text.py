@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpufleet.backends import access_way, traits_of
 from gpufleet.compile import (
     FleetDesign,
+    fabric_software,
     host_families,
 )
 
@@ -45,9 +46,11 @@ def host_setup_text(f: FleetDesign) -> str:
     if h is None:
         return "no host setup (`host_setup: none`: the image must carry Docker, the NVIDIA " \
                "Container Toolkit and passwordless sudo for dstack)"
+    software = fabric_software(h.fabric)
     return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
             + (", the NVIDIA Container Toolkit" if host_families()[h.family].gpu else "")
-            + f", passwordless sudo for {h.user}")
+            + f", passwordless sudo for {h.user}"
+            + (f"; {h.fabric}: {software.what}, {software.how}" if software else ""))
 
 
 def reservation_text(f: FleetDesign) -> str:

@@ -54,7 +54,7 @@ def fleet_summary(f: FleetDesign) -> dict[str, Any]:
         "public_ip": f.public_ip, "provider": f.provider.name, "image": f.image,
         "host_setup": None if f.host_setup is None else {
             "family": f.host_setup.family, "user": f.host_setup.user,
-            "script": f.host_setup.digest},
+            "script": f.host_setup.digest, "fabric": f.host_setup.fabric},
         "access": None if f.access is None else {
             "method": f.access.method, "user": f.access.user,
             "bastion": f.access.bastion.name if f.access.bastion else None,

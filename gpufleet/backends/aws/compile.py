@@ -126,8 +126,8 @@ class AwsBackend:
     fleet_prefix = 16
 
     def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec,
-             reservation: ReservationSpec | None = None) -> Planned:
+                     config: BackendConfig | None, access: AccessSpec,
+                     reservation: ReservationSpec | None = None) -> Planned:
         public = public_ips(config)
         efa = efa_count(offer, fleet.is_cluster)
         layout = efa_layout(offer.instance_type, efa,

@@ -71,8 +71,8 @@ class AzureBackend:
     fleet_prefix = 16
 
     def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec,
-             reservation: ReservationSpec | None = None) -> Planned:
+                     config: BackendConfig | None, access: AccessSpec,
+                     reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet, offer, block, config)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))

@@ -183,19 +183,24 @@ TRAITS = BackendTraits(
     # shared-core E2 takes no compact placement policy (cloud.google.com/compute/docs/
     # instances/use-compact-placement-policies#restrictions)
     no_cluster_families=("e2-",),
-    # GPUDirect-TCPX(O) (cloud-recipes.md 2.3-2.4): A3 High/Edge and A3 Mega clusters
+    # GPUDirect-TCPX (cloud-recipes.md 2.3): A3 High/Edge clusters. Google documents TCPX on
+    # VMs with Container-Optimized OS (cloud.google.com/compute/docs/gpus/gpudirect; dstack
+    # 0.22.5 boots cos-121-lts for them), and on Ubuntu only with an image Google's staff
+    # supply (Cluster Toolkit a3-highgpu-8g/ml-slurm-a3-1-image.yaml). COS keeps / read-only
+    # (only /etc is writable and executable), while dstack 0.22.5's SSH-fleet deploy writes
+    # dstack-shim to /usr/local/bin (core/backends/base/compute.py,
+    # get_dstack_shim_binary_path), so such nodes cannot become an SSH fleet. A3 Mega's
+    # TCPXO runs on the Ubuntu image gpufleet boots (compile/hostsetup.py).
     unbuildable_cluster_fabrics=MappingProxyType({
-        "gpudirect-tcpx": "GPUDirect-TCPX: the Container-Optimized OS image, the "
-                          "receive-data-path daemon and the TCPX NCCL plugin",
-        "gpudirect-tcpxo": "GPUDirect-TCPXO: the Container-Optimized OS image, the "
-                           "receive-data-path daemon and the TCPXO NCCL plugin"}),
+        "gpudirect-tcpx": "GPUDirect-TCPX, which Google documents on Container-Optimized OS "
+                          "only (or an Ubuntu image its staff supply); dstack 0.22.5's "
+                          "SSH fleets cannot deploy onto COS (its read-only /usr/local/bin)"}),
     # the GPU network bandwidth of each type (cloud-recipes.md 2.2-2.4); the A3 Mega NCCL
     # figures are NVIDIA AICR's "GKE TCPXO networking"; none is published for A3 High or Edge
     cluster_fabric_loss=MappingProxyType({
-        "a3-megagpu-8g": "about 4 GB/s instead of about 340 GB/s bus bandwidth",
         "a3-highgpu-8g": "a fraction of the 1 Tbps its 4 GPU NICs carry with GPUDirect-TCPX",
         "a3-edgegpu-8g": "a fraction of the 0.8 Tbps its 4 GPU NICs carry with GPUDirect-TCPX"}),
-    cluster_fabric_alternative=", or pick A3 Ultra / A4 (RoCE)",
+    cluster_fabric_alternative=", or pick A3 Mega (TCPXO) or A3 Ultra / A4 (RoCE)",
     family=_family, labels=labels,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 
 from gpufleet.backends.gcp import TRAITS, labels
-from gpufleet.codes import C001, C002, C003, C017
+from gpufleet.codes import C001, C002, C003, C017, C029
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, split, usable_hosts
 from gpufleet.compile.design import (
@@ -88,8 +88,8 @@ class GcpBackend:
     fleet_prefix = 16
 
     def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,
-             config: BackendConfig | None, access: AccessSpec,
-             reservation: ReservationSpec | None = None) -> Planned:
+                     config: BackendConfig | None, access: AccessSpec,
+                     reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet, offer, config)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))
@@ -157,6 +157,17 @@ class GcpBackend:
                 "(or from the bastion), and, for nodes without public IPs, egress through a "
                 "Cloud NAT", "ask the host project's admins for these rules; `gpufleet plan` "
                 "lists them again", Severity.WARNING))
+        if offer.rdma == "gpudirect-tcpxo" and fleet.is_cluster and not (
+                config is not None and config.get("vm_service_account")) and not (
+                config is not None and config.settings.get("host_setup") == "none"):
+            diags.append(fleet.origin.at(
+                "backends", C029, f"fleet '{fleet.name}': the host setup installs GPUDirect-"
+                "TCPXO's kernel module from gce-ai-infra's Artifact Registry apt repository "
+                "and its NCCL plugin and receive-data-path manager from us-docker.pkg.dev, "
+                "but the nodes get no service account (`vm_service_account`) to read them; "
+                "the node's marker (`gpufleet acceptance`) says so if they are refused",
+                "set `vm_service_account` for gcp in the backends file to an account with "
+                "roles/artifactregistry.reader, as dstack's A3 guides ask", Severity.WARNING))
         extras = tuple(config.get("extra_vpcs") or ()) if config is not None else ()
         if extras and len(extras) < extra_vpc_count(offer):
             diags.append(fleet.origin.at("resources", C003, f"{offer.instance_type} needs "

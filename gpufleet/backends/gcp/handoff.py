@@ -22,6 +22,10 @@ def backend_entry(out: Mapping[str, Any], main: Mapping[str, Any],
         entry["extra_vpcs"] = [plain(v) for v in out["extra_vpcs"]]
     if out.get("roce_vpcs"):
         entry["roce_vpcs"] = [plain(v) for v in out["roce_vpcs"]]
+    # the service account the nodes run as: the one dstack's A3 instances pull Google's
+    # GPUDirect images with (dstack's examples/clusters/a3high: `vm_service_account`)
+    if isinstance(out.get("service_account"), str) and out["service_account"]:
+        entry["vm_service_account"] = out["service_account"]
     # dstack takes "any usable subnet" of the VPC in a region unless `subnetworks` names one
     # (dstack 0.22.5: core/backends/gcp/compute.py, _get_vpc_subnet): name the main one, so a
     # gateway's proxy-only subnet beside it is never taken for instances

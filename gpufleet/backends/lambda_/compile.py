@@ -60,8 +60,8 @@ class LambdaBackend:
     fleet_prefix = 32  # unused: a networkless backend gets no block (compile.addresses)
 
     def design_fleet(self, fleet: FleetSpec, offer: Offer, block: IPv4Network,  # NO_BLOCK
-             config: BackendConfig | None, access: AccessSpec,
-             reservation: ReservationSpec | None = None) -> Planned:
+                     config: BackendConfig | None, access: AccessSpec,
+                     reservation: ReservationSpec | None = None) -> Planned:
         diags = self.check(fleet)
         if any(d.is_error for d in diags):
             return Planned(None, tuple(diags))

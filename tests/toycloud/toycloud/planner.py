@@ -24,7 +24,7 @@ class ToyPlanner:
     fleet_prefix = 32
 
     def design_fleet(self, fleet: Any, offer: Any, block: IPv4Network, config: Any, access: Any,
-             reservation: Any = None) -> Planned:
+                     reservation: Any = None) -> Planned:
         method = access_method(self.name, True, access)
         way_in, diags = access_plan(fleet, self.name, method, access, config, "", offer.region)
         cidrs = tuple(config.ssh_cidrs) if config is not None else ()
