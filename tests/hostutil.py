@@ -58,6 +58,18 @@ case "$*" in
 esac
 case "$*" in
   *nvidia-container-toolkit=*) cp "$STATE/stubs/nvidia-ctk" "$BIN/nvidia-ctk" ;;
+esac
+case "$*" in
+  *datacenter-gpu-manager-4-cuda*) cp "$STATE/stubs/dcgmi" "$BIN/dcgmi" ;;
+esac""",
+    # NVIDIA DCGM's CLI: the GPUs it sees, and its version (DCGM 4's `dcgmi --version`)
+    "dcgmi": """
+case "$1" in
+  discovery) if [ -n "$FAKE_DCGM_DOWN" ]; then
+               echo "Error: unable to establish a connection to the specified host"; exit 1
+             fi
+             echo "8 GPUs found." ;;
+  --version) echo "dcgmi  version: ${FAKE_DCGM:-4.4.1}" ;;
 esac""",
     "apt-cache": """
 for v in ${FAKE_DOCKER_REPO:-28.5.1 27.5.1}; do
@@ -100,7 +112,7 @@ class Host:
             stub = self.state / "stubs" / name
             stub.write_text(f"#!/bin/bash\n{body}\n")
             stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
-            if name not in ("docker", "nvidia-ctk", "nvidia-smi") or name in has:
+            if name not in ("docker", "nvidia-ctk", "nvidia-smi", "dcgmi") or name in has:
                 shutil.copy(stub, self.bin / name)
         if "nvidia-runtime" in has:
             (self.state / "nvidia-runtime").touch()

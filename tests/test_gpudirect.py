@@ -98,7 +98,7 @@ def test_without_a_node_service_account_the_plan_warns(tmp_path: Path) -> None:
 
 
 def _tcpxo_host(tmp: Path, **env: str) -> Host:
-    host = Host(tmp, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"), **env)
+    host = Host(tmp, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime", "dcgmi"), **env)
     stubs = {
         "docker": """
 case "$1" in

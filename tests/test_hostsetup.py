@@ -37,14 +37,14 @@ from planutil import TEST_KEY, by_type, named, plan_files, write
 
 
 def test_a_dlami_host_that_has_everything_is_only_checked(tmp_path: Path) -> None:
-    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime"),
+    host = Host(tmp_path, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime", "dcgmi"),
                 FAKE_DOCKER="27.3.1", FAKE_CTK="1.17.4")
     result = host.run(render(families()["aws-dlami"], "ubuntu"))
     assert result.returncode == 0, result.stderr
     assert host.marker("ready") == {
         "status": "ready", "family": "aws-dlami", "user": "ubuntu", "docker": "27.3.1",
         "nvidia_container_toolkit": "1.17.4", "driver": "570.133.20", "cuda": "12.8",
-        "fabric": "none", "fabric_software": "none"}
+        "dcgm": "4.4.1", "fabric": "none", "fabric_software": "none"}
     assert host.log("apt") == [] and host.log("ctk") == []  # nothing installed, nothing set
     sudoers = host.root / "etc/sudoers.d/90-gpufleet-ubuntu"
     assert sudoers.read_text() == "ubuntu ALL=(ALL) NOPASSWD:ALL\n"

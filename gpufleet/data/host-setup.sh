@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpufleet host setup (@@FAMILY@@): makes this node ready for a dstack SSH fleet.
 # Checks Docker, the NVIDIA driver (CUDA >= @@CUDA_MAJOR@@.@@CUDA_MINOR@@), the NVIDIA Container
-# Toolkit and passwordless sudo for @@USER@@; installs only what is missing. Idempotent.
+# Toolkit, NVIDIA DCGM and passwordless sudo for @@USER@@; installs only what is missing.
+# Idempotent.
 @@PRELUDE@@
 mkdir -p "$R/etc/apt/keyrings" "$R/etc/apt/sources.list.d" "$R/etc/sudoers.d" "$R/usr/share/keyrings"
 WANT_GPU=@@GPU@@
@@ -56,6 +57,32 @@ if [ "$WANT_GPU" = 1 ]; then
   fi
 fi
 
+# 3b. NVIDIA DCGM: dstack reads the GPUs' health from its host engine on SSH-fleet hosts
+#     (dstack.ai/docs/concepts/fleets, "Health checks"); installed as NVIDIA's DCGM guide
+#     does (docs.nvidia.com/datacenter/dcgm, "Installation": the CUDA repository,
+#     datacenter-gpu-manager-4-cuda<the driver's CUDA major> with its recommends, and the
+#     nvidia-dcgm service), then asked to list the GPUs
+DCGM=none
+if [ "$WANT_GPU" = 1 ]; then
+  if ! command -v dcgmi > /dev/null; then
+    say "installing NVIDIA DCGM (datacenter-gpu-manager-4-cuda$major)"
+    # shellcheck source=/dev/null
+    . /etc/os-release
+    case "$(dpkg --print-architecture)" in arm64) NV_ARCH=sbsa ;; *) NV_ARCH=x86_64 ;; esac
+    NV_REPO="https://developer.download.nvidia.com/compute/cuda/repos/ubuntu${VERSION_ID/./}/$NV_ARCH"
+    if ! dpkg -s cuda-keyring > /dev/null 2>&1; then
+      retry curl -fsSL "$NV_REPO/cuda-keyring_1.1-1_all.deb" -o "$R@@DIR@@/cuda-keyring.deb" || fail "cannot download NVIDIA's CUDA repository keyring ($NV_REPO)"
+      dpkg -i "$R@@DIR@@/cuda-keyring.deb" > /dev/null || fail "cannot install NVIDIA's CUDA repository keyring"
+    fi
+    retry apt_get update || fail "apt update failed after adding NVIDIA's CUDA repository"
+    retry apt_get install --install-recommends "datacenter-gpu-manager-4-cuda$major" || fail "cannot install datacenter-gpu-manager-4-cuda$major (NVIDIA DCGM)"
+  fi
+  systemctl enable --now nvidia-dcgm > /dev/null 2>&1 || fail "the nvidia-dcgm service does not start: DCGM's host engine, which dstack's health checks read"
+  retry dcgmi discovery -l > /dev/null 2>&1 || fail "DCGM does not answer (dcgmi discovery -l): dstack cannot read the GPUs' health"
+  DCGM=$(dcgmi --version 2>/dev/null | sed -n 's/.*[Vv]ersion *: *\([0-9][0-9.]*\).*/\1/p' | head -n1)
+  DCGM=${DCGM:-unknown}
+fi
+
 # 4. the login user: passwordless sudo and the docker group
 if id @@USER@@ > /dev/null 2>&1; then
   S="$R/etc/sudoers.d/90-gpufleet-@@USER@@"
@@ -75,7 +102,7 @@ any_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
 @@FABRIC_STEPS@@
 
 CTK=$(nvidia-ctk --version 2>/dev/null | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n1)
-printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\nfabric=%s\nfabric_software=%s\n' \
-  "$(docker version --format '{{.Server.Version}}' 2>/dev/null)" "${CTK:-none}" "$DRIVER" "$CUDA" "$FABRIC" "$FABRIC_SOFTWARE" > "$R@@READY@@"
+printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\ndcgm=%s\nfabric=%s\nfabric_software=%s\n' \
+  "$(docker version --format '{{.Server.Version}}' 2>/dev/null)" "${CTK:-none}" "$DRIVER" "$CUDA" "$DCGM" "$FABRIC" "$FABRIC_SOFTWARE" > "$R@@READY@@"
 rm -f "$R@@FAILED@@"
-say "ready (@@FAMILY@@): docker, driver $DRIVER, CUDA $CUDA, toolkit ${CTK:-none}, sudo for @@USER@@, fabric $FABRIC ($FABRIC_SOFTWARE)"
+say "ready (@@FAMILY@@): docker, driver $DRIVER, CUDA $CUDA, toolkit ${CTK:-none}, DCGM $DCGM, sudo for @@USER@@, fabric $FABRIC ($FABRIC_SOFTWARE)"

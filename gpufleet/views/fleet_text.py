@@ -48,7 +48,8 @@ def host_setup_text(f: FleetDesign) -> str:
                "Container Toolkit and passwordless sudo for dstack)"
     software = fabric_software(h.fabric)
     return (f"host setup {h.family} ({h.digest}): checks/installs Docker"
-            + (", the NVIDIA Container Toolkit" if host_families()[h.family].gpu else "")
+            + (", the NVIDIA Container Toolkit, NVIDIA DCGM (its host engine answering)"
+               if host_families()[h.family].gpu else "")
             + f", passwordless sudo for {h.user}"
             + (f"; {h.fabric}: {software.what}, {software.how}" if software else ""))
 

@@ -18,6 +18,7 @@ from gpufleet.compile import (
     ANY_SUBNET,
     FleetDesign,
     GatewayDesign,
+    host_families,
     needs_stack_key,
     plan_to_json,
 )
@@ -54,7 +55,9 @@ def fleet_summary(f: FleetDesign) -> dict[str, Any]:
         "public_ip": f.public_ip, "provider": f.provider.name, "image": f.image,
         "host_setup": None if f.host_setup is None else {
             "family": f.host_setup.family, "user": f.host_setup.user,
-            "script": f.host_setup.digest, "fabric": f.host_setup.fabric},
+            "script": f.host_setup.digest, "fabric": f.host_setup.fabric,
+            # NVIDIA DCGM installed, started and asked, for dstack's health checks
+            "dcgm": host_families()[f.host_setup.family].gpu},
         "access": None if f.access is None else {
             "method": f.access.method, "user": f.access.user,
             "bastion": f.access.bastion.name if f.access.bastion else None,
