@@ -3,7 +3,7 @@ check` and `acceptance report` on without a cluster.
 
 None comes from a real cluster. The burn-in and pairs logs are what the tasks `gpufleet
 acceptance a4` writes print when their commands run in bash against the test suite's
-stand-ins for nvidia-smi, dcgmi, all_reduce_perf and mpirun (tests/test_burnin.py,
+stand-ins for nvidia-smi, dcgmi, dmesg, all_reduce_perf and mpirun (tests/burninutil.py,
 tests/test_pairs.py); the nccl-tests logs at 2, 4 and 8 nodes follow nccl-tests' output
 format (tests/test_scaling.py). Each file starts with a line saying it is a sample.
 
@@ -21,12 +21,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_acceptance import A4  # noqa: E402
-from test_burnin import node_log  # noqa: E402
+from burninutil import node_log  # noqa: E402
 from test_pairs import pairs_log  # noqa: E402
 from test_scaling import scaled_log  # noqa: E402
 
 from gpufleet.cli import main  # noqa: E402
+
+from acceptanceutil import A4  # noqa: E402
 
 OUT = ROOT / "examples" / "logs"
 SAMPLE = ("# SAMPLE log written by scripts/sample_logs.py with stand-ins for the GPU tools; "

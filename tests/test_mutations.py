@@ -142,7 +142,7 @@ def burnin_good(tmp_path_factory: pytest.TempPathFactory) -> str:
     return "".join(out)
 
 
-CHECKS = ("gpus", "dcgm", "nccl", "done", "fabric", "mounts")
+CHECKS = ("gpus", "idle", "rows", "xid", "dcgm", "nccl", "throttle", "done", "fabric", "mounts")
 
 
 def test_the_good_burnin_log_passes(burnin_good: str) -> None:

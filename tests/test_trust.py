@@ -180,7 +180,7 @@ def _burnin(tmp: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     ("good", 0, "PASS: 2 node(s) burned in"),
     ("node 00 beside node 0", 2, "not a burn-in line gpufleet writes"),
     ("a node outside the fleet", 2, "node 5 is outside the fleet's 2 node(s)"),
-    ("a re-run appended", 2, "node 1 reports `gpus` again"),
+    ("a re-run appended", 2, "node 1 reports `fabric` again"),
     ("no per-GPU lines", 2, "node 1: no per-GPU lines"),
     ("zero bandwidth", 1, "FAIL node 1"),
     ("a GPU count of its own", 1, "7 GPU(s), the plan has 8"),

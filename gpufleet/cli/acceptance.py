@@ -76,28 +76,36 @@ def acceptance() -> None:
 @click.option("--force", is_flag=True,
               help="Replace a task file in --out that gpufleet did not write.")
 @_EXPECT
-@click.option("--dcgm-level", type=click.IntRange(1, 4), default=3, show_default=True,
-              help="The burn-in task's `dcgmi diag -r` level.")
+@click.option("--diag", "--dcgm-level", "dcgm_level", type=click.IntRange(1, 4), default=3,
+              show_default=True, help="The burn-in task's `dcgmi diag -r` level.")
+@click.option("--duration", "soak", metavar="N[s|m|h]", default=None,
+              help="Soak: the burn-in repeats its NCCL all-reduce for this long after the "
+                   "checks and names a node whose bandwidth falls by more than the margin.")
 @click.option("--node-counts", "counts", metavar="N,N,...",
               help="Also write the NCCL task at each of these node counts "
                    "(FLEET-nccl-N.dstack.yml), for the scaling report.")
 @_TOPOLOGY
 @_plan_options
 def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
-         expect: Sequence[str], dcgm_level: int, counts: str | None,
+         expect: Sequence[str], dcgm_level: int, soak: str | None, counts: str | None,
          topology_file: str | None, catalog_dir: str | None, lock_file: str | None,
          profile: str | None) -> None:
     """Write FLEET-nccl.dstack.yml (a dstack task running all_reduce_perf across every GPU
     of every node with the fabric's NCCL settings), FLEET-burnin.dstack.yml (each node on
-    its own: GPU count and memory, ECC, retired pages, topology, DCGM diagnostics, a
-    single-node NCCL run) and, for an RDMA fleet, FLEET-pairs.dstack.yml (NCCL over each pair
-    of neighbouring nodes, to find a slow one), and FLEET-storage-perf-NAME.dstack.yml per
-    shared filesystem it mounts and dstack volume its runs can attach (fio from one node and
-    from all, small-file metadata); print the expected threshold."""
-    from gpufleet.evidence import TASK_MARKER, storage_tasks, task_for
+    its own: GPU count and memory, idle memory, ECC, retired pages, row remapping, Xids,
+    topology, DCGM diagnostics at --diag, a single-node NCCL run and the clock slowdowns
+    under it, a --duration soak), for an RDMA fleet FLEET-pairs.dstack.yml (NCCL over each
+    pair of neighbouring nodes, to find a slow one), and FLEET-storage-perf-NAME.dstack.yml
+    per shared filesystem and dstack volume (fio, small-file metadata); print the
+    expected threshold."""
+    from gpufleet.evidence import TASK_MARKER, soak_duration, storage_tasks, task_for
 
     paths = _existing(paths)
     series = _counts(counts)
+    try:
+        soak_seconds = soak_duration(soak) if soak is not None else 0
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--duration") from None
     names = _task_files(fleet_name, series)
     check_folder(out_dir)  # before any work: where the tasks go
     for name in names.values():
@@ -111,7 +119,8 @@ def task(fleet_name: str, paths: Sequence[str], out_dir: str, force: bool,
     task_doc, exp = task_for(plan)
     marks = _marks(exp, expect, contract)
     order = _topology(topology_file, fleet_name) if topology_file else None
-    files = _tasks(plan, task_doc, exp, names, dcgm_level, series, order, stores)
+    files = _tasks(plan, task_doc, exp, names, dcgm_level, series, order, stores,
+                   soak_seconds)
     for out in write_many(out_dir, files, TASK_MARKER, force):
         click.echo(f"wrote {out}")
     if task_doc["nodes"] > plan.nodes:
@@ -242,7 +251,8 @@ def _topology(path: str, fleet: str) -> dict[str, tuple[str, ...]]:
 def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
            dcgm_level: int, series: Sequence[int],
            positions: dict[str, tuple[str, ...]] | None = None,
-           stores: Sequence[tuple[Any, dict[str, Any]]] = ()) -> list[tuple[str, str]]:
+           stores: Sequence[tuple[Any, dict[str, Any]]] = (),
+           soak_seconds: int = 0) -> list[tuple[str, str]]:
     from gpufleet.evidence import (
         burnin_task,
         in_topology_order,
@@ -256,7 +266,7 @@ def _tasks(plan: Any, task: dict[str, Any], exp: Any, names: dict[str, str],
     def placed(t: dict[str, Any]) -> dict[str, Any]:
         return in_topology_order(t, ordered(positions)) if positions and exp.multi_node else t
 
-    burnin = burnin_task(plan, task["image"], dcgm_level)
+    burnin = burnin_task(plan, task["image"], dcgm_level, soak_seconds)
     task = placed(task)
     files = [(names["nccl"], render_task(task, exp)), (names["burnin"], render_burnin(burnin))]
     pairs = placed(p) if (p := pairs_task(plan)) is not None else None

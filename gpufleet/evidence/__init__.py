@@ -17,6 +17,7 @@ from gpufleet.evidence.burnin import (
 )
 from gpufleet.evidence.contract import MONTH, ContractError, TermResult, contract_report, month_of
 from gpufleet.evidence.contract import report_lines as contract_lines
+from gpufleet.evidence.gpuhealth import soak_duration
 from gpufleet.evidence.ledger import LedgerError, file_digest, read_entries, verify
 from gpufleet.evidence.ledger import append as append_entry
 from gpufleet.evidence.nccllog import MAX_LOG_BYTES, NcclLog, Run, Verdict, parse_log, verdict
@@ -90,6 +91,7 @@ __all__ = [
     "report_lines",
     "report_markdown",
     "scaling_report",
+    "soak_duration",
     "storage_tasks",
     "task_for",
     "topology_positions",

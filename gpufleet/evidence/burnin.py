@@ -3,8 +3,10 @@
 Each node of the task (dstack runs one job per node; no MPI between them) prints one line per
 fact, `gpufleet burn-in: node=R check=NAME key=value...`: its GPU count, each GPU's memory,
 uncorrected ECC errors and pending retired pages, the NVLink/PCIe topology, DCGM's
-diagnostics (`dcgmi diag -r LEVEL`: pass or fail from its exit code), and the peak bus
-bandwidth of a single-node NCCL all-reduce over its GPUs. :func:`judge` names every node
+diagnostics (`dcgmi diag -r LEVEL`: pass or fail from its exit code), the peak bus
+bandwidth of a single-node NCCL all-reduce over its GPUs, and what background health checks
+miss (``gpufleet.evidence.gpuhealth``: memory held while idle, row remapping, Xid events,
+clock slowdowns under that load, and with a duration a soak). :func:`judge` names every node
 whose diagnostics fail, whose GPUs or memory differ from the plan or from its own other GPUs,
 that shows uncorrected ECC errors or pending retirements, or whose single-node bandwidth is
 more than ``margin`` below the median of the nodes. A node that reported nothing, or a fact
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.compile import FleetDesign
+from gpufleet.evidence import gpuhealth
 from gpufleet.evidence.acceptance import (
     HOST_DIR,
     NCCL_BUILD,
@@ -38,8 +41,10 @@ DEFAULT_LEVEL = 3
 DEFAULT_MARGIN = 0.10
 
 
-def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL) -> dict[str, Any]:
-    """The dstack task (as data): one job per node, each checking its own GPUs."""
+def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL,
+                soak_seconds: int = 0) -> dict[str, Any]:
+    """The dstack task (as data): one job per node, each checking its own GPUs;
+    ``soak_seconds``: the NCCL all-reduce repeated for that long after the checks."""
     gpus = gpu_count(plan)
     host_dir, nccl_build = HOST_DIR, NCCL_BUILD
     say = f'echo "{PREFIX} node=${{DSTACK_NODE_RANK:-0}}'
@@ -51,7 +56,10 @@ def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL) -> di
             commands.append(f"{say} check=fabric want={plan.host_setup.fabric} software="
                             f"$(sed -n 's/^fabric_software=//p' {host_dir}/host-ready | "
                             "tr -d ' ')\"")
+    before_load, sample, sampled = gpuhealth.commands(say)
+    nccl = f"/opt/nccl-tests/build/all_reduce_perf -b 1G -e 8G -f 2 -g {max(gpus, 1)} -c 1 -n 20"
     commands += [
+        *before_load,
         "command -v dcgmi > /dev/null || (apt-get update -qq && apt-get install -y -qq "
         "datacenter-gpu-manager-4-cuda12 > /dev/null) || true",
         "(nv-hostengine -n > /dev/null 2>&1 &) ; sleep 5",
@@ -66,14 +74,16 @@ def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL) -> di
         f"verdict=missing\"; elif dcgmi diag -r {level}; then {say} check=dcgm level={level} "
         f"verdict=pass\"; else {say} check=dcgm level={level} verdict=fail\"; fi",
         nccl_build,
-        f"/opt/nccl-tests/build/all_reduce_perf -b 1G -e 8G -f 2 -g {max(gpus, 1)} -c 1 -n 20 "
-        "| tee gpufleet-nccl.log",
+        sample,
+        f"{nccl} | tee gpufleet-nccl.log",
+        sampled,
         "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' gpufleet-nccl.log "
         f"| {{ read -r bw; {say} check=nccl busbw=$bw\"; }}",
         *([f"if grep -qs '^status=ready' {host_dir}/mounts-ready; then {say} check=mounts "
            f"verdict=ready\"; else {say} check=mounts verdict=fail reason=$(tr ' \\n' '__' "
            f"< {host_dir}/mounts-failed 2>/dev/null | cut -c1-200)\"; fi"]
           if plan.filesystems else []),
+        *([gpuhealth.soak_command(say, soak_seconds, nccl)] if soak_seconds > 0 else []),
         f'{say} check=done"',
     ]
     task: dict[str, Any] = {
@@ -101,6 +111,7 @@ class NodeFacts:
     mounts: str | None = None  # "fail": a shared filesystem did not mount at boot
     fabric: str | None = None  # the fabric whose collective software the node must have
     fabric_software: str = ""  # what its host setup recorded ("", "none": missing)
+    health: gpuhealth.GpuHealth = field(default_factory=gpuhealth.GpuHealth)
     hostname: str = ""
     done: bool = False
 
@@ -109,7 +120,7 @@ class NodeFacts:
         return {"gpus": self.gpus is not None, "dcgm": self.dcgm is not None,
                 "nccl": self.busbw is not None, "done": self.done,
                 "fabric": self.fabric is not None, "mounts": self.mounts is not None,
-                "gpu": bool(self.memory)}.get(check, False)
+                "gpu": bool(self.memory)}.get(check, False) or self.health.said(check)
 
 
 def is_burnin_log(text: str) -> bool:
@@ -169,15 +180,15 @@ def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
     elif check == "done":
         facts.done = True
     else:
-        raise ValueError(check)
+        gpuhealth.read(facts.health, check, kv)
 
 
 def _label(rank: str, f: NodeFacts) -> str:
     return f"{rank} ({f.hostname})" if f.hostname else rank
 
 
-def _node_problems(f: NodeFacts, gpu_gib: float | None,
-                   gpus_planned: int | None = None) -> list[str]:
+def _node_problems(f: NodeFacts, gpu_gib: float | None, gpus_planned: int | None = None,
+                   margin: float = DEFAULT_MARGIN) -> list[str]:
     """What is wrong with one node by its own lines (not yet its bandwidth); its GPU count
     is held against the plan's type where known, else against what the task asked."""
     why = []
@@ -207,7 +218,7 @@ def _node_problems(f: NodeFacts, gpu_gib: float | None,
                    "/var/log/gpufleet-mount.log on the node)")
     if f.dcgm == "fail":
         why.append("DCGM diagnostics failed (its output is in the log above this line)")
-    return why
+    return why + gpuhealth.problems(f.health, gpu_gib, margin)
 
 
 def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
@@ -223,7 +234,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
     lines: list[str] = [f"FAIL: {e}" for e in embedded_failures(text)]
     bad: list[str] = []
     for name, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
-        why = _node_problems(f, gpu_gib, gpus_planned)
+        why = _node_problems(f, gpu_gib, gpus_planned, margin)
         if why:
             bad.append(name)
             lines.append(f"FAIL node {_label(name, f)}: " + "; ".join(why))
@@ -263,7 +274,7 @@ def judge(text: str, nodes_planned: int, margin: float = DEFAULT_MARGIN,
 
 def expected_checks(plan: FleetDesign) -> tuple[str, ...]:
     """The checks the burn-in task of ``plan`` makes every node print (`check=NAME`)."""
-    out = ["gpus", "dcgm", "nccl", "done"]
+    out = ["gpus", "idle", "rows", "xid", "dcgm", "nccl", "throttle", "done"]
     if plan.host_setup is not None and plan.host_setup.fabric != "none":
         out.append("fabric")
     if plan.filesystems:
@@ -278,10 +289,12 @@ def _against_plan(nodes: dict[str, NodeFacts], planned: int, gpus: int | None,
     count the log states for itself."""
     out = [f"node {n} is outside the fleet's {planned} node(s) (0..{planned - 1})"
            for n in sorted(nodes, key=int) if int(n) >= max(planned, 1)]
+    soaked = any(f.health.soak is not None for f in nodes.values())
     for n, f in sorted(nodes.items(), key=lambda kv: int(kv[0])):
         if f.host == "fail":
             continue
-        absent = [c for c in expect if not f.said(c)]
+        absent = [c for c in (*expect, *(["soak"] if soaked else [])) if not f.said(c)]
+        out += [f"node {n}: {p}" for p in gpuhealth.incomplete(f.health, gpus)]
         if absent:
             out.append(f"node {n}: no `{'`, `'.join(absent)}` line(s)")
         if gpus and f.memory and sorted(f.memory) != list(range(gpus)):
