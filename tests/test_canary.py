@@ -9,6 +9,7 @@ line ends) is refused before anything is sent, naming where it came from."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -233,6 +234,39 @@ def test_drift_reads_the_gateways_through_the_same_guarded_path(
     with pytest.raises(gateways.ServerError) as e:
         read_dstack(wanted, {}, server.url, str(stack / "none.yml"))
     assert canary not in str(e.value) and canary not in repr(e.value)
+
+
+# --- health: the same token, other endpoints ------------------------------------------------
+
+def _health(tmp: Path, monkeypatch: pytest.MonkeyPatch, url: str, token: str) -> int:
+    monkeypatch.setattr(gateways, "TIMEOUT", 0.7)
+    monkeypatch.setenv("DSTACK_SERVER_URL", url)
+    monkeypatch.setenv("DSTACK_TOKEN", token)
+    outputs = write(tmp, "outputs.json", json.dumps(
+        {"f": {"nodes": [{"name": "f-node-0", "private_ip": "10.0.0.2"}]}}))
+    return main(["health", "--outputs", outputs, "--dstack-config", str(tmp / "none.yml")])
+
+
+def test_health_against_a_hostile_server(server: Hostile, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    canary = _canary()
+    code = _health(tmp_path, monkeypatch, server.url, canary)
+    out = capsys.readouterr()
+    assert code == 2, out.err
+    _no_canary(canary, out.out, out.err, root=tmp_path)
+
+
+def test_health_never_takes_a_token_to_another_origin(
+        elsewhere: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    canary = _canary()
+    with hostile(redirect(elsewhere.url + "/api/instances/list", 307)) as h:
+        code = _health(tmp_path, monkeypatch, h.url, canary)
+    out = capsys.readouterr()
+    assert code == 2 and "another origin" in out.err
+    assert elsewhere.seen == []
+    _no_canary(canary, out.out, out.err, root=tmp_path)
 
 
 # --- Lambda: preflight and the stack's dynamic provider ------------------------------------

@@ -6,19 +6,14 @@ dstack's own test factories (tests/dstack_gateways.py), then stopped by its pid.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dstackserver import free_port, helper, running
 
 from gpufleet.cli import main
 from gpufleet.input import SyncedGateway, stackconfig
@@ -26,11 +21,9 @@ from gpufleet.input.stackconfig import StackConfigError
 from gpufleet.input.stackedit import set_gateways
 from gpufleet.input.synced import parse_gateways
 from gpufleet.live.gateways import Server, ServerError, Wanted, find_server, judge
-from gpufleet.outbound import Secret
 
-from planutil import ROOT, write
+from planutil import write
 
-ORACLE = ROOT / ".venv-dstack" / "bin"
 HELPER = Path(__file__).with_name("dstack_gateways.py")
 ADDRS = ["203.0.113.10", "203.0.113.11"]
 ELB = "abcd-lb-1234.us-east-1.elb.amazonaws.com"
@@ -50,12 +43,7 @@ PROJECTS = ["gateway-gw1", "gateway-gw2", "gateway-gw3", "gateway-gw4", "gateway
 
 def _helper(command: str, specs: list[dict[str, Any]], *args: str,
             env: dict[str, str] | None = None) -> str:
-    assert ORACLE.exists(), "run `make oracle` (make test does) to create .venv-dstack"
-    done = subprocess.run([str(ORACLE / "python"), str(HELPER), command, *args],
-                          input=json.dumps(specs), capture_output=True, text=True, timeout=120,
-                          env=env, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return helper(HELPER, command, specs, *args, env=env)
 
 
 def dstack_answers(specs: list[dict[str, Any]]) -> list[Any]:
@@ -63,57 +51,11 @@ def dstack_answers(specs: list[dict[str, Any]]) -> list[Any]:
     return list(json.loads(_helper("answer", specs)))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(url: str, token: str, body: dict[str, Any]) -> int:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as e:
-        return int(e.code)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real dstack server with the gateways of SPECS, stopped by its pid afterwards."""
-    home = tmp_path_factory.mktemp("dstack-home")
-    token, port = secrets.token_hex(8), _free_port()
-    env = {**os.environ, "HOME": str(home), "DSTACK_SERVER_ADMIN_TOKEN": token}
-    log = (home / "server.log").open("w")
-    proc = subprocess.Popen([str(ORACLE / "dstack"), "server", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while not (_up(port) and _post(f"{url}/api/projects/list", token, {}) == 200):
-            assert proc.poll() is None, (home / "server.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the dstack server did not start"
-            time.sleep(0.3)
-        for p in PROJECTS:
-            assert _post(f"{url}/api/projects/create", token, {"project_name": p}) == 200
-        db = f"sqlite+aiosqlite:///{home}/.dstack/server/data/sqlite.db"
-        _helper("seed", SPECS, db, env={**env})
-        yield Server(url, Secret(token, "test"), "test")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-
-
-def _up(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    with running(tmp_path_factory.mktemp("dstack-home"), PROJECTS, HELPER, SPECS) as srv:
+        yield srv
 
 
 STACK = """\
@@ -254,7 +196,7 @@ def test_an_unknown_project_and_a_server_that_is_down(
     cfg = _cli_config(stack, server.url, server.token.reveal())
     assert _sync(stack, cfg, "--gateway", "gw1", monkeypatch=monkeypatch) == 2
     assert "has no project nosuch (HTTP 404)" in capsys.readouterr().err
-    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token.reveal())
+    down = _cli_config(stack, f"http://127.0.0.1:{free_port()}", server.token.reveal())
     assert _sync(stack, down, monkeypatch=monkeypatch) == 2
     assert "cannot reach the dstack server at http://127.0.0.1:" in capsys.readouterr().err
     assert (stack / "Pulumi.test.yaml").read_text() == before
@@ -367,7 +309,7 @@ def test_drift_reports_a_record_dstack_has_moved_away_from(
     assert moved[0]["properties"][0]["new"] == ADDRS
     assert "gpufleet gateway sync --stack test" in moved[0]["action"]
     # a server it cannot ask fails the run, saying so; --no-gateways leaves it out
-    down = _cli_config(stack, f"http://127.0.0.1:{_free_port()}", server.token.reveal())
+    down = _cli_config(stack, f"http://127.0.0.1:{free_port()}", server.token.reveal())
     assert main([*drift, "--dstack-config", down]) == 1
     assert "gateway records not checked against dstack: cannot reach the dstack server" in \
         capsys.readouterr().out

@@ -8,6 +8,7 @@ from gpufleet.cli.app import cli, main
 from gpufleet.cli.contract import contract, ledger
 from gpufleet.cli.gateway import gateway
 from gpufleet.cli.handoff import export
+from gpufleet.cli.health import health
 from gpufleet.cli.inputs import catalog, offers, schema, validate
 from gpufleet.cli.live import drift, preflight, replace, up
 from gpufleet.cli.lockcmd import lock_command
@@ -17,7 +18,7 @@ from gpufleet.cli.topology import topology
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
                  preflight, up, replace, topology, acceptance, ledger, contract, policy,
-                 export, gateway):
+                 export, gateway, health):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -65,7 +65,7 @@ def export_dstack_command(stack_name: str | None, cwd: str, outputs_file: str | 
         raise click.UsageError("give exactly one of --stack, --outputs and --state")
     check_folder(out_dir)
     try:
-        outputs = _outputs(stack_name, cwd, outputs_file, state_file)
+        outputs = stack_outputs(stack_name, cwd, outputs_file, state_file)
         listed = _scale_sets(outputs, azure_nics, resolve_scale_sets)
         exported = export_dstack(outputs, identity_file, listed)
         written = write_files(exported, out_dir, force)
@@ -133,7 +133,7 @@ def _scale_sets(outputs: dict[str, Any], files: Sequence[str], resolve: bool
     return out
 
 
-def _outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
+def stack_outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
              state_file: str | None) -> dict[str, Any]:
     """The stack outputs from a file, or from the stack itself through the Automation API."""
     from gpufleet.handoff import ExportError, outputs_from_stack_output, outputs_from_state

@@ -75,6 +75,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "storage": {"write_mbps_all": _is_figure, "read_mbps_all": _is_figure},
     "burn-in": {"failed_nodes": is_count},
     "replace": {"hours": _is_figure},
+    "health": {"failure_nodes": is_count, "warning_nodes": is_count, "unknown_nodes": is_count},
 }
 
 

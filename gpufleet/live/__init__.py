@@ -13,6 +13,7 @@ from gpufleet.live.gateways import (
     sync,
     wanted_gateways,
 )
+from gpufleet.live.health import HealthReport, NodeHealth, fleet_nodes, read_fleet_health
 from gpufleet.live.netquota import NetworkNeed, network_needs, state_records
 from gpufleet.live.preflight import (
     MissingAccess,
@@ -71,11 +72,13 @@ __all__ = [
     "EventSink",
     "FleetNodes",
     "FleetTopology",
+    "HealthReport",
     "LiveError",
     "MissingAccess",
     "MissingCli",
     "Need",
     "NetworkNeed",
+    "NodeHealth",
     "PreflightReport",
     "PreviewRunner",
     "Probe",
@@ -103,12 +106,14 @@ __all__ = [
     "deploy",
     "deployed_fleets",
     "find_server",
+    "fleet_nodes",
     "gateway_check",
     "http_post",
     "live_drift",
     "merge",
     "network_needs",
     "read_fleet",
+    "read_fleet_health",
     "read_topology",
     "record_drift",
     "replace_nodes",

@@ -1,0 +1,91 @@
+"""A real dstack 0.22.5 server for the tests that talk to one (`gateway sync`, `health`):
+started on 127.0.0.1 from `.venv-dstack` with a temporary home and an admin token, its
+projects created through its API, its database seeded by a helper script that runs in the
+dstack virtualenv with dstack's own test factories, and stopped by its process group."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpufleet.live.gateways import Server
+from gpufleet.outbound import Secret
+
+from planutil import ROOT
+
+ORACLE = ROOT / ".venv-dstack" / "bin"
+
+
+def helper(script: Path, command: str, specs: list[dict[str, Any]], *args: str,
+           env: dict[str, str] | None = None) -> str:
+    """Run a helper script in the dstack virtualenv, the specs on its standard input."""
+    assert ORACLE.exists(), "run `make oracle` (make test does) to create .venv-dstack"
+    done = subprocess.run([str(ORACLE / "python"), str(script), command, *args],
+                          input=json.dumps(specs), capture_output=True, text=True, timeout=120,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post(url: str, token: str, body: dict[str, Any]) -> int:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def _up(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextlib.contextmanager
+def running(home: Path, projects: Sequence[str], script: Path,
+            specs: list[dict[str, Any]]) -> Iterator[Server]:
+    """The server with ``projects`` and ``script seed``'s records of ``specs``."""
+    token, port = secrets.token_hex(8), free_port()
+    env = {**os.environ, "HOME": str(home), "DSTACK_SERVER_ADMIN_TOKEN": token}
+    log = (home / "server.log").open("w")
+    proc = subprocess.Popen([str(ORACLE / "dstack"), "server", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not (_up(port) and post(f"{url}/api/projects/list", token, {}) == 200):
+            assert proc.poll() is None, (home / "server.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the dstack server did not start"
+            time.sleep(0.3)
+        for p in projects:
+            assert post(f"{url}/api/projects/create", token, {"project_name": p}) == 200
+        db = f"sqlite+aiosqlite:///{home}/.dstack/server/data/sqlite.db"
+        helper(script, "seed", specs, db, env={**env})
+        yield Server(url, Secret(token, "test"), "test")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()

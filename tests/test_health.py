@@ -1,0 +1,183 @@
+"""`gpufleet health` against a real dstack 0.22.5 server (tests/dstackserver.py) whose
+database holds fleets, instances and DCGM health checks created with dstack's own test
+factories (tests/dstack_health.py); hostile answers through a fake transport."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dstackserver import free_port, running
+
+from gpufleet.cli import main
+from gpufleet.evidence import read_entries
+from gpufleet.live.gateways import Server, ServerError
+from gpufleet.live.health import fleet_nodes, read_fleet_health
+from gpufleet.outbound import Secret
+
+from planutil import write
+
+HELPER = Path(__file__).with_name("dstack_health.py")
+XID = "GPU 3: Xid 79, the GPU has fallen off the bus"
+SPECS = [
+    {"project": "mega", "fleet": "mega", "instances": [
+        {"num": 0, "hostname": "10.0.0.2", "checks": [{"minutes_ago": 2, "status": "healthy"}]},
+        {"num": 1, "hostname": "10.0.0.3", "health": "failure", "checks": [
+            {"minutes_ago": 1, "status": "failure", "incidents": [{"system": 1,
+                                                                   "message": XID}]},
+            {"minutes_ago": 5, "status": "failure", "incidents": [{"system": 1,
+                                                                   "message": XID}]},
+            {"minutes_ago": 10, "status": "healthy"}]}]},
+    {"project": "dev", "fleet": "dev", "instances": [
+        {"num": 0, "hostname": "10.1.0.2"},  # no check at all: dstack still says healthy
+        {"num": 1, "hostname": "10.1.0.3", "checks": [{"minutes_ago": 60,
+                                                       "status": "healthy"}]},
+        {"num": 2, "hostname": "10.1.0.5", "unreachable": True,
+         "checks": [{"minutes_ago": 1, "status": "healthy"}]}]},
+]
+OUTPUTS = {
+    "mega": {"backend": "gcp", "public_ips": False, "nodes": [
+        {"name": "mega-node-0", "private_ip": "10.0.0.2"},
+        {"name": "mega-node-1", "private_ip": "10.0.0.3"}]},
+    "dev": {"backend": "aws", "public_ips": False, "nodes": [
+        {"name": "dev-node-0", "private_ip": "10.1.0.2"},
+        {"name": "dev-node-1", "private_ip": "10.1.0.3"},
+        {"name": "dev-node-2", "private_ip": "10.1.0.4"},  # never applied to dstack
+        {"name": "dev-node-3", "private_ip": "10.1.0.5"}]},
+    "nets-only": {"backend": "gcp", "nodes": []},
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev"], HELPER,
+                 SPECS) as srv:
+        yield srv
+
+
+@pytest.fixture
+def env(server: Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    monkeypatch.setenv("DSTACK_SERVER_URL", server.url)
+    monkeypatch.setenv("DSTACK_TOKEN", server.token.reveal())
+    return write(tmp_path, "outputs.json", json.dumps(OUTPUTS))
+
+
+def test_a_failing_node_is_named_with_its_incident_and_since_when(
+        env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = str(tmp_path / "ledger.jsonl")
+    assert main(["health", "--outputs", env, "--fleet", "mega", "--record", ledger]) == 1
+    out = capsys.readouterr().out
+    assert "ok       mega/mega-node-0 (10.0.0.2)" in out
+    failing = next(line for line in out.splitlines() if "mega-node-1" in line)
+    assert failing.startswith("FAILURE  mega/mega-node-1 (10.0.0.3) since ")
+    assert failing.endswith(f": {XID}")
+    since = dt.datetime.fromisoformat(failing.split(" since ")[1][:19])
+    age = dt.datetime.now(dt.UTC).replace(tzinfo=None) - since
+    assert dt.timedelta(minutes=4) < age < dt.timedelta(minutes=7)  # the 5-minute check
+    entries, problems = read_entries(ledger)
+    assert problems == [] and len(entries) == 1
+    e = entries[0]
+    assert (e["kind"], e["fleet"], e["verdict"], e["nodes"]) == ("health", "mega", "fail", 2)
+    assert e["figures"]["failure_nodes"] == 1
+    assert e["figures"]["nodes"] == {"mega-node-0": "healthy", "mega-node-1": "failure"}
+    assert main(["ledger", "verify", ledger]) == 0
+
+
+def test_nodes_dstack_cannot_vouch_for_give_no_verdict(
+        env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["health", "--outputs", env, "--fleet", "dev", "--format", "json"]) == 2
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert {n: v["status"] for n, v in nodes.items()} == {
+        "dev-node-0": "unknown", "dev-node-1": "unknown", "dev-node-2": "unknown",
+        "dev-node-3": "unknown"}
+    assert "no health check" in nodes["dev-node-0"]["why"]
+    assert "older than 15 min" in nodes["dev-node-1"]["why"]
+    assert "not an instance of dstack's fleet dev" in nodes["dev-node-2"]["why"]
+    assert "unreachable" in nodes["dev-node-3"]["why"]
+    # a failure anywhere outweighs what is unknown elsewhere
+    assert main(["health", "--outputs", env]) == 1
+
+
+def test_markdown_and_an_unknown_fleet(env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["health", "--outputs", env, "--fleet", "mega", "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("| fleet | node | status | since | incidents |")
+    assert "| mega | mega-node-1 | failure |" in out and XID in out
+    assert main(["health", "--outputs", env, "--fleet", "nets-only"]) == 2
+    assert "no fleet of that name with nodes" in capsys.readouterr().err
+
+
+def test_a_refused_token_and_a_server_that_is_down_say_so_without_the_token(
+        env: str, server: Server, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    canary = "canary-" + secrets.token_hex(8)
+    monkeypatch.setenv("DSTACK_TOKEN", canary)
+    assert main(["health", "--outputs", env, "--fleet", "mega"]) == 2
+    captured = capsys.readouterr()
+    assert "refuses the token from $DSTACK_SERVER_URL and $DSTACK_TOKEN" in captured.err
+    assert canary not in captured.out + captured.err
+    monkeypatch.setenv("DSTACK_SERVER_URL", f"http://127.0.0.1:{free_port()}")
+    assert main(["health", "--outputs", env, "--fleet", "mega"]) == 2
+    captured = capsys.readouterr()
+    assert "cannot reach the dstack server" in captured.err and canary not in captured.err
+
+
+NOW = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
+SERVER = Server("http://dstack.test", Secret("t0k3n", "test"), "test")
+INSTANCE = {"instance_num": 0, "hostname": "10.0.0.2", "unreachable": False,
+            "fleet_name": "f", "health_status": "healthy"}
+CHECK = {"collected_at": "2026-11-27T11:58:00", "status": "healthy", "events": []}
+
+
+def _fake(instances: Any, checks: Any) -> Any:
+    def post(url: str, body: Mapping[str, Any], token: Secret) -> tuple[int, Any]:
+        if url.endswith("/api/instances/list"):
+            return 200, instances
+        return 200, checks
+    return post
+
+
+@pytest.mark.parametrize(("instances", "checks", "why"), [
+    ({"not": "a list"}, {"health_checks": []}, "answered no list"),
+    ([{**INSTANCE, "instance_num": "0"}], {"health_checks": []}, "another shape"),
+    ([{**INSTANCE, "instance_num": True}], {"health_checks": []}, "another shape"),
+    ([{**INSTANCE, "unreachable": "no"}], {"health_checks": []}, "another shape"),
+    ([INSTANCE], {"health_checks": "none"}, "answered no list"),
+    ([INSTANCE], {"health_checks": [{**CHECK, "status": "fine"}]}, "`HealthCheck`"),
+    ([INSTANCE], {"health_checks": [{**CHECK, "collected_at": "yesterday"}]}, "`HealthCheck`"),
+    ([INSTANCE], {"health_checks": [{**CHECK, "events": [{"status": "failure"}]}]},
+     "`HealthCheck`"),
+    ([INSTANCE], None, "answered no list"),
+])
+def test_answers_of_another_shape_are_refused_not_guessed(instances: Any, checks: Any,
+                                                          why: str) -> None:
+    with pytest.raises(ServerError, match=why):
+        read_fleet_health(_fake(instances, checks), SERVER, "f", [("f-node-0", "10.0.0.2")], NOW,
+                   dt.timedelta(minutes=15))
+
+
+def test_the_latest_check_decides_and_the_oldest_of_its_run_is_since() -> None:
+    checks = {"health_checks": [
+        {**CHECK, "collected_at": "2026-11-27T11:40:00+00:00", "status": "warning",
+         "events": [{"timestamp": "x", "status": "warning", "message": "old"}]},
+        {**CHECK, "collected_at": "2026-11-27T11:59:00+00:00", "status": "warning",
+         "events": [{"timestamp": "x", "status": "warning", "message": "PCIe replay"}]},
+        {**CHECK, "collected_at": "2026-11-27T11:30:00+00:00", "status": "healthy"}]}
+    [node] = read_fleet_health(_fake([INSTANCE], checks), SERVER, "f", [("f-node-0", "10.0.0.2")],
+                        NOW, dt.timedelta(minutes=15))
+    assert (node.status, node.since, node.incidents) == (
+        "warning", "2026-11-27T11:40:00+00:00", ("PCIe replay",))
+
+
+def test_fleet_nodes_take_the_address_dstack_was_given() -> None:
+    outputs = {"pub": {"public_ips": True, "nodes": [{"name": "n0", "public_ip": "1.2.3.4",
+                                                      "private_ip": "10.0.0.9"}]},
+               "priv": {"nodes": [{"name": "n0", "private_ip": "10.0.0.8"}]},
+               "gw": {"domain": "x"}, "garbage": "text"}
+    assert fleet_nodes(outputs) == {"priv": [("n0", "10.0.0.8")], "pub": [("n0", "1.2.3.4")]}
+    assert fleet_nodes(outputs, ["pub"]) == {"pub": [("n0", "1.2.3.4")]}
