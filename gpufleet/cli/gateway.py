@@ -127,19 +127,24 @@ def stack_gateways(stack: str, cwd: str) -> tuple[str, str, Mapping[str, SyncedG
     return path, text, settings.gateways, wanted_gateways(validated.inputs)
 
 
+def dstack_cli_config(dstack_config: str) -> str | None:
+    """dstack's CLI config (where `dstack project add` keeps each project's server and
+    token), or None where there is none; a usage error when it cannot be read."""
+    from gpufleet.input import MAX_FILE_BYTES, read_small_text
+
+    path = os.path.expanduser(dstack_config)
+    try:
+        return read_small_text(path, MAX_FILE_BYTES) if os.path.exists(path) else None
+    except OSError as e:
+        raise click.UsageError(f"cannot read {path}: {e.strerror or e}") from None
+
+
 def read_dstack(wanted: list[Wanted], before: Mapping[str, SyncedGateway], url: str | None,
                 dstack_config: str) -> SyncReport:
     """Every gateway as the dstack server reports it (ServerError when it cannot be asked)."""
-    from gpufleet.input import MAX_FILE_BYTES, read_small_text
-    from gpufleet.live import find_server, http_post, sync
+    from gpufleet.live import check_gateways, find_server, gateway_check, http_post, sync
 
-    cli_path = os.path.expanduser(dstack_config)
-    try:
-        cli_text = read_small_text(cli_path, MAX_FILE_BYTES) if os.path.exists(cli_path) \
-            else None
-    except OSError as e:
-        raise click.UsageError(f"cannot read {cli_path}: {e.strerror or e}") from None
-    from gpufleet.live import check_gateways, gateway_check
+    cli_text = dstack_cli_config(dstack_config)
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     report = sync(wanted, before, lambda project: find_server(project, url, os.environ,

@@ -4,7 +4,7 @@ from a deployed stack)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -20,15 +20,24 @@ def export() -> None:
     """Hand a deployed stack over to other tools."""
 
 
+def stack_source(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--stack / --cwd / --outputs / --state: where a command reads the stack outputs."""
+    for option in reversed((
+            click.option("--stack", "stack_name", help="Read the outputs of this stack "
+                         "(Automation API; needs the Pulumi CLI)."),
+            click.option("--cwd", default="stacks", show_default=True,
+                         type=click.Path(file_okay=False),
+                         help="The Pulumi project folder (with --stack)."),
+            click.option("--outputs", "outputs_file", type=click.Path(dir_okay=False),
+                         help="A file from `pulumi stack output --json --show-secrets`."),
+            click.option("--state", "state_file", type=click.Path(dir_okay=False),
+                         help="A file from `pulumi stack export`."))):
+        f = option(f)
+    return f
+
+
 @export.command("dstack")
-@click.option("--stack", "stack_name", help="Read the outputs of this stack (Automation API; "
-              "needs the Pulumi CLI).")
-@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
-              help="The Pulumi project folder (with --stack).")
-@click.option("--outputs", "outputs_file", type=click.Path(dir_okay=False),
-              help="A file from `pulumi stack output --json --show-secrets`.")
-@click.option("--state", "state_file", type=click.Path(dir_okay=False),
-              help="A file from `pulumi stack export`.")
+@stack_source
 @click.option("--out", "out_dir", default="dstack", show_default=True,
               type=click.Path(file_okay=False), help="Folder to write the files into.")
 @click.option("--identity-file", default="~/.ssh/id_ed25519", show_default=True,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from gpufleet.cli.common import EXIT_USAGE
-from gpufleet.cli.gateway import DSTACK_CONFIG
-from gpufleet.cli.handoff import stack_outputs
+from gpufleet.cli.gateway import DSTACK_CONFIG, dstack_cli_config
+from gpufleet.cli.handoff import stack_outputs, stack_source
 
 if TYPE_CHECKING:
     from gpufleet.live import HealthReport
@@ -22,14 +22,7 @@ MARK = {"healthy": "ok", "warning": "WARNING", "failure": "FAILURE", "unknown": 
 
 
 @click.command("health")
-@click.option("--stack", "stack_name", help="Read the nodes from this stack's outputs "
-              "(Automation API; needs the Pulumi CLI).")
-@click.option("--cwd", default="stacks", show_default=True, type=click.Path(file_okay=False),
-              help="The Pulumi project folder.")
-@click.option("--outputs", "outputs_file", type=click.Path(dir_okay=False),
-              help="The stack outputs (`pulumi stack output --json --show-secrets`).")
-@click.option("--state", "state_file", type=click.Path(dir_okay=False),
-              help="A stack export (`pulumi stack export --show-secrets`).")
+@stack_source
 @click.option("--fleet", "only", multiple=True, metavar="NAME",
               help="Only this fleet (repeatable).")
 @click.option("--url", help="The dstack server's URL (default: $DSTACK_SERVER_URL, else "
@@ -84,15 +77,9 @@ def health(stack_name: str | None, cwd: str, outputs_file: str | None,
 
 def _read(report: HealthReport, fleets: dict[str, list[tuple[str, str]]], url: str | None,
           dstack_config: str, max_age: int) -> None:
-    from gpufleet.input import MAX_FILE_BYTES, read_small_text
     from gpufleet.live import find_server, http_post, read_fleet_health
 
-    cli_path = os.path.expanduser(dstack_config)
-    try:
-        cli_text = read_small_text(cli_path, MAX_FILE_BYTES) if os.path.exists(cli_path) \
-            else None
-    except OSError as e:
-        raise click.UsageError(f"cannot read {cli_path}: {e.strerror or e}") from None
+    cli_text = dstack_cli_config(dstack_config)
     now = datetime.datetime.now(datetime.UTC)
     for fleet, nodes in fleets.items():
         server = find_server(fleet, url, os.environ, cli_text, dstack_config)
