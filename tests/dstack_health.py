@@ -24,6 +24,7 @@ _HEALTH = {"healthy": 0, "warning": 10, "failure": 20}
 async def seed(db_url: str, specs: list[dict[str, Any]]) -> None:
     import dstack._internal.server.services.encryption  # noqa: F401  (sets how secrets are stored)
     from dstack._internal.core.models.health import HealthStatus
+    from dstack._internal.core.models.profiles import TerminationPolicy
     from dstack._internal.server.models import ProjectModel
     from dstack._internal.server.testing.common import (
         create_fleet,
@@ -40,10 +41,16 @@ async def seed(db_url: str, specs: list[dict[str, Any]]) -> None:
         for s in specs:
             project = (await session.execute(
                 select(ProjectModel).where(ProjectModel.name == s["project"]))).scalar_one()
-            fleet = await create_fleet(session, project, name=s["fleet"])
+            fleet = await create_fleet(
+                session, project, name=s["fleet"],
+                last_processed_at=now.replace(tzinfo=datetime.UTC) + datetime.timedelta(days=1))
             for i in s["instances"]:
                 inst = await create_instance(
                     session, project, fleet, instance_num=i["num"],
+                    # kept out of the server's background processing (which would find the
+                    # test addresses unreachable and end idle instances)
+                    created_at=now, last_processed_at=now + datetime.timedelta(days=1),
+                    termination_policy=TerminationPolicy.DONT_DESTROY,
                     name=f"{s['fleet']}-{i['num']}", unreachable=i.get("unreachable", False),
                     health_status=HealthStatus(i.get("health", "healthy")),
                     job_provisioning_data=get_job_provisioning_data(

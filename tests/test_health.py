@@ -33,6 +33,11 @@ SPECS = [
             {"minutes_ago": 5, "status": "failure", "incidents": [{"system": 1,
                                                                    "message": XID}]},
             {"minutes_ago": 10, "status": "healthy"}]}]},
+    {"project": "iso", "fleet": "iso", "instances": [
+        {"num": 0, "hostname": "10.2.0.2", "checks": [{"minutes_ago": 1, "status": "healthy"}]},
+        {"num": 1, "hostname": "10.2.0.3", "health": "failure", "checks": [
+            {"minutes_ago": 1, "status": "failure", "incidents": [{"system": 1,
+                                                                   "message": XID}]}]}]},
     {"project": "dev", "fleet": "dev", "instances": [
         {"num": 0, "hostname": "10.1.0.2"},  # no check at all: dstack still says healthy
         {"num": 1, "hostname": "10.1.0.3", "checks": [{"minutes_ago": 60,
@@ -49,13 +54,16 @@ OUTPUTS = {
         {"name": "dev-node-1", "private_ip": "10.1.0.3"},
         {"name": "dev-node-2", "private_ip": "10.1.0.4"},  # never applied to dstack
         {"name": "dev-node-3", "private_ip": "10.1.0.5"}]},
+    "iso": {"backend": "aws", "public_ips": False, "nodes": [
+        {"name": "iso-node-0", "private_ip": "10.2.0.2"},
+        {"name": "iso-node-1", "private_ip": "10.2.0.3"}]},
     "nets-only": {"backend": "gcp", "nodes": []},
 }
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev"], HELPER,
+    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso"], HELPER,
                  SPECS) as srv:
         yield srv
 
@@ -181,3 +189,54 @@ def test_fleet_nodes_take_the_address_dstack_was_given() -> None:
                "gw": {"domain": "x"}, "garbage": "text"}
     assert fleet_nodes(outputs) == {"priv": [("n0", "10.0.0.8")], "pub": [("n0", "1.2.3.4")]}
     assert fleet_nodes(outputs, ["pub"]) == {"pub": [("n0", "1.2.3.4")]}
+
+
+# --- the health policy ------------------------------------------------------------------
+
+def _policy_files(tmp: Path, fleet: str, policy: str) -> list[str]:
+    """The fleet's file and a backends file with its `health` policy."""
+    f = write(tmp, f"{fleet}.dstack.yml", f"type: fleet\nname: {fleet}\nnodes: 2\n"
+              "backends: [aws]\nresources:\n  gpu: H100:8\n")
+    b = write(tmp, "backends.yml", f"backends:\n  - type: aws\nfleets:\n  {fleet}:\n"
+              f"    health: {policy}\n")
+    return [f, b]
+
+
+def test_a_policy_with_a_value_it_does_not_know_is_refused_where_it_stands(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = _policy_files(tmp_path, "iso", "{on_failure: reboot}")
+    assert main(["validate", *files]) == 1
+    err = capsys.readouterr().out
+    assert "backends.yml:5" in err and "reboot" in err
+
+
+def test_apply_isolates_the_failing_node_in_dstack_and_records_it(
+        env: str, server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = _policy_files(tmp_path, "iso", "{on_failure: isolate, spares: 1}")
+    ledger = str(tmp_path / "ledger.jsonl")
+    # a dry run first: it says what it would do and changes nothing
+    assert main(["health", *files, "--outputs", env, "--fleet", "iso"]) == 1
+    out = capsys.readouterr().out
+    assert "policy: iso/iso-node-1 (failure): isolate (remove from dstack's fleet)" in out
+    assert "(a dry run: --apply carries these out)" in out
+    assert main(["health", *files, "--outputs", env, "--fleet", "iso", "--apply", "--yes",
+                 "--record", ledger]) == 1
+    out = capsys.readouterr().out
+    assert "gpufleet health: isolated iso/iso-node-1 (dstack instance 1)" in out
+    entries, _ = read_entries(ledger)
+    action = [e for e in entries if e["kind"] == "health-action"]
+    assert [(e["fleet"], e["figures"]["action"], e["figures"]["nodes"], e["verdict"])
+            for e in action] == [("iso", "isolate", ["iso-node-1"], "pass")]
+    # dstack took it out of the fleet: the node is no longer one of its instances
+    assert main(["health", "--outputs", env, "--fleet", "iso", "--format", "json"]) == 2
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert nodes["iso-node-0"]["status"] == "healthy"
+    assert "not an instance of dstack's fleet iso" in nodes["iso-node-1"]["why"]
+
+
+def test_a_replacement_needs_the_stack(env: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    files = _policy_files(tmp_path, "mega", "{on_failure: replace}")
+    assert main(["health", *files, "--outputs", env, "--fleet", "mega", "--apply",
+                 "--yes"]) == 2
+    assert "give --stack" in capsys.readouterr().err

@@ -22,6 +22,7 @@ MARK = {"healthy": "ok", "warning": "WARNING", "failure": "FAILURE", "unknown": 
 
 
 @click.command("health")
+@click.argument("paths", nargs=-1)
 @stack_source
 @click.option("--fleet", "only", multiple=True, metavar="NAME",
               help="Only this fleet (repeatable).")
@@ -36,17 +37,27 @@ MARK = {"healthy": "ok", "warning": "WARNING", "failure": "FAILURE", "unknown": 
               help="Append each fleet's verdict to this evidence ledger.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]),
               default="text", show_default=True, help="Output format.")
-def health(stack_name: str | None, cwd: str, outputs_file: str | None,
+@click.option("--apply", is_flag=True, help="Carry out each fleet's `health` policy (the "
+              "backends file among PATH...): isolate or replace sick nodes.")
+@click.option("--yes", "-y", is_flag=True, help="With --apply: do not ask first.")
+def health(paths: Sequence[str], stack_name: str | None, cwd: str, outputs_file: str | None,
            state_file: str | None, only: Sequence[str], url: str | None, dstack_config: str,
-           max_age: int, warnings_fail: bool, ledger: str | None, fmt: str) -> None:
+           max_age: int, warnings_fail: bool, ledger: str | None, fmt: str, apply: bool,
+           yes: bool) -> None:
     """Report every node of the stack's fleets healthy, warning, failure or unknown, as the
     DCGM health checks dstack's server keeps for it say (each fleet is read from its dstack
     project, as `gpufleet export dstack` wrote the server config), with the incidents of a
     sick node and since when.
 
+    With the fleets' files (PATH...: the backends file's `fleets: {NAME: {health: ...}}`),
+    it also says what each fleet's policy does about a failing or warning node (replace,
+    isolate, report; within max_replacements_per_day and spares); `--apply` carries that
+    out: isolation removes the instance from dstack's fleet, replacement runs `gpufleet
+    replace` (needs --stack); every action is recorded with --record.
+
     Exit codes: 0 every node healthy, 1 a node failing (or warning, with --warnings-fail),
-    2 no verdict: a node dstack does not hold, cannot reach, has no recent check for, or a
-    server that cannot be asked (also usage errors).
+    or an action that failed, 2 no verdict: a node dstack does not hold, cannot reach, has
+    no recent check for, or a server that cannot be asked (also usage errors).
     """
     from gpufleet.handoff import ExportError
     from gpufleet.live import HealthReport, ServerError, fleet_nodes
@@ -72,6 +83,16 @@ def health(stack_name: str | None, cwd: str, outputs_file: str | None,
     if ledger:
         _record(ledger, report, fleets, warnings_fail)
     click.echo(_render(report, fmt, code))
+    if paths or apply:
+        from gpufleet.cli.healthapply import carry_out, decided
+
+        actions = decided(report, paths, ledger)
+        for action in actions:
+            click.echo(f"policy: {action.text()}", err=fmt == "json")
+        if actions and not apply:
+            click.echo("(a dry run: --apply carries these out)", err=fmt == "json")
+        if apply and carry_out(actions, stack_name, cwd, url, dstack_config, ledger, yes):
+            code = 1
     sys.exit(code)
 
 

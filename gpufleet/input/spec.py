@@ -152,6 +152,7 @@ class FleetSpec:
     network_of: str | None = None
     max_spread: str = "any"  # backends file: the widest topology layer its nodes may span
     contract: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)  # its `contract`
+    health: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)  # its `health` policy
     # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
     settings_origin: Origin | None = field(default=None, compare=False)
     # Fields the user set explicitly (profiles fill in the others).

@@ -14,6 +14,7 @@ from gpufleet.live.gateways import (
     wanted_gateways,
 )
 from gpufleet.live.health import HealthReport, NodeHealth, fleet_nodes, read_fleet_health
+from gpufleet.live.healthpolicy import Action, HealthPolicy, decide, replaced_since
 from gpufleet.live.netquota import NetworkNeed, network_needs, state_records
 from gpufleet.live.preflight import (
     MissingAccess,
@@ -68,10 +69,12 @@ __all__ = [
     "CAPACITY_ERRORS",
     "DRIFT_NOTE",
     "LAYERS",
+    "Action",
     "DeployRunner",
     "EventSink",
     "FleetNodes",
     "FleetTopology",
+    "HealthPolicy",
     "HealthReport",
     "LiveError",
     "MissingAccess",
@@ -102,6 +105,7 @@ __all__ = [
     "check_gateways",
     "check_stack",
     "compile_stack",
+    "decide",
     "default_probes",
     "deploy",
     "deployed_fleets",
@@ -117,6 +121,7 @@ __all__ = [
     "read_topology",
     "record_drift",
     "replace_nodes",
+    "replaced_since",
     "run_preflight",
     "scale_set_api",
     "scale_set_nics",

@@ -42,6 +42,7 @@ class NodeHealth:
     since: str | None = None  # the first check of the current status (ISO time)
     incidents: tuple[str, ...] = ()
     why: str = ""  # for unknown: why there is no verdict
+    instance_num: int | None = None  # its instance in dstack's fleet, where it has one
 
 
 @dataclass
@@ -177,5 +178,6 @@ def read_fleet_health(post: Post, server: Server, fleet: str, nodes: Sequence[tu
                 break
             since = when
         out.append(NodeHealth(fleet, node, address, status,
-                              since.isoformat(timespec="seconds"), incidents))
+                              since.isoformat(timespec="seconds"), incidents,
+                              instance_num=int(inst["instance_num"])))
     return out
