@@ -169,6 +169,7 @@ fleets:
       storage_mbps: 1000
       max_replacements_per_month: 1
       replace_within_hours: 24
+      max_failed_nodes_per_month: 1
 """
 A4 = ("type: fleet\nname: a4\nnodes: 2\nplacement: cluster\nbackends: [gcp]\n"
       "availability_zones: [us-west2-c]\nspot_policy: auto\nresources:\n  gpu: B200:8\n")
@@ -229,6 +230,30 @@ def test_only_replacements_that_happened_count(tmp_path: Path) -> None:
     assert code == 1 and _term(doc, "max_replacements_per_month")["status"] == "breached"
 
 
+def _health(nodes: dict[str, str], code: int) -> dict[str, Any]:
+    return {"kind": "health", "verdict": {0: "pass", 1: "fail", 2: "no verdict"}[code],
+            "exit_code": code, "nodes": len(nodes),
+            "figures": {"failure_nodes": list(nodes.values()).count("failure"),
+                        "nodes": nodes}}
+
+
+def test_the_month_counts_the_distinct_nodes_health_found_failing(tmp_path: Path) -> None:
+    code, doc = _report(tmp_path, [
+        _health({"a4-node-0": "healthy", "a4-node-1": "failure"}, 1),
+        _health({"a4-node-0": "healthy", "a4-node-1": "failure"}, 1),  # the same node again
+        _health({"a4-node-0": "healthy", "a4-node-1": "healthy"}, 0)], "--month", "2026-10")
+    term = _term(doc, "max_failed_nodes_per_month")
+    assert term["status"] == "met" and term["detail"].startswith(
+        "1 node(s) failed in 3 health run(s) (a4-node-1), at most 1")
+    assert [e["seq"] for e in term["entries"]] == [1, 2]
+    code, doc = _report(tmp_path / "b" if (tmp_path / "b").mkdir() is None else tmp_path, [
+        _health({"a4-node-0": "failure", "a4-node-1": "failure"}, 1)], "--month", "2026-10")
+    assert code == 1 and _term(doc, "max_failed_nodes_per_month")["status"] == "breached"
+    code, doc = _report(tmp_path / "c" if (tmp_path / "c").mkdir() is None else tmp_path, [],
+                        "--month", "2026-10")
+    assert _term(doc, "max_failed_nodes_per_month")["status"] == "no evidence"
+
+
 @pytest.mark.parametrize("entry, why", [
     ({"kind": "nccl", "verdict": "pass", "nodes": 2, "figures": {"peak_busbw_gbps": 700.0},
       "time": "2026-10-10T00:00:00"}, "has no offset"),
@@ -247,6 +272,12 @@ def test_only_replacements_that_happened_count(tmp_path: Path) -> None:
      "does not go with"),
     ({"kind": "burn-in", "verdict": "pass", "nodes": 2, "figures": {"failed_nodes": 0.5}},
      "failed_nodes"),
+    ({"kind": "health", "verdict": "fail", "exit_code": 1, "nodes": 2,
+      "figures": {"failure_nodes": -1}}, "failure_nodes"),
+    ({"kind": "health", "verdict": "fail", "exit_code": 1, "nodes": 2,
+      "figures": {"nodes": ["a4-node-1"]}}, "health figure nodes"),
+    ({"kind": "health", "verdict": "fail", "exit_code": 1, "nodes": 2,
+      "figures": {"nodes": {"a4-node-1": "broken"}}}, "health figure nodes"),
 ])
 def test_a_malformed_entry_is_refused_naming_its_line(
         tmp_path: Path, entry: dict[str, Any], why: str) -> None:

@@ -35,6 +35,9 @@ class ContractError(ValueError):
     """A ledger entry the report cannot read as what its kind records."""
 
 
+HEALTH_STATUSES = ("healthy", "warning", "failure", "unknown")  # `gpufleet health`'s
+
+
 def _is_figure(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) \
         and math.isfinite(value) and value >= 0
@@ -100,6 +103,12 @@ def checked(entry: Mapping[str, Any]) -> Mapping[str, Any]:
             raise ContractError(f"line {line}: {kind} figure {name} = {value!r} is not a "
                                 "finite, non-negative number" + (" (a count)" if ok is
                                                                   is_count else ""))
+    if kind == "health" and figures.get("nodes") is not None and not (
+            isinstance(figures["nodes"], dict) and all(
+                isinstance(k, str) and v in HEALTH_STATUSES
+                for k, v in figures["nodes"].items())):
+        raise ContractError(f"line {line}: health figure nodes is not a mapping of node "
+                            f"names to {', '.join(HEALTH_STATUSES)}")
     if kind == "replace":
         names = figures.get("nodes")
         if names is not None and (not isinstance(names, list)
@@ -246,6 +255,23 @@ def _replacements(fleet: str, entries: list[Mapping[str, Any]], terms: Mapping[s
     return out
 
 
+def _failures(fleet: str, entries: list[Mapping[str, Any]], cap: int) -> TermResult:
+    """Distinct nodes the month's recorded health runs found failing, against ``cap``."""
+    runs = [e for e in entries if e.get("kind") == "health"
+            and isinstance(e["figures"].get("nodes"), dict)]
+    if not runs:
+        return TermResult(fleet, "max_failed_nodes_per_month", "no evidence",
+                          "no recorded health run this month")
+    failed = sorted({n for e in runs for n, s in e["figures"]["nodes"].items()
+                     if s == "failure"})
+    hit = [e for e in runs if "failure" in e["figures"]["nodes"].values()]
+    return TermResult(fleet, "max_failed_nodes_per_month",
+                      "breached" if len(failed) > cap else "met",
+                      f"{len(failed)} node(s) failed in {len(runs)} health run(s)"
+                      + (f" ({', '.join(failed)})" if failed else "") + f", at most {cap}",
+                      [(int(e["seq"]), str(e["digest"])) for e in (hit or runs)])
+
+
 def _batches(fleet: str, entries: list[Mapping[str, Any]], share: float) -> TermResult:
     runs = [e for e in entries if e.get("kind") == "burn-in" and outcome(e) != 2
             and is_count(e["figures"].get("failed_nodes")) and e.get("nodes")]
@@ -277,6 +303,8 @@ def contract_report(entries: Sequence[Mapping[str, Any]],
             out.append(_figure_term(fleet, "storage_mbps",
                                     _storage(mine, float(t["storage_mbps"])), "MB/s", month))
         out += _replacements(fleet, mine, t)
+        if t.get("max_failed_nodes_per_month") is not None:
+            out.append(_failures(fleet, mine, int(t["max_failed_nodes_per_month"])))
         if t.get("max_bad_batch_share") is not None:
             out.append(_batches(fleet, mine, float(t["max_bad_batch_share"])))
     return out
