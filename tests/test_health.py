@@ -38,6 +38,11 @@ SPECS = [
         {"num": 1, "hostname": "10.2.0.3", "health": "failure", "checks": [
             {"minutes_ago": 1, "status": "failure", "incidents": [{"system": 1,
                                                                    "message": XID}]}]}]},
+    {"project": "a4", "fleet": "a4", "instances": [
+        {"num": 0, "hostname": "10.3.0.2", "checks": [{"minutes_ago": 1, "status": "healthy"}]},
+        {"num": 1, "hostname": "10.3.0.3", "health": "failure", "checks": [
+            {"minutes_ago": 1, "status": "failure", "incidents": [{"system": 1,
+                                                                   "message": XID}]}]}]},
     {"project": "dev", "fleet": "dev", "instances": [
         {"num": 0, "hostname": "10.1.0.2"},  # no check at all: dstack still says healthy
         {"num": 1, "hostname": "10.1.0.3", "checks": [{"minutes_ago": 60,
@@ -63,7 +68,7 @@ OUTPUTS = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso"], HELPER,
+    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso", "a4"], HELPER,
                  SPECS) as srv:
         yield srv
 
@@ -240,3 +245,38 @@ def test_a_replacement_needs_the_stack(env: str, tmp_path: Path,
     assert main(["health", *files, "--outputs", env, "--fleet", "mega", "--apply",
                  "--yes"]) == 2
     assert "give --stack" in capsys.readouterr().err
+
+
+def test_apply_replaces_exactly_the_failing_node_through_gpufleet_replace(
+        server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`on_failure: replace`: the failing node, and nothing else, goes through `gpufleet
+    replace` (its preview first) on a stand-in for the Automation API's stack, and the
+    replacement is recorded."""
+    from test_replace import ReplaceStack, export, files, load_lock
+
+    import gpufleet.components.run.automation as automation
+
+    monkeypatch.setenv("DSTACK_SERVER_URL", server.url)
+    monkeypatch.setenv("DSTACK_TOKEN", server.token.reveal())
+    paths = files(tmp_path)
+    stack = ReplaceStack(paths, export(paths, lock=load_lock(str(tmp_path / "gpufleet.lock"))[0]))
+    monkeypatch.setattr("shutil.which", lambda _name: "/usr/bin/pulumi")
+    monkeypatch.setattr(automation.auto, "select_stack", lambda **_: stack)
+    outputs = write(tmp_path, "outputs.json", json.dumps({"a4": {"nodes": [
+        {"name": "a4-node-0", "private_ip": "10.3.0.2"},
+        {"name": "a4-node-1", "private_ip": "10.3.0.3"}]}}))
+    policy = _policy_files(tmp_path / "policy" if (tmp_path / "policy").mkdir() is None
+                           else tmp_path, "a4", "{on_failure: replace}")
+    ledger = str(tmp_path / "ledger.jsonl")
+    assert main(["health", *policy, "--outputs", outputs, "--stack", "dev", "--cwd",
+                 str(tmp_path), "--apply", "--yes", "--record", ledger]) == 1
+    out = capsys.readouterr().out
+    assert "policy: a4/a4-node-1 (failure): replace" in out
+    assert "replaced a4-node-1 in stack dev" in out
+    assert len(stack.previewed) == 1 and len(stack.updated) == 1
+    assert [u.rsplit("::", 1)[1] for u in stack.updated[0]] == ["a4-node-1"]
+    entries, _ = read_entries(ledger)
+    done = [e for e in entries if e["kind"] == "replace"]
+    assert [(e["fleet"], e["figures"]["nodes"], e["figures"]["replaced"]) for e in done] == [
+        ("a4", ["a4-node-1"], True)]
