@@ -43,6 +43,10 @@ SPECS = [
         {"num": 1, "hostname": "10.3.0.3", "health": "failure", "checks": [
             {"minutes_ago": 1, "status": "failure", "incidents": [{"system": 1,
                                                                    "message": XID}]}]}]},
+    {"project": "warn", "fleet": "warn", "instances": [
+        {"num": 0, "hostname": "10.4.0.2", "health": "warning", "checks": [
+            {"minutes_ago": 1, "status": "warning", "incidents": [
+                {"system": 2, "message": "GPU 0: PCIe replay counter rising"}]}]}]},
     {"project": "dev", "fleet": "dev", "instances": [
         {"num": 0, "hostname": "10.1.0.2"},  # no check at all: dstack still says healthy
         {"num": 1, "hostname": "10.1.0.3", "checks": [{"minutes_ago": 60,
@@ -62,13 +66,15 @@ OUTPUTS = {
     "iso": {"backend": "aws", "public_ips": False, "nodes": [
         {"name": "iso-node-0", "private_ip": "10.2.0.2"},
         {"name": "iso-node-1", "private_ip": "10.2.0.3"}]},
+    "warn": {"backend": "aws", "nodes": [{"name": "warn-node-0", "private_ip": "10.4.0.2"}]},
     "nets-only": {"backend": "gcp", "nodes": []},
 }
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso", "a4"], HELPER,
+    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso", "a4", "warn"],
+                 HELPER,
                  SPECS) as srv:
         yield srv
 
@@ -280,3 +286,13 @@ def test_apply_replaces_exactly_the_failing_node_through_gpufleet_replace(
     done = [e for e in entries if e["kind"] == "replace"]
     assert [(e["fleet"], e["figures"]["nodes"], e["figures"]["replaced"]) for e in done] == [
         ("a4", ["a4-node-1"], True)]
+
+
+def test_a_warning_fails_only_where_asked(env: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["health", "--outputs", env, "--fleet", "warn"]) == 0
+    assert "WARNING  warn/warn-node-0 (10.4.0.2) since" in capsys.readouterr().out
+    assert main(["health", "--outputs", env, "--fleet", "warn", "--warnings-fail"]) == 1
+    files = _policy_files(tmp_path, "warn", "{on_warning: isolate, spares: 1}")
+    assert main(["health", *files, "--outputs", env, "--fleet", "warn"]) == 1  # the policy's
+    assert "policy: warn/warn-node-0 (warning): isolate" in capsys.readouterr().out

@@ -78,3 +78,11 @@ def test_a_node_failing_twice_is_replaced_once_a_day() -> None:
     later = decide(HealthReport([_node(1)]), {"f": policy},
                    {"f": replaced_since(ledger, "f", NOW + dt.timedelta(hours=1))})
     assert later[0].do == "replace"
+
+
+def test_what_the_policy_asked_is_kept_beside_what_its_limits_allow() -> None:
+    report = HealthReport([_node(0, "warning"), _node(1, "warning")])
+    policy = HealthPolicy(on_warning="replace", max_replacements_per_day=1)
+    actions = decide(report, {"f": policy}, {})
+    assert [(a.do, a.wants) for a in actions] == [("replace", "replace"),
+                                                  ("report", "replace")]

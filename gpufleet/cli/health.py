@@ -87,6 +87,8 @@ def health(paths: Sequence[str], stack_name: str | None, cwd: str, outputs_file:
         from gpufleet.cli.healthapply import carry_out, decided
 
         actions = decided(report, paths, ledger)
+        if any(a.node.status == "warning" and a.wants != "report" for a in actions):
+            code = 1  # a warning its fleet's policy acts on counts as a failure
         for action in actions:
             click.echo(f"policy: {action.text()}", err=fmt == "json")
         if actions and not apply:

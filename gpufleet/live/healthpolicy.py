@@ -45,6 +45,7 @@ class Action:
     node: NodeHealth
     do: str  # replace, isolate or report
     held: str = ""  # why a replacement or isolation the policy asks for is not done
+    wants: str = "report"  # what the policy asks for the node, before its limits
 
     def text(self) -> str:
         n = self.node
@@ -87,7 +88,7 @@ def decide(report: HealthReport, policies: Mapping[str, HealthPolicy],
             continue
         policy = policies.get(node.fleet, HealthPolicy())
         wanted = policy.on_failure if node.status == "failure" else policy.on_warning
-        held = ""
+        asked, held = wanted, ""
         if wanted == "isolate" and away[node.fleet] >= policy.spares:
             held = (f"its {policy.spares} spare(s) are used ({away[node.fleet]} node(s) out "
                     "of dstack's fleet)")
@@ -104,5 +105,5 @@ def decide(report: HealthReport, policies: Mapping[str, HealthPolicy],
             replaced[node.fleet] = replaced.get(node.fleet, 0) + 1
         if wanted == "isolate":
             away[node.fleet] += 1
-        out.append(Action(node, wanted, held))
+        out.append(Action(node, wanted, held, asked))
     return out
