@@ -296,3 +296,14 @@ def test_a_warning_fails_only_where_asked(env: str, tmp_path: Path,
     files = _policy_files(tmp_path, "warn", "{on_warning: isolate, spares: 1}")
     assert main(["health", *files, "--outputs", env, "--fleet", "warn"]) == 1  # the policy's
     assert "policy: warn/warn-node-0 (warning): isolate" in capsys.readouterr().out
+
+
+def test_reading_a_live_stack_without_the_pulumi_cli_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("shutil.which", lambda _name: None)
+    assert main(["health", "--stack", "dev", "--cwd", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpufleet health: ") and "Pulumi CLI" in err
+    assert main(["health"]) == 2
+    assert "give --stack, --outputs or --state" in capsys.readouterr().err

@@ -143,8 +143,9 @@ def _scale_sets(outputs: dict[str, Any], files: Sequence[str], resolve: bool
 
 
 def stack_outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
-             state_file: str | None) -> dict[str, Any]:
-    """The stack outputs from a file, or from the stack itself through the Automation API."""
+                  state_file: str | None, command: str = "export") -> dict[str, Any]:
+    """The stack outputs from a file, or from the stack itself through the Automation API
+    (``command`` names the command in its messages)."""
     from gpufleet.handoff import ExportError, outputs_from_stack_output, outputs_from_state
 
     if outputs_file or state_file:
@@ -160,7 +161,7 @@ def stack_outputs(stack_name: str | None, cwd: str, outputs_file: str | None,
             str(stack_name), cwd, why="use --outputs FILE (from `pulumi stack output --json "
             "--show-secrets`) or --state FILE").outputs()
     except MissingCli as e:
-        click.echo(f"gpufleet export: {e}", err=True)
+        click.echo(f"gpufleet {command}: {e}", err=True)
         sys.exit(EXIT_USAGE)
     except LiveError as e:
         raise ExportError(str(e)) from None

@@ -65,7 +65,8 @@ def health(paths: Sequence[str], stack_name: str | None, cwd: str, outputs_file:
     if not (stack_name or outputs_file or state_file):
         raise click.UsageError("give --stack, --outputs or --state")
     try:
-        fleets = fleet_nodes(stack_outputs(stack_name, cwd, outputs_file, state_file), only)
+        fleets = fleet_nodes(stack_outputs(stack_name, cwd, outputs_file, state_file,
+                                           "health"), only)
     except ExportError as e:
         click.echo(f"gpufleet health: {e}", err=True)
         sys.exit(EXIT_USAGE)
