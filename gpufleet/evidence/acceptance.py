@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 import yaml
 
 from gpufleet.compile import HOST_MARKER_DIR as MARKER_DIR
-from gpufleet.compile import FleetDesign, fabric_facts, run_mounts
+from gpufleet.compile import FleetDesign, fabric, fabric_facts, run_env, run_mounts, run_setup
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"  # CUDA, NCCL and Open MPI; nccl-tests is built
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
@@ -131,14 +131,14 @@ def task_for(plan: FleetDesign) -> tuple[dict[str, Any], Expectation]:
     """The dstack task (as data) and what its result should show."""
     exp = expectation(plan)
     gpus = gpu_count(plan)
-    facts = fabric_facts()["fabrics"].get(plan.rdma, {}) if exp.multi_node else {}
-    env = dict(facts.get("env", {}))
+    facts = fabric(plan.rdma) if exp.multi_node else {}
+    env = run_env(plan.rdma) if exp.multi_node else {}
     topo = facts.get("topo_files", {}).get(plan.instance_type)
     if topo:
         env["NCCL_TOPO_FILE"] = topo
     env["NCCL_DEBUG"] = "INFO"
     build = NCCL_BUILD
-    setup = list(facts.get("setup", []))
+    setup = run_setup(plan.rdma) if exp.multi_node else []
     sizes = "-b 8 -e 8G -f 2"
     if exp.multi_node:
         run = ("if [ \"$DSTACK_NODE_RANK\" -eq 0 ]; then\n"

@@ -155,8 +155,8 @@ def commands(say: str) -> tuple[list[str], str, str]:
     ]
     fields = ",".join(f"clocks_throttle_reasons.{r}" for r in THROTTLE_REASONS)
     start = (f"(sleep 5; nvidia-smi --query-gpu=index,{fields} --format=csv,noheader "
-             "> /tmp/gpufleet-throttle.csv) &")
-    after = ("wait; tr -d ' ' < /tmp/gpufleet-throttle.csv | while IFS=, read -r i a b c d; "
+             "> gpufleet-throttle.csv) &")
+    after = ("wait; tr -d ' ' < gpufleet-throttle.csv | while IFS=, read -r i a b c d; "
              f'do {say} check=throttle gpu=$i {THROTTLE_REASONS[0]}=$a '
              f'{THROTTLE_REASONS[1]}=$b {THROTTLE_REASONS[2]}=$c {THROTTLE_REASONS[3]}=$d"; '
              "done")
