@@ -171,8 +171,9 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "C013": Code("`ssh_cidrs` is empty: SSH from nowhere", "add your range to `ssh_cidrs`"),
     "C014": Code("too many plain VMs (not a scale set) in one fleet",
                  "split the fleet, or use an InfiniBand scale set"),
-    "C015": Code("A3 High/Mega cluster nodes need GPUDirect-TCPX(O) software",
-                 "build the networks only (`nodes: 0..N`), or pick A3 Ultra / A4"),
+    "C015": Code("the cluster's GPU fabric needs software gpufleet cannot set up on that type",
+                 "build the networks only (`nodes: 0..N`), pick another type, or name the "
+                 "image that carries it where the backend takes one"),
     "C017": Code("a Shared VPC: the host project's firewall rules and NAT are not gpufleet's "
                  "(warning)", "have the host project allow what the message lists"),
     "C018": Code("the plan's whole bill is over the monthly warning threshold",

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
+from gpufleet.traitparts import CapacityCode as CapacityCode
+from gpufleet.traitparts import FabricUnlock as FabricUnlock
+from gpufleet.traitparts import NameBudget as NameBudget
+from gpufleet.traitparts import NameRule as NameRule
+from gpufleet.traitparts import NetworkQuota as NetworkQuota
+
 # The layers of a network topology, outermost first (`gpufleet topology`): a spine network
 # node, a block under it, a subblock, a host; each cloud fills in what it exposes.
 TOPOLOGY_LAYERS: tuple[str, ...] = ("spine", "block", "subblock", "host")
@@ -172,56 +178,6 @@ class FilesystemService:
     mount_options: str = "defaults,_netdev"  # fstab options, from the service's mounting guide
 
 
-@dataclass(frozen=True, slots=True)
-class CapacityCode:
-    """A cloud's documented out-of-capacity error (what makes `gpufleet up` fall back)."""
-
-    backend: str
-    code: str  # the cloud's error code, or the stable phrase of its message
-    source: str
-
-
-@dataclass(frozen=True, slots=True)
-class NameRule:
-    """What a cloud accepts as the physical name of one resource type."""
-
-    max_len: int
-    source: str  # the API reference or documentation page the limit comes from
-    pattern: re.Pattern[str] | None = None  # the whole name must match
-    # the input that holds an explicit name; without it the provider auto-names the resource
-    # (the logical name and a random suffix of the backend's `autoname_suffix` length)
-    name_input: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NameBudget:
-    """The longest fleet or gateway name whose every physical name fits, on one backend: the
-    limit of its tightest resource minus the longest role gpufleet appends and the suffix."""
-
-    max_len: int
-    longest: str  # the role of the tightest name, as in `<name>-ssh-from-bastion`
-    resource: str  # its resource type token
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkQuota:
-    """A quota the stack's own network resources count against, per region (or per project
-    or account, ``scope`` "global")."""
-
-    name: str  # as the cloud's quota console shows it
-    resource: str  # the resource type token counted
-    default: int | None  # None: no documented default (the project's console has it)
-    raise_how: str  # the quota code, or where to ask for more
-    source: str
-    live: str = ""  # the id the cloud's quota API gives it (preflight reads limit and use)
-    scope: str = "region"  # "region", or "global" for a project- or account-wide quota
-    # resources that do not count: (input, value) pairs (an INTERNAL address, say)
-    skip: tuple[tuple[str, str], ...] = ()
-
-    def counts(self, inputs: Mapping[str, Any]) -> bool:
-        return not any(inputs.get(k) == v for k, v in self.skip)
-
-
 class ZoneModel(Enum):
     """How a backend's offers and reservations name zones."""
 
@@ -355,6 +311,8 @@ class BackendTraits:
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs
     unbuildable_cluster_fabrics: Mapping[str, str] = field(default_factory=dict)
+    # fabric -> the backends-file key that makes it buildable on some types
+    cluster_fabric_unlocks: Mapping[str, FabricUnlock] = field(default_factory=dict)
     # what such a cluster loses without it, per instance type; and what to pick instead
     cluster_fabric_loss: Mapping[str, str] = field(default_factory=dict)
     cluster_fabric_alternative: str = ""

@@ -44,6 +44,12 @@ GIB_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.0.6
 TCPXO_PLUGIN_IMAGE = ("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/"
                       "nccl-plugin-gpudirecttcpx-dev:v1.0.10")
 TCPXO_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.16"
+# GPUDirect-TCPX on A3 High, at the versions Google's Slurm images run (slurm-gcp,
+# tools/prologs-epilogs/receive-data-path-manager): the TCPX NCCL plugin's installer (into
+# /var/lib/tcpx/lib64) and the receive-data-path manager
+TCPX_PLUGIN_IMAGE = ("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/"
+                     "nccl-plugin-gpudirecttcpx-dev:v3.1.9-2.19.4-12.0")
+TCPX_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,13 @@ FABRIC_SOFTWARE = {
         "Cluster Toolkit examples/machine-learning/a3-megagpu-8g/slurm-a3mega-image.yaml "
         "(DKMS module, aperture udev rule) and slurm-gcp receive-data-path-manager-mega "
         "(plugin, RxDM)"),
+    "gpudirect-tcpx": FabricSoftware(
+        "Google's TCPX kernel (the image's), the GPU-NIC topology, the TCPX NCCL plugin "
+        "(/var/lib/tcpx/lib64) and the receive-data-path manager (/run/tcpx)",
+        f"installed ({TCPX_PLUGIN_IMAGE}, {TCPX_RXDM_IMAGE}; the kernel verified)",
+        "Cluster Toolkit examples/machine-learning/a3-highgpu-8g/a3high-slurm-blueprint.yaml "
+        "(TCPX kernel, gpu_rxq_configuration.textproto, the NICs it waits for) and slurm-gcp "
+        "receive-data-path-manager (plugin, RxDM)"),
     "efa": FabricSoftware("EFA's libfabric and the aws-ofi-nccl plugin", "verified (the "
                           "Deep Learning AMI ships both)",
                           "docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html"),
@@ -126,6 +139,7 @@ def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
         "GPU": "1" if family.gpu else "0",
         "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION, "GIB_IMAGE": GIB_IMAGE,
         "TCPXO_PLUGIN": TCPXO_PLUGIN_IMAGE, "TCPXO_RXDM": TCPXO_RXDM_IMAGE,
+        "TCPX_PLUGIN": TCPX_PLUGIN_IMAGE, "TCPX_RXDM": TCPX_RXDM_IMAGE,
         "FABRIC": fabric if fabric in FABRIC_SOFTWARE else "none",
         "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
 

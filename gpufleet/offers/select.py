@@ -286,21 +286,37 @@ def select(fleet: FleetSpec, catalog: Catalog, inputs: Inputs | None = None,
                 hint = f"`{key}` comes from profile '{profile.name}'; {hint}"
             return Selection(fleet, (), fleet.origin.at(key, O001, msg, hint), pname, extra)
         candidates = survivors
-    return buildable(fleet, sorted(candidates, key=Offer.sort_key), pname, extra)
+    return buildable(fleet, sorted(candidates, key=Offer.sort_key), pname, extra, inputs)
 
 
-def cluster_refusal(fleet: FleetSpec, offer: Offer) -> str | None:
-    """What a cluster of ``offer`` would need that gpufleet does not set up, or None."""
+def cluster_refusal(fleet: FleetSpec, offer: Offer, inputs: Inputs | None = None
+                    ) -> str | None:
+    """What a cluster of ``offer`` would need that gpufleet does not set up, or None (also
+    when the backends file names what unlocks the fabric on this type)."""
     if not fleet.is_cluster or fleet.nodes.target <= 0 or not is_backend(offer.backend):
         return None
-    return traits_of(offer.backend).unbuildable_cluster_fabrics.get(offer.rdma)
+    t = traits_of(offer.backend)
+    why = t.unbuildable_cluster_fabrics.get(offer.rdma)
+    unlock = t.cluster_fabric_unlocks.get(offer.rdma)
+    if why is None or unlock is None or offer.instance_type not in unlock.instance_types:
+        return why
+    config = next((b for b in (inputs.backends if inputs else ()) if b.type == offer.backend),
+                  None)
+    return None if config is not None and config.get(unlock.key) else why
+
+
+def _unlock_hint(offer: Offer) -> str:
+    unlock = traits_of(offer.backend).cluster_fabric_unlocks.get(offer.rdma)
+    if unlock is None or offer.instance_type not in unlock.instance_types:
+        return ""
+    return f"; or set `{unlock.key}` for {offer.backend} in the backends file: {unlock.hint}"
 
 
 def buildable(fleet: FleetSpec, ranked: list[Offer], pname: str | None,
-              extra: tuple[Offer, ...]) -> Selection:
+              extra: tuple[Offer, ...], inputs: Inputs | None = None) -> Selection:
     """The offers gpufleet can build as the fleet asks, cheapest first; the others set apart
     (`offers` lists them with the code), or the refusal when none is left."""
-    why = {o: cluster_refusal(fleet, o) for o in ranked}
+    why = {o: cluster_refusal(fleet, o, inputs) for o in ranked}
     refused = tuple(o for o in ranked if why[o])
     kept = tuple(o for o in ranked if not why[o])
     if not refused:
@@ -314,7 +330,8 @@ def buildable(fleet: FleetSpec, ranked: list[Offer], pname: str | None,
         "placement", C015, f"{first.instance_type} clusters need {why[first]}"
         f", which gpufleet does not set up; without them NCCL falls back to TCP ({loss})",
         "create the networks only (`nodes: 0` or `0..N`) and let dstack provision the "
-        f"instances (`gpufleet export dstack`){t.cluster_fabric_alternative}"), pname, extra,
+        f"instances (`gpufleet export dstack`){t.cluster_fabric_alternative}"
+        f"{_unlock_hint(first)}"), pname, extra,
         refused, C015)
 
 

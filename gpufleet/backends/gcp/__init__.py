@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gpufleet.backends.gcp import names as _names
-from gpufleet.codes import B012, B019, C012, C026, G005, G015, G016, V006, V020
+from gpufleet.codes import B012, B019, C012, C015, C026, G005, G015, G016, V006, V020
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
     AccessWay,
     BackendTraits,
     CapacityCode,
+    FabricUnlock,
     Feature,
     FilesystemService,
     ImageFamily,
@@ -96,7 +97,8 @@ TRAITS = BackendTraits(
         C026: "a fleet holding a filesystem (reached through its network's peering)",
         V006: "no shared filesystems (a peering serves one network)",
         V020: "Managed Lustre (one private services access connection per network)",
-        B012: "specific or calendar", B019: "`project_id`"}),
+        B012: "specific or calendar", B019: "`project_id`",
+        C015: "A3 High (GPUDirect-TCPX) without `tcpx_image`, and A3 Edge"}),
     node_types=("gcp:compute/instance:Instance",),
     billed=MappingProxyType({
         "gcp:compute/instance:Instance": "instance",
@@ -185,16 +187,28 @@ TRAITS = BackendTraits(
     no_cluster_families=("e2-",),
     # GPUDirect-TCPX (cloud-recipes.md 2.3): A3 High/Edge clusters. Google documents TCPX on
     # VMs with Container-Optimized OS (cloud.google.com/compute/docs/gpus/gpudirect; dstack
-    # 0.22.5 boots cos-121-lts for them), and on Ubuntu only with an image Google's staff
-    # supply (Cluster Toolkit a3-highgpu-8g/ml-slurm-a3-1-image.yaml). COS keeps / read-only
-    # (only /etc is writable and executable), while dstack 0.22.5's SSH-fleet deploy writes
-    # dstack-shim to /usr/local/bin (core/backends/base/compute.py,
-    # get_dstack_shim_binary_path), so such nodes cannot become an SSH fleet. A3 Mega's
+    # 0.22.5 boots cos-121-lts for them), and on Ubuntu with Google's TCPX kernel
+    # (linux-gcp-tcpx), whose private PPA Google's staff give access to (Cluster Toolkit
+    # examples/machine-learning/a3-highgpu-8g: README "Before starting", a3high-slurm-
+    # blueprint.yaml builds the image). COS keeps / read-only (only /etc is writable and
+    # executable), while dstack 0.22.5's SSH-fleet deploy writes dstack-shim to
+    # /usr/local/bin (core/backends/base/compute.py, get_dstack_shim_binary_path), so COS
+    # nodes cannot become an SSH fleet; an Ubuntu image with the TCPX kernel can, and gpufleet
+    # builds on it when the backends file names one (`tcpx_image`). Google publishes the
+    # GPU-to-NIC topology its receive path needs on Ubuntu for a3-highgpu-8g only (the same
+    # blueprint's gpu_rxq_configuration.textproto), so A3 Edge stays refused. A3 Mega's
     # TCPXO runs on the Ubuntu image gpufleet boots (compile/hostsetup.py).
     unbuildable_cluster_fabrics=MappingProxyType({
-        "gpudirect-tcpx": "GPUDirect-TCPX, which Google documents on Container-Optimized OS "
-                          "only (or an Ubuntu image its staff supply); dstack 0.22.5's "
-                          "SSH fleets cannot deploy onto COS (its read-only /usr/local/bin)"}),
+        "gpudirect-tcpx": "GPUDirect-TCPX, whose receive path needs Container-Optimized OS "
+                          "(where dstack 0.22.5's SSH fleets cannot deploy: its read-only "
+                          "/usr/local/bin) or Google's TCPX kernel (linux-gcp-tcpx, from a "
+                          "PPA Google's staff give access to; its Ubuntu GPU-NIC topology is "
+                          "published for a3-highgpu-8g only)"}),
+    cluster_fabric_unlocks=MappingProxyType({
+        "gpudirect-tcpx": FabricUnlock(
+            "tcpx_image", ("a3-highgpu-8g",),
+            "an Ubuntu image booting Google's TCPX kernel, such as the one Cluster Toolkit's "
+            "a3high-slurm blueprint builds (examples/machine-learning/a3-highgpu-8g)")}),
     # the GPU network bandwidth of each type (cloud-recipes.md 2.2-2.4); the A3 Mega NCCL
     # figures are NVIDIA AICR's "GKE TCPXO networking"; none is published for A3 High or Edge
     cluster_fabric_loss=MappingProxyType({

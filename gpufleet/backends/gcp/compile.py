@@ -74,6 +74,14 @@ PROXY_PURPOSE = "REGIONAL_MANAGED_PROXY"
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 
 
+# what the host setup fetches from gce-ai-infra per GPUDirect fabric (the C029 warning)
+FABRIC_NAMES = {
+    "gpudirect-tcpxo": "GPUDirect-TCPXO's kernel module, NCCL plugin and receive-data-path "
+                       "manager",
+    "gpudirect-tcpx": "GPUDirect-TCPX's NCCL plugin and receive-data-path manager",
+}
+
+
 def extra_vpc_count(offer: Offer) -> int:
     return {"roce": 1, "gpudirect-tcpxo": 8, "gpudirect-tcpx": 4}.get(offer.rdma, 0)
 
@@ -108,17 +116,17 @@ class GcpBackend:
             placement = PlacementDesign(naming.child(fleet.name, "placement"), "COLLOCATED",
                                         PlacementOptions(availability_domain_count=1))
         itype = offer.instance_type
+        image = self.image(offer, config, fleet.is_cluster)
         plan = FleetDesign(
             **common_fields(fleet, offer, project), zone=zone, networks=networks, nics=nics,
             disk_type="hyperdisk-balanced" if itype.startswith(HYPERDISK_FAMILIES)
             else "pd-balanced",
-            image=(config.get("image") if config is not None else None)
-            or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
+            image=image or (DEFAULT_IMAGE if offer.gpu_count else DEFAULT_CPU_IMAGE),
             public_ip=public, placement=placement, reservation=fleet.reservation,
             labels=labels(merged_tags(fleet, config)),
             host_setup=host_setup_plan("gcp", config.settings if config is not None else {},
                                        bool(offer.gpu_count),
-                                       config is None or not config.get("image"), way_in.user),
+                                       not image, way_in.user),
             options=GcpOptions(
                 project=project, network_tag=naming.network_tag(fleet.name),
                 service_account=config.get("vm_service_account") if config is not None
@@ -130,6 +138,16 @@ class GcpBackend:
             access=way_in,
         )
         return Planned(plan, tuple(diags))
+
+    @staticmethod
+    def image(offer: Offer, config: BackendConfig | None, cluster: bool) -> str | None:
+        """The user's image for this offer: an A3 High cluster boots the TCPX image (the
+        kernel its receive path needs), every other GPU node the backend's `image`."""
+        if config is None:
+            return None
+        if cluster and offer.rdma == "gpudirect-tcpx" and config.get("tcpx_image"):
+            return str(config.get("tcpx_image"))
+        return config.get("image") or None
 
     def check(self, fleet: FleetSpec, offer: Offer, config: BackendConfig | None
               ) -> list[Diagnostic]:
@@ -157,13 +175,13 @@ class GcpBackend:
                 "(or from the bastion), and, for nodes without public IPs, egress through a "
                 "Cloud NAT", "ask the host project's admins for these rules; `gpufleet plan` "
                 "lists them again", Severity.WARNING))
-        if offer.rdma == "gpudirect-tcpxo" and fleet.is_cluster and not (
+        if offer.rdma.startswith("gpudirect-tcpx") and fleet.is_cluster and not (
                 config is not None and config.get("vm_service_account")) and not (
                 config is not None and config.settings.get("host_setup") == "none"):
             diags.append(fleet.origin.at(
-                "backends", C029, f"fleet '{fleet.name}': the host setup installs GPUDirect-"
-                "TCPXO's kernel module from gce-ai-infra's Artifact Registry apt repository "
-                "and its NCCL plugin and receive-data-path manager from us-docker.pkg.dev, "
+                "backends", C029, f"fleet '{fleet.name}': the host setup installs "
+                f"{FABRIC_NAMES[offer.rdma]} from gce-ai-infra's Artifact Registry "
+                "(us-docker.pkg.dev, us-apt.pkg.dev), "
                 "but the nodes get no service account (`vm_service_account`) to read them; "
                 "the node's marker (`gpufleet acceptance`) says so if they are refused",
                 "set `vm_service_account` for gcp in the backends file to an account with "

@@ -1,0 +1,70 @@
+"""The small records a backend's traits hold (``gpufleet.traits`` re-exports them): its
+capacity errors, physical-name rules and budgets, the network quotas its stack counts, and
+what unlocks a cluster fabric. Pure data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityCode:
+    """A cloud's documented out-of-capacity error (what makes `gpufleet up` fall back)."""
+
+    backend: str
+    code: str  # the cloud's error code, or the stable phrase of its message
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class NameRule:
+    """What a cloud accepts as the physical name of one resource type."""
+
+    max_len: int
+    source: str  # the API reference or documentation page the limit comes from
+    pattern: re.Pattern[str] | None = None  # the whole name must match
+    # the input that holds an explicit name; without it the provider auto-names the resource
+    # (the logical name and a random suffix of the backend's `autoname_suffix` length)
+    name_input: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NameBudget:
+    """The longest fleet or gateway name whose every physical name fits, on one backend: the
+    limit of its tightest resource minus the longest role gpufleet appends and the suffix."""
+
+    max_len: int
+    longest: str  # the role of the tightest name, as in `<name>-ssh-from-bastion`
+    resource: str  # its resource type token
+
+
+@dataclass(frozen=True, slots=True)
+class FabricUnlock:
+    """A backends-file key that makes an otherwise unbuildable cluster fabric buildable on
+    some instance types (an image the user brings, carrying what gpufleet cannot install)."""
+
+    key: str  # the backend entry's key, e.g. gcp's `tcpx_image`
+    instance_types: tuple[str, ...]  # the types it unlocks (others stay refused)
+    hint: str  # what to set it to, and where such an image comes from
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkQuota:
+    """A quota the stack's own network resources count against, per region (or per project
+    or account, ``scope`` "global")."""
+
+    name: str  # as the cloud's quota console shows it
+    resource: str  # the resource type token counted
+    default: int | None  # None: no documented default (the project's console has it)
+    raise_how: str  # the quota code, or where to ask for more
+    source: str
+    live: str = ""  # the id the cloud's quota API gives it (preflight reads limit and use)
+    scope: str = "region"  # "region", or "global" for a project- or account-wide quota
+    # resources that do not count: (input, value) pairs (an INTERNAL address, say)
+    skip: tuple[tuple[str, str], ...] = ()
+
+    def counts(self, inputs: Mapping[str, Any]) -> bool:
+        return not any(inputs.get(k) == v for k, v in self.skip)
