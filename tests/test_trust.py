@@ -292,7 +292,7 @@ def test_any_shape_of_a_nic_list_is_read_or_refused() -> None:
     from hypothesis import strategies as st
 
     from gpufleet.handoff import ExportError
-    from gpufleet.handoff.export import scale_set_hosts
+    from gpufleet.handoff.hosts import scale_set_hosts
 
     values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                           lambda inner: st.lists(inner, max_size=3)

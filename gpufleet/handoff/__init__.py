@@ -4,10 +4,10 @@ gateways, volumes)."""
 from gpufleet.handoff.export import (
     Exported,
     export_dstack,
-    scale_set_hosts,
     write_files,
 )
 from gpufleet.handoff.gateways import check_gateway_dns
+from gpufleet.handoff.hosts import scale_set_hosts
 from gpufleet.handoff.outputs import ExportError, outputs_from_stack_output, outputs_from_state
 
 __all__ = [

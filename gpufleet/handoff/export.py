@@ -16,12 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
-from gpufleet.backends import access_way, is_backend, role_of, traits_of
+from gpufleet.backends import is_backend, role_of, traits_of
 from gpufleet.backends.plugin import RoleKey
 from gpufleet.fileio import write_many
 from gpufleet.handoff.exportcheck import add_file, mark_placeholders
 from gpufleet.handoff.fabric import fabric_task
 from gpufleet.handoff.gateways import gateway_file, gateway_notes, gateway_projects
+from gpufleet.handoff.hosts import reachable_hosts
 from gpufleet.handoff.outputs import (
     _SAFE_MOUNT,
     _SAFE_NAME,
@@ -59,40 +60,20 @@ class Exported:
     notes: list[str] = field(default_factory=list)
 
 
+# what `export dstack` adds to the reason a fleet gets no SSH fleet file, by kind
+_DSTACK_TAIL = {"way": "; it gets no SSH fleet file (use the server config)",
+                "empty": ": see the server config", "missing": "; no SSH fleet file"}
+
+
 def ssh_fleet(name: str, out: Mapping[str, Any], identity_file: str,
               listed: Sequence[str] | None = None) -> tuple[str | None, str]:
     """The SSH fleet file of one fleet, or None with the reason it cannot have one.
     ``listed``: a scale set's instance addresses, read from Azure (`scale_set_hosts`)."""
+    hosts, why, kind = reachable_hosts(name, out, listed)
+    if hosts is None:
+        return None, why + _DSTACK_TAIL.get(kind, "")
     access = out.get("access") or {}
-    method = str(access.get("method") or "")
-    if access_way(method) is not None:
-        return None, (f"fleet {name}: reached through {method.upper()}, which dstack's SSH "
-                      "fleets cannot use; it gets no SSH fleet file (use the server config)")
-    if method == "none":
-        return None, f"fleet {name}: `bastion: none` and no public IPs: dstack cannot reach it"
-    nodes = out.get("nodes") or []
-    if not nodes:
-        return None, f"fleet {name}: no nodes (a networks-only fleet): see the server config"
     public = bool(out.get("public_ips"))
-    key = "public_ip" if public else "private_ip"
-    hosts = [_secret(n.get(key)) for n in nodes]
-    vmss = out.get("scale_set") or {}
-    if vmss and any(not h for h in hosts):
-        if listed is None:
-            return None, (f"fleet {name}: an Azure scale set ({_secret(vmss.get('name'))}), "
-                          "whose instances' addresses are not stack outputs: pass "
-                          f"--azure-nics {name}=FILE with the output of `az vmss nic list "
-                          f"--resource-group {_secret(out.get('resource_group'))} --vmss-name "
-                          f"{_secret(vmss.get('name'))} -o json`, or --resolve-scale-sets "
-                          "(reads them with your Azure credentials)")
-        if len(listed) != len(nodes):
-            return None, (f"fleet {name}: the scale set lists {len(listed)} instance(s), the "
-                          f"stack deployed {len(nodes)}; run `gpufleet drift` and `pulumi up`, "
-                          "then export again")
-        hosts = list(listed)
-    if any(not h for h in hosts):
-        return None, (f"fleet {name}: the stack outputs have no {key.replace('_', ' ')} for "
-                      "every node; no SSH fleet file")
     user = access.get("user") or "ubuntu"
     cfg: dict[str, Any] = {"user": user, "identity_file": identity_file}
     bastion = out.get("bastion")
@@ -166,37 +147,6 @@ def instance_volume_lines(out: Mapping[str, Any]) -> str:
         lines += [f"#     - instance_path: {mount}   # filesystem {fs_name}",
                   f"#       path: {mount}"]
     return "\n".join(lines) + "\n"
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def scale_set_hosts(data: Any, public: bool, source: str) -> list[str]:
-    """The instances' addresses, by instance id, from `az vmss nic list -o json` or the
-    ARM answer it prints (`{"value": [...]}`): each NIC's primary IP configuration."""
-    nics = data.get("value") if isinstance(data, dict) else data
-    if not isinstance(nics, list):
-        raise ExportError(f"{source}: not a list of scale set NICs (`az vmss nic list -o json`)")
-    found: list[tuple[int, str]] = []
-    for i, nic in enumerate(nics):  # any shape: what is not the expected type is absent
-        props = _dict(_dict(nic).get("properties", nic))
-        configs = props.get("ipConfigurations")
-        vm = _dict(props.get("virtualMachine")).get("id")
-        vm = vm if isinstance(vm, str) else ""
-        primary = [_dict(_dict(c).get("properties", c))
-                   for c in (configs if isinstance(configs, list) else [])]
-        primary = [c for c in primary if c.get("primary", True) is not False] or primary
-        key = "publicIPAddress" if public else "privateIPAddress"
-        address = primary[0].get(key) if primary else None
-        if public and isinstance(address, dict):  # a reference only: no address in a list
-            address = None
-        index = vm.rsplit("/virtualMachines/", 1)[-1] if "/virtualMachines/" in vm else ""
-        if not isinstance(address, str) or not index.isdigit():
-            raise ExportError(f"{source}: NIC {i} has no {key} and instance id (is this "
-                              "`az vmss nic list -o json` of the fleet's scale set?)")
-        found.append((int(index), address))
-    return [address for _, address in sorted(found)]
 
 
 def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:
