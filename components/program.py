@@ -121,6 +121,8 @@ def fleet_outputs(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any]:
         # instances need it too: `export dstack` passes it on)
         "service_account": getattr(plan.options, "service_account", None),
         **({"dstack_creds": dict(plan.dstack_creds)} if plan.dstack_creds else {}),
+        # who takes the nodes beside dstack (`export skypilot` reads it); absent: dstack only
+        **({"handoff": plan.handoff} if plan.handoff else {}),
         "nodes": [{"name": name, "private_ip": private, "public_ip": public,
                    "zone": plan.zone, "instance_type": plan.instance_type}
                   for name, private, public in zip(registered_nodes(plan), fleet.internal_ips,

@@ -8,6 +8,7 @@ config, or the backends file offline) from ``args.config``.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,37 @@ def ssh_only_from_allowed(args: Any, report: Report) -> None:
         if "22" in ports and bad:
             report(f"{args.name} admits SSH from {', '.join(bad)}, which is not in ssh_cidrs",
                    args.urn)
+
+
+# k3s's inbound ports (docs.k3s.io, "Inbound Rules for K3s Nodes"): what a fleet handed to
+# SkyPilot's SSH Node Pools opens among its own nodes, and never to anything public
+K3S_PORTS = frozenset({"6443", "10250", "2379", "2380", "8472"})
+
+
+# the private ranges (RFC 1918, RFC 6598's shared space, RFC 4193's unique local): a fleet's
+# own subnets come from them; anything else reaches the node from outside its networks
+_PRIVATE = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"))
+
+
+def _public(source: str) -> bool:
+    try:
+        net = ipaddress.ip_network(source, strict=False)
+    except ValueError:  # a service tag: only the Internet ones are public
+        return source.lower() in ("*", "internet", "any")
+    return not any(net.version == p.version and net.subnet_of(p)  # type: ignore[arg-type]
+                   for p in _PRIVATE)
+
+
+def k3s_ports_private(args: Any, report: Report) -> None:
+    """k3s's ports (SkyPilot's SSH Node Pools) admit private addresses only: the fleet's own
+    nodes; `sky ssh up` reaches the API server through an SSH tunnel."""
+    for ports, _proto, sources in _ingress(args):
+        hit = sorted(K3S_PORTS & ports, key=int)
+        public = [s for s in sources if _public(str(s))]
+        if hit and public:
+            report(f"{args.name} admits k3s's port(s) {', '.join(hit)} from "
+                   f"{', '.join(public)}", args.urn)
 
 
 def no_public_ip_on_nodes(args: Any, report: Report) -> None:
@@ -288,6 +320,10 @@ RULES: tuple[Rule, ...] = (
     Rule("no-public-ip-on-nodes", "Cluster nodes get no public IP unless the backends file "
          "asks for it", "mandatory", "drop the public IP; reach nodes through the bastion, "
          "IAP or SSM", "`public_ips: true` for the backend", no_public_ip_on_nodes),
+    Rule("k3s-ports-private", "k3s's ports (a fleet handed to SkyPilot) admit only the "
+         "fleet's own private addresses", "mandatory", "open 6443, 10250, 2379-2380 and 8472 "
+         "among the fleet's nodes only; SkyPilot tunnels to the API server over SSH", "",
+         k3s_ports_private),
     Rule("aws-imdsv2", "AWS instances require IMDSv2 tokens, hop limit at most 2",
          "mandatory", "set metadata_options http_tokens=required, hop limit <= 2",
          "", aws_imdsv2),

@@ -15,6 +15,7 @@ CORE = ("mkdir", "rm", "chmod", "mv", "cp", "touch", "sed", "awk", "head",
 STUBS = {
     "nvidia-smi": """
 case "$*" in
+  *gpu_name*) printf '%b\n' "${FAKE_GPU_NAMES:-NVIDIA H100 80GB HBM3}" ;;
   *--query-gpu*) echo "${FAKE_DRIVER:-570.133.20}" ;;
   *) d=${FAKE_DRIVER:-570.133.20}
      echo "| NVIDIA-SMI $d  Driver Version: $d  CUDA Version: ${FAKE_CUDA:-12.8}  |" ;;

@@ -44,9 +44,14 @@ def test_p5_has_32_interfaces_efa_on_every_fourth_card(p5: PlanReport) -> None:
 
 def test_security_group_self_rule_both_ways_and_ssh_only_from_the_bastion(p5: PlanReport) -> None:
     sg = named(p5, "h100-train-sg", SG)["inputs"]
-    self_in = [r for r in sg["ingress"] if r.get("self")]
+    self_in = [r for r in sg["ingress"] if r.get("self") and "k3s" not in r["description"]]
     assert self_in == [{"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True,
                         "description": self_in[0]["description"]}]
+    # the example hands h100-train to SkyPilot too: k3s's ports, from the group itself only
+    k3s = [r for r in sg["ingress"] if "k3s" in r["description"]]
+    assert sorted((r["protocol"], r["fromPort"], r["toPort"]) for r in k3s) == [
+        ("tcp", 2379, 2380), ("tcp", 6443, 6443), ("tcp", 10250, 10250), ("udp", 8472, 8472)]
+    assert all(r.get("self") and not r.get("cidrBlocks") for r in k3s)
     ssh = [r for r in sg["ingress"] if not r.get("self")
            and "filesystem" not in r["description"]]
     assert ssh == [{"protocol": "tcp", "fromPort": 22, "toPort": 22,

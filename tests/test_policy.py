@@ -75,6 +75,14 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
         args(GI, {"networkInterfaces": [{"accessConfigs": [{}]}]},
              config={"public_ips": True}),
         args(GI, {"networkInterfaces": [{"network": "n", "accessConfigs": [{}]}]})),
+    "k3s-ports-private": (
+        # a fleet handed to SkyPilot: k3s's ports from the group itself and its subnet
+        args(SG, {"ingress": [{"protocol": "tcp", "fromPort": 6443, "toPort": 6443,
+                               "self": True},
+                              {"protocol": "udp", "fromPort": 8472, "toPort": 8472,
+                               "cidrBlocks": ["10.30.0.0/18"]}]}),
+        args("gcp:compute/firewall:Firewall", {"allows": [{"protocol": "tcp",
+             "ports": ["2379-2380"]}], "sourceRanges": ["198.51.100.0/24"]})),
     "aws-imdsv2": (
         args(LT, {"metadataOptions": {"httpTokens": "required",
                                       "httpPutResponseHopLimit": 2}}),

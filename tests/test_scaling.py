@@ -165,7 +165,9 @@ def test_the_backends_file_sets_the_fleets_figures_by_node_count(
     so 4 nodes are judged against 680 and 8 against 500; the command line still wins."""
     key = str(Path(A4[1]).parent / "keys")
     base = Path(A4[1]).read_text().replace("file:keys", f"file:{key}")
-    backends = base + "fleets:\n  a4:\n    expect_busbw: {2: 680, 8: 500}\n"
+    # the examples' backends file ends with its `fleets:` settings: a4's go under them
+    assert base.rstrip().splitlines()[-3] == "fleets:"
+    backends = base + "  a4:\n    expect_busbw: {2: 680, 8: 500}\n"
     files = [A4[0], write(tmp_path, "backends.yml", backends)]
     paths = logs(tmp_path, {2: 675.0, 4: 500.0, 8: 450.0})
     assert main(["acceptance", "report", *paths, "--fleet", "a4", *files,
@@ -191,7 +193,7 @@ def test_the_backends_file_sets_the_fleets_figures_by_node_count(
     capsys.readouterr()
     # a figure that is not one is refused where it is written
     bad = write(tmp_path, "bad.yml", base
-                + "fleets:\n  a4:\n    expect_busbw: {0: 680}\n")
+                + "  a4:\n    expect_busbw: {0: 680}\n")
     assert main(["validate", A4[0], bad]) == 1
     assert "fleets.a4.expect_busbw" in capsys.readouterr().out
 

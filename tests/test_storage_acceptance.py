@@ -295,7 +295,7 @@ def test_the_scaling_report_records_each_node_count_for_the_busbw_term(tmp_path:
     work = tmp_path / "ex"
     shutil.copytree(EXAMPLES, work)
     with (work / "backends.yml").open("a") as f:
-        f.write("fleets:\n  a4:\n    contract:\n      busbw: {2: 100000}\n")
+        f.write("  a4:\n    contract:\n      busbw: {2: 100000}\n")  # under `fleets:`
     logs = [str(work / "logs" / f"a4-nccl-{n}nodes.log") for n in (2, 4, 8)]
     ledger = str(tmp_path / "ledger.jsonl")
     main(["acceptance", "report", *logs, "--fleet", "a4", str(work), "--record", ledger])

@@ -246,8 +246,12 @@ class Network(pulumi.ComponentResource):
                         child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         ingress: list[aws.ec2.SecurityGroupIngressArgs] = []
         for rule in net.firewall:
-            if rule.from_self:
+            if rule.from_self and rule.protocol == "all":
                 ingress.append(ingress_rule(0, "-1", rule.description, from_self=True))
+                continue
+            if rule.from_self:  # single ports (k3s's) from the group itself
+                ingress += [ingress_rule(p, rule.protocol, rule.description, from_self=True)
+                            for p in rule.ports]
                 continue
             group = self.bastion_sg if rule.from_bastion else None
             if rule.from_bastion:
@@ -272,14 +276,16 @@ ALL_EGRESS = aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port
                                               description="all egress")
 
 
-def ingress_rule(port: int, protocol: str, description: str, *,
+def ingress_rule(port: int | str, protocol: str, description: str, *,
              cidr_blocks: list[str] | None = None,
              security_groups: list[pulumi.Output[str]] | None = None,
              from_self: bool | None = None) -> aws.ec2.SecurityGroupIngressArgs:
-    """One ingress rule for one port (all ports for protocol -1) from CIDR blocks, other
-    security groups or the group itself."""
+    """One ingress rule for one port or range ("2379-2380"; all ports for protocol -1) from
+    CIDR blocks, other security groups or the group itself."""
+    low, _, high = str(port).partition("-")
     return aws.ec2.SecurityGroupIngressArgs(
-        protocol=protocol, from_port=port, to_port=port, description=description,
+        protocol=protocol, from_port=int(low), to_port=int(high or low),
+        description=description,
         cidr_blocks=cidr_blocks, security_groups=security_groups, self=from_self)
 
 

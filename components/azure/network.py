@@ -11,6 +11,9 @@ from gpufleet.compile import FleetDesign, NetworkDesign, naming, options_of
 
 from .common import Owner
 
+# NSG protocols by the plan's (Microsoft.Network securityRules: Tcp, Udp, Icmp, *)
+PROTOCOLS = {"tcp": "Tcp", "udp": "Udp", "icmp": "Icmp"}
+
 
 class Network(pulumi.ComponentResource):
     """VNet + subnet (created, or an existing subnet) and the fleet's NSG."""
@@ -73,7 +76,8 @@ class Network(pulumi.ComponentResource):
         for i, rule in enumerate(net.firewall):
             entry: network.SecurityRuleArgsDict = {
                 "name": rule.name, "priority": 100 + i, "direction": "Inbound",
-                "access": "Allow", "protocol": "Tcp", "source_port_range": "*",
+                "access": "Allow", "protocol": PROTOCOLS.get(rule.protocol, "*"),
+                "source_port_range": "*",
                 "destination_port_ranges": list(rule.ports),
                 "destination_address_prefix": "*", "description": rule.description}
             if rule.from_bastion:

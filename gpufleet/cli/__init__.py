@@ -14,6 +14,7 @@ from gpufleet.cli.live import drift, preflight, replace, up
 from gpufleet.cli.lockcmd import lock_command
 from gpufleet.cli.policy import policy
 from gpufleet.cli.review import diff, plan
+from gpufleet.cli.skyexport import export_skypilot_command  # noqa: F401 (registers)
 from gpufleet.cli.topology import topology
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,

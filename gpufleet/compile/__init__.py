@@ -24,6 +24,14 @@ from gpufleet.compile.fabrics import fabric, fabric_facts, run_env, run_mounts, 
 from gpufleet.compile.filesystems import emission_order
 from gpufleet.compile.filesystems import services as filesystem_services
 from gpufleet.compile.gateway import project_of as gateway_project
+from gpufleet.compile.handoff import (
+    K3S_SOURCE,
+    K3S_TCP,
+    K3S_UDP,
+    SKY_MARKER,
+    handoff_text,
+    takes,
+)
 from gpufleet.compile.hostsetup import MARKER_DIR as HOST_MARKER_DIR
 from gpufleet.compile.hostsetup import fabric_software, node_script, render_server
 from gpufleet.compile.hostsetup import families as host_families
@@ -35,8 +43,12 @@ __all__ = [
     "ANY_SUBNET",
     "DIGEST_OUTPUT",
     "HOST_MARKER_DIR",
+    "K3S_SOURCE",
+    "K3S_TCP",
+    "K3S_UDP",
     "KEY_CONFIG",
     "PLANNERS",
+    "SKY_MARKER",
     "AccessDesign",
     "BastionDesign",
     "Compiled",
@@ -60,6 +72,7 @@ __all__ = [
     "filesystem_services",
     "gateway_key",
     "gateway_project",
+    "handoff_text",
     "host_families",
     "host_script",
     "input_digest",
@@ -73,4 +86,5 @@ __all__ = [
     "run_mounts",
     "run_setup",
     "runs",
+    "takes",
 ]

@@ -19,6 +19,7 @@ from gpufleet.compile.addresses import NO_BLOCK, allocate_addresses, gateway_key
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.design import FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.compile.filesystems import attach_filesystems
+from gpufleet.compile.handoff import takes, with_handoff
 from gpufleet.compile.hostsetup import with_fabric
 from gpufleet.compile.networks import attach_networks
 from gpufleet.compile.planners import PLANNERS
@@ -210,7 +211,8 @@ def design_fleets(inputs: Inputs, chosen: Sequence[Selection],
         diags += planned.diagnostics
         if planned.plan is not None:
             res = inputs.reservation(s.fleet.reservation)
-            done = with_fabric(planned.plan)
+            done = with_handoff(with_fabric(planned.plan, takes(fleet.handoff, "skypilot")),
+                                fleet.handoff)
             config = inputs.backend(s.best.backend)
             creds = creds_reference(config.settings.get("creds") if config else None)
             done = dataclasses.replace(done, dstack_creds=creds) if creds else done

@@ -164,6 +164,8 @@ class HostSetupDesign:
     user: str  # the login user given passwordless sudo and the docker group
     digest: str  # of the rendered script: a new script shows as a change
     fabric: str = "none"  # the cluster fabric whose collective software it installs or checks
+    # it also checks what SkyPilot's SSH Node Pools need (the fleet is handed to SkyPilot)
+    skypilot: bool | None = field(default=None, metadata=OMIT_NONE)  # None: not handed over
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +242,8 @@ class FleetDesign:
     # the backends file's dstack `creds`, by reference: no secret value (export writes it)
     dstack_creds: Mapping[str, str] | None = field(default=None, metadata=OMIT_NONE)
     host_setup: HostSetupDesign | None = field(default=None, metadata=OMIT_NONE)  # None: none
+    # who takes the nodes beside dstack: "skypilot" or "both" (None: dstack only)
+    handoff: str | None = field(default=None, metadata=OMIT_NONE)
     # the shared filesystems this fleet's nodes mount (built in its network)
     filesystems: tuple[FilesystemDesign, ...] = field(default=(), metadata=OMIT_NONE)
 

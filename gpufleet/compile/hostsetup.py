@@ -127,14 +127,15 @@ def image_family(backend: str, gpu: bool, default_image: bool) -> ImageFamily:
     return traits_of(backend).gpu_image
 
 
-def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
-    """The boot script (bash) for one family, login user and cluster fabric, from
+def render(family: ImageFamily, user: str, fabric: str = "none", skypilot: bool = False
+           ) -> str:
+    """The boot script (bash) for one family, login user, cluster fabric and hand-off, from
     gpufleet/data/host-setup.sh (its @@NAME@@ placeholders filled in)."""
     _check_user(user)
     # only the fleet's own fabric step (gpufleet/data/fabric/<fabric>.sh): a step added for
     # another fabric leaves every other fleet's boot script as it was
     steps = _template(f"fabric/{fabric}.sh").rstrip("\n") if fabric in FABRIC_SOFTWARE else ""
-    return _fill("host-setup.sh", "gpufleet-host-setup", READY_MARKER, FAILED_MARKER, {
+    text = _fill("host-setup.sh", "gpufleet-host-setup", READY_MARKER, FAILED_MARKER, {
         "FABRIC_STEPS": steps, "FAMILY": family.name, "USER": user,
         "GPU": "1" if family.gpu else "0",
         "DOCKER": DOCKER_VERSION, "CTK": NVIDIA_CTK_VERSION, "GIB_IMAGE": GIB_IMAGE,
@@ -142,16 +143,24 @@ def render(family: ImageFamily, user: str, fabric: str = "none") -> str:
         "TCPX_PLUGIN": TCPX_PLUGIN_IMAGE, "TCPX_RXDM": TCPX_RXDM_IMAGE,
         "FABRIC": fabric if fabric in FABRIC_SOFTWARE else "none",
         "CUDA_MAJOR": str(MIN_CUDA[0]), "CUDA_MINOR": str(MIN_CUDA[1])})
+    # the SkyPilot hand-off's checks, only in the scripts of fleets handed to SkyPilot (the
+    # lines vanish from every other script, which stays byte for byte as it was)
+    step = _template("handoff/skypilot.sh").rstrip("\n") + "\n" if skypilot else ""
+    marker = f'echo "skypilot=$SKYPILOT" >> "$R{READY_MARKER}"\n' if skypilot else ""
+    return text.replace("@@HANDOFF_STEPS@@\n", step).replace("@@HANDOFF_MARKER@@\n", marker)
 
 
-def with_fabric(plan: FleetDesign) -> FleetDesign:
-    """A cluster's host setup also installs or checks its fabric's collective software."""
-    if plan.host_setup is None or plan.placement is None or plan.rdma not in FABRIC_SOFTWARE:
+def with_fabric(plan: FleetDesign, skypilot: bool = False) -> FleetDesign:
+    """A cluster's host setup also installs or checks its fabric's collective software; a
+    fleet handed to SkyPilot's also checks what SkyPilot needs of a host."""
+    fabric = plan.rdma if plan.placement is not None and plan.rdma in FABRIC_SOFTWARE \
+        else "none"
+    if plan.host_setup is None or (fabric == "none" and not skypilot):
         return plan
     hs = plan.host_setup
-    script = render(families()[hs.family], hs.user, plan.rdma)
+    script = render(families()[hs.family], hs.user, fabric, skypilot)
     return dataclasses.replace(plan, host_setup=dataclasses.replace(
-        hs, fabric=plan.rdma, digest=digest(script)))
+        hs, fabric=fabric, digest=digest(script), skypilot=skypilot or None))
 
 
 def render_server(server: ServerDesign) -> str:
@@ -199,7 +208,7 @@ def host_setup_plan(backend: str, settings: Mapping[str, Any], gpu: bool,
 
 def script_for(plan: HostSetupDesign) -> str:
     """The script a plan names (the components put it into user data / metadata)."""
-    return render(families()[plan.family], plan.user, plan.fabric)
+    return render(families()[plan.family], plan.user, plan.fabric, bool(plan.skypilot))
 
 
 def target_placeholder(fs: FilesystemDesign) -> str:

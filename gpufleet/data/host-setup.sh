@@ -100,9 +100,11 @@ FABRIC=@@FABRIC@@
 FABRIC_SOFTWARE=none
 any_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
 @@FABRIC_STEPS@@
+@@HANDOFF_STEPS@@
 
 CTK=$(nvidia-ctk --version 2>/dev/null | sed -n 's/.*version \([0-9.]*\).*/\1/p' | head -n1)
 printf 'status=ready\nfamily=@@FAMILY@@\nuser=@@USER@@\ndocker=%s\nnvidia_container_toolkit=%s\ndriver=%s\ncuda=%s\ndcgm=%s\nfabric=%s\nfabric_software=%s\n' \
   "$(docker version --format '{{.Server.Version}}' 2>/dev/null)" "${CTK:-none}" "$DRIVER" "$CUDA" "$DCGM" "$FABRIC" "$FABRIC_SOFTWARE" > "$R@@READY@@"
+@@HANDOFF_MARKER@@
 rm -f "$R@@FAILED@@"
 say "ready (@@FAMILY@@): docker, driver $DRIVER, CUDA $CUDA, toolkit ${CTK:-none}, DCGM $DCGM, sudo for @@USER@@, fabric $FABRIC ($FABRIC_SOFTWARE)"

@@ -35,6 +35,7 @@ from gpufleet.evidence.scaling import (
     report_markdown,
     scaling_report,
 )
+from gpufleet.evidence.skypilot import pool_nccl_task, pool_nccl_text
 from gpufleet.evidence.storage import (
     expected_mbps,
     fleet_volumes,
@@ -83,6 +84,8 @@ __all__ = [
     "pairs_task",
     "parse_log",
     "plot",
+    "pool_nccl_task",
+    "pool_nccl_text",
     "read_entries",
     "render_burnin",
     "render_storage",

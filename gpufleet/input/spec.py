@@ -145,14 +145,14 @@ class FleetSpec:
     idle_duration: int | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     previous_names: tuple[str, ...] = ()
-    # The backends file's `expect_busbw`: the acceptance figure (GB/s) by node count, applying
-    # from its count up; 0 is every count.
+    # backends file `expect_busbw`: acceptance GB/s by node count, from that count up (0: all)
     expect_busbw: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # The backends file's `network`: the fleet whose network this fleet's subnets join
     network_of: str | None = None
     max_spread: str = "any"  # backends file: the widest topology layer its nodes may span
     contract: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)  # its `contract`
     health: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)  # its `health` policy
+    handoff: str = "dstack"  # backends file: who takes the nodes (dstack, skypilot, both)
     # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
     settings_origin: Origin | None = field(default=None, compare=False)
     # Fields the user set explicitly (profiles fill in the others).

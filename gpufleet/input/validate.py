@@ -212,6 +212,8 @@ def with_settings(fleet: FleetSpec, names: NameSettings) -> FleetSpec:
         fleet = dataclasses.replace(fleet, contract=MappingProxyType(dict(own["contract"])))
     if isinstance(own.get("health"), dict):
         fleet = dataclasses.replace(fleet, health=MappingProxyType(dict(own["health"])))
+    if own.get("handoff") in ("skypilot", "both"):
+        fleet = dataclasses.replace(fleet, handoff=str(own["handoff"]))
     expect = own.get("expect_busbw")
     figures = expect if isinstance(expect, dict) else {0: expect}
     try:  # a value the schema refused (reported there) is left out

@@ -18,6 +18,7 @@ from gpufleet.compile import (
     ANY_SUBNET,
     FleetDesign,
     GatewayDesign,
+    handoff_text,
     host_families,
     needs_stack_key,
     plan_to_json,
@@ -216,6 +217,8 @@ def _fleet_lines(f: FleetDesign, st: LockStatus | None = None, bill: Bill | None
     if f.reservation:
         lines.append(f"  reservation: {reservation_text(f)}")
     lines.append(f"  image:    {f.image}; {host_setup_text(f)}")
+    if f.handoff:
+        lines.append(f"  handoff:  {handoff_text(f)}")
     lines += [f"  storage:  {filesystem_text(fs, bill)}" for fs in f.filesystems]
     for n in f.networks:
         bits = [n.cidr or "", f"mtu {n.mtu}" if n.mtu else "",
