@@ -68,3 +68,31 @@ class NetworkQuota:
 
     def counts(self, inputs: Mapping[str, Any]) -> bool:
         return not any(inputs.get(k) == v for k, v in self.skip)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaAsk:
+    """What one node of a fleet is, for the quotas it counts against."""
+
+    instance_type: str
+    spot: bool
+    gpu: str | None  # "H100"; None for a CPU-only machine
+    gpu_memory_gib: float | None
+    gpus: int  # per node
+    vcpus: int  # per node
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaId:
+    """One quota a node counts against, as the cloud's quota API names it."""
+
+    title: str  # as the cloud's console shows it
+    ident: str  # AWS quota code, GCP quota id, Azure quota (family) name
+    unit: str  # "vCPUs", "GPUs"
+    per_node: int
+    source: str  # the documentation page the identifier comes from
+    scope: str = "region"  # "region", or "global" (the whole account or project)
+    dimensions: tuple[tuple[str, str], ...] = ()  # GCP: (("gpu_family", "NVIDIA_H100"),)
+    live: str = ""  # the name preflight's reader reads its limit and use by (default: ident)
+    requestable: bool = True  # the cloud's quota resource can file an increase for it
+    every_market: bool = False  # on-demand and spot nodes count against it alike

@@ -22,6 +22,8 @@ from gpufleet.traitparts import FabricUnlock as FabricUnlock
 from gpufleet.traitparts import NameBudget as NameBudget
 from gpufleet.traitparts import NameRule as NameRule
 from gpufleet.traitparts import NetworkQuota as NetworkQuota
+from gpufleet.traitparts import QuotaAsk as QuotaAsk
+from gpufleet.traitparts import QuotaId as QuotaId
 
 # The layers of a network topology, outermost first (`gpufleet topology`): a spine network
 # node, a block under it, a subblock, a host; each cloud fills in what it exposes.
@@ -204,6 +206,10 @@ def _whole_name(instance_type: str) -> str:
     return instance_type
 
 
+def _no_quotas(ask: QuotaAsk) -> tuple[QuotaId, ...]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class BackendTraits:
     """One backend's capabilities. ``unsupported`` gives the reason for each missing one
@@ -307,6 +313,11 @@ class BackendTraits:
     autoname_suffix: int = 8
     name_budgets: Mapping[str, NameBudget] = field(default_factory=dict)
     network_quotas: tuple[NetworkQuota, ...] = ()
+    # the compute quotas a node counts against (`gpufleet quota`), where they apply ("account",
+    # "project", "subscription"), and how long an increase takes and what to do meanwhile
+    compute_quotas: Callable[[QuotaAsk], tuple[QuotaId, ...]] = _no_quotas
+    quota_scope: str = "account"
+    quota_lag: str = ""
     # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs

@@ -13,13 +13,14 @@ from gpufleet.cli.inputs import catalog, offers, schema, validate
 from gpufleet.cli.live import drift, preflight, replace, up
 from gpufleet.cli.lockcmd import lock_command
 from gpufleet.cli.policy import policy
+from gpufleet.cli.quota import quota
 from gpufleet.cli.review import diff, plan
 from gpufleet.cli.skyexport import export_skypilot_command  # noqa: F401 (registers)
 from gpufleet.cli.topology import topology
 
 for _command in (validate, schema, offers, catalog, lock_command, plan, diff, drift,
                  preflight, up, replace, topology, acceptance, ledger, contract, policy,
-                 export, gateway, health):
+                 export, gateway, health, quota):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

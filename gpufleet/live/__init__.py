@@ -23,6 +23,7 @@ from gpufleet.live.preflight import (
     Probe,
     ProbeError,
     check_stack,
+    needs_from,
     run_preflight,
     stack_needs,
 )
@@ -34,6 +35,7 @@ from gpufleet.live.probes import (
     scale_set_nics,
     topology_reader,
 )
+from gpufleet.live.quotalive import read_limits
 from gpufleet.live.replace import ReplaceError, ReplacePreview, ScaleSetRedeploy, replace_nodes
 from gpufleet.live.runner import (
     DeployRunner,
@@ -115,9 +117,11 @@ __all__ = [
     "http_post",
     "live_drift",
     "merge",
+    "needs_from",
     "network_needs",
     "read_fleet",
     "read_fleet_health",
+    "read_limits",
     "read_topology",
     "record_drift",
     "replace_nodes",

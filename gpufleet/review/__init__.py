@@ -33,6 +33,7 @@ from gpufleet.review.policy import (
     policy_config,
     where_of,
 )
+from gpufleet.review.quotaneeds import QuotaRow, compute_rows, network_rows, peak_nodes
 from gpufleet.review.quotas import NetworkCount, network_counts, quota_counts, quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
 from gpufleet.review.state import (
@@ -61,6 +62,7 @@ __all__ = [
     "PlanReport",
     "PolicyConfigError",
     "PropertyChange",
+    "QuotaRow",
     "Relocked",
     "Report",
     "Skips",
@@ -74,6 +76,7 @@ __all__ = [
     "changes",
     "check_levels",
     "choose_skips",
+    "compute_rows",
     "cost_violations",
     "diff_report",
     "fleet_bill",
@@ -89,9 +92,11 @@ __all__ = [
     "name_problems",
     "needed_mb",
     "network_counts",
+    "network_rows",
     "owner_map",
     "owner_of",
     "parse_export",
+    "peak_nodes",
     "physical_name",
     "pipeline",
     "plan_report",

@@ -15,12 +15,16 @@ from gpufleet.views.offers import (
 from gpufleet.views.plan import render_plan_json, render_plan_text
 from gpufleet.views.plan_markdown import render_plan_markdown
 from gpufleet.views.policy import render_rules, rules_table
+from gpufleet.views.quota import quota_json, quota_markdown, quota_text
 from gpufleet.views.render import plan_chunks, render_plan
 
 __all__ = [
     "capability_markdown",
     "catalog_summary",
     "plan_chunks",
+    "quota_json",
+    "quota_markdown",
+    "quota_text",
     "render_catalog_text",
     "render_change_json",
     "render_change_markdown",

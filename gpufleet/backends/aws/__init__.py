@@ -6,6 +6,7 @@ import re
 from types import MappingProxyType
 
 from gpufleet.backends.aws import names as _names
+from gpufleet.backends.aws import quotas as _quotas
 from gpufleet.codes import B012, C012, C025, G005, G015, G016
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
@@ -178,6 +179,12 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    compute_quotas=_quotas.compute_quotas, quota_scope="account",
+    quota_lag=("minutes when Service Quotas approves it on its own; days when AWS Support "
+               "reviews it, as it often does for GPU families "
+               "(docs.aws.amazon.com/servicequotas/latest/userguide/request-quota-"
+               "increase.html); meanwhile keep the fleet at `nodes: 0`, or plan it on another "
+               "offer"),
     # a VPC takes 5 IPv4 CIDR blocks by default (Service Quotas L-83CA0A9D, "IPv4 CIDR
     # blocks per VPC"; docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html):
     # its own and one per fleet that joins it

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpufleet.backends.aws.quotas import family, quota_code
 from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
@@ -22,39 +23,7 @@ from gpufleet.live.preflight import (
 from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.traits import NetworkQuota
 
-# instance family (the type's leading letters) -> (on-demand code, spot code, quota name)
-QUOTAS: dict[str, tuple[str, str, str]] = {
-    "p": ("L-417A185B", "L-7212CCBC", "P instances"),
-    "g": ("L-DB2E81BA", "L-3819A6DF", "G and VT instances"),
-    "vt": ("L-DB2E81BA", "L-3819A6DF", "G and VT instances"),
-}
-STANDARD = ("L-1216C47A", "L-34B43A08", "Standard (A, C, D, H, I, M, R, T, Z) instances")
-STANDARD_FAMILIES = frozenset("acdhimrtz")
-
 Client = Callable[[str, str], Any]  # (service, region) -> a boto3 client
-
-
-def family(instance_type: str) -> str:
-    """"p5" of "p5.48xlarge" -> "p"; "vt1.3xlarge" -> "vt"."""
-    head = instance_type.split(".")[0]
-    letters = ""
-    for ch in head:
-        if not ch.isalpha():
-            break
-        letters += ch
-    return letters.lower()
-
-
-def quota_code(instance_type: str, spot: bool) -> tuple[str, str] | None:
-    """(code, name) of the vCPU quota an instance type counts against, None if unknown."""
-    fam = family(instance_type)
-    entry = QUOTAS.get(fam) or (STANDARD if fam[:1] in STANDARD_FAMILIES and len(fam) <= 2
-                                else None)
-    if entry is None:
-        return None
-    od, sp, name = entry
-    return (sp, f"All {name} Spot Instance Requests") if spot else \
-        (od, f"Running On-Demand {name}")
 
 
 def boto3_client() -> Client:

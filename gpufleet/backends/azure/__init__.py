@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gpufleet.backends.azure import names as _names
+from gpufleet.backends.azure import quotas as _quotas
 from gpufleet.codes import B004, B012, B019, C006, C008, C014, C024, G010, V001, V009
 from gpufleet.traits import ALL_FEATURES as _ALL
 from gpufleet.traits import (
@@ -161,4 +162,8 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    compute_quotas=_quotas.compute_quotas, quota_scope="subscription",
+    quota_lag=("minutes when the request is approved automatically; a support request, usually "
+               "days, when it is not (learn.microsoft.com/azure/quotas/per-vm-quota-requests); "
+               "meanwhile keep the fleet at `nodes: 0`, or plan it on another offer"),
 )

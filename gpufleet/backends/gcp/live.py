@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from gpufleet.backends.gcp import quotas as _quotas
 from gpufleet.live.preflight import (
     LIVE_EXTRA,
     MissingAccess,
@@ -30,13 +31,12 @@ from gpufleet.live.probes.rest import (
 )
 from gpufleet.live.topology import TopologyUnavailable
 from gpufleet.outbound import Secret
-from gpufleet.traits import NetworkQuota
+from gpufleet.traits import NetworkQuota, QuotaAsk
 
 API = "https://compute.googleapis.com/compute/v1"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # GPU quota metrics whose name is not NVIDIA_<GPU>_GPUS (by GPU and, where it matters, the
 # machine series): cloud.google.com/compute/resource-usage#gpu_quota
-METRICS = {("A100", 80): "NVIDIA_A100_80GB_GPUS", ("H100", "a3-megagpu"): "NVIDIA_H100_MEGA_GPUS"}
 
 
 # GPU families whose quota Compute Engine's regions.get does not list (dstack 0.22.5 skips
@@ -62,16 +62,11 @@ def gpu_family(need: Need) -> str | None:
 
 def gpu_metric(need: Need) -> str | None:
     """The regional quota metric of the fleet's GPUs ("NVIDIA_H100_GPUS"), or of its vCPUs
-    for a CPU-only machine ("N2_CPUS"; "CPUS" for N1); "PREEMPTIBLE_" first for spot."""
-    prefix = "PREEMPTIBLE_" if need.spot else ""
-    if need.gpu and need.gpus_per_node:
-        series = "-".join(need.instance_type.split("-")[:2])
-        name = (METRICS.get((need.gpu, series))
-                or METRICS.get((need.gpu, round(need.gpu_memory_gib or 0)))
-                or f"NVIDIA_{need.gpu.upper()}_GPUS")
-        return prefix + name
-    series = need.instance_type.split("-")[0].upper()
-    return prefix + ("CPUS" if series == "N1" else f"{series}_CPUS")
+    for a CPU-only machine ("N2_CPUS"; "CPUS" for N1); "PREEMPTIBLE_" first for spot (the
+    table `gpufleet quota` plans with: gcp/quotas.py)."""
+    return _quotas.gpu_metric(QuotaAsk(need.instance_type, need.spot, need.gpu,
+                                       need.gpu_memory_gib, need.gpus_per_node,
+                                       need.cpus_per_node))
 
 
 def google_get() -> tuple[Get, str | None]:
@@ -192,9 +187,9 @@ class GcpProbe:
             body = get_json(self._get, f"{API}/projects/{project}", "gcp")
         else:
             body = self._region(project, key.region)
-        for q in (body or {}).get("quotas", []):
-            if q.get("metric") == key.name:
-                return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
+        found = _metric(body, key.name)
+        if found is not None:
+            return found
         if need.gpu and need.gpu.lower() in NOT_IN_REGIONS and key.region != "global":
             return QuotaFacts(math.nan, math.nan, f"regions.get does not list {need.gpu} "
                               f"quotas (as dstack notes); check it on {QUOTAS_PAGE}")
@@ -235,10 +230,7 @@ class GcpProbe:
                                 "gcp in the backends file or GOOGLE_CLOUD_PROJECT")
         body = get_json(self._get, f"{API}/projects/{project}", "gcp") \
             if quota.scope == "global" else self._region(project, region)
-        for q in (body or {}).get("quotas", []):
-            if q.get("metric") == quota.live:
-                return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
-        return None
+        return _metric(body, quota.live)
 
     def _region(self, project: str, region: str) -> Any:
         if (project, region) not in self._regions:
@@ -305,3 +297,19 @@ class GcpTopology:
 
 def topology_reader() -> GcpTopology:
     return GcpTopology(google_get()[0])
+
+
+def _metric(body: Any, metric: str) -> QuotaFacts | None:
+    """A metric's limit and use in a regions.get or projects.get answer (`quotas`: a list
+    of {metric, limit, usage}); an answer of another shape is no figure, and says so."""
+    quotas = body.get("quotas", []) if isinstance(body, dict) else []
+    if not isinstance(quotas, list):
+        return QuotaFacts(math.nan, math.nan, "the answer's `quotas` is not a list: no figure")
+    for q in quotas:
+        if isinstance(q, dict) and q.get("metric") == metric:
+            try:
+                return QuotaFacts(limit=float(q.get("limit", 0)), used=float(q.get("usage", 0)))
+            except (TypeError, ValueError):
+                return QuotaFacts(math.nan, math.nan, f"{metric}'s limit or usage is not a "
+                                  "number: no figure")
+    return None

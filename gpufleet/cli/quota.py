@@ -1,0 +1,84 @@
+"""`gpufleet quota`: every quota the stack needs, offline, per cloud, scope, region and quota,
+on-demand and spot apart; with --live beside the current limits (exit 1 on a shortfall)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from gpufleet.cli.common import (
+    EXIT_USAGE,
+    catalog_option,
+    compile_errors_exit,
+    format_option,
+    load_catalog_or_fail,
+    lock_option,
+    lock_or_exit,
+    profile_option,
+    validated_or_exit,
+)
+
+if TYPE_CHECKING:
+    from gpufleet.compile import FleetDesign
+    from gpufleet.input import Inputs, Lock
+    from gpufleet.review import QuotaRow
+
+
+@click.command("quota")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--stack", default="dev", show_default=True, help="The stack's name.")
+@format_option("text", "json", "markdown")
+@click.option("--live", is_flag=True,
+              help="Read each quota's limit and use from the clouds (their SDKs' default "
+                   "credentials, as `gpufleet preflight`); exit 1 when one falls short.")
+@profile_option
+@catalog_option
+@lock_option
+def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, profile: str | None,
+          catalog_dir: str | None, lock_file: str | None) -> None:
+    """Every quota the stack's fleets need at their peak, with the cloud's identifier.
+
+    Compute quotas in the unit each cloud counts (AWS vCPUs per instance family group, GCP
+    GPUs per GPU family, Azure vCPUs per VM family and region), on-demand and spot apart,
+    and the network quotas the stack's own resources count against; each with its source
+    and the cloud's approval lag.
+    """
+    from gpufleet.cli.runs import build_report
+    from gpufleet.review import compute_rows, network_rows
+    from gpufleet.views import quota_json, quota_markdown, quota_text
+
+    paths = paths or (".",)
+    result = validated_or_exit(paths, fmt, profile)
+    lock = lock_or_exit(paths, lock_file, fmt)
+    catalog = load_catalog_or_fail(catalog_dir)
+    report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock)
+    if report is None:
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    health = {f.name: f.health for f in result.inputs.fleets}
+    rows = compute_rows(report.fleets, catalog, health) + network_rows(report.resources)
+    if live:
+        _read_live(rows, report.fleets, lock, result.inputs)
+    render = {"json": quota_json, "markdown": quota_markdown}.get(fmt, quota_text)
+    click.echo(render(stack, rows, live), nl=False)
+    if live and any((r.shortfall or 0) > 0 for r in rows):
+        sys.exit(1)
+
+
+def _read_live(rows: list[QuotaRow], plans: Sequence[FleetDesign], lock: Lock,
+               inputs: Inputs) -> None:
+    from gpufleet.live import LiveError, MissingAccess, default_probes, needs_from, read_limits
+
+    groups = {b.type: b.settings.get("resource_group") for b in inputs.backends}
+    needs = needs_from(plans, lock, inputs.reservations, {}, groups)
+    try:
+        probes = default_probes({r.backend for r in rows})
+        read_limits(rows, needs, probes)
+    except MissingAccess as e:
+        click.echo(f"gpufleet quota --live: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except LiveError as e:
+        raise click.ClickException(str(e)) from None
