@@ -75,6 +75,12 @@ def emit(compiled: Compiled) -> None:
         module = components_for(gw.backend)
         gateway = module.emit_gateway(gw, provider_for(module, gw.provider), fleets)
         pulumi.export(f"gateway-{gw.name}", gateway_outputs(gw, gateway))
+    for req in compiled.quota_requests:  # `quotas: {request: true}`: an increase per shortfall
+        module = components_for(req.backend)
+        file_request = getattr(module, "emit_quota_request", None)
+        if file_request is None:
+            raise pulumi.RunError(f"{req.backend} files no quota requests")
+        file_request(req, provider_for(module, req.provider))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:

@@ -316,4 +316,7 @@ CODES: Mapping[str, Code] = MappingProxyType({
     "B019": Code("a backend entry without a key dstack's backend for it requires: `export "
                  "dstack` needs it",
                  "add the key to the backend entry"),
+    "B021": Code("`quotas.limits` cannot be read, or `quotas.request` has no limits to find "
+                 "a shortfall with",
+                 "write it with `gpufleet quota --live --save FILE` and name that file"),
 })

@@ -423,3 +423,65 @@ def test_no_module_but_the_client_sends_http() -> None:
             if pattern.search(path.read_text()):
                 found.append(str(path.relative_to(root)))
     assert found == []
+
+
+# --- Azure's quota requests (issue 58): the PUT the stack's dynamic resource makes ----------
+
+def _azure_put(canary: str) -> Any:
+    session = BearerSession(lambda: outbound.Secret(canary, "the Azure default credentials"))
+
+    def put(url: str, body: dict[str, Any]) -> tuple[int, Any]:
+        answer = session.put(url, body, timeout=0.7)
+        try:
+            return answer.status_code, answer.json()
+        except ValueError:
+            return answer.status_code, None
+    return put
+
+
+def test_an_azure_quota_request_never_leaks_its_token(server: Hostile) -> None:
+    from gpufleet.backends.azure.quotarequest import QuotaRequestError, file_request
+    from gpufleet.live.preflight import ProbeError
+
+    canary = _canary()
+    try:
+        result = file_request(_azure_put(canary), "sub", "eastus", "standardNDSH100v5Family",
+                              317, arm=server.url)
+    except (QuotaRequestError, ProbeError) as e:
+        _no_canary(canary, str(e), repr(e))
+        return
+    _no_canary(canary, json.dumps(result))
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_an_azure_quota_request_does_not_follow_a_redirect_elsewhere(
+        elsewhere: Hostile, status: int) -> None:
+    from gpufleet.backends.azure.quotarequest import file_request
+    from gpufleet.live.preflight import ProbeError
+
+    canary = _canary()
+    with hostile(redirect(elsewhere.url + "/steal", status)) as h:
+        with pytest.raises(ProbeError, match="another origin") as e:
+            file_request(_azure_put(canary), "sub", "eastus", "cores", 500, arm=h.url)
+        assert canary not in str(e.value)
+    assert elsewhere.seen == []
+
+
+def test_an_azure_quota_request_puts_the_documented_body() -> None:
+    from gpufleet.backends.azure.quotarequest import QuotaRequestError, file_request
+
+    accepted = {"properties": {"provisioningState": "Accepted"}}
+    with hostile(answer(202, json.dumps(accepted).encode())) as h:
+        result = file_request(_azure_put(_canary()), "s-1", "eastus",
+                              "standardNDSH100v5Family", 317, arm=h.url)
+        [seen] = h.seen
+    assert result == {"status": 202, "state": "Accepted"}
+    assert seen.method == "PUT" and seen.target == (
+        "/subscriptions/s-1/providers/Microsoft.Compute/locations/eastus/providers/"
+        "Microsoft.Quota/quotas/standardNDSH100v5Family?api-version=2023-02-01")
+    assert json.loads(seen.body) == {"properties": {
+        "limit": {"limitObjectType": "LimitValue", "value": 317},
+        "name": {"value": "standardNDSH100v5Family"}}}
+    with hostile(answer(400, b'{"error": {"code": "BadRequest"}}')) as h, \
+            pytest.raises(QuotaRequestError, match="answered 400"):
+        file_request(_azure_put(_canary()), "s-1", "eastus", "cores", 1, arm=h.url)

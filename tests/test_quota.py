@@ -25,9 +25,9 @@ from gpufleet.backends.azure.quotas import family as azure_family
 from gpufleet.backends.gcp.live import GcpProbe
 from gpufleet.backends.gcp.quotas import compute_quotas as gcp_quotas
 from gpufleet.cli import cli
+from gpufleet.compile import QuotaRow
 from gpufleet.live import read_limits
 from gpufleet.live.preflight import Probe
-from gpufleet.review import QuotaRow
 from gpufleet.traits import QuotaAsk
 
 from planutil import write
@@ -171,3 +171,178 @@ def test_aws_live_limit_through_service_quotas(tmp_path: Path,
         {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
     read_limits([row], needs, {"aws": aws["probe"]})
     assert (row.limit, row.used, row.shortfall) == (384.0, 0.0, 192.0)
+
+
+# --- requests as code -----------------------------------------------------------------------
+
+SUBSCRIPTION = "11111111-2222-3333-4444-555555555555"
+REQUEST_FLEETS = {"p5": ("aws", "regions: [us-east-1]\n"), "mega": ("gcp", "regions: "
+                  "[us-central1]\ninstance_types: [a3-megagpu-8g]\n"), "nd": ("azure", "")}
+
+
+def _limits(tmp: Path, short: bool = True) -> Path:
+    path = tmp / "limits.json"
+    entries = [("aws", "default", "us-east-1", "L-417A185B", {}, 384 if short else 2000),
+               ("gcp", "p1", "us-central1", "GPUS-PER-GPU-FAMILY-per-project-region",
+                {"gpu_family": "NVIDIA_H100_MEGA"}, 8 if short else 64),
+               ("azure", SUBSCRIPTION, "eastus", "standardNDSH100v5Family", {},
+                96 if short else 1000)]
+    path.write_text(json.dumps({"version": 1, "limits": [
+        {"backend": b, "scope": s, "region": r, "ident": i, "dimensions": d,
+         "market": "on-demand", "limit": limit, "used": 0} for b, s, r, i, d, limit in
+        entries]}))
+    return path
+
+
+def _request_files(tmp: Path, quotas: str) -> list[str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    backends = BACKENDS.split("reservations:")[0] + quotas
+    return [write(tmp, "b.yml", backends),
+            *(write(tmp, f"{n}.yml", f"type: fleet\nname: {n}\nnodes: 2\nplacement: cluster\n"
+                    f"backends: [{b}]\nresources:\n  gpu: H100:8\n{extra}")
+              for n, (b, extra) in REQUEST_FLEETS.items())]
+
+
+QUOTAS = "quotas:\n  request: true\n  headroom: 10\n  contact_email: ops@example.com\n" \
+         "  limits: limits.json\n"
+
+
+def test_a_known_shortfall_plans_one_protected_request_per_cloud(tmp_path: Path) -> None:
+    from planutil import by_type, plan_files
+
+    _limits(tmp_path)
+    report = plan_files(_request_files(tmp_path, QUOTAS))
+    [aws_q] = by_type(report, "aws:servicequotas/serviceQuota:ServiceQuota")
+    # 2 nodes + 1 rolling x 192 vCPUs = 576, +10% = 634 (used 0), above the limit 384
+    assert aws_q["inputs"] == {"serviceCode": "ec2", "quotaCode": "L-417A185B",
+                               "value": 634.0, "region": "us-east-1"} and aws_q["protect"]
+    [gcp_q] = by_type(report, "gcp:cloudquota/sQuotaPreference:SQuotaPreference")
+    g = gcp_q["inputs"]
+    assert (g["quotaId"], g["dimensions"], g["quotaConfig"], g["parent"], g["contactEmail"]) \
+        == ("GPUS-PER-GPU-FAMILY-per-project-region",
+            {"gpu_family": "NVIDIA_H100_MEGA", "region": "us-central1"},
+            {"preferredValue": "27"}, "projects/p1", "ops@example.com")
+    assert len(g["name"]) <= 63 and gcp_q["protect"]
+    [azure_q] = [r for r in report.resources if r["type"] == "pulumi-python:dynamic:Resource"
+                 and r["name"].startswith("quota-azure-")]
+    assert {k: azure_q["inputs"][k] for k in ("subscription", "region", "quota", "value")} \
+        == {"subscription": SUBSCRIPTION, "region": "eastus",
+            "quota": "standardNDSH100v5Family", "value": 317} and azure_q["protect"]
+    # the same YAML plans the same names
+    (tmp_path / "again").mkdir()
+    _limits(tmp_path / "again")
+    again = plan_files(_request_files(tmp_path / "again", QUOTAS))
+    assert {r["name"] for r in report.resources if "quota-" in r["name"]} == \
+        {r["name"] for r in again.resources if "quota-" in r["name"]}
+    assert len(report.quota_requests) == 3
+
+
+def test_no_shortfall_no_request_and_the_plan_says_what_it_files(tmp_path: Path) -> None:
+    _limits(tmp_path, short=False)
+    files = _request_files(tmp_path, QUOTAS)
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert r.exit_code == 0 and "quota requests:" not in r.stdout
+    _limits(tmp_path)
+    r = CliRunner().invoke(cli, ["plan", *files])
+    assert "quota requests: 3 (`pulumi up` files them; each is protected)" in r.stdout
+    assert "limit 384, used 0, the stack needs 576 vCPUs -> asks 634" in r.stdout
+    assert "approval (gcp): hours to days" in r.stdout
+
+
+def test_a_missing_or_broken_limits_file_is_named_where_it_is_set(tmp_path: Path) -> None:
+    files = _request_files(tmp_path, QUOTAS)
+    r = CliRunner().invoke(cli, ["validate", *files])
+    assert r.exit_code == 1 and "B021" in r.stdout and "b.yml:" in r.stdout
+    (tmp_path / "limits.json").write_text('{"version": 1, "limits": [{"limit": NaN}]}')
+    r = CliRunner().invoke(cli, ["validate", *files])
+    assert "NaN is not a number" in r.stdout or "not JSON" in r.stdout
+    (tmp_path / "limits.json").write_text('{"version": 1, "limits": [{"backend": "aws"}]}')
+    r = CliRunner().invoke(cli, ["validate", *files])
+    assert "entry 0 is not" in r.stdout
+    files = _request_files(tmp_path / "w", QUOTAS.replace("  limits: limits.json\n", ""))
+    r = CliRunner().invoke(cli, ["validate", *files])
+    assert r.exit_code == 0 and "warning[B021]" in r.stdout
+
+
+def test_quota_live_save_writes_the_limits_the_plan_requests_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _files(tmp_path, "nd")
+
+    def probes(_backends: Any) -> dict[str, Probe]:
+        return {"azure": AzureProbe(getter(recorded("azure")))}
+    monkeypatch.setattr("gpufleet.live.default_probes", probes)
+    saved = tmp_path / "limits.json"
+    r = CliRunner().invoke(cli, ["quota", *files, "--live", "--save", str(saved)])
+    assert r.exit_code == 1 and saved.exists()  # 96 vCPUs short, and the file written
+    data = json.loads(saved.read_text())
+    assert data["version"] == 1 and {e["ident"] for e in data["limits"]} >= {
+        "standardNDSH100v5Family", "cores"}
+    # a file gpufleet did not write is not replaced; --save needs --live
+    other = tmp_path / "mine.json"
+    other.write_text("{}")
+    r = CliRunner().invoke(cli, ["quota", *files, "--live", "--save", str(other)])
+    assert r.exit_code == 2 and other.read_text() == "{}"
+    r = CliRunner().invoke(cli, ["quota", *files, "--save", str(saved)])
+    assert r.exit_code == 2 and "add --live" in r.output
+    # the plan with that file: one request for the family, at (used + 288 x 1.1), >= limit
+    Path(files[0]).write_text(Path(files[0]).read_text() + "quotas:\n  request: true\n"
+                              "  limits: limits.json\n")
+    from planutil import plan_files
+
+    report = plan_files(files)
+    assert [(q.ident, q.value) for q in report.quota_requests] == [
+        ("standardNDSH100v5Family", 317)]
+
+
+def test_up_launches_no_node_short_of_quota_unless_asked(tmp_path: Path) -> None:
+    from gpufleet.compile import compile_files
+    from gpufleet.live import UpError, UpOptions
+    from gpufleet.live.up import _no_nodes_short_of_quota
+
+    _limits(tmp_path)
+    files = _request_files(tmp_path, QUOTAS)
+    _, compiled = compile_files(files)
+    assert compiled is not None and len(compiled.quota_requests) == 3
+    with pytest.raises(UpError, match="quota short for fleets p5, mega, nd "):
+        _no_nodes_short_of_quota(compiled)
+    assert UpOptions().allow_pending_quota is False
+    # `nodes: 0..2` while the request is pending: the requests stay, no node launches
+    for name in REQUEST_FLEETS:
+        path = tmp_path / f"{name}.yml"
+        path.write_text(path.read_text().replace("nodes: 2", "nodes: 0..2"))
+    _, held = compile_files(files)
+    assert held is not None and len(held.quota_requests) == 3
+    _no_nodes_short_of_quota(held)
+
+
+def test_the_azure_request_resource_files_through_the_default_credentials(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from gpufleet.components.azure.quota import QuotaRequestProvider
+
+    puts: list[tuple[str, Any]] = []
+
+    class Session:
+        def put(self, url: str, body: Any) -> Any:
+            puts.append((url, body))
+            return SimpleNamespace(status_code=202, json=lambda: {
+                "properties": {"provisioningState": "Accepted"}})
+    monkeypatch.setattr("gpufleet.backends.azure.live.azure_session", Session)
+    props = {"subscription": SUBSCRIPTION, "region": "eastus", "quota": "cores", "value": 500}
+    made = QuotaRequestProvider().create(props)
+    assert made.id == f"{SUBSCRIPTION}/eastus/cores" and made.outs["state"] == "Accepted"
+    assert puts[0][1]["properties"]["limit"]["value"] == 500
+    provider = QuotaRequestProvider()
+    assert provider.diff("x", props, {**props, "value": 600}).changes
+    assert provider.diff("x", props, {**props, "region": "westus"}).replaces == ["region"]
+    assert provider.delete("x", props) is None  # a granted limit is never withdrawn
+
+
+def test_nodes_on_a_reservation_add_no_need(tmp_path: Path) -> None:
+    """As preflight counts them: a reservation's capacity was counted when it was made."""
+    files = _files(tmp_path, "a4-res")
+    r = CliRunner().invoke(cli, ["quota", *files, "--format", "json"])
+    data = json.loads(r.stdout)
+    assert data["reserved"] == ["a4-res"]
+    assert [x for x in data["rows"] if x["kind"] == "compute"] == []

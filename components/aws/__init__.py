@@ -9,14 +9,20 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
+from gpufleet.compile import (
+    FleetDesign,
+    GatewayDesign,
+    ProviderDesign,
+    QuotaRequestDesign,
+    VolumeDesign,
+)
 
 from ..sdk import by_class
 
 # The pulumi_aws services the components use, loaded class by class
 # (components/sdk.py), before the modules below bind them.
 SDK = "pulumi_aws"
-SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53")
+SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53", "servicequotas")
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
@@ -24,8 +30,8 @@ from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "offline",
-           "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_quota_request",
+           "emit_volume", "offline", "provider"]
 
 
 def provider(p: ProviderDesign) -> pulumi.ProviderResource:
@@ -49,3 +55,13 @@ def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Outp
                          type=plan.disk_type, encrypted=True,
                          tags={**dict(plan.labels), "Name": plan.name}, opts=opts)
     return vol.id
+
+
+def emit_quota_request(req: QuotaRequestDesign, prov: pulumi.ProviderResource | None
+                       ) -> pulumi.CustomResource:
+    """An increase request through Service Quotas (`ec2` vCPU quotas; `vpc:`/`ec2:` network
+    ones), protected: `pulumi up` files it, a destroy never withdraws it."""
+    service, _, code = req.ident.rpartition(":")
+    return aws.servicequotas.ServiceQuota(
+        req.name, service_code=service or "ec2", quota_code=code, value=float(req.value),
+        region=req.region, opts=pulumi.ResourceOptions(provider=prov, protect=True))

@@ -24,9 +24,10 @@ from .common import provider  # noqa: E402
 from .fleet import Fleet, emit  # noqa: E402
 from .gateway import Gateway, emit_gateway  # noqa: E402
 from .network import Network  # noqa: E402
+from .quota import emit_quota_request  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "offline",
-           "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_quota_request",
+           "emit_volume", "offline", "provider"]
 
 
 def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

@@ -10,14 +10,21 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import FleetDesign, GatewayDesign, ProviderDesign, VolumeDesign
+from gpufleet.compile import (
+    FleetDesign,
+    GatewayDesign,
+    ProviderDesign,
+    QuotaRequestDesign,
+    VolumeDesign,
+)
 
 from ..sdk import by_class
 
 # The pulumi_gcp services the components use, loaded class by class
 # (components/sdk.py), before the modules below bind them.
 SDK = "pulumi_gcp"
-SERVICES = ("compute", "dns", "filestore", "lustre", "organizations", "servicenetworking")
+SERVICES = ("cloudquota", "compute", "dns", "filestore", "lustre", "organizations",
+            "servicenetworking")
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
@@ -25,8 +32,8 @@ from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_volume", "offline",
-           "provider"]
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_quota_request",
+           "emit_volume", "offline", "provider"]
 
 
 def provider(p: ProviderDesign) -> pulumi.ProviderResource:
@@ -49,3 +56,18 @@ def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Outp
     disk = gcp.compute.Disk(plan.name, zone=plan.zone, size=plan.size_gib,
                             type=plan.disk_type, labels=dict(plan.labels), opts=opts)
     return disk.name
+
+
+def emit_quota_request(req: QuotaRequestDesign, prov: pulumi.ProviderResource | None
+                       ) -> pulumi.CustomResource:
+    """A QuotaPreference through Cloud Quotas (the quota id and its dimensions, the region
+    among them for a regional quota), protected: `pulumi up` files it."""
+    dims = dict(req.dimensions)
+    if req.region != "global":
+        dims["region"] = req.region
+    return gcp.cloudquota.SQuotaPreference(
+        req.name, parent=f"projects/{req.scope}", name=req.preference,
+        service="compute.googleapis.com", quota_id=req.ident, dimensions=dims or None,
+        quota_config={"preferred_value": str(req.value)}, contact_email=req.contact_email,
+        justification=f"gpufleet: fleets {', '.join(req.fleets)} need {req.need} {req.unit}",
+        opts=pulumi.ResourceOptions(provider=prov, protect=True))

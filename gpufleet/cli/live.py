@@ -110,9 +110,12 @@ def _gateway_drift(report: Any, stack: str, cwd: str, dstack_config: str) -> Any
               help="Stop before the update when the fleets would cost more than USD per hour.")
 @click.option("--skip-preflight", is_flag=True,
               help="Do not run `gpufleet preflight` first (reservations, zones, quotas).")
+@click.option("--allow-pending-quota", is_flag=True,
+              help="Launch the nodes of fleets whose quota the plan finds short (`quotas: "
+                   "{request: true}` files the increase either way).")
 def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes: bool,
        max_instances: int | None, max_cost_per_hour: float | None,
-       skip_preflight: bool) -> None:
+       skip_preflight: bool, allow_pending_quota: bool) -> None:
     """`pulumi up` through the Automation API (needs the Pulumi CLI): a preview first, with
     the changes, the nodes it replaces and the cost before -> after; then the question.
 
@@ -137,7 +140,8 @@ def up(stack_name: str, cwd: str, fallback: int, allow_move: Sequence[str], yes:
 
     options = UpOptions(fallback, frozenset(allow_move), max_instances, max_cost_per_hour,
                         None if skip_preflight else default_probes,
-                        None if skip_preflight else _network_needs)
+                        None if skip_preflight else _network_needs,
+                        allow_pending_quota)
     result = _deploy(stack_name, cwd, options, yes)
     if result.unchanged:
         click.echo(f"gpufleet up: stack {stack_name} is up to date; nothing was changed")

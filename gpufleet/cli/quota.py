@@ -22,9 +22,8 @@ from gpufleet.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from gpufleet.compile import FleetDesign
+    from gpufleet.compile import FleetDesign, QuotaRow
     from gpufleet.input import Inputs, Lock
-    from gpufleet.review import QuotaRow
 
 
 @click.command("quota")
@@ -34,11 +33,14 @@ if TYPE_CHECKING:
 @click.option("--live", is_flag=True,
               help="Read each quota's limit and use from the clouds (their SDKs' default "
                    "credentials, as `gpufleet preflight`); exit 1 when one falls short.")
+@click.option("--save", "save_file", metavar="FILE",
+              help="With --live: write the limits read to FILE (JSON, atomically), for the "
+                   "backends file's `quotas: {limits: FILE}`.")
 @profile_option
 @catalog_option
 @lock_option
-def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, profile: str | None,
-          catalog_dir: str | None, lock_file: str | None) -> None:
+def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str | None,
+          profile: str | None, catalog_dir: str | None, lock_file: str | None) -> None:
     """Every quota the stack's fleets need at their peak, with the cloud's identifier.
 
     Compute quotas in the unit each cloud counts (AWS vCPUs per instance family group, GCP
@@ -47,9 +49,18 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, profile: str |
     and the cloud's approval lag.
     """
     from gpufleet.cli.runs import build_report
-    from gpufleet.review import compute_rows, network_rows
-    from gpufleet.views import quota_json, quota_markdown, quota_text
+    from gpufleet.compile import compute_rows
+    from gpufleet.fileio import WriteError, check_file
+    from gpufleet.review import network_rows
+    from gpufleet.views import LIMITS_MARKER, quota_json, quota_markdown, quota_text
 
+    if save_file and not live:
+        raise click.UsageError("--save writes the limits --live reads: add --live")
+    try:
+        if save_file:
+            check_file(save_file, LIMITS_MARKER)
+    except WriteError as e:
+        raise click.UsageError(str(e)) from None
     paths = paths or (".",)
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
@@ -63,7 +74,10 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, profile: str |
     if live:
         _read_live(rows, report.fleets, lock, result.inputs)
     render = {"json": quota_json, "markdown": quota_markdown}.get(fmt, quota_text)
-    click.echo(render(stack, rows, live), nl=False)
+    reserved = [p.name for p in report.fleets if p.reservation and p.nodes > 0]
+    click.echo(render(stack, rows, live, reserved), nl=False)
+    if save_file:
+        _save(save_file, rows)
     if live and any((r.shortfall or 0) > 0 for r in rows):
         sys.exit(1)
 
@@ -82,3 +96,17 @@ def _read_live(rows: list[QuotaRow], plans: Sequence[FleetDesign], lock: Lock,
         sys.exit(EXIT_USAGE)
     except LiveError as e:
         raise click.ClickException(str(e)) from None
+
+
+def _save(path: str, rows: Sequence[QuotaRow]) -> None:
+    from datetime import UTC, datetime
+
+    from gpufleet.fileio import WriteError, write_text
+    from gpufleet.views import LIMITS_MARKER, limits_json
+
+    try:
+        write_text(path, limits_json(rows, datetime.now(UTC).isoformat(timespec="seconds")),
+                   LIMITS_MARKER)
+    except WriteError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {path}", err=True)

@@ -37,6 +37,14 @@ from gpufleet.compile.hostsetup import fabric_software, node_script, render_serv
 from gpufleet.compile.hostsetup import families as host_families
 from gpufleet.compile.hostsetup import script_for as host_script
 from gpufleet.compile.planners import PLANNERS
+from gpufleet.compile.quotaneeds import (
+    QuotaRequestDesign,
+    QuotaRow,
+    compute_rows,
+    peak_nodes,
+    quota_requests,
+    request_value,
+)
 from gpufleet.compile.seam import KEY_CONFIG
 
 __all__ = [
@@ -60,11 +68,14 @@ __all__ = [
     "GatewayOptions",
     "NetworkDesign",
     "ProviderDesign",
+    "QuotaRequestDesign",
+    "QuotaRow",
     "SubnetDesign",
     "VolumeDesign",
     "address_key",
     "compile_files",
     "compile_inputs",
+    "compute_rows",
     "emission_order",
     "fabric",
     "fabric_facts",
@@ -80,8 +91,11 @@ __all__ = [
     "needs_stack_key",
     "node_script",
     "options_of",
+    "peak_nodes",
     "plan_to_json",
+    "quota_requests",
     "render_server",
+    "request_value",
     "run_env",
     "run_mounts",
     "run_setup",

@@ -23,6 +23,7 @@ from gpufleet.compile.handoff import takes, with_handoff
 from gpufleet.compile.hostsetup import with_fabric
 from gpufleet.compile.networks import attach_networks
 from gpufleet.compile.planners import PLANNERS
+from gpufleet.compile.quotaneeds import QuotaRequestDesign, compute_rows, quota_requests
 from gpufleet.compile.volumes import design_volumes
 from gpufleet.diagnostics import Diagnostic, sort_diagnostics
 from gpufleet.input import (
@@ -67,6 +68,8 @@ class Compiled:
     blocks: Mapping[str, str] = field(default_factory=dict)
     block_moves: Mapping[str, str] = field(default_factory=dict)
     volumes: tuple[VolumeDesign, ...] = ()
+    # the increases the stack files for short quotas (`quotas: {request: true}`)
+    quota_requests: tuple[QuotaRequestDesign, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -152,7 +155,17 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
                     catalog.describe(), tuple(gateways),
                     picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {},
                     {name: str(net) for name, net in addresses.blocks.items()},
-                    dict(addresses.moved), tuple(volumes))
+                    dict(addresses.moved), tuple(volumes), _requests(inputs, plans, catalog))
+
+
+def _requests(inputs: Inputs, plans: Sequence[FleetDesign], catalog: Catalog
+              ) -> tuple[QuotaRequestDesign, ...]:
+    """The quota increases the backends file asks the stack to file, for short quotas."""
+    settings = inputs.quotas
+    if settings is None or not settings.request or not settings.limits:
+        return ()
+    rows = compute_rows(plans, catalog, {f.name: f.health for f in inputs.fleets})
+    return tuple(quota_requests(rows, plans, settings))
 
 
 def pick_offers(inputs: Inputs, catalog: Catalog, prof: ProfileSpec | None, lock: Lock | None,

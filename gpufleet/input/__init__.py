@@ -7,6 +7,7 @@ from gpufleet.input.files import read_small_text
 from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
 from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
 from gpufleet.input.lockspec import LOCK_FILE, Lock, LockEntry, offer_place
+from gpufleet.input.quotaspec import QuotaLimit, QuotaSettings
 from gpufleet.input.schema_files import schema_text
 from gpufleet.input.schema_files import validator as schema_validator
 from gpufleet.input.spec import (
@@ -55,6 +56,8 @@ __all__ = [
     "LockEntry",
     "Origin",
     "ProfileSpec",
+    "QuotaLimit",
+    "QuotaSettings",
     "ReservationSpec",
     "ResourcesSpec",
     "SshFleetSpec",

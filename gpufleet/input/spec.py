@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.input.quotaspec import QuotaSettings
 
 # dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only
 # gpufleet.traits.SUPPORTED_BACKENDS.
@@ -379,6 +380,7 @@ class Inputs:
     control_plane: ControlPlaneSpec | None = None
     volumes: tuple[VolumeSpec, ...] = ()
     filesystems: tuple[FilesystemSpec, ...] = ()
+    quotas: QuotaSettings | None = None  # the backends file's `quotas:`
 
     def reservation(self, name: str | None) -> ReservationSpec | None:
         """The declared reservation a fleet's `reservation` names (by name or id)."""
@@ -390,8 +392,6 @@ class Inputs:
             if b.type == name:
                 return b
         return None
-
-
 
 
 def access_for(inputs: Inputs, backend: str) -> AccessSpec:

@@ -23,11 +23,13 @@ from gpufleet.input.checks import (
     check_profiles,
 )
 from gpufleet.input.checks.filesystems import check_filesystems
+from gpufleet.input.checks.quotas import check_quotas
 from gpufleet.input.checks.reservations import check_control_plane, check_reservations
 from gpufleet.input.checks.volumes import check_volume
 from gpufleet.input.files import load_paths
 from gpufleet.input.loader import Document, LoadResult, load_text
 from gpufleet.input.lockspec import Lock
+from gpufleet.input.quotaspec import QuotaSettings
 from gpufleet.input.schema import Checked, check_schema
 from gpufleet.input.spec import (
     NO_ACCESS,
@@ -93,6 +95,7 @@ class _Gathered:
     control_plane: ControlPlaneSpec | None = None
     volumes: list[VolumeSpec] = field(default_factory=list)
     filesystems: list[FilesystemSpec] = field(default_factory=list)
+    quotas: QuotaSettings | None = None
 
 
 def validate_loaded(loaded: LoadResult) -> Validated:
@@ -112,7 +115,7 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     diags.extend(_output_keys(fleets, gateways, g.volumes))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(g.profiles), tuple(g.backends),
                     tuple(g.ssh_fleets), g.access, g.warn_cost, tuple(g.reservations),
-                    g.control_plane, tuple(g.volumes), tuple(g.filesystems))
+                    g.control_plane, tuple(g.volumes), tuple(g.filesystems), g.quotas)
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, g.locks)
 
 
@@ -157,10 +160,12 @@ def _backends_file(c: Checked, g: _Gathered) -> list[Diagnostic]:
     g.control_plane = cp or g.control_plane
     fss, more_fs = check_filesystems(c)
     g.filesystems.extend(fss)
+    quotas, more_q = check_quotas(c)
+    g.quotas = quotas or g.quotas
     cost = c.doc.data.get("cost") if isinstance(c.doc.data, dict) else None
     if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
         g.warn_cost = float(cost["warn_per_month"])
-    return [*more, *more_rs, *more_cp, *more_fs]
+    return [*more, *more_rs, *more_cp, *more_fs, *more_q]
 
 
 def _declared_groups(documents: Sequence[Document]) -> frozenset[str]:

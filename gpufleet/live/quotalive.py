@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from gpufleet.compile import QuotaRow
 from gpufleet.live.facts import Need, QuotaKey
 from gpufleet.live.preflight import Probe
-from gpufleet.review import QuotaRow
 
 
 def read_limits(rows: Sequence[QuotaRow], needs: Sequence[Need],

@@ -156,6 +156,8 @@ class UpOptions:
     # the preflight's network quota needs of the stack's files against its state (the
     # offline run of its program, which the CLI makes); None: not checked
     network: NetworkCounter | None = None
+    # launch nodes whose quota the plan finds short (it files the increase requests anyway)
+    allow_pending_quota: bool = False
 
 
 Confirm = Callable[[UpPreview], bool]
@@ -164,9 +166,8 @@ NO_CHANGES = "the preview shows no changes"
 
 def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[str], None],
            confirm: Confirm) -> UpResult:
-    """Preview, show the change summary, check the guards, ask, then `pulumi up`; on a
-    capacity error move a fleet that runs no nodes yet to its next offer and start over
-    (preview and question included), at most ``options.fallback`` times."""
+    """Preview, show the changes, check the guards, ask, then `pulumi up`; on a capacity
+    error move a fleet with no nodes yet to its next offer and start over (fallback times)."""
     files, lock_path, profile, catalog_dir = stack_files(runner.config(), cwd)
     if options.preflight is not None:
         state = _state(runner)
@@ -182,7 +183,8 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
     tried: dict[str, set[tuple[str, str, str]]] = {}
     attempts: list[Attempt] = []
     for number in range(1, options.fallback + 2):
-        compiled, lock = _compile(files, profile, catalog_dir, lock_path)
+        compiled, lock = _compile(files, profile, catalog_dir, lock_path,
+                                  options.allow_pending_quota)
         shown = preview_update(runner, compiled, lock)
         for line in shown.lines():
             echo(line)
@@ -225,12 +227,15 @@ def deploy(runner: DeployRunner, cwd: str, options: UpOptions, echo: Callable[[s
 
 
 def _compile(files: Sequence[str], profile: str | None, catalog_dir: str | None,
-             lock_path: str) -> tuple[Compiled, Lock]:
-    """The stack's files compiled as the stack program compiles them (from the lock)."""
+             lock_path: str, allow_pending_quota: bool = False) -> tuple[Compiled, Lock]:
+    """The stack's files compiled as the stack program compiles them (from the lock); no
+    node launches short of quota unless allowed."""
     try:
         _, compiled, lock = compile_stack(files, profile, catalog_dir, lock_path)
     except StackFilesError as e:
         raise UpError(str(e)) from None
+    if not allow_pending_quota:
+        _no_nodes_short_of_quota(compiled)
     return compiled, lock
 
 
@@ -296,3 +301,19 @@ def _history(attempts: Sequence[Attempt], reason: str) -> str:
         lines.append(f"  attempt {a.number}: {a.outcome}")
         lines += [f"    {m}" for m in a.moves]
     return "\n".join(lines)
+
+
+def _no_nodes_short_of_quota(compiled: Compiled) -> None:
+    """`quotas: {request: true}` found a quota short: the stack files its increase, but no
+    node of a fleet counting against it launches until it is granted (`pulumi up` would fail
+    half-way); `nodes: 0..N` builds the rest and files the request."""
+    short = sorted({f.split(" (", 1)[0] for q in compiled.quota_requests for f in q.fleets})
+    launching = [p.name for p in compiled.plans if p.name in short and p.nodes > 0]
+    if launching:
+        asks = "; ".join(f"{q.backend} {q.region} {q.ident}: limit {q.limit:,.0f}, needs "
+                         f"{q.need:,} {q.unit}" for q in compiled.quota_requests)
+        raise UpError(f"gpufleet up: quota short for fleets {', '.join(launching)} ({asks}); "
+                      "nothing was changed. Set `nodes: 0..N` on them while the increase is "
+                      "pending (the stack then files the request and builds their networks), "
+                      "run `gpufleet quota --live --save` once it is granted, or pass "
+                      "--allow-pending-quota to launch anyway")

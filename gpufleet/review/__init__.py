@@ -33,7 +33,7 @@ from gpufleet.review.policy import (
     policy_config,
     where_of,
 )
-from gpufleet.review.quotaneeds import QuotaRow, compute_rows, network_rows, peak_nodes
+from gpufleet.review.quotaneeds import network_rows
 from gpufleet.review.quotas import NetworkCount, network_counts, quota_counts, quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
 from gpufleet.review.state import (
@@ -62,7 +62,6 @@ __all__ = [
     "PlanReport",
     "PolicyConfigError",
     "PropertyChange",
-    "QuotaRow",
     "Relocked",
     "Report",
     "Skips",
@@ -76,7 +75,6 @@ __all__ = [
     "changes",
     "check_levels",
     "choose_skips",
-    "compute_rows",
     "cost_violations",
     "diff_report",
     "fleet_bill",
@@ -96,7 +94,6 @@ __all__ = [
     "owner_map",
     "owner_of",
     "parse_export",
-    "peak_nodes",
     "physical_name",
     "pipeline",
     "plan_report",

@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.compile import Compiled, FleetDesign, GatewayDesign, VolumeDesign
+from gpufleet.compile import (
+    Compiled,
+    FleetDesign,
+    GatewayDesign,
+    QuotaRequestDesign,
+    VolumeDesign,
+)
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Lock, SshFleetSpec, Validated
 from gpufleet.offers import Catalog, LockStatus, PriceTable, load_prices
@@ -40,6 +46,7 @@ class PlanReport:
     prices: PriceTable | None = None
     diagnostics: tuple[Diagnostic, ...] = ()  # the warnings of the run, for every format
     volumes: tuple[VolumeDesign, ...] = ()  # dstack volume files: disks created or handed over
+    quota_requests: tuple[QuotaRequestDesign, ...] = ()  # increases `pulumi up` files
 
     @property
     def nodes_per_hour(self) -> float:
@@ -73,4 +80,5 @@ def plan_report(validated: Validated, compiled: Compiled, stack: str,
                                   volumes=compiled.volumes,
                                   catalog=catalog),
                       bills(compiled.plans, compiled.gateways, prices, catalog,
-                            compiled.volumes), prices, volumes=compiled.volumes)
+                            compiled.volumes), prices, volumes=compiled.volumes,
+                      quota_requests=compiled.quota_requests)

@@ -15,12 +15,14 @@ from gpufleet.views.offers import (
 from gpufleet.views.plan import render_plan_json, render_plan_text
 from gpufleet.views.plan_markdown import render_plan_markdown
 from gpufleet.views.policy import render_rules, rules_table
-from gpufleet.views.quota import quota_json, quota_markdown, quota_text
+from gpufleet.views.quota import LIMITS_MARKER, limits_json, quota_json, quota_markdown, quota_text
 from gpufleet.views.render import plan_chunks, render_plan
 
 __all__ = [
+    "LIMITS_MARKER",
     "capability_markdown",
     "catalog_summary",
+    "limits_json",
     "plan_chunks",
     "quota_json",
     "quota_markdown",

@@ -30,6 +30,7 @@ from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
 from gpufleet.views.fleet_text import access_text, host_setup_text, reservation_text
 from gpufleet.views.gateway_text import gateway_lines, gateway_summary
+from gpufleet.views.quota import quota_request_lines
 from gpufleet.views.storage import filesystem_text, volume_lines
 from gpufleet.views.tree import counts, lookups, resource_lines
 
@@ -123,6 +124,8 @@ def plan_json_chunks(report: PlanReport) -> Iterator[str]:
         "plans": [plan_to_json(f) for f in report.fleets],
         "gateway_plans": [plan_to_json(g) for g in report.gateways],
         "volumes": [plan_to_json(v) for v in report.volumes],
+        **({"quota_requests": [plan_to_json(q) for q in report.quota_requests]}
+           if report.quota_requests else {}),
         "resources": [{k: r[k] for k in ("urn", "type", "name", "parent", "provider",
                                          "inputs")} for r in report.resources],
         "summary": {"resources": len(report.resources), "by_type": counts(report.resources),
@@ -276,6 +279,7 @@ def render_plan_text(report: PlanReport, expand: bool = False) -> str:
                   ""]
     for v in report.volumes:
         lines += [*volume_lines(v, report.bills.get(f"volume:{v.name}")), ""]
+    lines += quota_request_lines(report.quota_requests)
     for s in report.ssh_fleets:
         lines += [f"fleet {s.name or '(unnamed)'} ({s.origin.file})", f"  {SSH_NOTE}; "
                   f"{len(s.hosts)} host(s): {', '.join(h.hostname for h in s.hosts)}", ""]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpufleet.backends import traits_of
-from gpufleet.review import QuotaRow
+from gpufleet.compile import QuotaRequestDesign, QuotaRow
 
 HEADER = ("cloud", "scope", "region", "market", "quota", "name", "need", "unit")
 LIVE = ("limit", "used", "short")
@@ -36,7 +36,7 @@ def _cells(r: QuotaRow, live: bool) -> list[str]:
     return [*cells, ", ".join(r.fleets)]
 
 
-def _notes(rows: Sequence[QuotaRow]) -> list[str]:
+def _notes(rows: Sequence[QuotaRow], reserved: Sequence[str] = ()) -> list[str]:
     sources = sorted({(r.backend, r.source) for r in rows if r.source})
     lags = sorted({(r.backend, traits_of(r.backend).quota_lag) for r in rows
                    if traits_of(r.backend).quota_lag})
@@ -45,10 +45,15 @@ def _notes(rows: Sequence[QuotaRow]) -> list[str]:
     out += [f"source ({b}): {s}" for b, s in sources]
     out += [f"approval ({b}): {lag}" for b, lag in lags]
     out += [f"note: {r.backend} {r.region} {r.ident}: {r.note}" for r in rows if r.note]
+    if reserved:
+        out.append(f"reserved: {', '.join(reserved)} run on reservations, whose capacity the "
+                   "cloud counted against the quota when they were made (as `gpufleet "
+                   "preflight` counts them): no further need")
     return out
 
 
-def quota_text(stack: str, rows: Sequence[QuotaRow], live: bool) -> str:
+def quota_text(stack: str, rows: Sequence[QuotaRow], live: bool,
+               reserved: Sequence[str] = ()) -> str:
     if not rows:
         return f"gpufleet quota - stack {stack}: no fleet plans a node; no quota is needed\n"
     table = [list(HEADER + (LIVE if live else ()) + TAIL), *(_cells(r, live) for r in rows)]
@@ -57,21 +62,23 @@ def quota_text(stack: str, rows: Sequence[QuotaRow], live: bool) -> str:
              + (" against the live limits" if live else " (offline; --live reads the limits)")]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
               for row in table]
-    lines += ["", *(f"  {n}" for n in _notes(rows))]
+    lines += ["", *(f"  {n}" for n in _notes(rows, reserved))]
     return "\n".join(lines) + "\n"
 
 
-def quota_markdown(stack: str, rows: Sequence[QuotaRow], live: bool) -> str:
+def quota_markdown(stack: str, rows: Sequence[QuotaRow], live: bool,
+                   reserved: Sequence[str] = ()) -> str:
     head = list(HEADER + (LIVE if live else ()) + TAIL)
     out = [f"### Quotas of stack `{stack}`", "", "| " + " | ".join(head) + " |",
            "|" + "---|" * len(head)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, live)) + " |"
             for r in rows]
-    out += ["", *(f"- {n}" for n in _notes(rows))]
+    out += ["", *(f"- {n}" for n in _notes(rows, reserved))]
     return "\n".join(out) + "\n"
 
 
-def quota_json(stack: str, rows: Sequence[QuotaRow], live: bool) -> str:
+def quota_json(stack: str, rows: Sequence[QuotaRow], live: bool,
+               reserved: Sequence[str] = ()) -> str:
     def row(r: QuotaRow) -> dict[str, Any]:
         data = dataclasses.asdict(r)
         data["dimensions"] = dict(r.dimensions)
@@ -83,4 +90,39 @@ def quota_json(stack: str, rows: Sequence[QuotaRow], live: bool) -> str:
         return data
 
     return json.dumps({"stack": stack, "live": live, "rows": [row(r) for r in rows],
-                       "notes": _notes(rows)}, indent=2, default=str) + "\n"
+                       "reserved": list(reserved), "notes": _notes(rows, reserved)},
+                      indent=2, default=str) + "\n"
+
+
+def quota_request_lines(requests: Sequence[QuotaRequestDesign]) -> list[str]:
+    """The plan's section of the increases `pulumi up` files (`quotas: {request: true}`)."""
+    if not requests:
+        return []
+    out = [f"quota requests: {len(requests)} (`pulumi up` files them; each is protected)"]
+    for q in requests:
+        dims = "".join(f" {k}={v}" for k, v in q.dimensions)
+        out.append(f"  {q.name}: {q.backend} {q.scope} {q.region} {q.ident}{dims} "
+                   f"({q.market}): limit {q.limit:,.0f}, used {q.used:,.0f}, the stack needs "
+                   f"{q.need:,} {q.unit} -> asks {q.value:,} (fleets {', '.join(q.fleets)})")
+    for backend in sorted({q.backend for q in requests}):
+        lag = traits_of(backend).quota_lag
+        if lag:
+            out.append(f"  approval ({backend}): {lag}")
+    out.append("  `gpufleet up` launches no node of these fleets while their quota is short "
+               "(--allow-pending-quota to try anyway)")
+    return [*out, ""]
+
+
+LIMITS_MARKER = '"written_by": "gpufleet quota --live --save"'
+
+
+def limits_json(rows: Sequence[QuotaRow], read_at: str) -> str:
+    """The limits file (`quota --live --save`): each read row's limit and use, what the
+    backends file's `quotas: {limits: FILE}` plans requests with. Commit it."""
+    limits = [{"backend": r.backend, "scope": r.scope, "region": r.region, "ident": r.ident,
+               "dimensions": dict(r.dimensions), "market": r.market, "limit": r.limit,
+               "used": r.used if r.used is not None else 0}
+              for r in rows if r.limit is not None]
+    return ("{\n  " + LIMITS_MARKER + ",\n  \"version\": 1,\n  \"read_at\": "
+            + json.dumps(read_at) + ",\n  \"limits\": "
+            + json.dumps(limits, indent=2).replace("\n", "\n  ") + "\n}\n")

@@ -51,6 +51,9 @@ class BearerSession:
     def post(self, url: str, json: Any = None, timeout: float = 30.0) -> Answer:
         return self._send("POST", url, json, timeout)
 
+    def put(self, url: str, json: Any = None, timeout: float = 30.0) -> Answer:
+        return self._send("PUT", url, json, timeout)
+
     def _send(self, method: str, url: str, body: Any, timeout: float) -> Answer:
         headers = {"Accept": "application/json", **self._headers}
         data = None
