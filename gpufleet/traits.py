@@ -318,6 +318,7 @@ class BackendTraits:
     compute_quotas: Callable[[QuotaAsk], tuple[QuotaId, ...]] = _no_quotas
     quota_scope: str = "account"
     quota_lag: str = ""
+    quota_note: str = ""  # why a cloud without compute quotas lists none (`gpufleet quota`)
     # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs

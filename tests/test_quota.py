@@ -76,6 +76,8 @@ def test_text_and_markdown_name_sources_and_approval_lags() -> None:
     assert "h100-train (4+1)" in r.stdout and "cloud.google.com/docs/quotas/configure-" \
         "dimensions" in r.stdout
     assert "approval (gcp): hours to days" in r.stdout
+    # every example fleet is there: Lambda's with why it has no quota
+    assert "no quota: lambda-h100 (lambda: Lambda Cloud has no quota to ask for" in r.stdout
     r = CliRunner().invoke(cli, ["quota", str(EXAMPLES), "--format", "markdown"])
     assert r.stdout.startswith("### Quotas of stack `dev`") and "| aws | account default |" \
         in r.stdout

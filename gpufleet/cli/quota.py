@@ -48,6 +48,7 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str
     and the network quotas the stack's own resources count against; each with its source
     and the cloud's approval lag.
     """
+    from gpufleet.backends import traits_of
     from gpufleet.cli.runs import build_report
     from gpufleet.compile import compute_rows
     from gpufleet.fileio import WriteError, check_file
@@ -75,6 +76,8 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str
         _read_live(rows, report.fleets, lock, result.inputs)
     render = {"json": quota_json, "markdown": quota_markdown}.get(fmt, quota_text)
     reserved = [p.name for p in report.fleets if p.reservation and p.nodes > 0]
+    reserved += [f"{p.name} ({p.backend}: {traits_of(p.backend).quota_note})"
+                 for p in report.fleets if p.nodes > 0 and traits_of(p.backend).quota_note]
     click.echo(render(stack, rows, live, reserved), nl=False)
     if save_file:
         _save(save_file, rows)

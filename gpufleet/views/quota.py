@@ -45,10 +45,12 @@ def _notes(rows: Sequence[QuotaRow], reserved: Sequence[str] = ()) -> list[str]:
     out += [f"source ({b}): {s}" for b, s in sources]
     out += [f"approval ({b}): {lag}" for b, lag in lags]
     out += [f"note: {r.backend} {r.region} {r.ident}: {r.note}" for r in rows if r.note]
-    if reserved:
-        out.append(f"reserved: {', '.join(reserved)} run on reservations, whose capacity the "
+    held = [r for r in reserved if " (" not in r]
+    if held:
+        out.append(f"reserved: {', '.join(held)} run on reservations, whose capacity the "
                    "cloud counted against the quota when they were made (as `gpufleet "
                    "preflight` counts them): no further need")
+    out += [f"no quota: {r}" for r in reserved if " (" in r]
     return out
 
 
@@ -90,7 +92,9 @@ def quota_json(stack: str, rows: Sequence[QuotaRow], live: bool,
         return data
 
     return json.dumps({"stack": stack, "live": live, "rows": [row(r) for r in rows],
-                       "reserved": list(reserved), "notes": _notes(rows, reserved)},
+                       "reserved": [r for r in reserved if " (" not in r],
+                       "no_quota": [r for r in reserved if " (" in r],
+                       "notes": _notes(rows, reserved)},
                       indent=2, default=str) + "\n"
 
 

@@ -49,6 +49,10 @@ TRAITS = BackendTraits(
     re.compile(r"[a-z]+-[a-z]+-\d+"), "us-east-1", "ubuntu", zones=ZoneModel.NONE,
     package="lambda_", gpuhunt_provider="lambdalabs", networkless=True,
     pulumi_package="pulumi-python:dynamic/lambda",
+    # Lambda Cloud's API (OpenAPI 1.10.0) has no quota endpoint: a launch is limited by the
+    # capacity of the region (`insufficient-capacity`), not by a per-account quota
+    quota_note="Lambda Cloud has no quota to ask for: its API (1.10.0) has no quota "
+               "endpoint, and capacity alone limits a launch (`gpufleet preflight` reads it)",
     code_notes=MappingProxyType({
         C027: "100 instances, one launch per 12 seconds",
         C028: "a key needs a letter and at least one more character",
