@@ -120,11 +120,42 @@ class Host:
         self.env = {"PATH": str(self.bin), "GPUFLEET_ROOT": str(self.root),
                     "STATE": str(self.state), "BIN": str(self.bin), **env}
 
+    def stub(self, stubs: dict[str, str], tools: tuple[str, ...] = ()) -> None:
+        """Replace (or add) commands on the fake node's PATH with these bash bodies, and link
+        the real ``tools`` the script needs beside them."""
+        for name, body in stubs.items():
+            path = self.bin / name
+            if path.exists() or path.is_symlink():
+                path.unlink()
+            path.write_text(f"#!/bin/bash\n{body}\n")
+            path.chmod(0o755)
+        for tool in tools:
+            real = shutil.which(tool)
+            assert real is not None, tool
+            if not (self.bin / tool).exists():
+                (self.bin / tool).symlink_to(real)
+
     def run(self, script: str) -> subprocess.CompletedProcess[str]:
         path = self.state / "setup.sh"
         path.write_text(script)
         return subprocess.run(["/bin/bash", str(path)], env=self.env, capture_output=True,
                               text=True, timeout=60, check=False)
+
+    def ready(self, script: str, fabric: str) -> dict[str, str]:
+        """Run ``script``; it must leave the ready marker for ``fabric`` (else show why)."""
+        result = self.run(script)
+        assert result.returncode == 0, result.stderr
+        marker = self.marker("ready")
+        assert marker.get("status") == "ready" and marker["fabric"] == fabric, \
+            self.marker("failed")
+        return marker
+
+    def fails(self, script: str, reason: str) -> None:
+        """Run ``script``: the node still boots, not ready, and the reason starts so."""
+        assert self.run(script).returncode == 0
+        assert self.marker("ready") == {}
+        failed = self.marker("failed")
+        assert failed["status"] == "failed" and failed["reason"].startswith(reason), failed
 
     def marker(self, which: str) -> dict[str, str]:
         path = self.root / "var/lib/gpufleet" / f"host-{which}"

@@ -18,8 +18,6 @@ dstack as an SSH fleet. The sources behind each number:
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -133,15 +131,7 @@ fi""",
         "uname": "echo 6.8.0-1025-gcp",
         "gcloud": 'echo "$*" >> "$STATE/gcloud.log"',
     }
-    for name, body in stubs.items():
-        path = host.bin / name
-        if path.exists() or path.is_symlink():
-            path.unlink()
-        path.write_text(f"#!/bin/bash\n{body}\n")
-        path.chmod(0o755)
-    tr = shutil.which("tr")
-    assert tr is not None
-    os.symlink(tr, host.bin / "tr")
+    host.stub(stubs, ("tr",))
     return host
 
 
@@ -151,11 +141,7 @@ SCRIPT = render(families()["gcp-ubuntu-accelerator"], "ubuntu", "gpudirect-tcpxo
 def test_the_tcpxo_host_setup_installs_and_starts_what_the_fabric_needs(
         tmp_path: Path) -> None:
     host = _tcpxo_host(tmp_path)
-    result = host.run(SCRIPT)
-    assert result.returncode == 0, result.stderr
-    marker = host.marker("ready")
-    assert marker["status"] == "ready" and marker["fabric"] == "gpudirect-tcpxo", \
-        host.marker("failed")
+    marker = host.ready(SCRIPT, "gpudirect-tcpxo")
     assert marker["fabric_software"] == f"tcpxo:{TCPXO_PLUGIN_IMAGE}+{TCPXO_RXDM_IMAGE}"
     apt = host.log("apt")
     assert any("install dkms apt-transport-artifact-registry linux-headers-6.8.0-1025-gcp"
@@ -196,12 +182,7 @@ def test_a_tcpxo_host_missing_a_piece_is_not_ready_and_says_which(tmp_path: Path
                            "s: I1127 starting",
     }
     for i, (flag, reason) in enumerate(cases.items()):
-        host = _tcpxo_host(tmp_path / str(i), **{flag: "1"})
-        assert host.run(SCRIPT).returncode == 0  # the machine still boots
-        assert host.marker("ready") == {}
-        failed = host.marker("failed")
-        assert failed["status"] == "failed" and failed["reason"].startswith(reason), \
-            (flag, failed)
+        _tcpxo_host(tmp_path / str(i), **{flag: "1"}).fails(SCRIPT, reason)
 
 
 def _plan(tmp: Path) -> Any:

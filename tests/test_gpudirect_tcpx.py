@@ -21,7 +21,6 @@ dstack as an SSH fleet. The sources behind each number:
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -150,16 +149,7 @@ esac""",
         "uname": 'echo "${FAKE_KERNEL:-6.8.0-1015-gcp-tcpx}"',
         "gcloud": 'echo "$*" >> "$STATE/gcloud.log"',
     }
-    for name, body in stubs.items():
-        path = host.bin / name
-        if path.exists() or path.is_symlink():
-            path.unlink()
-        path.write_text(f"#!/bin/bash\n{body}\n")
-        path.chmod(0o755)
-    for tool in ("tr", "find"):
-        real = shutil.which(tool)
-        assert real is not None
-        (host.bin / tool).symlink_to(real)
+    host.stub(stubs, ("tr", "find"))
     for nic in NICS:
         if nic != env.get("FAKE_MISSING_NIC"):
             (host.root / "sys/class/net" / nic).mkdir(parents=True)
@@ -176,11 +166,7 @@ SCRIPT = render(families()["custom-gpu"], "ubuntu", "gpudirect-tcpx")
 def test_the_tcpx_host_setup_installs_and_starts_what_the_fabric_needs(
         tmp_path: Path) -> None:
     host = _tcpx_host(tmp_path)
-    result = host.run(SCRIPT)
-    assert result.returncode == 0, result.stderr
-    marker = host.marker("ready")
-    assert marker["status"] == "ready" and marker["fabric"] == "gpudirect-tcpx", \
-        host.marker("failed")
+    marker = host.ready(SCRIPT, "gpudirect-tcpx")
     assert marker["fabric_software"] == f"tcpx:{TCPX_PLUGIN_IMAGE}+{TCPX_RXDM_IMAGE}"
     assert host.log("wait") == [" ".join(f"--interface={n}" for n in NICS)
                                 + " -o routable --timeout=120"]
@@ -219,12 +205,7 @@ def test_a_tcpx_host_missing_a_piece_is_not_ready_and_says_which(tmp_path: Path)
                             "/run/tcpx in 120 s: E1127 tcpgpudmarxd: header split"),
     }
     for i, (flag, (value, reason)) in enumerate(cases.items()):
-        host = _tcpx_host(tmp_path / str(i), **{flag: value})
-        assert host.run(SCRIPT).returncode == 0  # the machine still boots
-        assert host.marker("ready") == {}
-        failed = host.marker("failed")
-        assert failed["status"] == "failed" and failed["reason"].startswith(reason), \
-            (flag, failed)
+        _tcpx_host(tmp_path / str(i), **{flag: value}).fails(SCRIPT, reason)
 
 
 def test_the_tasks_carry_the_plugin_environment_and_mounts(tmp_path: Path) -> None:

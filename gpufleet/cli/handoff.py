@@ -36,20 +36,34 @@ def stack_source(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def handoff_options(out: str, who: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options every hand-off shares: where the stack outputs come from, the folder the
+    files go to (default ``out``), the key ``who`` reaches the nodes with, --force, and the
+    Azure scale sets' addresses."""
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed((
+                click.option("--out", "out_dir", default=out, show_default=True,
+                             type=click.Path(file_okay=False),
+                             help="Folder to write the files into."),
+                click.option("--identity-file", default="~/.ssh/id_ed25519",
+                             show_default=True,
+                             help=f"The private key {who} uses for the nodes and bastions."),
+                click.option("--force", is_flag=True,
+                             help="Replace files in --out that gpufleet did not write."),
+                click.option("--azure-nics", "azure_nics", multiple=True, metavar="FLEET=FILE",
+                             help="An Azure scale-set fleet's instances: FILE from `az vmss "
+                                  "nic list -g RG --vmss-name NAME -o json`. Repeatable."),
+                click.option("--resolve-scale-sets", is_flag=True,
+                             help="Read the Azure scale sets' instance addresses from Azure "
+                                  "(credentials of `az login`; pip install "
+                                  "'gpufleet[live]')."))):
+            f = option(f)
+        return stack_source(f)
+    return wrap
+
+
 @export.command("dstack")
-@stack_source
-@click.option("--out", "out_dir", default="dstack", show_default=True,
-              type=click.Path(file_okay=False), help="Folder to write the files into.")
-@click.option("--identity-file", default="~/.ssh/id_ed25519", show_default=True,
-              help="The private key dstack uses for the nodes and the bastion.")
-@click.option("--force", is_flag=True,
-              help="Replace files in --out that gpufleet did not write.")
-@click.option("--azure-nics", "azure_nics", multiple=True, metavar="FLEET=FILE",
-              help="An Azure scale-set fleet's instances: FILE from `az vmss nic list -g RG "
-                   "--vmss-name NAME -o json`. Repeatable.")
-@click.option("--resolve-scale-sets", is_flag=True,
-              help="Read the Azure scale sets' instance addresses from Azure (credentials "
-                   "of `az login`; pip install 'gpufleet[live]').")
+@handoff_options("dstack", "dstack")
 @click.option("--check-dns", is_flag=True,
               help="Check that each gateway's wildcard record resolves to its address "
                    "(exit 1 when one does not).")

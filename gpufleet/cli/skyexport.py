@@ -17,22 +17,11 @@ from gpufleet.cli.common import (
     lock_or_exit,
     validated_or_exit,
 )
-from gpufleet.cli.handoff import _scale_sets, export, stack_outputs, stack_source
+from gpufleet.cli.handoff import _scale_sets, export, handoff_options, stack_outputs
 
 
 @export.command("skypilot")
-@stack_source
-@click.option("--out", "out_dir", default="skypilot", show_default=True,
-              type=click.Path(file_okay=False), help="Folder to write the files into.")
-@click.option("--identity-file", default="~/.ssh/id_ed25519", show_default=True,
-              help="The private key SkyPilot's API server uses for the nodes and bastions.")
-@click.option("--force", is_flag=True,
-              help="Replace files in --out that gpufleet did not write.")
-@click.option("--azure-nics", "azure_nics", multiple=True, metavar="FLEET=FILE",
-              help="An Azure scale-set fleet's instances: FILE from `az vmss nic list -g RG "
-                   "--vmss-name NAME -o json`. Repeatable.")
-@click.option("--resolve-scale-sets", is_flag=True,
-              help="Read the Azure scale sets' instance addresses from Azure.")
+@handoff_options("skypilot", "SkyPilot's API server")
 @click.option("--task", "task_paths", multiple=True, type=click.Path(exists=True),
               metavar="PATH", help="Also write SkyPilot tasks for the fleets in these YAML "
                                    "files or folders (their lock beside them). Repeatable.")
