@@ -57,6 +57,9 @@ class AccessWay:
     ssh_rule: tuple[str, str] = ("", "")  # that rule's name under the fleet, its description
     ssh_key: bool = False  # the nodes take an SSH key
     os_login: bool = False  # the cloud's IAM login instead of a key in the metadata
+    # an OpenSSH ProxyCommand that reaches a node this way ({scope}: the project or account,
+    # {zone}; %h the host alias's HostName), for tools that take an ssh_config (SkyPilot)
+    ssh_proxy: str = ""
 
 
 @dataclass(frozen=True, slots=True)

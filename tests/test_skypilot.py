@@ -279,3 +279,38 @@ def test_the_host_setup_checks_what_skypilot_needs(tmp_path: Path) -> None:
             (host.bin / "kubelet").write_text("#!/bin/sh\n")
             (host.bin / "kubelet").chmod(0o755)
         host.fails(SKY_SCRIPT, reason)
+
+
+def test_private_nodes_behind_identity_aware_proxy_are_aliases_with_its_tunnel(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """IAP with OS Login: each node an alias whose ProxyCommand is `gcloud compute
+    start-iap-tunnel` (cloud.google.com/iap/docs/using-tcp-forwarding), as the OS Login
+    user; Session Manager nodes take no SSH key, so they get no pool, and say so."""
+    backends = ("access:\n  ssh_public_key: " + TEST_KEY + "\nbackends:\n"
+                "  - type: gcp\n    project_id: p1\n    access: {iap: true}\n"
+                "  - type: aws\n    access: {ssm: true}\n")
+    files = [write(tmp_path, "b.yml", backends),
+             write(tmp_path, "g.yml", "type: fleet\nname: gi\nnodes: 2\nbackends: [gcp]\n"
+                   "resources:\n  gpu: L4:1\n"),
+             write(tmp_path, "a.yml", "type: fleet\nname: as\nnodes: 1\nbackends: [aws]\n"
+                   "resources:\n  gpu: L4:1\n")]
+    state = write_export(tmp_path / "state.json", export(files))
+    out = tmp_path / "out"
+    key = tmp_path / "key"
+    key.write_text("not a real key\n")
+    assert main(["export", "skypilot", "--state", state, "--out", str(out),
+                 "--identity-file", str(key)]) == 1  # no fleet can be a pool
+    err = capsys.readouterr().err
+    assert "pass --os-login-user" in err and "takes no SSH key" in err
+    assert main(["export", "skypilot", "--state", state, "--out", str(out),
+                 "--identity-file", str(key), "--os-login-user", "me_example_com"]) == 0
+    config = (out / "ssh_config").read_text()
+    assert "Host gi-node-0\n  HostName gi-node-0\n  User me_example_com\n" in config
+    assert "ProxyCommand gcloud compute start-iap-tunnel %h 22 --listen-on-stdin " \
+           "--project=p1 --zone=" in config
+    assert "takes no SSH key" in capsys.readouterr().err  # the SSM fleet, named
+    verdict = sky(tmp_path / "oracle", out / "ssh_node_pools.yaml", [], out / "ssh_config")
+    assert [(h["ip"], h["use_ssh_config"]) for h in verdict["pools"]["gi"]] == [
+        ("gi-node-0", True), ("gi-node-1", True)]
+    assert main(["export", "skypilot", "--state", state, "--out", str(tmp_path / "o2"),
+                 "--os-login-user", "me; rm -rf /"]) == 1

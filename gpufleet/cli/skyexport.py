@@ -27,13 +27,17 @@ from gpufleet.cli.handoff import _scale_sets, export, handoff_options, stack_out
                                    "files or folders (their lock beside them). Repeatable.")
 @click.option("--fallbacks", default=3, show_default=True, type=click.IntRange(0, 20),
               help="How many offers after the locked one a launch task lists.")
+@click.option("--os-login-user", metavar="NAME",
+              help="Your OS Login POSIX user, for fleets reached through Identity-Aware "
+                   "Proxy (`gcloud compute os-login describe-profile`).")
 @catalog_option
 @lock_option
 def export_skypilot_command(stack_name: str | None, cwd: str, outputs_file: str | None,
                             state_file: str | None, out_dir: str, identity_file: str,
                             force: bool, azure_nics: Sequence[str], resolve_scale_sets: bool,
                             task_paths: Sequence[str], fallbacks: int,
-                            catalog_dir: str | None, lock_file: str | None) -> None:
+                            os_login_user: str | None, catalog_dir: str | None,
+                            lock_file: str | None) -> None:
     """Write SkyPilot's SSH Node Pools for a stack: one pool per fleet.
 
     ssh_node_pools.yaml lists each fleet's nodes (public addresses, or, for private nodes,
@@ -57,7 +61,7 @@ def export_skypilot_command(stack_name: str | None, cwd: str, outputs_file: str 
     try:
         outputs = stack_outputs(stack_name, cwd, outputs_file, state_file)
         listed = _scale_sets(outputs, azure_nics, resolve_scale_sets)
-        pools, notes = export_skypilot(outputs, identity_file, listed)
+        pools, notes = export_skypilot(outputs, identity_file, listed, os_login_user)
         written = write_many(out_dir, {**pools, **files}.items(), SKY_MARKER, force)
     except (ExportError, WriteError) as e:
         raise click.ClickException(str(e)) from None

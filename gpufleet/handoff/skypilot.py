@@ -5,11 +5,13 @@ pool name to `hosts` (an address, or an alias of the user's OpenSSH configuratio
 pool's `user` and `identity_file` (sky/ssh_node_pools/utils.py, prepare_hosts_info). `sky ssh
 up` installs k3s on them over SSH; jobs then run with `infra: ssh/<pool>`. One pool per fleet,
 named after it. Public nodes are listed by address; private ones by their node name, an alias
-that the `ssh_config` written beside the pools file resolves through the fleet's bastion
-(SkyPilot asks `ssh -G` whether a host is an alias, so that file must be included from
-~/.ssh/config). A host SkyPilot could not take - an IPv6 address (k3s names its node after
+that the `ssh_config` written beside the pools file resolves through the fleet's bastion, or
+through the cloud's own tunnel (GCP's Identity-Aware Proxy, as the OS Login user the command
+is given; AWS Session Manager nodes take no SSH key, so no pool) - SkyPilot asks `ssh -G`
+whether a host is an alias, so that file must be included from ~/.ssh/config. A host
+SkyPilot could not take - an IPv6 address (k3s names its node after
 the host), a name with characters OpenSSH or Kubernetes refuse - is refused here with the
-reason, before SkyPilot ever sees it. Pure but for nothing: the CLI writes the files.
+reason, before SkyPilot ever sees it. Pure: the CLI writes the files.
 
 The launch task (`--task`): the fleet's locked offer first, then the offers `gpufleet up
 --fallback` would move to, in its order, as SkyPilot's `resources.ordered` (docs.skypilot.co,
@@ -25,10 +27,12 @@ from typing import Any
 
 import yaml
 
+from gpufleet.backends import access_way
 from gpufleet.compile import SKY_MARKER, takes
 from gpufleet.handoff.exportcheck import PLACEHOLDER, add_file, mark_placeholders
 from gpufleet.handoff.hosts import reachable_hosts
 from gpufleet.handoff.outputs import ExportError, _secret, check_shape, fleets_in
+from gpufleet.traits import AccessWay
 
 MARKER = SKY_MARKER
 POOLS_FILE = "ssh_node_pools.yaml"
@@ -73,9 +77,50 @@ def check_identity_file(path: str) -> str:
     return path
 
 
+# an OS Login POSIX user name (`gcloud compute os-login describe-profile`); a project or zone
+_LOGIN = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+_PLACE = re.compile(r"[a-z][a-z0-9-]{0,62}")
+
+
+def _proxied(name: str, out: Mapping[str, Any], way: AccessWay, identity_file: str,
+             login: str | None, config: list[str]) -> tuple[dict[str, Any] | None, str]:
+    """A pool reached through the cloud's own way in (Identity-Aware Proxy): each node an
+    alias whose ProxyCommand opens the tunnel, as the node's OS Login user."""
+    if not way.ssh_proxy:
+        return None, (f"fleet {name}: reached through {way.shown}, which takes no SSH key: "
+                      "SkyPilot's SSH Node Pools need SSH with a key; it gets no pool")
+    if not login:
+        return None, (f"fleet {name}: reached through {way.shown}: pass --os-login-user "
+                      "(your POSIX name, `gcloud compute os-login describe-profile`) after "
+                      "`gcloud compute os-login ssh-keys add --key-file KEY.pub`; it gets no "
+                      "pool")
+    if not _LOGIN.fullmatch(login):
+        raise ExportError(f"--os-login-user {login!r} is not a POSIX user name")
+    nodes = out.get("nodes") or []
+    if not nodes:
+        return None, f"fleet {name}: no nodes (a networks-only fleet); it gets no pool"
+    scope = str(out.get("scope") or "")
+    names = []
+    for node in nodes:
+        alias = _alias(name, node.get("name"))
+        zone = str(node.get("zone") or out.get("zone") or "")
+        if not (_PLACE.fullmatch(scope) and _PLACE.fullmatch(zone)):
+            raise ExportError(f"fleet {name}: node {alias}'s project {scope!r} or zone "
+                              f"{zone!r} is not one gpufleet's program writes; nothing was "
+                              "written")
+        config += [f"Host {alias}", f"  HostName {alias}", f"  User {login}",
+                   f"  IdentityFile {identity_file}", "  IdentitiesOnly yes",
+                   f"  ProxyCommand {way.ssh_proxy.format(scope=scope, zone=zone)}", ""]
+        names.append(alias)
+    return {"hosts": names}, ""
+
+
 def _pool(name: str, out: Mapping[str, Any], identity_file: str, listed: Sequence[str] | None,
-          config: list[str]) -> tuple[dict[str, Any] | None, str]:
+          config: list[str], login: str | None = None) -> tuple[dict[str, Any] | None, str]:
     """One fleet's pool (and its ssh_config lines into ``config``), or None and why not."""
+    way = access_way(str((out.get("access") or {}).get("method") or ""))
+    if way is not None:
+        return _proxied(name, out, way, identity_file, login, config)
     hosts, why, _ = reachable_hosts(name, out, listed, "SkyPilot's SSH Node Pools")
     if hosts is None:
         return None, f"{why}; it gets no pool"
@@ -108,8 +153,8 @@ def _pool(name: str, out: Mapping[str, Any], identity_file: str, listed: Sequenc
 
 
 def export_skypilot(outputs: Mapping[str, Any], identity_file: str,
-                    scale_sets: Mapping[str, Sequence[str]] | None = None
-                    ) -> tuple[dict[str, str], list[str]]:
+                    scale_sets: Mapping[str, Sequence[str]] | None = None,
+                    os_login_user: str | None = None) -> tuple[dict[str, str], list[str]]:
     """The pools file and, when a pool is behind a bastion, the ssh_config it needs (file
     name -> text), and the notes: each fleet that gets no pool, with the reason."""
     check_identity_file(identity_file)
@@ -124,7 +169,8 @@ def export_skypilot(outputs: Mapping[str, Any], identity_file: str,
         check_shape(name, out)
         _alias(name, name)
         try:
-            pool, why = _pool(name, out, identity_file, (scale_sets or {}).get(name), config)
+            pool, why = _pool(name, out, identity_file, (scale_sets or {}).get(name), config,
+                              os_login_user)
         except (KeyError, TypeError, AttributeError) as e:
             raise ExportError(f"stack output '{name}' does not look like a gpufleet fleet "
                               f"output ({type(e).__name__}: {e})") from None

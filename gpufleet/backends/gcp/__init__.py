@@ -76,7 +76,11 @@ OWN_FEATURES = (
                          "through Identity-Aware Proxy with OS Login (`gcloud compute ssh "
                          "--tunnel-through-iap`)", "OS Login (IAM)", (IAP_RANGE,),
                          ("ssh-iap", f"SSH through Identity-Aware Proxy ({IAP_RANGE})"),
-                         os_login=True)),
+                         os_login=True,
+                         # cloud.google.com/iap/docs/using-tcp-forwarding ("Tunneling SSH
+                         # connections": gcloud compute start-iap-tunnel --listen-on-stdin)
+                         ssh_proxy="gcloud compute start-iap-tunnel %h 22 --listen-on-stdin "
+                                   "--project={scope} --zone={zone}")),
 )
 
 TRAITS = BackendTraits(
