@@ -81,6 +81,14 @@ def emit(compiled: Compiled) -> None:
         if file_request is None:
             raise pulumi.RunError(f"{req.backend} files no quota requests")
         file_request(req, provider_for(module, req.provider))
+    for bucket in compiled.buckets:  # the backends file's `buckets:`
+        if bucket.provider is None:  # R2: the program's own Cloudflare provider
+            from . import r2
+
+            r2.emit_bucket(bucket)
+            continue
+        module = components_for(bucket.cloud)
+        module.emit_bucket(bucket, provider_for(module, bucket.provider))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:

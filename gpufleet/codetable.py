@@ -281,6 +281,17 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "set `availability_zone` to the zone of the fleet that mounts it"),
     "V023": Code("a filesystem mount path its backend's API refuses",
                  "mount it where the backend allows (the message says where)"),
+    "V024": Code("a bucket its store would refuse: its name, its class, or declared twice",
+                 "follow the store's naming rule (the message names its page)"),
+    "V025": Code("`cache_of` names no other bucket of the backends file",
+                 "name the central bucket this one copies"),
+    "V026": Code("a bucket class's own rule broken (S3 Express One Zone: its zone and name; "
+                 "R2: its location hint)", "follow the rule the message gives"),
+    "V027": Code("a bucket mounted by a fleet that is not in the files, or twice at one path",
+                 "mount it by a fleet of these files, each path once"),
+    "V028": Code("a fleet reads a bucket in another cloud or region: every GB crosses it "
+                 "(warning)", "keep a regional copy (`cache_of`) where the fleet runs, or read "
+                 "from a store without egress fees"),
     "F023": Code("a fleet name longer than the longest whose every physical name fits on a "
                  "backend it may land on", "shorten the fleet name"),
     "F024": Code("a fleet named like a gateway's or volume's stack output key "

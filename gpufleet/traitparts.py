@@ -96,3 +96,27 @@ class QuotaId:
     live: str = ""  # the name preflight's reader reads its limit and use by (default: ident)
     requestable: bool = True  # the cloud's quota resource can file an increase for it
     every_market: bool = False  # on-demand and spot nodes count against it alike
+
+
+@dataclass(frozen=True, slots=True)
+class BucketClass:
+    """A storage class of a cloud's object store that gpufleet builds buckets of."""
+
+    key: str  # as the backends file names it: "standard", "express", "premium"
+    title: str  # the cloud's own name
+    zonal: bool = False  # the bucket lives in one zone (S3 Express One Zone)
+    rule: str = ""  # what its names and places must be, beside the store's own rule
+
+
+@dataclass(frozen=True, slots=True)
+class BucketService:
+    """A cloud's object store as gpufleet builds buckets in it: the classes, the name rule
+    (a bucket name is global in the store), the FUSE client the nodes mount it with."""
+
+    title: str  # "Amazon S3", "Cloud Storage", "Azure Blob Storage", "Cloudflare R2"
+    classes: Mapping[str, BucketClass]
+    name_max: int
+    name_pattern: re.Pattern[str]
+    name_source: str  # the naming rules page
+    client: str  # the FUSE client the nodes mount a bucket with
+    client_source: str

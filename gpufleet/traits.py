@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
+from gpufleet.traitparts import BucketService as BucketService
 from gpufleet.traitparts import CapacityCode as CapacityCode
 from gpufleet.traitparts import FabricUnlock as FabricUnlock
 from gpufleet.traitparts import NameBudget as NameBudget
@@ -322,6 +323,7 @@ class BackendTraits:
     quota_scope: str = "account"
     quota_lag: str = ""
     quota_note: str = ""  # why a cloud without compute quotas lists none (`gpufleet quota`)
+    buckets: BucketService | None = None  # its object store (the backends file's `buckets:`)
     # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs

@@ -22,15 +22,17 @@ from ..sdk import by_class
 # The pulumi_aws services the components use, loaded class by class
 # (components/sdk.py), before the modules below bind them.
 SDK = "pulumi_aws"
-SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53", "servicequotas")
+SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53", "s3", "servicequotas")
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
+from .buckets import emit_bucket  # noqa: E402
 from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_quota_request",
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_bucket", "emit_gateway",
+           "emit_quota_request",
            "emit_volume", "offline", "provider"]
 
 

@@ -40,13 +40,18 @@ def provider(p: ProviderDesign) -> pulumi.ProviderResource:
 
 
 def resource_group(plan: Owner, prov: pulumi.ProviderResource) -> pulumi.Output[str]:
-    existing = opts_of(plan).resource_group
+    return group_for(plan.region, opts_of(plan).resource_group, prov)
+
+
+def group_for(region: str, existing: str | None, prov: pulumi.ProviderResource
+              ) -> pulumi.Output[str]:
+    """The resource group given (``existing``), else the stack's one in the region."""
     if existing:
         return pulumi.Output.from_input(str(existing))
     if prov not in _GROUPS:
-        name = f"gpufleet-{pulumi.get_stack()}-{plan.region}"
+        name = f"gpufleet-{pulumi.get_stack()}-{region}"
         rg = resources.ResourceGroup(
-            naming.child("rg", plan.region), resource_group_name=name, location=plan.region,
+            naming.child("rg", region), resource_group_name=name, location=region,
             tags={"managed-by": "gpufleet"}, opts=pulumi.ResourceOptions(provider=prov))
         _GROUPS[prov] = rg.name
     return _GROUPS[prov]

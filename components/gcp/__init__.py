@@ -24,15 +24,17 @@ from ..sdk import by_class
 # (components/sdk.py), before the modules below bind them.
 SDK = "pulumi_gcp"
 SERVICES = ("cloudquota", "compute", "dns", "filestore", "lustre", "organizations",
-            "servicenetworking")
+            "servicenetworking", "storage")
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
+from .buckets import emit_bucket  # noqa: E402
 from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_gateway", "emit_quota_request",
+__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_bucket", "emit_gateway",
+           "emit_quota_request",
            "emit_volume", "offline", "provider"]
 
 

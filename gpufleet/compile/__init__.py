@@ -2,6 +2,7 @@
 
 from gpufleet.compile import naming, runs
 from gpufleet.compile.addresses import address_key, gateway_key
+from gpufleet.compile.buckets import BucketDesign, BucketReader
 from gpufleet.compile.compiler import Compiled, compile_files, compile_inputs, needs_stack_key
 from gpufleet.compile.design import (
     ANY_SUBNET,
@@ -59,6 +60,8 @@ __all__ = [
     "SKY_MARKER",
     "AccessDesign",
     "BastionDesign",
+    "BucketDesign",
+    "BucketReader",
     "Compiled",
     "DnsRecordDesign",
     "FilesystemDesign",

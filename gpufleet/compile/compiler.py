@@ -16,6 +16,7 @@ from ipaddress import IPv4Network
 from gpufleet.codes import G013
 from gpufleet.compile import gateway
 from gpufleet.compile.addresses import NO_BLOCK, allocate_addresses, gateway_key
+from gpufleet.compile.buckets import BucketDesign, design_buckets
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.design import FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.compile.filesystems import attach_filesystems
@@ -70,6 +71,7 @@ class Compiled:
     volumes: tuple[VolumeDesign, ...] = ()
     # the increases the stack files for short quotas (`quotas: {request: true}`)
     quota_requests: tuple[QuotaRequestDesign, ...] = ()
+    buckets: tuple[BucketDesign, ...] = ()  # the backends file's `buckets:`
 
     @property
     def ok(self) -> bool:
@@ -149,13 +151,15 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     plan_diags = [*plan_diags, *server_diags, *fs_diags, *net_diags]
     gateways, gateway_diags = design_gateways(inputs, addresses.blocks, plans, synced or {})
     volumes, volume_diags = design_volumes(inputs.volumes, inputs.backends, plans, catalog)
+    buckets, bucket_diags = design_buckets(inputs, plans)
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
-             *volume_diags, *check_zone_owners(inputs, gateways)]
+             *volume_diags, *bucket_diags, *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),
                     catalog.describe(), tuple(gateways),
                     picked.fleet_locks if lock else {}, picked.gateway_locks if lock else {},
                     {name: str(net) for name, net in addresses.blocks.items()},
-                    dict(addresses.moved), tuple(volumes), _requests(inputs, plans, catalog))
+                    dict(addresses.moved), tuple(volumes), _requests(inputs, plans, catalog),
+                    tuple(buckets))
 
 
 def _requests(inputs: Inputs, plans: Sequence[FleetDesign], catalog: Catalog

@@ -1,6 +1,7 @@
 """Input: YAML files -> located, schema-checked and normalised specs (or located diagnostics)."""
 
 from gpufleet.input import stackconfig
+from gpufleet.input.bucketspec import BucketMount, BucketSpec
 from gpufleet.input.checks import region_of_zone
 from gpufleet.input.checks.reservations import parse_time
 from gpufleet.input.files import read_small_text
@@ -45,6 +46,8 @@ __all__ = [
     "NO_ACCESS",
     "AccessSpec",
     "BackendConfig",
+    "BucketMount",
+    "BucketSpec",
     "ControlPlaneSpec",
     "FilesystemSpec",
     "FleetSpec",

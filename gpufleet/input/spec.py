@@ -11,10 +11,10 @@ from types import MappingProxyType
 from typing import Any
 
 from gpufleet.diagnostics import Diagnostic, Severity
+from gpufleet.input.bucketspec import BucketSpec
 from gpufleet.input.quotaspec import QuotaSettings
 
-# dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds only
-# gpufleet.traits.SUPPORTED_BACKENDS.
+# dstack's BackendType enum (yaml-reference.md §2.2); gpufleet builds SUPPORTED_BACKENDS
 DSTACK_BACKENDS: tuple[str, ...] = (
     "amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch", "digitalocean",
     "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius", "oci",
@@ -115,7 +115,7 @@ class Origin:
     line: int
     column: int
     document: int = 0
-    # Positions of the document's top-level keys, for diagnostics of later stages.
+    # the positions of the document's top-level keys (diagnostics of later stages)
     positions: Mapping[str, tuple[int, int]] = field(
         default_factory=lambda: EMPTY_POSITIONS, compare=False)
 
@@ -156,8 +156,7 @@ class FleetSpec:
     handoff: str = "dstack"  # backends file: who takes the nodes (dstack, skypilot, both)
     # where the backends file's `fleets: {NAME: ...}` entry is (errors about its settings)
     settings_origin: Origin | None = field(default=None, compare=False)
-    # Fields the user set explicitly (profiles fill in the others).
-    explicit: frozenset[str] = frozenset()
+    explicit: frozenset[str] = frozenset()  # fields the user set (profiles fill the others)
 
     @property
     def is_cluster(self) -> bool:
@@ -222,8 +221,8 @@ class GatewaySpec:
     dns_zone: str | None = None
     protect_address: bool = True
     create_dns_zone: bool = False
-    # gpufleet settings (the backends file's `gateways: {name: ...}`): the fleet whose network
-    # and dstack project the gateway shares, and the old gateway VM's address kept (migration)
+    # the backends file's `gateways: {name: ...}`: the fleet whose network and project it
+    # shares, and the old gateway VM's address kept (migration)
     fleet: str | None = None
     keep_old_address: bool = False
     # where the backends file's `gateways: {NAME: ...}` entry is (errors about its settings)
@@ -381,6 +380,7 @@ class Inputs:
     volumes: tuple[VolumeSpec, ...] = ()
     filesystems: tuple[FilesystemSpec, ...] = ()
     quotas: QuotaSettings | None = None  # the backends file's `quotas:`
+    buckets: tuple[BucketSpec, ...] = ()  # the backends file's `buckets:`
 
     def reservation(self, name: str | None) -> ReservationSpec | None:
         """The declared reservation a fleet's `reservation` names (by name or id)."""

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from gpufleet.backends import is_backend, traits_of
 from gpufleet.codes import B001, F012, F019, F021, F024, G008, K003, L014
 from gpufleet.diagnostics import Diagnostic, display_path, sort_diagnostics
+from gpufleet.input.bucketspec import BucketSpec
 from gpufleet.input.checks import (
     check_backends,
     check_fleet,
@@ -22,6 +23,7 @@ from gpufleet.input.checks import (
     check_lock,
     check_profiles,
 )
+from gpufleet.input.checks.buckets import check_buckets
 from gpufleet.input.checks.filesystems import check_filesystems
 from gpufleet.input.checks.quotas import check_quotas
 from gpufleet.input.checks.reservations import check_control_plane, check_reservations
@@ -96,6 +98,7 @@ class _Gathered:
     volumes: list[VolumeSpec] = field(default_factory=list)
     filesystems: list[FilesystemSpec] = field(default_factory=list)
     quotas: QuotaSettings | None = None
+    buckets: list[BucketSpec] = field(default_factory=list)
 
 
 def validate_loaded(loaded: LoadResult) -> Validated:
@@ -115,7 +118,8 @@ def validate_loaded(loaded: LoadResult) -> Validated:
     diags.extend(_output_keys(fleets, gateways, g.volumes))
     inputs = Inputs(tuple(fleets), tuple(gateways), tuple(g.profiles), tuple(g.backends),
                     tuple(g.ssh_fleets), g.access, g.warn_cost, tuple(g.reservations),
-                    g.control_plane, tuple(g.volumes), tuple(g.filesystems), g.quotas)
+                    g.control_plane, tuple(g.volumes), tuple(g.filesystems), g.quotas,
+                    tuple(g.buckets))
     return Validated(inputs, sort_diagnostics(diags), loaded.sources, loaded.files, g.locks)
 
 
@@ -162,10 +166,12 @@ def _backends_file(c: Checked, g: _Gathered) -> list[Diagnostic]:
     g.filesystems.extend(fss)
     quotas, more_q = check_quotas(c)
     g.quotas = quotas or g.quotas
+    buckets, more_b = check_buckets(c)
+    g.buckets.extend(buckets)
     cost = c.doc.data.get("cost") if isinstance(c.doc.data, dict) else None
     if isinstance(cost, dict) and c.ok(("cost",)) and "warn_per_month" in cost:
         g.warn_cost = float(cost["warn_per_month"])
-    return [*more, *more_rs, *more_cp, *more_fs, *more_q]
+    return [*more, *more_rs, *more_cp, *more_fs, *more_q, *more_b]
 
 
 def _declared_groups(documents: Sequence[Document]) -> frozenset[str]:

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from gpufleet.backends import SUPPORTED_BACKENDS
+from gpufleet.objectstores import R2_CLOUD as R2
 from gpufleet.offers.catalog import bundled_dir
 
 
@@ -90,4 +91,4 @@ def load_prices() -> PriceTable:
     data = json.loads((bundled_dir() / "prices.json").read_text(encoding="utf-8"))
     return PriceTable(str(data["version"]), str(data["date"]), int(data["hours_per_month"]),
                       tuple(data["not_priced"]),
-                      {k: v for k, v in data.items() if k in SUPPORTED_BACKENDS})
+                      {k: v for k, v in data.items() if k in SUPPORTED_BACKENDS or k == R2})

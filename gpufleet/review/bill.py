@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.backends import all_backends, traits_of
-from gpufleet.compile import PLANNERS, FleetDesign, GatewayDesign, VolumeDesign
+from gpufleet.compile import PLANNERS, BucketDesign, FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
@@ -59,7 +59,7 @@ class Item:
 @dataclass(frozen=True, slots=True)
 class Bill:
     owner: str
-    kind: str  # "fleet", "gateway" or "volume"
+    kind: str  # "fleet", "gateway", "volume" or "bucket"
     items: tuple[Item, ...]
     unpriced: tuple[str, ...] = ()  # what exists but has no price here
 
@@ -250,13 +250,16 @@ def overhead_rates(plan: FleetDesign | GatewayDesign, prices: PriceTable,
 
 
 def bills(fleets: Sequence[FleetDesign], gateways: Sequence[GatewayDesign], prices: PriceTable,
-          catalog: Catalog | None = None, volumes: Sequence[VolumeDesign] = ()
-          ) -> dict[str, Bill]:
-    """Every bill by owner: fleets and gateways by name, volumes as `volume:NAME` (their
-    names are a namespace of their own)."""
+          catalog: Catalog | None = None, volumes: Sequence[VolumeDesign] = (),
+          buckets: Sequence[BucketDesign] = ()) -> dict[str, Bill]:
+    """Every bill by owner: fleets and gateways by name, volumes as `volume:NAME` and buckets
+    as `bucket:NAME` (their names are namespaces of their own)."""
+    from gpufleet.review.bucketbill import bucket_bill
+
     out = {f.name: fleet_bill(f, prices, catalog) for f in fleets}
     out.update({g.name: gateway_bill(g, prices, catalog) for g in gateways})
     out.update({f"volume:{v.name}": volume_bill(v, prices) for v in volumes if v.created})
+    out.update({f"bucket:{b.name}": bucket_bill(b, prices) for b in buckets})
     return out
 
 

@@ -80,5 +80,6 @@ def plan_report(validated: Validated, compiled: Compiled, stack: str,
                                   volumes=compiled.volumes,
                                   catalog=catalog),
                       bills(compiled.plans, compiled.gateways, prices, catalog,
-                            compiled.volumes), prices, volumes=compiled.volumes,
+                            compiled.volumes, compiled.buckets), prices,
+                      volumes=compiled.volumes,
                       quota_requests=compiled.quota_requests)

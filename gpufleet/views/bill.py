@@ -56,8 +56,14 @@ def bill_lines(bills: Mapping[str, Bill], catalog: str, prices: PriceTable | Non
     unpriced = [f"{b.owner}: {u}" for b in bills.values() for u in b.unpriced]
     if unpriced:
         out.append("NOT PRICED (left out of the totals): " + "; ".join(unpriced))
+    moved = [i for b in bills.values() if b.kind == "bucket" for i in b.items
+             if i.kind == "transfer"]
+    out += [f"  transfer: {i.what}: {money(i.per_hour * HOURS_PER_MONTH)}/month" for i in moved]
+    out += [f"  transfer priced from: {source}" for source in dict.fromkeys(i.source
+                                                                          for i in moved)]
     if prices is not None:
-        out.append("not included: " + ", ".join(prices.not_priced))
+        out.append("not included: " + ", ".join(prices.not_priced)
+                   + (" (but the buckets' declared `transfer:`, priced above)" if moved else ""))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
+from gpufleet.backends.aws import buckets as _buckets
 from gpufleet.backends.aws import names as _names
 from gpufleet.backends.aws import quotas as _quotas
 from gpufleet.codes import B012, C012, C025, G005, G015, G016
@@ -179,6 +180,7 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    buckets=_buckets.BUCKETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="account",
     quota_lag=("minutes when Service Quotas approves it on its own; days when AWS Support "
                "reviews it, as it often does for GPU families "

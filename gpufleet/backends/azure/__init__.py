@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from gpufleet.backends.azure import buckets as _buckets
 from gpufleet.backends.azure import names as _names
 from gpufleet.backends.azure import quotas as _quotas
 from gpufleet.codes import B004, B012, B019, C006, C008, C014, C024, G010, V001, V009
@@ -162,6 +163,7 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    buckets=_buckets.BUCKETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="subscription",
     quota_lag=("minutes when the request is approved automatically; a support request, usually "
                "days, when it is not (learn.microsoft.com/azure/quotas/per-vm-quota-requests); "

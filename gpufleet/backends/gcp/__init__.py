@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from gpufleet.backends.gcp import buckets as _buckets
 from gpufleet.backends.gcp import names as _names
 from gpufleet.backends.gcp import quotas as _quotas
 from gpufleet.codes import B012, B019, C012, C015, C026, G005, G015, G016, V006, V020
@@ -223,6 +224,7 @@ TRAITS = BackendTraits(
     family=_family, labels=labels,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
+    buckets=_buckets.BUCKETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="project",
     quota_lag=("hours to days: Google reviews GPU quota increases "
                "(cloud.google.com/docs/quotas/help/request_increase); meanwhile keep the fleet "

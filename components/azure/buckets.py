@@ -1,0 +1,60 @@
+"""Azure Blob Storage buckets: a storage account of the bucket's own (StorageV2 Hot, or
+BlockBlobStorage for premium) with anonymous blob access off, HTTPS and TLS 1.2 only and
+Microsoft-managed encryption, and one private container named after the bucket; versioning
+and lifecycle as the plan says. Both protected from deletion."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import storage
+
+from gpufleet.backends.azure.buckets import account_name
+from gpufleet.compile import BucketDesign, naming
+
+from .common import group_for
+
+
+def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi.Resource:
+    assert prov is not None, "an Azure bucket needs its subscription's provider"
+    opts = pulumi.ResourceOptions(provider=prov, protect=True)
+    group = group_for(b.region, None, prov)
+    premium = b.klass == "premium"
+    account = storage.StorageAccount(
+        naming.child(b.name, "account"), account_name=account_name(b.name),
+        resource_group_name=group, location=b.region,
+        kind="BlockBlobStorage" if premium else "StorageV2",
+        sku=storage.SkuArgs(name="Premium_LRS" if premium else "Standard_LRS"),
+        access_tier=None if premium else "Hot", allow_blob_public_access=False,
+        enable_https_traffic_only=True, minimum_tls_version="TLS1_2",
+        tags=dict(b.labels), opts=opts)
+    child = pulumi.ResourceOptions(provider=prov)
+    if b.versioning:
+        storage.BlobServiceProperties(
+            naming.child(b.name, "blob-service"), account_name=account.name,
+            resource_group_name=group, blob_services_name="default",
+            is_versioning_enabled=True, opts=child)
+    if b.expire_days is not None or b.noncurrent_days is not None:
+        storage.ManagementPolicy(
+            naming.child(b.name, "lifecycle"), account_name=account.name,
+            resource_group_name=group, management_policy_name="default",
+            policy=storage.ManagementPolicySchemaArgs(rules=[_rule(b)]), opts=child)
+    return storage.BlobContainer(
+        b.name, container_name=b.name, account_name=account.name,
+        resource_group_name=group, public_access=storage.PublicAccess.NONE, opts=opts)
+
+
+def _rule(b: BucketDesign) -> storage.ManagementPolicyRuleArgs:
+    base = storage.ManagementPolicyBaseBlobArgs(
+        delete=storage.DateAfterModificationArgs(
+            days_after_modification_greater_than=b.expire_days)) \
+        if b.expire_days is not None else None
+    version = storage.ManagementPolicyVersionArgs(
+        delete=storage.DateAfterCreationArgs(days_after_creation_greater_than=b.noncurrent_days)) \
+        if b.noncurrent_days is not None else None
+    return storage.ManagementPolicyRuleArgs(
+        name="gpufleet-expiry", type="Lifecycle", enabled=True,
+        definition=storage.ManagementPolicyDefinitionArgs(
+            actions=storage.ManagementPolicyActionArgs(base_blob=base, version=version),
+            filters=storage.ManagementPolicyFilterArgs(
+                blob_types=["blockBlob"], prefix_match=[f"{b.name}/{b.prefix}"]
+                if b.prefix else None)))

@@ -1,0 +1,32 @@
+"""Cloud Storage buckets: regional, uniform bucket-level access, public access prevention
+enforced, Google-managed encryption (always on), versioning and lifecycle as the plan says,
+protected from deletion. Makes no decisions: every name and setting comes from the plan."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.compile import BucketDesign
+
+
+def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi.Resource:
+    rules = []
+    condition = {"matches_prefixes": [b.prefix]} if b.prefix else {}
+    if b.expire_days is not None:
+        rules.append(gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=b.expire_days,
+                                                                   **condition)))
+    if b.noncurrent_days is not None:
+        rules.append(gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                days_since_noncurrent_time=b.noncurrent_days, **condition)))
+    return gcp.storage.Bucket(
+        b.name, name=b.name, location=b.region.upper(), storage_class="STANDARD",
+        uniform_bucket_level_access=True, public_access_prevention="enforced",
+        versioning=gcp.storage.BucketVersioningArgs(enabled=b.versioning),
+        lifecycle_rules=rules or None, force_destroy=False, labels=dict(b.labels),
+        project=b.provider.scope if b.provider is not None else None,
+        opts=pulumi.ResourceOptions(provider=prov, protect=True))

@@ -1,0 +1,35 @@
+"""Azure Blob Storage as gpufleet builds buckets in it: a container in a storage account of its
+own (StorageV2 Hot for standard, BlockBlobStorage for premium), anonymous access off, HTTPS
+and TLS 1.2 only, mounted on the nodes with BlobFuse2. Pure.
+
+Names: a container 3-63 characters of lowercase letters, digits and single hyphens, a letter or
+digit first; a storage account 3-24 lowercase letters and digits, globally unique, derived
+from the bucket's name (learn.microsoft.com/azure/azure-resource-manager/management/
+resource-name-rules#microsoftstorage)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from types import MappingProxyType
+
+from gpufleet.traitparts import BucketClass, BucketService
+
+BUCKETS = BucketService(
+    "Azure Blob Storage",
+    MappingProxyType({
+        "standard": BucketClass("standard", "Hot tier, StorageV2 (general purpose v2)"),
+        "premium": BucketClass("premium", "Premium block blobs (BlockBlobStorage)",
+                               rule="premium block blob accounts are locally redundant (LRS)"
+                                    " and have no Hot/Cool tiers")}),
+    63, re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]"),
+    "learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
+    "#microsoftstorage",
+    "BlobFuse2", "learn.microsoft.com/azure/storage/blobs/blobfuse2-what-is")
+
+
+def account_name(bucket: str) -> str:
+    """The storage account of a bucket: its letters and digits (at most 16) and 8 of a digest,
+    so a name that differs only in hyphens still gets an account of its own."""
+    letters = re.sub(r"[^a-z0-9]", "", bucket)[:16]
+    return letters + hashlib.sha256(bucket.encode()).hexdigest()[:8]

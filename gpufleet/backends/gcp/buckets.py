@@ -1,0 +1,21 @@
+"""Cloud Storage as gpufleet builds buckets in it: regional Standard buckets with uniform
+bucket-level access and public access prevention enforced, mounted on the nodes with Cloud
+Storage FUSE. Pure.
+
+Names: cloud.google.com/storage/docs/buckets#naming (3-63 characters: lowercase letters,
+digits, dashes, underscores and dots, a letter or digit at each end; not beginning with
+"goog" nor containing "google")."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+from gpufleet.traitparts import BucketClass, BucketService
+
+BUCKETS = BucketService(
+    "Cloud Storage",
+    MappingProxyType({"standard": BucketClass("standard", "Standard storage")}),
+    63, re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]"),
+    "cloud.google.com/storage/docs/buckets#naming",
+    "Cloud Storage FUSE", "cloud.google.com/storage/docs/cloud-storage-fuse/overview")
