@@ -88,7 +88,10 @@ def emit(compiled: Compiled) -> None:
             r2.emit_bucket(bucket)
             continue
         module = components_for(bucket.cloud)
-        module.emit_bucket(bucket, provider_for(module, bucket.provider))
+        file_bucket = getattr(module, "emit_bucket", None)
+        if file_bucket is None:
+            raise pulumi.RunError(f"{bucket.cloud} builds no buckets")
+        file_bucket(bucket, provider_for(module, bucket.provider))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:

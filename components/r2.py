@@ -11,17 +11,24 @@ import pulumi
 
 from gpufleet.compile import BucketDesign
 
+from .sdk import package_module
+
+SDK = "pulumi_cloudflare"
+
 ACCOUNT_CONFIG = "cloudflareAccountId"
 CLASSES = {"standard": "Standard", "infrequent": "InfrequentAccess"}
 
 
 def emit_bucket(b: BucketDesign) -> pulumi.Resource:
-    import pulumi_cloudflare as cloudflare
-
     account = b.account or pulumi.Config("gpufleet").get(ACCOUNT_CONFIG)
     if not account:
         raise pulumi.RunError(f"bucket '{b.name}': no Cloudflare account: set `account_id` on "
                               f"the bucket or `pulumi config set gpufleet:{ACCOUNT_CONFIG} ID`")
-    return cloudflare.R2Bucket(b.name, account_id=account, name=b.name, location=b.region,
-                               storage_class=CLASSES[b.klass],
-                               opts=pulumi.ResourceOptions(protect=True))
+    try:
+        sdk = package_module(SDK, "r2_bucket")  # not the package's every resource
+    except ModuleNotFoundError as e:
+        raise pulumi.RunError(f"{e}: pip install gpufleet (R2 buckets)") from None
+    bucket: pulumi.Resource = sdk.R2Bucket(
+        b.name, account_id=account, name=b.name, location=b.region,
+        storage_class=CLASSES[b.klass], opts=pulumi.ResourceOptions(protect=True))
+    return bucket

@@ -107,3 +107,16 @@ def by_class(sdk: str, services: Iterable[str]) -> None:
         parent = sys.modules.get(sdk)
         if parent is not None:  # imported already: its lazy attribute points at the old one
             setattr(parent, service, module)
+
+
+def package_module(sdk: str, module: str) -> types.ModuleType:
+    """One resource module of an SDK whose package ``__init__`` imports every resource of the
+    provider (pulumi_cloudflare: several hundred modules, some warning that they are
+    deprecated): the package is installed unexecuted, then only ``module`` (with the
+    package's ``_utilities``) is imported."""
+    if sdk not in sys.modules:
+        spec = importlib.util.find_spec(sdk)
+        if spec is None:
+            raise ModuleNotFoundError(f"{sdk} is not installed")
+        sys.modules[sdk] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{sdk}.{module}")

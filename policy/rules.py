@@ -8,11 +8,11 @@ config, or the backends file offline) from ``args.config``.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.policy.exposure import K3S_PORTS, bucket_public, public_source
 from gpufleet.policy.reading import (
     LAMBDA_INSTANCE,
     LAMBDA_RULESET,
@@ -82,32 +82,12 @@ def ssh_only_from_allowed(args: Any, report: Report) -> None:
                    args.urn)
 
 
-# k3s's inbound ports (docs.k3s.io, "Inbound Rules for K3s Nodes"): what a fleet handed to
-# SkyPilot's SSH Node Pools opens among its own nodes, and never to anything public
-K3S_PORTS = frozenset({"6443", "10250", "2379", "2380", "8472"})
-
-
-# the private ranges (RFC 1918, RFC 6598's shared space, RFC 4193's unique local): a fleet's
-# own subnets come from them; anything else reaches the node from outside its networks
-_PRIVATE = tuple(ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"))
-
-
-def _public(source: str) -> bool:
-    try:
-        net = ipaddress.ip_network(source, strict=False)
-    except ValueError:  # a service tag: only the Internet ones are public
-        return source.lower() in ("*", "internet", "any")
-    return not any(net.version == p.version and net.subnet_of(p)  # type: ignore[arg-type]
-                   for p in _PRIVATE)
-
-
 def k3s_ports_private(args: Any, report: Report) -> None:
     """k3s's ports (SkyPilot's SSH Node Pools) admit private addresses only: the fleet's own
     nodes; `sky ssh up` reaches the API server through an SSH tunnel."""
     for ports, _proto, sources in _ingress(args):
         hit = sorted(K3S_PORTS & ports, key=int)
-        public = [s for s in sources if _public(str(s))]
+        public = [s for s in sources if public_source(str(s))]
         if hit and public:
             report(f"{args.name} admits k3s's port(s) {', '.join(hit)} from "
                    f"{', '.join(public)}", args.urn)
@@ -262,9 +242,11 @@ def gateway_addresses_protected(args: Any, report: Report) -> None:
 
 
 def storage_private_encrypted_protected(args: Any, report: Report) -> None:
-    """Shared filesystems and volumes: protected from deletion, encrypted at rest where the
-    service lets it be turned off, and closed to the internet."""
+    """Shared filesystems, volumes and buckets: protected from deletion, encrypted at rest
+    where the service lets it be turned off, and closed to the internet."""
     t, p = args.resource_type, args.props
+    for problem in bucket_public(t, p):
+        report(f"{args.name}: {problem}", args.urn)
     if t not in STORED_DATA_TYPES or (t == "gcp:compute/disk:Disk" and "Fleet" in str(args.urn)):
         return
     if not bool(getattr(args.opts, "protect", False)):
@@ -278,8 +260,6 @@ def storage_private_encrypted_protected(args: Any, report: Report) -> None:
         if rules.get("defaultAction") != "Deny" or p.get("allowBlobPublicAccess") is not False:
             report(f"{args.name}: the storage account is open to public networks (set "
                    "networkRuleSet.defaultAction Deny, allowBlobPublicAccess false)", args.urn)
-
-
 
 
 def dns_ttl(args: Any, report: Report) -> None:
@@ -363,8 +343,8 @@ RULES: tuple[Rule, ...] = (
          "creates its own at `dstack apply` and cannot adopt one", "mandatory",
          "build the gateway's network only; dstack makes the instances", "",
          gateway_no_instances),
-    Rule("storage-private-encrypted-protected", "Shared filesystems and volumes are "
-         "protected from deletion, encrypted at rest and closed to public networks",
+    Rule("storage-private-encrypted-protected", "Shared filesystems, volumes and buckets are "
+         "protected from deletion, encrypted at rest and closed to public access",
          "mandatory", "keep `protect`, `encrypted: true` and the storage account's deny-by-"
          "default network rules gpufleet sets", "", storage_private_encrypted_protected),
     Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",

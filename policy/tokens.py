@@ -33,7 +33,11 @@ OWN: dict[str, tuple[str, ...]] = {
                     "azure-native:storagecache:AmlFilesystem",
                     "azure-native:storage:StorageAccount", "aws:ebs/volume:Volume",
                     "gcp:compute/disk:Disk", "azure-native:storage:FileShare",
-                    "pulumi-python:dynamic/lambda:Filesystem"),
+                    "pulumi-python:dynamic/lambda:Filesystem",
+                    # buckets (the backends file's `buckets:`), Cloudflare R2's too
+                    "aws:s3/bucket:Bucket", "aws:s3/directoryBucket:DirectoryBucket",
+                    "gcp:storage/bucket:Bucket", "azure-native:storage:BlobContainer",
+                    "cloudflare:index/r2Bucket:R2Bucket"),
 }
 
 

@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {*CORE_STAGES, "components", "policy"},
 }
 SHARED = {"gpufleet", "gpufleet.diagnostics", "gpufleet.fileio", "gpufleet.traits",
-          "gpufleet.traitparts",
+          "gpufleet.traitparts", "gpufleet.objectstores",
           "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends", "gpufleet.outbound"}
 FORBIDDEN_IN_CORE = ("pulumi", "pulumi_", "gpufleet.components", "gpufleet.policy")
 MAX_LINES = 400

@@ -24,8 +24,13 @@ def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi
         resource_group_name=group, location=b.region,
         kind="BlockBlobStorage" if premium else "StorageV2",
         sku=storage.SkuArgs(name="Premium_LRS" if premium else "Standard_LRS"),
-        access_tier=None if premium else "Hot", allow_blob_public_access=False,
+        access_tier=None if premium else storage.AccessTier.HOT,
+        allow_blob_public_access=False,
         enable_https_traffic_only=True, minimum_tls_version="TLS1_2",
+        # closed to every network by default, as gpufleet's Azure Files accounts are: the
+        # mounting fleets' subnets are what may reach it
+        network_rule_set=storage.NetworkRuleSetArgs(
+            default_action=storage.DefaultAction.DENY, bypass="AzureServices"),
         tags=dict(b.labels), opts=opts)
     child = pulumi.ResourceOptions(provider=prov)
     if b.versioning:

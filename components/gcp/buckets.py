@@ -12,17 +12,17 @@ from gpufleet.compile import BucketDesign
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi.Resource:
     rules = []
-    condition = {"matches_prefixes": [b.prefix]} if b.prefix else {}
+    prefixes = [b.prefix] if b.prefix else None
     if b.expire_days is not None:
         rules.append(gcp.storage.BucketLifecycleRuleArgs(
             action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=b.expire_days,
-                                                                   **condition)))
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                age=b.expire_days, matches_prefixes=prefixes)))
     if b.noncurrent_days is not None:
         rules.append(gcp.storage.BucketLifecycleRuleArgs(
             action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
             condition=gcp.storage.BucketLifecycleRuleConditionArgs(
-                days_since_noncurrent_time=b.noncurrent_days, **condition)))
+                days_since_noncurrent_time=b.noncurrent_days, matches_prefixes=prefixes)))
     return gcp.storage.Bucket(
         b.name, name=b.name, location=b.region.upper(), storage_class="STANDARD",
         uniform_bucket_level_access=True, public_access_prevention="enforced",

@@ -59,8 +59,9 @@ def design_buckets(inputs: Inputs, plans: Sequence[FleetDesign]
     declared = {f.name for f in inputs.fleets}
     out: list[BucketDesign] = []
     diags: list[Diagnostic] = []
+    taken: dict[tuple[str, str], str] = {}  # (fleet, path) -> the bucket mounted there
     for b in sorted(inputs.buckets, key=lambda x: (x.cloud, x.name)):
-        readers, problems = _readers(b, by_name, declared)
+        readers, problems = _readers(b, by_name, declared, taken)
         diags += problems
         out.append(BucketDesign(
             b.name, b.file, b.cloud, b.region, b.klass, _provider(b, inputs), tuple(readers),
@@ -83,11 +84,11 @@ def _labels(b: BucketSpec) -> Mapping[str, str]:
     return traits_of(b.cloud).labels(tags) if is_backend(b.cloud) else tags
 
 
-def _readers(b: BucketSpec, fleets: Mapping[str, FleetDesign], declared: set[str]
+def _readers(b: BucketSpec, fleets: Mapping[str, FleetDesign], declared: set[str],
+             paths: dict[tuple[str, str], str]
              ) -> tuple[list[BucketReader], list[Diagnostic]]:
     out: list[BucketReader] = []
     diags: list[Diagnostic] = []
-    paths: dict[tuple[str, str], str] = {}
     for m in b.mounts:
         plan = fleets.get(m.fleet)
         if plan is None:

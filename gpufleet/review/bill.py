@@ -1,7 +1,10 @@
 """The whole bill of a plan: every resource that bills by the hour or the month, priced.
 
 Per fleet the nodes (the offer), the network (bastion VM and its address, NAT gateways and
-their addresses, node addresses) and the storage (node and bastion disks); per gateway what
+their addresses, node addresses) and the storage (node and bastion disks); per bucket its
+storage and the data its fleets move (each GB priced by its path: within one region nothing,
+across regions of one cloud its inter-region price, out of a cloud its internet egress price
+- a read pays the bucket's cloud, a write the fleet's - R2 nothing); per gateway what
 dstack creates for it (instances, disks, addresses, load balancer) and what the stack builds
 (NAT, DNS zone, kept addresses). Instances of every role are priced from the
 catalog (the bundled one when the catalog in use lacks a small type); the rest from the
@@ -17,7 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.backends import all_backends, traits_of
-from gpufleet.compile import PLANNERS, BucketDesign, FleetDesign, GatewayDesign, VolumeDesign
+from gpufleet.compile import (
+    PLANNERS,
+    BucketDesign,
+    BucketReader,
+    FleetDesign,
+    GatewayDesign,
+    VolumeDesign,
+)
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
@@ -254,13 +264,57 @@ def bills(fleets: Sequence[FleetDesign], gateways: Sequence[GatewayDesign], pric
           buckets: Sequence[BucketDesign] = ()) -> dict[str, Bill]:
     """Every bill by owner: fleets and gateways by name, volumes as `volume:NAME` and buckets
     as `bucket:NAME` (their names are namespaces of their own)."""
-    from gpufleet.review.bucketbill import bucket_bill
-
     out = {f.name: fleet_bill(f, prices, catalog) for f in fleets}
     out.update({g.name: gateway_bill(g, prices, catalog) for g in gateways})
     out.update({f"volume:{v.name}": volume_bill(v, prices) for v in volumes if v.created})
     out.update({f"bucket:{b.name}": bucket_bill(b, prices) for b in buckets})
     return out
+
+
+def transfer_price(prices: PriceTable, payer: str, same_cloud: bool, same_region: bool
+                   ) -> tuple[float | None, str]:
+    """USD per GB that ``payer`` charges for a GB on this path, and the source."""
+    t = prices.raw(payer, "transfer")
+    if not t:
+        return None, f"{prices.describe()}: no transfer prices for {payer}"
+    key = "same_region_per_gb" if same_cloud and same_region else \
+        "inter_region_per_gb" if same_cloud else "internet_per_gb"
+    return float(t[key]), str(t["source"])
+
+
+def _path(b: BucketDesign, r: BucketReader) -> str:
+    if r.backend == b.cloud:
+        return "in one region" if r.region == b.region else \
+            f"{b.region} -> {r.region}"
+    return f"{b.cloud} {b.region} <-> {r.backend} {r.region}"
+
+
+def bucket_bill(b: BucketDesign, prices: PriceTable) -> Bill:
+    items: list[Item] = []
+    unpriced: list[str] = []
+    hours = prices.hours_per_month
+    klass = (prices.raw(b.cloud, "buckets") or {}).get(b.klass)
+    if b.expected_gb is None:
+        unpriced.append(f"storage of bucket {b.name} (declare `expected_gb`)")
+    elif not klass:
+        unpriced.append(f"storage of bucket {b.name} (no {b.klass} price for {b.cloud})")
+    else:
+        items.append(Item("storage", "bucket", f"{b.expected_gb:,.0f} GB {b.klass} (bucket "
+                          f"{b.name})", 1, b.expected_gb * float(klass["per_gb_month"]) / hours,
+                          str(klass["source"])))
+    for r in b.readers:
+        same_cloud, same_region = r.backend == b.cloud, r.region == b.region
+        for gb, payer, verb in ((r.read_gb_per_month, b.cloud, "read by"),
+                                (r.write_gb_per_month, r.backend, "written from")):
+            if not gb:
+                continue
+            price, source = transfer_price(prices, payer, same_cloud, same_region)
+            what = f"{gb:,.0f} GB/month {verb} {r.fleet} ({_path(b, r)})"
+            if price is None:
+                unpriced.append(f"{what} ({source})")
+                continue
+            items.append(Item("network", "transfer", what, 1, gb * price / hours, source))
+    return Bill(b.name, "bucket", tuple(items), tuple(unpriced))
 
 
 def total(all_bills: Mapping[str, Bill]) -> float:

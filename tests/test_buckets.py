@@ -1,0 +1,218 @@
+"""Buckets as code (issue 59, first part): the backends file's `buckets:` in Amazon S3 (and S3
+Express One Zone directory buckets), Cloud Storage, Azure Blob Storage and Cloudflare R2,
+each name held to its store's own rule (docs.aws.amazon.com/AmazonS3/latest/userguide/
+bucketnamingrules.html and directory-bucket-naming-rules.html, cloud.google.com/storage/docs/
+buckets#naming, learn.microsoft.com/azure/azure-resource-manager/management/resource-name-
+rules#microsoftstorage, developers.cloudflare.com/r2/buckets/create-buckets/); built private,
+encrypted and protected; storage and the declared transfer on the bill, priced per path from
+the price table (R2: no egress, developers.cloudflare.com/r2/pricing/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from test_policy import args, fires
+
+from gpufleet.cli import cli
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+
+from planutil import TEST_KEY, by_type, plan_files, write
+
+SUB = "11111111-2222-3333-4444-555555555555"
+ACCOUNT = "0123456789abcdef0123456789abcdef"
+BACKENDS = f"""access:
+  ssh_public_key: {TEST_KEY}
+backends:
+  - type: aws
+    ssh_cidrs: [203.0.113.0/24]
+  - type: gcp
+    project_id: p1
+  - type: azure
+    subscription_id: {SUB}
+    tenant_id: 00000000-0000-0000-0000-000000000000
+"""
+FLEET = ("type: fleet\nname: p5\nnodes: 2\nplacement: cluster\nbackends: [aws]\n"
+         "regions: [us-east-1]\nresources:\n  gpu: H100:8\n")
+# the layout the guidance recommends: a central copy in R2 (no egress fees), a regional cache
+# where the fleet runs, fast checkpoints in S3 Express One Zone, and a bucket read across clouds
+BUCKETS = f"""buckets:
+  - name: acme-datasets
+    cloud: r2
+    region: enam
+    account_id: {ACCOUNT}
+    expected_gb: 20000
+    mounts:
+      - {{fleet: p5, path: /mnt/central, transfer: {{read_gb_per_month: 1000}}}}
+  - name: acme-datasets-use1
+    cloud: aws
+    region: us-east-1
+    cache_of: acme-datasets
+    expected_gb: 20000
+    versioning: true
+    lifecycle: {{prefix: tmp/, expire_days: 7, noncurrent_days: 3}}
+    mounts:
+      - {{fleet: p5, path: /mnt/data, transfer: {{read_gb_per_month: 50000}}}}
+  - name: acme-ckpt--use1-az4--x-s3
+    cloud: aws
+    region: us-east-1
+    zone: use1-az4
+    class: express
+    expected_gb: 2000
+    lifecycle: {{expire_days: 14}}
+    mounts:
+      - {{fleet: p5, path: /mnt/ckpt, read_only: false,
+          transfer: {{write_gb_per_month: 4000}}}}
+  - name: acme-eu-copy
+    cloud: aws
+    region: eu-west-1
+    mounts:
+      - {{fleet: p5, path: /mnt/eu, transfer: {{read_gb_per_month: 1000}}}}
+  - name: acme-data-gcp
+    cloud: gcp
+    region: us-central1
+    versioning: true
+    lifecycle: {{prefix: checkpoints/, expire_days: 30}}
+    mounts:
+      - {{fleet: p5, path: /mnt/gcs, transfer: {{read_gb_per_month: 10000,
+                                                 write_gb_per_month: 100}}}}
+  - name: acmeblobs
+    cloud: azure
+    region: eastus
+    class: premium
+    expected_gb: 1000
+"""
+
+
+def _files(tmp: Path, buckets: str = BUCKETS) -> list[str]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return [write(tmp, "b.yml", BACKENDS + buckets), write(tmp, "p5.yml", FLEET)]
+
+
+def test_each_store_builds_its_bucket_private_encrypted_and_protected(tmp_path: Path) -> None:
+    report = plan_files(_files(tmp_path))
+    [s3] = [r for r in by_type(report, "aws:s3/bucket:Bucket")
+            if r["name"] == "acme-datasets-use1"]
+    assert s3["inputs"]["bucket"] == "acme-datasets-use1" and s3["protect"]
+    [block] = [r["inputs"] for r in by_type(
+        report, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+        if r["name"] == "acme-datasets-use1-public-access"]
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy",
+                                          "ignorePublicAcls", "restrictPublicBuckets"))
+    sse = by_type(report, "aws:s3/bucketServerSideEncryptionConfiguration:"
+                          "BucketServerSideEncryptionConfiguration")
+    assert len(sse) == 2 and {r["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"][
+        "sseAlgorithm"] for r in sse} == {"AES256"}  # both general purpose buckets
+    [life] = [r["inputs"]["rules"][0] for r in by_type(
+        report, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+        if r["name"] == "acme-datasets-use1-lifecycle"]
+    assert (life["filter"]["prefix"], life["expiration"]["days"],
+            life["noncurrentVersionExpiration"]["noncurrentDays"]) == ("tmp/", 7, 3)
+    [directory] = by_type(report, "aws:s3/directoryBucket:DirectoryBucket")
+    assert directory["inputs"]["location"] == {"name": "use1-az4", "type": "AvailabilityZone"}
+    assert directory["protect"]
+    [gcs] = by_type(report, "gcp:storage/bucket:Bucket")
+    g = gcs["inputs"]
+    assert (g["publicAccessPrevention"], g["uniformBucketLevelAccess"], g["location"],
+            g["versioning"]["enabled"], gcs["protect"]) == ("enforced", True, "US-CENTRAL1",
+                                                             True, True)
+    [account] = by_type(report, "azure-native:storage:StorageAccount")
+    a = account["inputs"]
+    assert (a["kind"], a["sku"]["name"], a["allowBlobPublicAccess"],
+            a["networkRuleSet"]["defaultAction"], account["protect"]) == (
+        "BlockBlobStorage", "Premium_LRS", False, "Deny", True)
+    assert len(a["accountName"]) <= 24 and a["accountName"].isalnum()
+    [container] = by_type(report, "azure-native:storage:BlobContainer")
+    assert container["inputs"]["publicAccess"] == "None" and container["protect"]
+    [r2] = by_type(report, "cloudflare:index/r2Bucket:R2Bucket")
+    assert r2["inputs"] == {"accountId": ACCOUNT, "name": "acme-datasets", "location": "enam",
+                            "storageClass": "Standard"} and r2["protect"]
+    assert report.violations == ()
+    # the same YAML, the same names
+    again = plan_files(_files(tmp_path / "again"))
+    assert sorted(r["urn"] for r in report.resources) == \
+        sorted(r["urn"] for r in again.resources)
+
+
+def test_the_bill_prices_storage_and_each_transfer_path(tmp_path: Path) -> None:
+    report = plan_files(_files(tmp_path))
+
+    def monthly(bucket: str, part: str) -> float:
+        return round(report.bills[f"bucket:{bucket}"].part(part) * 730, 2)
+    assert monthly("acme-datasets", "storage") == 20000 * 0.015  # R2 Standard
+    assert monthly("acme-datasets", "network") == 0  # R2: no egress
+    assert monthly("acme-datasets-use1", "storage") == 20000 * 0.023
+    assert monthly("acme-datasets-use1", "network") == 0  # one region
+    assert monthly("acme-ckpt--use1-az4--x-s3", "storage") == 2000 * 0.11
+    assert monthly("acme-eu-copy", "network") == 1000 * 0.02  # across AWS regions
+    # read out of Cloud Storage to AWS: Google's egress; written from AWS: AWS's egress
+    assert monthly("acme-data-gcp", "network") == 10000 * 0.12 + 100 * 0.09
+    assert "storage of bucket acme-data-gcp (declare `expected_gb`)" in \
+        report.bills["bucket:acme-data-gcp"].unpriced
+    r = CliRunner().invoke(cli, ["plan", *_files(tmp_path / "cli")])
+    assert "transfer: 10,000 GB/month read by p5 (gcp us-central1 <-> aws us-east-1): " \
+           "$1,200.00/month" in r.stdout
+    assert "(but the buckets' declared `transfer:`, priced above)" in r.stdout
+
+
+def test_reading_across_clouds_or_regions_warns_and_names_the_cache(tmp_path: Path) -> None:
+    compiled = compile_inputs(validate_paths(_files(tmp_path)).inputs, load_catalog())
+    warned = {d.message.split("bucket '")[1].split("'")[0]: d for d in compiled.diagnostics
+              if d.code == "V028"}
+    assert sorted(warned) == ["acme-data-gcp", "acme-eu-copy"]  # not R2, not the cache
+    assert "leaves Cloud Storage for the internet" in warned["acme-data-gcp"].message
+    assert "a bucket with `cache_of: acme-data-gcp`" in str(warned["acme-data-gcp"].hint)
+    assert "crosses regions" in warned["acme-eu-copy"].message
+
+
+@pytest.mark.parametrize(("bucket", "code", "words"), [
+    ("  - {name: bad-s3alias, cloud: aws, region: us-east-1}", "V024", "Amazon S3 bucket name"),
+    ("  - {name: my-google-data, cloud: gcp, region: us-central1}", "V024",
+     "Cloud Storage bucket name"),
+    ("  - {name: double--dash, cloud: azure, region: eastus}", "V024", "Azure Blob Storage"),
+    ("  - {name: under_score, cloud: r2, region: enam}", "V024", "Cloudflare R2 bucket name"),
+    ("  - {name: x-data, cloud: gcp, region: us-central1, class: express}", "V024",
+     "has no class 'express'"),
+    ("  - {name: ckpt--use1-az4--x-s3, cloud: aws, region: us-east-1, class: express}", "V026",
+     "needs `zone`"),
+    ("  - {name: ckpt, cloud: aws, region: us-east-1, class: express, zone: use1-az4}", "V026",
+     "--<zone id>--x-s3"),
+    ("  - {name: ckpt--use1-az4--x-s3, cloud: aws, region: us-east-1, class: express, "
+     "zone: use1-az4, versioning: true}", "V026", "keeps no versions"),
+    ("  - {name: data-x, cloud: r2, region: us-east-1}", "V026", "not an R2 location hint"),
+    ("  - {name: data-x, cloud: aws, region: us-east-1, cache_of: nowhere}", "V025",
+     "names no other bucket"),
+    ("  - {name: data-x, cloud: aws, region: us-east-1, mounts: [{fleet: ghost}]}", "V027",
+     "fleet 'ghost'"),
+    ("  - {name: data-x, cloud: aws, region: us-east-1, mounts: [{fleet: p5, path: /m}]}\n"
+     "  - {name: data-y, cloud: aws, region: us-east-1, mounts: [{fleet: p5, path: /m}]}",
+     "V027", "mounts two buckets at /m"),
+])
+def test_a_bucket_its_store_would_refuse_is_named_where_it_is_written(
+        tmp_path: Path, bucket: str, code: str, words: str) -> None:
+    r = CliRunner().invoke(cli, ["plan", *_files(tmp_path, "buckets:\n" + bucket + "\n")])
+    assert r.exit_code == 1, r.output
+    assert f"error[{code}]" in r.output and words in r.output and "b.yml:" in r.output
+
+
+def test_the_policy_pack_catches_a_public_or_unprotected_bucket() -> None:
+    bad: dict[str, Any] = {
+        "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": {
+            "blockPublicAcls": True, "blockPublicPolicy": False, "ignorePublicAcls": True,
+            "restrictPublicBuckets": True},
+        "gcp:storage/bucket:Bucket": {"publicAccessPrevention": "inherited",
+                                      "uniformBucketLevelAccess": True},
+        "azure-native:storage:BlobContainer": {"publicAccess": "Blob"},
+    }
+    for typ, props in bad.items():
+        assert fires("storage-private-encrypted-protected", args(typ, props, protect=True)), typ
+    # a bucket of any store without `protect`: `pulumi destroy` would delete its data
+    assert fires("storage-private-encrypted-protected",
+                 args("cloudflare:index/r2Bucket:R2Bucket", {"name": "x"}))
+    good = args("gcp:storage/bucket:Bucket", {"publicAccessPrevention": "enforced",
+                                               "uniformBucketLevelAccess": True}, protect=True)
+    assert fires("storage-private-encrypted-protected", good) == []
