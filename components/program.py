@@ -91,7 +91,7 @@ def emit(compiled: Compiled) -> None:
         file_bucket = getattr(module, "emit_bucket", None)
         if file_bucket is None:
             raise pulumi.RunError(f"{bucket.cloud} builds no buckets")
-        file_bucket(bucket, provider_for(module, bucket.provider))
+        file_bucket(bucket, provider_for(module, bucket.provider), fleets)
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:
@@ -102,23 +102,29 @@ def emit(compiled: Compiled) -> None:
             "size_gib": vol.size_gib, "volume_id": volume_id, "created": vol.created})
 
 
+def _bastion_output(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any] | None:
+    """The bastion's name, address and user, and the tunnel to a dstack server on it."""
+    access = plan.access
+    if access is None or access.bastion is None:
+        return None
+    bastion: dict[str, Any] = {"name": access.bastion.name,
+                               "address": fleet.bastion_address, "user": access.user}
+    server = access.bastion.server
+    if server is not None:  # control_plane: the dstack server runs on the bastion
+        port, user = server.port, access.user
+        bastion["server"] = {
+            "port": port, "version": server.dstack_version,
+            "url": f"http://127.0.0.1:{port}",  # through the tunnel, on your machine
+            "tunnel": pulumi.Output.from_input(fleet.bastion_address).apply(
+                lambda a: f"ssh -N -L {port}:127.0.0.1:{port} {user}@{a}")}
+    return bastion
+
+
 def fleet_outputs(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any]:
     """A fleet's stack output: what people, `gpufleet export dstack` and dstack need to reach
     and use it (nodes, the way in, networks by role with their CIDRs, subnets)."""
     access = plan.access
-    bastion = None
-    if access is not None and access.bastion is not None:
-        bastion = {"name": access.bastion.name, "address": fleet.bastion_address,
-                   "user": access.user}
-        server = access.bastion.server
-        if server is not None:  # control_plane: the dstack server runs on the bastion
-            port = server.port
-            user = access.user
-            bastion["server"] = {
-                "port": port, "version": server.dstack_version,
-                "url": f"http://127.0.0.1:{port}",  # through the tunnel, on your machine
-                "tunnel": pulumi.Output.from_input(fleet.bastion_address).apply(
-                    lambda a: f"ssh -N -L {port}:127.0.0.1:{port} {user}@{a}")}
+    bastion = _bastion_output(plan, fleet)
     networks = {n.role: {"name": fleet.network_names.get(n.role),
                          "id": fleet.network_ids.get(n.role), "cidr": n.cidr,
                          "subnets": [s.cidr for s in n.subnets],
@@ -159,6 +165,10 @@ def fleet_outputs(plan: FleetDesign, fleet: FleetResources) -> dict[str, Any]:
                                   "target": getattr(fleet, "filesystems", {}).get(fs.name),
                                   "capacity_gib": fs.capacity_gib}
                         for fs in plan.filesystems},
+        # buckets the nodes mount (FUSE): the exports say where the data is
+        **({"buckets": {m.bucket: {"cloud": m.cloud, "mount": m.path,
+                                   "read_only": m.read_only} for m in plan.buckets}}
+           if plan.buckets else {}),
     }
 
 

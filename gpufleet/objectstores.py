@@ -22,7 +22,7 @@ R2 = BucketService(
     "developers.cloudflare.com/r2/buckets/create-buckets/",
     "Mountpoint for Amazon S3 against R2's S3 endpoint",
     "developers.cloudflare.com/r2/api/s3/api/ (R2's S3-compatible API); "
-    "github.com/awslabs/mountpoint-s3 (--endpoint-url)")
+    "github.com/awslabs/mountpoint-s3 (--endpoint-url)", "mountpoint-s3")
 # R2's locations (location hints): developers.cloudflare.com/r2/reference/data-location/
 R2_LOCATIONS = frozenset({"wnam", "enam", "weur", "eeur", "apac", "oc"})
 

@@ -5,7 +5,7 @@ what unlocks a cluster fabric. Pure data."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,3 +120,6 @@ class BucketService:
     name_source: str  # the naming rules page
     client: str  # the FUSE client the nodes mount a bucket with
     client_source: str
+    client_key: str = ""  # how the mount script names it: mountpoint-s3, gcsfuse, blobfuse2
+    # the name of a bucket's own account in the store (Azure: a storage account per bucket)
+    account_of: Callable[[str], str] | None = None

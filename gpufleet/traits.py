@@ -324,6 +324,9 @@ class BackendTraits:
     quota_lag: str = ""
     quota_note: str = ""  # why a cloud without compute quotas lists none (`gpufleet quota`)
     buckets: BucketService | None = None  # its object store (the backends file's `buckets:`)
+    # the backend entry's key that gives the nodes an identity a bucket grant can name
+    # (gcp: vm_service_account); "" when the stack makes one itself
+    bucket_identity_key: str = ""
     # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs

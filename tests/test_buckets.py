@@ -216,3 +216,137 @@ def test_the_policy_pack_catches_a_public_or_unprotected_bucket() -> None:
     good = args("gcp:storage/bucket:Bucket", {"publicAccessPrevention": "enforced",
                                                "uniformBucketLevelAccess": True}, protect=True)
     assert fires("storage-private-encrypted-protected", good) == []
+
+
+# --- mounts and access -------------------------------------------------------------------
+
+MOUNTS = f"""buckets:
+  - name: acme-use1
+    cloud: aws
+    region: us-east-1
+    mounts: [{{fleet: p5, path: /mnt/data}}]
+  - name: acme-ckpt--use1-az4--x-s3
+    cloud: aws
+    region: us-east-1
+    zone: use1-az4
+    class: express
+    mounts: [{{fleet: p5, path: /mnt/ckpt, read_only: false}}]
+  - name: acme-central
+    cloud: r2
+    region: enam
+    account_id: {ACCOUNT}
+    mounts: [{{fleet: p5, path: /mnt/central}}]
+"""
+
+
+def test_an_aws_fleet_mounts_its_buckets_with_an_instance_profile_scoped_to_them(
+        tmp_path: Path) -> None:
+    import json
+
+    report = plan_files(_files(tmp_path, MOUNTS))
+    [policy] = by_type(report, "aws:iam/rolePolicy:RolePolicy")
+    statements = json.loads(policy["inputs"]["policy"])["Statement"]
+    assert {"Action": "s3:ListBucket", "Effect": "Allow",
+            "Resource": "arn:aws:s3:::acme-use1"} in statements
+    assert {"Action": ["s3:GetObject"], "Effect": "Allow",
+            "Resource": "arn:aws:s3:::acme-use1/*"} in statements  # read-only: no writes
+    [express] = [s for s in statements if s["Action"] == "s3express:CreateSession"]
+    assert express["Resource"] == \
+        "arn:aws:s3express:us-east-1:*:bucket/acme-ckpt--use1-az4--x-s3" and \
+        "Condition" not in express  # a read-write mount: ReadWrite sessions
+    [profile] = by_type(report, "aws:iam/instanceProfile:InstanceProfile")
+    [template] = by_type(report, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert template["inputs"]["iamInstanceProfile"]["name"] == \
+        f"{profile['name']}-mock" or template["inputs"]["iamInstanceProfile"]["name"]
+    # R2 is a reader on the bill, not a mount yet: said, not silently dropped
+    compiled = compile_inputs(validate_paths(_files(tmp_path / "c", MOUNTS)).inputs,
+                              load_catalog())
+    [not_mounted] = [d for d in compiled.diagnostics if d.code == "V029"]
+    assert "acme-central" in not_mounted.message and "not built yet" in not_mounted.message
+    [plan] = compiled.plans
+    assert [(m.bucket, m.client, m.read_only, m.zonal) for m in plan.buckets] == [
+        ("acme-ckpt--use1-az4--x-s3", "mountpoint-s3", False, True),
+        ("acme-use1", "mountpoint-s3", True, False)]
+
+
+def test_a_gcp_fleet_grants_its_service_account_and_needs_one(tmp_path: Path) -> None:
+    fleet = ("type: fleet\nname: g4\nnodes: 1\nbackends: [gcp]\nregions: [us-central1]\n"
+             "resources:\n  gpu: L4:1\n")
+    bucket = ("buckets:\n  - {name: acme-gcs, cloud: gcp, region: us-central1, mounts: "
+              "[{fleet: g4, path: /mnt/gcs, read_only: false}]}\n")
+    with_sa = BACKENDS.replace("    project_id: p1\n", "    project_id: p1\n"
+                               "    vm_service_account: nodes@p1.iam.gserviceaccount.com\n")
+    tmp_path.mkdir(exist_ok=True)
+    report = plan_files([write(tmp_path, "b.yml", with_sa + bucket),
+                         write(tmp_path, "g4.yml", fleet)])
+    [member] = by_type(report, "gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert member["inputs"] == {"bucket": "acme-gcs", "role": "roles/storage.objectUser",
+                                "member": "serviceAccount:nodes@p1.iam.gserviceaccount.com"}
+    other = tmp_path / "no-sa"
+    other.mkdir()
+    compiled = compile_inputs(validate_paths([write(other, "b.yml", BACKENDS + bucket),
+                                              write(other, "g4.yml", fleet)]).inputs,
+                              load_catalog())
+    [warned] = [d for d in compiled.diagnostics if d.code == "V029"]
+    assert "set `vm_service_account` for gcp" in warned.message
+    assert compiled.plans[0].buckets == ()
+
+
+def test_an_azure_fleet_mounts_with_its_nodes_identities_from_its_subnet(
+        tmp_path: Path) -> None:
+    fleet = ("type: fleet\nname: nd\nnodes: 2\nplacement: cluster\nbackends: [azure]\n"
+             "resources:\n  gpu: H100:8\n")
+    bucket = ("buckets:\n  - {name: acme-blobs, cloud: azure, region: eastus, mounts: "
+              "[{fleet: nd, path: /mnt/blobs}]}\n")
+    tmp_path.mkdir(exist_ok=True)
+    report = plan_files([write(tmp_path, "b.yml", BACKENDS + bucket),
+                         write(tmp_path, "nd.yml", fleet)])
+    [vmss] = by_type(report, "azure-native:compute:VirtualMachineScaleSet")
+    assert vmss["inputs"]["identity"] == {"type": "SystemAssigned"}
+    [grant] = by_type(report, "azure-native:authorization:RoleAssignment")
+    assert grant["inputs"]["roleDefinitionId"].endswith(
+        "/roleDefinitions/2a2b9908-6ea1-4ae2-8e65-a410df84e7d1")  # Storage Blob Data Reader
+    [account] = by_type(report, "azure-native:storage:StorageAccount")
+    rules = account["inputs"]["networkRuleSet"]
+    assert rules["defaultAction"] == "Deny" and len(rules["virtualNetworkRules"]) == 1
+
+
+def _bucket_host(tmp: Path, **env: str) -> Any:
+    from hostutil import Host
+
+    host = Host(tmp, ("docker", "nvidia-ctk", "nvidia-smi", "nvidia-runtime", "dcgmi"),
+                GPUFLEET_MOUNT_SECONDS="0", **env)
+    host.stub({
+        "mountpoint": 'grep -qxF -- "$2" "$STATE/mounted" 2> /dev/null',
+        "mount-s3": 'echo "$*" >> "$STATE/mount-s3.log"\n[ -z "$FAKE_DENIED" ] || exit 1\n'
+                    'echo "$2" >> "$STATE/mounted"',
+        "ls": "true",
+    }, ("sleep",))
+    return host
+
+
+def test_the_node_mounts_its_buckets_and_says_when_it_cannot(tmp_path: Path) -> None:
+    from gpufleet.compile.design import BucketMountDesign
+    from gpufleet.compile.hostsetup import render_bucket_mounts
+
+    script = render_bucket_mounts((
+        BucketMountDesign("acme-use1", "aws", "mountpoint-s3", "/mnt/data", True, "us-east-1"),
+        BucketMountDesign("ckpt--use1-az4--x-s3", "aws", "mountpoint-s3", "/mnt/ckpt", False,
+                          "us-east-1", zonal=True)))
+    host = _bucket_host(tmp_path / "ok")
+    assert host.run(script).returncode == 0
+    ready = (host.root / "var/lib/gpufleet/buckets-ready").read_text()
+    assert "acme-use1=/mnt/data" in ready and "ckpt--use1-az4--x-s3=/mnt/ckpt" in ready
+    calls = host.log("mount-s3")
+    assert calls[0].startswith("acme-use1 ") and calls[0].endswith(
+        "--region us-east-1 --allow-other --read-only")
+    assert calls[1].endswith("--allow-delete --allow-overwrite")
+    assert host.run(script).returncode == 0 and len(host.log("mount-s3")) == 2  # idempotent
+    denied = _bucket_host(tmp_path / "denied", FAKE_DENIED="1")
+    assert denied.run(script).returncode == 0  # the node still boots
+    failed = (denied.root / "var/lib/gpufleet/buckets-failed").read_text()
+    assert "cannot mount bucket acme-use1 at /mnt/data (mount-s3: the instance profile may " \
+           "lack access)" in failed
+    with pytest.raises(ValueError, match="cannot go into the script"):
+        render_bucket_mounts((BucketMountDesign("a b", "aws", "mountpoint-s3", "/m", True,
+                                                "us-east-1"),))

@@ -20,7 +20,7 @@ from exportutil import export, write_export
 from hostutil import Host
 
 from gpufleet.cli import cli
-from gpufleet.compile.design import FirewallRule, ServerDesign
+from gpufleet.compile.design import BucketMountDesign, FirewallRule, ServerDesign
 from gpufleet.compile.hostsetup import (
     DOCKER_VERSION,
     FABRIC_SOFTWARE,
@@ -29,6 +29,7 @@ from gpufleet.compile.hostsetup import (
     families,
     image_family,
     render,
+    render_bucket_mounts,
     render_server,
 )
 from gpufleet.views.plan import render_plan_text
@@ -130,6 +131,12 @@ def test_every_family_renders_a_script_shellcheck_accepts(tmp_path: Path) -> Non
     server = tmp_path / "server.sh"
     server.write_text(render_server(SERVER))
     paths.append(str(server))
+    buckets = tmp_path / "bucket-mount.sh"
+    buckets.write_text(render_bucket_mounts((
+        BucketMountDesign("b1", "aws", "mountpoint-s3", "/mnt/b1", True, "us-east-1"),
+        BucketMountDesign("b2", "gcp", "gcsfuse", "/mnt/b2", False, "us-central1"),
+        BucketMountDesign("b3", "azure", "blobfuse2", "/mnt/b3", True, "eastus", account="a1"))))
+    paths.append(str(buckets))
     result = subprocess.run([shellcheck, *paths], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout
     with pytest.raises(ValueError, match="not a login user"):

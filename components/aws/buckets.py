@@ -5,13 +5,17 @@ protected from deletion. Makes no decisions: every name and setting comes from t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
 from gpufleet.compile import BucketDesign, naming
 
 
-def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi.Resource:
+def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
+                fleets: Mapping[str, Any] | None = None) -> pulumi.Resource:
     opts = pulumi.ResourceOptions(provider=prov, protect=True)
     child = pulumi.ResourceOptions(provider=prov)
     tags = dict(b.labels)

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.backends.aws import BASTION
-from gpufleet.backends.aws.compile import AwsOptions
+from gpufleet.backends.aws.compile import AwsOptions, bucket_policy
 from gpufleet.compile import DIGEST_OUTPUT, FleetDesign, input_digest, naming, options_of
 
 from ..access import boot_script_b64, public_key, server_script_b64
@@ -40,8 +40,9 @@ class Fleet(pulumi.ComponentResource):
             filters=ami_filters(options.ami_name),
             opts=pulumi.InvokeOptions(parent=self))
         self.key_name = self._key(plan)
-        self.instance_profile = self._ssm(plan, child) if plan.access is not None \
-            and plan.access.method == "ssm" else None
+        ssm = plan.access is not None and plan.access.method == "ssm"
+        self.instance_profile = self._profile(plan, child, ssm) if (ssm or plan.buckets) \
+            and not options.iam_instance_profile else None
         template = self._template(plan, ami.id, placement, child)
         launch = aws.ec2.InstanceLaunchTemplateArgs(
             id=template.id, version=template.latest_version.apply(str))
@@ -130,16 +131,23 @@ class Fleet(pulumi.ComponentResource):
         return key_pair(access.key_pair, public_key(access.public_key, f"fleet '{plan.name}'"),
                         self.get_provider("aws:ec2/keyPair:KeyPair"))
 
-    def _ssm(self, plan: FleetDesign, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
-        """An instance profile with AmazonSSMManagedInstanceCore: Session Manager reaches
-        the private nodes through the NAT, and no port 22 is opened."""
-        name = naming.child(plan.name, "ssm")
+    def _profile(self, plan: FleetDesign, child: pulumi.ResourceOptions, ssm: bool
+                 ) -> pulumi.Output[str]:
+        """The nodes' instance profile: AmazonSSMManagedInstanceCore where Session Manager
+        reaches the private nodes (no port 22 opened), and the access to the buckets they
+        mount (backends.aws.compile.bucket_policy), nothing else."""
+        name = naming.child(plan.name, "ssm" if ssm else "nodes")
         role = aws.iam.Role(
             naming.child(name, "role"), assume_role_policy=SSM_TRUST,
-            description=f"gpufleet: Session Manager access to fleet {plan.name}",
+            description=f"gpufleet: the nodes of fleet {plan.name}" if not ssm else
+            f"gpufleet: Session Manager access to fleet {plan.name}",
             tags=tags(plan, naming.child(name, "role")), opts=child)
-        aws.iam.RolePolicyAttachment(naming.child(name, "core"), role=role.name,
-                                     policy_arn=SSM_CORE_POLICY, opts=child)
+        if ssm:
+            aws.iam.RolePolicyAttachment(naming.child(name, "core"), role=role.name,
+                                         policy_arn=SSM_CORE_POLICY, opts=child)
+        if plan.buckets:
+            aws.iam.RolePolicy(naming.child(plan.name, "buckets"), role=role.id,
+                               policy=bucket_policy(plan.buckets), opts=child)
         profile = aws.iam.InstanceProfile(naming.child(name, "profile"), role=role.name,
                                           tags=tags(plan, naming.child(name, "profile")),
                                           opts=child)

@@ -5,17 +5,30 @@ and lifecycle as the plan says. Both protected from deletion."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
-from pulumi_azure_native import storage
+from pulumi_azure_native import authorization, storage
 
 from gpufleet.backends.azure.buckets import account_name
 from gpufleet.compile import BucketDesign, naming
 
 from .common import group_for
 
+# Storage Blob Data Reader and Contributor (learn.microsoft.com/azure/role-based-access-control/
+# built-in-roles/storage): what a mount reads with, and writes with
+READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
-def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi.Resource:
+
+def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
+                fleets: Mapping[str, Any] | None = None) -> pulumi.Resource:
+    """``fleets``: the fleets built so far; a mounting fleet's node subnet is admitted and
+    its nodes' identities granted the data role its mount needs."""
     assert prov is not None, "an Azure bucket needs its subscription's provider"
+    readers = [(r, (fleets or {})[r.fleet]) for r in b.readers
+               if r.mounted and r.fleet in (fleets or {})]
     opts = pulumi.ResourceOptions(provider=prov, protect=True)
     group = group_for(b.region, None, prov)
     premium = b.klass == "premium"
@@ -30,7 +43,10 @@ def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi
         # closed to every network by default, as gpufleet's Azure Files accounts are: the
         # mounting fleets' subnets are what may reach it
         network_rule_set=storage.NetworkRuleSetArgs(
-            default_action=storage.DefaultAction.DENY, bypass="AzureServices"),
+            default_action=storage.DefaultAction.DENY, bypass="AzureServices",
+            virtual_network_rules=[storage.VirtualNetworkRuleArgs(
+                virtual_network_resource_id=fleet.network.subnet_id)
+                for _, fleet in readers] or None),
         tags=dict(b.labels), opts=opts)
     child = pulumi.ResourceOptions(provider=prov)
     if b.versioning:
@@ -43,9 +59,23 @@ def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None) -> pulumi
             naming.child(b.name, "lifecycle"), account_name=account.name,
             resource_group_name=group, management_policy_name="default",
             policy=storage.ManagementPolicySchemaArgs(rules=[_rule(b)]), opts=child)
-    return storage.BlobContainer(
+    container = storage.BlobContainer(
         b.name, container_name=b.name, account_name=account.name,
         resource_group_name=group, public_access=storage.PublicAccess.NONE, opts=opts)
+    subscription: pulumi.Input[str] = b.provider.scope if b.provider is not None and \
+        b.provider.scope else authorization.get_client_config_output(
+            opts=pulumi.InvokeOptions(provider=prov)).subscription_id
+    for r, fleet in readers:
+        role = READER if r.read_only else CONTRIBUTOR
+        definition = pulumi.Output.concat("/subscriptions/", subscription,
+                                          "/providers/Microsoft.Authorization/roleDefinitions/",
+                                          role)
+        for i, principal in enumerate(fleet.principal_ids):
+            authorization.RoleAssignment(
+                naming.child(b.name, r.fleet, i), principal_id=principal,
+                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+                role_definition_id=definition, scope=account.id, opts=child)
+    return container
 
 
 def _rule(b: BucketDesign) -> storage.ManagementPolicyRuleArgs:

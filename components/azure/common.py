@@ -103,10 +103,13 @@ def vm_with_nic(owner: pulumi.Resource, plan: FleetDesign, name: str, subnet_id:
                 storage_profile: compute.StorageProfileArgsDict,
                 public_ip_id: pulumi.Input[str] | None, accelerated: bool,
                 priority: Priority, reservation: str | None = None,
-                custom_data: str | None = None) -> network.NetworkInterface:
+                custom_data: str | None = None,
+                principals: list[pulumi.Output[str]] | None = None) -> network.NetworkInterface:
     """One VM with its own NIC (and a public IP when given), in a capacity reservation
     group when ``reservation`` (its resource id) is given. ``custom_data`` (base64): Azure
-    refuses to change it on an existing VM, so a new script reaches new VMs only."""
+    refuses to change it on an existing VM, so a new script reaches new VMs only.
+    ``principals``: the VM gets a system-assigned identity, whose principal id is added
+    there (the buckets its fleet mounts grant it)."""
     child = pulumi.ResourceOptions(parent=owner)
     ip_config: network.NetworkInterfaceIPConfigurationArgsDict = {
         "name": "ipconfig", "primary": True, "private_ip_allocation_method": "Dynamic",
@@ -117,8 +120,10 @@ def vm_with_nic(owner: pulumi.Resource, plan: FleetDesign, name: str, subnet_id:
         naming.child(name, "nic"), resource_group_name=rg, location=plan.region,
         ip_configurations=[ip_config], enable_accelerated_networking=accelerated,
         network_security_group={"id": nsg_id}, tags=dict(plan.labels), opts=child)
-    compute.VirtualMachine(
+    vm = compute.VirtualMachine(
         name, resource_group_name=rg, location=plan.region, hardware_profile={"vm_size": size},
+        identity={"type": compute.ResourceIdentityType.SYSTEM_ASSIGNED}
+        if principals is not None else None,
         os_profile=os_profile(plan, name, custom_data), storage_profile=storage_profile,
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
         priority=priority.get("priority"), eviction_policy=priority.get("eviction_policy"),
@@ -127,4 +132,6 @@ def vm_with_nic(owner: pulumi.Resource, plan: FleetDesign, name: str, subnet_id:
         if reservation else None, tags=dict(plan.labels),
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             ignore_changes=["osProfile.customData"])) if custom_data else child)
+    if principals is not None:
+        principals.append(vm.identity.apply(lambda i: i.principal_id if i else ""))
     return nic

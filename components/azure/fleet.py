@@ -57,6 +57,8 @@ class Fleet(pulumi.ComponentResource):
                     fs, plan, rg, (self.network.vnet_id, self.network.vnet_name),
                     self.network.subnet_id, child, shared, self.network.last_change)
         self.public_ips: list[Any] = []
+        # the nodes' identities, which the buckets the fleet mounts grant (none without)
+        self.principal_ids: list[pulumi.Output[str]] = []
         if plan.placement is not None:
             # Scale-set instances are listed by Azure, not by the stack: no per-node IPs here.
             self.scale_set = self._scale_set(plan)
@@ -168,13 +170,17 @@ class Fleet(pulumi.ComponentResource):
         if plan.reservation:  # a capacity reservation group declared in the backends file
             profile["capacity_reservation"] = {
                 "capacity_reservation_group": {"id": plan.reservation}}
-        return compute.VirtualMachineScaleSet(
+        vmss = compute.VirtualMachineScaleSet(
             plan.placement.name, resource_group_name=self.rg, location=plan.region,
             sku={"name": plan.instance_type, "tier": "Standard", "capacity": plan.nodes},
             single_placement_group=True, platform_fault_domain_count=1, overprovision=False,
             orchestration_mode="Uniform", upgrade_policy={"mode": compute.UpgradeMode.MANUAL},
             virtual_machine_profile=profile, tags=dict(plan.labels),
-            opts=pulumi.ResourceOptions(parent=self))
+            identity={"type": compute.ResourceIdentityType.SYSTEM_ASSIGNED}
+            if plan.buckets else None, opts=pulumi.ResourceOptions(parent=self))
+        if plan.buckets:
+            self.principal_ids.append(vmss.identity.apply(lambda i: i.principal_id if i else ""))
+        return vmss
 
     def _vm(self, plan: FleetDesign, name: str) -> network.NetworkInterface:
         pip_id = None
@@ -192,7 +198,8 @@ class Fleet(pulumi.ComponentResource):
                            storage(plan.image, plan.disk_gib, plan.disk_type), pip_id,
                            options_of(plan, AzureOptions).accelerated_networking,
                            self._priority(plan), plan.reservation,
-                           boot_script_b64(plan, self.filesystems))
+                           boot_script_b64(plan, self.filesystems),
+                           self.principal_ids if plan.buckets else None)
 
 
 def emit(plan: FleetDesign, prov: pulumi.ProviderResource, shared: dict[str, Any]) -> Fleet:

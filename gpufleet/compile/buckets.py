@@ -6,13 +6,14 @@ regional copy (`cache_of`) where the fleet runs. Pure."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.backends import is_backend, traits_of
-from gpufleet.codes import V027, V028
+from gpufleet.codes import V027, V028, V029
 from gpufleet.compile import naming
-from gpufleet.compile.design import OMIT_NONE, FleetDesign, ProviderDesign
+from gpufleet.compile.design import OMIT_NONE, BucketMountDesign, FleetDesign, ProviderDesign
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import BucketSpec, Inputs
 from gpufleet.objectstores import R2_CLOUD, bucket_service
@@ -29,6 +30,9 @@ class BucketReader:
     read_only: bool
     read_gb_per_month: float | None = None
     write_gb_per_month: float | None = None
+    mounted: bool = False  # its nodes mount it (else a reader the bill counts only)
+    # the identity a grant names, where the backends file gives it (gcp: vm_service_account)
+    identity: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,7 @@ def design_buckets(inputs: Inputs, plans: Sequence[FleetDesign]
     diags: list[Diagnostic] = []
     taken: dict[tuple[str, str], str] = {}  # (fleet, path) -> the bucket mounted there
     for b in sorted(inputs.buckets, key=lambda x: (x.cloud, x.name)):
-        readers, problems = _readers(b, by_name, declared, taken)
+        readers, problems = _readers(b, by_name, declared, taken, inputs)
         diags += problems
         out.append(BucketDesign(
             b.name, b.file, b.cloud, b.region, b.klass, _provider(b, inputs), tuple(readers),
@@ -85,7 +89,7 @@ def _labels(b: BucketSpec) -> Mapping[str, str]:
 
 
 def _readers(b: BucketSpec, fleets: Mapping[str, FleetDesign], declared: set[str],
-             paths: dict[tuple[str, str], str]
+             paths: dict[tuple[str, str], str], inputs: Inputs
              ) -> tuple[list[BucketReader], list[Diagnostic]]:
     out: list[BucketReader] = []
     diags: list[Diagnostic] = []
@@ -103,8 +107,13 @@ def _readers(b: BucketSpec, fleets: Mapping[str, FleetDesign], declared: set[str
                               "give each mount its own path"))
             continue
         paths[(m.fleet, m.path)] = b.name
+        config = inputs.backend(plan.backend)
+        key = traits_of(plan.backend).bucket_identity_key if is_backend(plan.backend) else ""
+        identity = config.get(key) if key and config is not None else None
         out.append(BucketReader(m.fleet, plan.backend, plan.region, m.path, m.read_only,
-                                m.read_gb_per_month, m.write_gb_per_month))
+                                m.read_gb_per_month, m.write_gb_per_month,
+                                not _unmountable(b.cloud, plan, inputs),
+                                str(identity) if identity else None))
         crossing = _crossing(b, plan)
         if crossing:
             diags.append(b.at(V028, f"fleet '{m.fleet}' ({plan.backend} {plan.region}) mounts "
@@ -128,3 +137,52 @@ def _crossing(b: BucketSpec, plan: FleetDesign) -> str:
     if b.region != plan.region:
         return f"every GB read crosses regions ({title}'s inter-region transfer price)"
     return ""
+
+
+def attach_bucket_mounts(plans: Sequence[FleetDesign], buckets: Sequence[BucketDesign],
+                         inputs: Inputs) -> tuple[list[FleetDesign], list[Diagnostic]]:
+    """Each fleet with the buckets its nodes mount: its own cloud's, reached with the nodes'
+    identity. Another cloud's bucket, or R2's (whose credentials are not built yet), is a
+    reader the bill counts but no mount (V029); so is a bucket whose cloud needs an identity
+    the nodes lack."""
+    mounts: dict[str, list[BucketMountDesign]] = {}
+    diags: list[Diagnostic] = []
+    by_name = {p.name: p for p in plans}
+    specs = {(s.cloud, s.name): s for s in inputs.buckets}
+    for b in buckets:
+        store = bucket_service(b.cloud)
+        spec = specs[(b.cloud, b.name)]
+        for r in b.readers:
+            why = _unmountable(b.cloud, by_name[r.fleet], inputs)
+            if why:
+                diags.append(spec.at(V029, f"fleet '{r.fleet}' does not mount bucket "
+                                           f"'{b.name}': {why}",
+                                     "its reads stay on the bill; mount a bucket of the "
+                                     "fleet's own cloud (a `cache_of` copy)", Severity.WARNING))
+                continue
+            assert store is not None
+            mounts.setdefault(r.fleet, []).append(BucketMountDesign(
+                b.name, b.cloud, store.client_key, r.path, r.read_only, b.region,
+                zonal=b.zone is not None, account=_account(b)))
+    return [dataclasses.replace(p, buckets=tuple(mounts[p.name])) if p.name in mounts
+            else p for p in plans], diags
+
+
+def _unmountable(cloud: str, plan: FleetDesign, inputs: Inputs) -> str:
+    """Why a fleet's nodes cannot mount a bucket of ``cloud`` ("": they can)."""
+    if cloud == R2_CLOUD:
+        return "R2 mounts (its S3 credentials kept as a secret) are not built yet"
+    if cloud != plan.backend:
+        return (f"its nodes have no {cloud} identity (only their own cloud's buckets mount "
+                "with the nodes' identity)")
+    config = inputs.backend(plan.backend)
+    needs = traits_of(plan.backend).bucket_identity_key
+    if needs and not (config is not None and config.get(needs)):
+        return f"its nodes have no identity to grant: set `{needs}` for {plan.backend}"
+    return ""
+
+
+def _account(b: BucketDesign) -> str | None:
+    """The Azure storage account of a bucket (the store names it per bucket)."""
+    store = bucket_service(b.cloud)
+    return store.account_of(b.name) if store is not None and store.account_of else None

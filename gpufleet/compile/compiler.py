@@ -16,7 +16,7 @@ from ipaddress import IPv4Network
 from gpufleet.codes import G013
 from gpufleet.compile import gateway
 from gpufleet.compile.addresses import NO_BLOCK, allocate_addresses, gateway_key
-from gpufleet.compile.buckets import BucketDesign, design_buckets
+from gpufleet.compile.buckets import BucketDesign, attach_bucket_mounts, design_buckets
 from gpufleet.compile.controlplane import attach_control_plane
 from gpufleet.compile.design import FleetDesign, GatewayDesign, VolumeDesign
 from gpufleet.compile.filesystems import attach_filesystems
@@ -152,6 +152,8 @@ def compile_inputs(inputs: Inputs, catalog: Catalog, profile: str | None = None,
     gateways, gateway_diags = design_gateways(inputs, addresses.blocks, plans, synced or {})
     volumes, volume_diags = design_volumes(inputs.volumes, inputs.backends, plans, catalog)
     buckets, bucket_diags = design_buckets(inputs, plans)
+    plans, mount_diags = attach_bucket_mounts(plans, buckets, inputs)
+    bucket_diags += mount_diags
     diags = [*picked.diagnostics, *addresses.diagnostics, *plan_diags, *gateway_diags,
              *volume_diags, *bucket_diags, *check_zone_owners(inputs, gateways)]
     return Compiled(tuple(plans), picked.selections, tuple(sort_diagnostics(diags)),

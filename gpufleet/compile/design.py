@@ -169,6 +169,21 @@ class HostSetupDesign:
 
 
 @dataclass(frozen=True, slots=True)
+class BucketMountDesign:
+    """A bucket this fleet's nodes mount with its store's FUSE client, reached with the
+    nodes' own identity (instance profile, service account, managed identity)."""
+
+    bucket: str
+    cloud: str
+    client: str  # "mountpoint-s3", "gcsfuse", "blobfuse2"
+    path: str
+    read_only: bool
+    region: str
+    zonal: bool = False  # an S3 Express One Zone directory bucket
+    account: str | None = field(default=None, metadata=OMIT_NONE)  # Azure storage account
+
+
+@dataclass(frozen=True, slots=True)
 class FilesystemDesign:
     """A shared filesystem (the backends file's `filesystems:`), built with the cloud's managed
     service in its fleet's network and mounted by every node of the fleet at boot."""
@@ -246,6 +261,7 @@ class FleetDesign:
     handoff: str | None = field(default=None, metadata=OMIT_NONE)
     # the shared filesystems this fleet's nodes mount (built in its network)
     filesystems: tuple[FilesystemDesign, ...] = field(default=(), metadata=OMIT_NONE)
+    buckets: tuple[BucketMountDesign, ...] = field(default=(), metadata=OMIT_NONE)  # mounted
 
     @property
     def price_known(self) -> bool:

@@ -25,7 +25,13 @@ from importlib import resources
 from typing import Any
 
 from gpufleet.backends import all_backends, traits_of
-from gpufleet.compile.design import FilesystemDesign, FleetDesign, HostSetupDesign, ServerDesign
+from gpufleet.compile.design import (
+    BucketMountDesign,
+    FilesystemDesign,
+    FleetDesign,
+    HostSetupDesign,
+    ServerDesign,
+)
 from gpufleet.compile.filesystems import services
 from gpufleet.traits import UBUNTU, ImageFamily
 
@@ -103,6 +109,8 @@ SERVER_FAILED = f"{MARKER_DIR}/server-failed"
 MOUNTS_READY = f"{MARKER_DIR}/mounts-ready"
 MOUNTS_FAILED = f"{MARKER_DIR}/mounts-failed"
 MOUNT_TRIES = 60  # x 30 s: a filesystem still being created gets half an hour
+BUCKETS_READY = f"{MARKER_DIR}/buckets-ready"
+BUCKETS_FAILED = f"{MARKER_DIR}/buckets-failed"
 
 
 # the families every backend shares; each backend's default GPU image is its traits'
@@ -232,20 +240,37 @@ def render_mounts(backend: str, mounts: Sequence[FilesystemDesign],
         "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
 
 
+def render_bucket_mounts(mounts: Sequence[BucketMountDesign]) -> str:
+    """The script mounting a fleet's buckets with their FUSE clients (data/bucket-mount.sh)."""
+    lines = []
+    for m in mounts:
+        parts = (m.bucket, m.client, m.region, m.path, "ro" if m.read_only else "rw",
+                 m.account or "-")
+        if any(not p or any(ch.isspace() or ch in "'\\$`" for ch in p) for p in parts):
+            raise ValueError(f"bucket {m.bucket}: {parts!r} cannot go into the script")
+        lines.append(" ".join(parts))
+    return _fill("bucket-mount.sh", "gpufleet-buckets", BUCKETS_READY, BUCKETS_FAILED,
+                 {"BUCKETS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
+
+
 def node_script(plan: FleetDesign, targets: Mapping[str, str] | None = None) -> str | None:
-    """Everything a node runs at boot: the host setup and the mounts of its filesystems (a
-    wrapper writing both out and running them in turn), or the host setup alone."""
+    """Everything a node runs at boot: the host setup, the mounts of its filesystems and of
+    its buckets (a wrapper writing each out and running them in turn), or the host setup
+    alone."""
     host = script_for(plan.host_setup) if plan.host_setup is not None else None
     services = {s.key: s for s in traits_of(plan.backend).filesystems.values()}
     ours = [f for f in plan.filesystems if not services[f.service].mounted_at_launch]
-    if not ours:
+    if not ours and not plan.buckets:
         return host
-    mounts = render_mounts(plan.backend, ours, targets or {})
+    mounts = render_mounts(plan.backend, ours, targets or {}) if ours else None
+    buckets = render_bucket_mounts(plan.buckets) if plan.buckets else None
     parts = ["#!/bin/bash",
-             "# gpufleet node boot script: the host setup, then the shared filesystems",
+             "# gpufleet node boot script: the host setup, then the shared filesystems"
+             + (" and the buckets" if buckets else ""),
              f"mkdir -p {MARKER_DIR}"]
     run = []
-    for name, text in (("host-setup.sh", host), ("mount.sh", mounts)):
+    for name, text in (("host-setup.sh", host), ("mount.sh", mounts),
+                       ("bucket-mount.sh", buckets)):
         if text is None:
             continue
         tag = f"GPUFLEET_{name.split('.')[0].upper().replace('-', '_')}_EOF"

@@ -10,6 +10,7 @@ dstack's backend config models (yaml-reference.md section 8). Pure except :func:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -135,18 +136,45 @@ def _mounts(out: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def instance_volume_lines(out: Mapping[str, Any]) -> str:
-    """The fleet's shared filesystems as the instance volumes a dstack run mounts (an SSH
-    fleet file has no place for them: they go into each task or service)."""
+    """The fleet's shared filesystems and buckets as the instance volumes a dstack run mounts
+    (an SSH fleet file has no place for them: they go into each task or service)."""
     mounts = _mounts(out)
-    if not mounts:
+    buckets = bucket_mounts(out)
+    if not mounts and not buckets:
         return ""
     lines = ["# Shared filesystems, mounted on every host at boot by gpufleet. A run reaches",
              "# them as instance volumes; put these lines into its configuration (the",
-             "# fleet's -storage.dstack.yml task checks them):", "#   volumes:"]
+             "# fleet's -storage.dstack.yml task checks them):", "#   volumes:"] if not buckets \
+        else ["# Shared filesystems and buckets, mounted on every host at boot by gpufleet. A",
+              "# run reaches them as instance volumes; put these lines into its configuration",
+              "# (the fleet's -storage.dstack.yml task checks them):", "#   volumes:"]
     for fs_name, mount in mounts:
         lines += [f"#     - instance_path: {mount}   # filesystem {fs_name}",
                   f"#       path: {mount}"]
+    for name, cloud, mount, read_only in buckets:
+        lines += [f"#     - instance_path: {mount}   # bucket {name} ({cloud}"
+                  f"{', read-only' if read_only else ''})", f"#       path: {mount}"]
     return "\n".join(lines) + "\n"
+
+
+_SAFE_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+
+
+def bucket_mounts(out: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """(bucket, cloud, mount path, read-only) of the buckets the fleet's nodes mount, from
+    the stack outputs: only names and paths gpufleet's own checks allow are taken."""
+    buckets = out.get("buckets") or {}
+    if not isinstance(buckets, dict):
+        return []
+    found = []
+    for name, b in sorted(buckets.items()):
+        if not isinstance(b, dict):
+            continue
+        mount, cloud = str(b.get("mount") or ""), str(b.get("cloud") or "")
+        if _SAFE_MOUNT.fullmatch(mount) and _SAFE_BUCKET.fullmatch(str(name)) and \
+                cloud.isalnum():
+            found.append((str(name), cloud, mount, b.get("read_only") is not False))
+    return found
 
 
 def volume_file(name: str, out: Mapping[str, Any]) -> tuple[str | None, str]:

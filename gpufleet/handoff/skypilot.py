@@ -29,6 +29,7 @@ import yaml
 
 from gpufleet.backends import access_way
 from gpufleet.compile import SKY_MARKER, takes
+from gpufleet.handoff.export import bucket_mounts
 from gpufleet.handoff.exportcheck import PLACEHOLDER, add_file, mark_placeholders
 from gpufleet.handoff.hosts import reachable_hosts
 from gpufleet.handoff.outputs import ExportError, _secret, check_shape, fleets_in
@@ -178,6 +179,12 @@ def export_skypilot(outputs: Mapping[str, Any], identity_file: str,
             notes.append(why)
             continue
         pools[name] = pool
+        held = bucket_mounts(out)
+        if held:
+            notes.append(f"fleet {name}: its hosts mount bucket(s) " + ", ".join(
+                f"{b} at {m}" for b, _, m, _ in held) + "; SkyPilot's k3s pods reach a host "
+                "path through the task's `config: {kubernetes: {pod_config: ...}}` "
+                "(a hostPath volume)")
         if not takes(out.get("handoff"), "skypilot"):
             notes.append(f"fleet {name}: handed to dstack only (the backends file's `fleets: "
                          f"{{{name}: {{handoff: skypilot}}}}` or `both`, then `pulumi up`, "

@@ -27,8 +27,10 @@ BUCKETS = BucketService(
     63, re.compile(r"(?!xn--|sthree-|amzn-s3-demo-)(?!.*(-s3alias|--ol-s3|\.mrap|--table-s3)$)"
                    r"(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
     "docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html",
-    "Mountpoint for Amazon S3", "docs.aws.amazon.com/AmazonS3/latest/userguide/mountpoint.html")
+    "Mountpoint for Amazon S3", "docs.aws.amazon.com/AmazonS3/latest/userguide/mountpoint.html",
+    "mountpoint-s3")
 
 
 def express_suffix(zone: str) -> str:
     return f"--{zone}--x-s3"
+

@@ -21,14 +21,18 @@ catalog's network facts; its primary stays ENA-only.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Network
+from typing import Any
 
 from gpufleet.backends.aws import TRAITS
 from gpufleet.codes import C001, C002, C005
 from gpufleet.compile import gateway, naming
 from gpufleet.compile.cidr import pack, usable_hosts
 from gpufleet.compile.design import (
+    BucketMountDesign,
     FirewallRule,
     FleetDesign,
     GatewayDesign,
@@ -257,3 +261,30 @@ class AwsBackend:
 
 
 BACKEND = AwsBackend()
+
+
+def bucket_policy(mounts: Sequence[BucketMountDesign]) -> str:
+    """The nodes' IAM policy for the buckets they mount, each read-only or read-write as the
+    mount says: what Mountpoint for Amazon S3 needs (docs.aws.amazon.com/AmazonS3/latest/
+    userguide/mountpoint-installation.html, "Configure ... permissions": s3:ListBucket on the
+    bucket, s3:GetObject - and to write s3:PutObject, s3:DeleteObject,
+    s3:AbortMultipartUpload - on its objects); a directory bucket takes
+    s3express:CreateSession instead, ReadOnly sessions for a read-only mount
+    (docs.aws.amazon.com/AmazonS3/latest/userguide/s3-express-security-iam.html)."""
+    statements: list[dict[str, Any]] = []
+    for m in mounts:
+        if m.zonal:
+            statement: dict[str, Any] = {
+                "Effect": "Allow", "Action": "s3express:CreateSession",
+                "Resource": f"arn:aws:s3express:{m.region}:*:bucket/{m.bucket}"}
+            if m.read_only:
+                statement["Condition"] = {"StringEquals": {"s3express:SessionMode": "ReadOnly"}}
+            statements.append(statement)
+            continue
+        statements.append({"Effect": "Allow", "Action": "s3:ListBucket",
+                           "Resource": f"arn:aws:s3:::{m.bucket}"})
+        actions = ["s3:GetObject"] if m.read_only else [
+            "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+        statements.append({"Effect": "Allow", "Action": actions,
+                           "Resource": f"arn:aws:s3:::{m.bucket}/*"})
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)

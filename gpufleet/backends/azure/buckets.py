@@ -25,7 +25,8 @@ BUCKETS = BucketService(
     63, re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]"),
     "learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
     "#microsoftstorage",
-    "BlobFuse2", "learn.microsoft.com/azure/storage/blobs/blobfuse2-what-is")
+    "BlobFuse2", "learn.microsoft.com/azure/storage/blobs/blobfuse2-what-is", "blobfuse2",
+    account_of=lambda bucket: account_name(bucket))
 
 
 def account_name(bucket: str) -> str:

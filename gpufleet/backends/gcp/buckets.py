@@ -18,4 +18,5 @@ BUCKETS = BucketService(
     MappingProxyType({"standard": BucketClass("standard", "Standard storage")}),
     63, re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]"),
     "cloud.google.com/storage/docs/buckets#naming",
-    "Cloud Storage FUSE", "cloud.google.com/storage/docs/cloud-storage-fuse/overview")
+    "Cloud Storage FUSE", "cloud.google.com/storage/docs/cloud-storage-fuse/overview",
+    "gcsfuse")
