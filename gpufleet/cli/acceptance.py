@@ -158,7 +158,7 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
     exit 0 pass, 1 fail, 2 unreadable log. An NCCL run must span every node of the fleet's
     acceptance task unless --nodes narrows it."""
     from gpufleet.cli.verdicts import Record, check_log
-    from gpufleet.evidence import expected_checks, fleet_volumes, task_for, volume_storage
+    from gpufleet.evidence import expected_checks, storage_targets, task_for
 
     paths = _existing(paths, [log_file])
     plan, contract, gpu_gib, volumes = _fleet_plan(paths, fleet_name, catalog_dir, lock_file,
@@ -169,7 +169,7 @@ def check(log_file: str, paths: Sequence[str], fleet_name: str, expect: Sequence
               (plan.nodes, task_doc["nodes"]), margin, gpu_gib, expected_checks(plan),
               narrowed, _topology(topology_file, fleet_name) if topology_file else None,
               Record(ledger, fleet_name, log_file) if ledger else None,
-              [*plan.filesystems, *map(volume_storage, fleet_volumes(plan, volumes))])
+              storage_targets(plan, volumes))
 
 
 @acceptance.command("report")

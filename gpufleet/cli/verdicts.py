@@ -97,22 +97,29 @@ def check_log(log_file: str, exp: Any, judged: Judged, fmt: str, nodes: tuple[in
 def _storage(log_file: str, text: str, too_big: bool, planned: int, margin: float,
              filesystems: Sequence[Any], fmt: str, rec: Record | None) -> None:
     """A storage task's log, judged against its filesystem's figure."""
-    import re
-
     from gpufleet.evidence import judge_storage
 
-    named = re.search(r"gpufleet storage: \S+ .*?\bfs=([A-Za-z0-9-]+)", text)
-    fs = next((f for f in filesystems if named and f.name == named.group(1)), None)
+    fs, name = storage_target(text, filesystems)
     if fs is None:
         raise click.UsageError(
-            f"{log_file}: a storage log of filesystem "
-            f"{named.group(1) if named else '(none named)'}, which the fleet does not mount; "
-            f"it mounts {', '.join(f.name for f in filesystems) or 'none'}")
+            f"{log_file}: a storage log of filesystem {name or '(none named)'}, which the "
+            f"fleet does not mount; it mounts {', '.join(f.name for f in filesystems) or 'none'}")
     code, lines, figures = judge_storage(text, planned, fs, margin)
     if too_big:
         code, lines = 2, [*lines, "no verdict: the log is larger than gpufleet reads"]
-    say({"log": log_file, "kind": "storage", "nodes": planned, **figures, "lines": lines},
+    kind = "bucket" if fs.kind == "bucket" else "storage"  # no contract term counts a bucket
+    say({"log": log_file, "kind": kind, "nodes": planned, **figures, "lines": lines},
         lines, code, fmt, rec)
+
+
+def storage_target(text: str, filesystems: Sequence[Any]) -> tuple[Any | None, str | None]:
+    """The filesystem, volume or bucket a storage log names (its first `fs=` field), and the
+    name (bucket names may hold dots and underscores)."""
+    import re
+
+    named = re.search(r"gpufleet storage: \S+ .*?\bfs=([A-Za-z0-9._-]+)", text)
+    name = named.group(1) if named else None
+    return next((f for f in filesystems if f.name == name), None), name
 
 
 def narrow(exp: Any, nodes: int) -> Any:

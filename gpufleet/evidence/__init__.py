@@ -8,6 +8,7 @@ from gpufleet.evidence.acceptance import (
     render_task,
     task_for,
 )
+from gpufleet.evidence.bucketcheck import bucket_storage
 from gpufleet.evidence.burnin import (
     burnin_task,
     expected_checks,
@@ -42,6 +43,7 @@ from gpufleet.evidence.storage import (
     is_storage_log,
     judge_storage,
     render_storage,
+    storage_targets,
     storage_tasks,
     volume_storage,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "TermResult",
     "Verdict",
     "append_entry",
+    "bucket_storage",
     "burnin_task",
     "contract_lines",
     "contract_report",
@@ -95,6 +98,7 @@ __all__ = [
     "report_markdown",
     "scaling_report",
     "soak_duration",
+    "storage_targets",
     "storage_tasks",
     "task_for",
     "topology_positions",

@@ -32,6 +32,7 @@ from gpufleet.evidence.acceptance import (
     strict_number,
     tagged_lines,
 )
+from gpufleet.evidence.bucketcheck import NO_FIGURE, bucket_storage, bucket_task, judge_bucket
 from gpufleet.outbound import loads_strict
 
 PREFIX = "gpufleet storage:"
@@ -131,10 +132,19 @@ def fleet_volumes(plan: FleetDesign, volumes: Sequence[VolumeDesign]) -> list[Vo
             and (v.zone is None or plan.zone is None or v.zone == plan.zone)]
 
 
+def storage_targets(plan: FleetDesign, volumes: Sequence[VolumeDesign] = ()
+                    ) -> list[FilesystemDesign]:
+    """What the fleet's storage acceptance measures: its shared filesystems, the dstack
+    volumes its runs can attach and the buckets its nodes mount."""
+    return [*plan.filesystems, *map(volume_storage, fleet_volumes(plan, volumes)),
+            *map(bucket_storage, plan.buckets)]
+
+
 def storage_tasks(plan: FleetDesign, size: str = "4G", volumes: Sequence[VolumeDesign] = ()
                   ) -> list[tuple[FilesystemDesign, dict[str, Any]]]:
-    """One task per filesystem the fleet mounts (on every node) and per dstack volume its
-    runs can attach (on one node): (what it measures, the task as data)."""
+    """One task per filesystem the fleet mounts (on every node), per dstack volume its
+    runs can attach (on one node) and per bucket its nodes mount (on every node): (what it
+    measures, the task as data)."""
     out = []
     targets = [(fs, {"instance_path": fs.mount, "path": fs.mount}, max(plan.nodes, 1))
                for fs in plan.filesystems]
@@ -150,19 +160,24 @@ def storage_tasks(plan: FleetDesign, size: str = "4G", volumes: Sequence[VolumeD
             "fleets": [plan.name], "nodes": nodes, "image": IMAGE, "volumes": [mount],
             "commands": ["apt-get update -qq && apt-get install -y -qq fio > /dev/null",
                          script]}))
-    return out
+    return out + [(fs, bucket_task(plan, fs, _mib(size)))
+                  for fs in map(bucket_storage, plan.buckets)]
 
 
 JOBS = 4  # fio jobs per node, each writing (then reading) one file of the size
 FILL = 0.5  # at most this share of a filesystem's capacity is written by the test
 
 
+def _mib(size: str) -> int:
+    """ "4G" or "512M" in MiB."""
+    return int(size[:-1]) * {"G": 1024, "M": 1}[size[-1].upper()]
+
+
 def sized(size: str, fs: FilesystemDesign, nodes: int) -> str:
     """fio's per-job file size: ``size`` ("4G", "512M"), cut so that every node's jobs
     together write at most half of the filesystem's capacity (a 20 GiB volume gets 2560M a
     job, where 4G each would fill it and fail as a job in error)."""
-    unit = {"G": 1024, "M": 1}[size[-1].upper()]
-    wanted = int(size[:-1]) * unit
+    wanted = _mib(size)
     if not fs.capacity_gib:
         return size
     room = int(fs.capacity_gib * 1024 * FILL / (JOBS * max(nodes, 1)))
@@ -170,6 +185,11 @@ def sized(size: str, fs: FilesystemDesign, nodes: int) -> str:
 
 
 def render_storage(task: dict[str, Any], fs: FilesystemDesign) -> str:
+    if fs.kind == "bucket":
+        return render_task(task, None, "Storage acceptance", (
+            f"# Bucket {fs.name} ({fs.service}) at {fs.mount}: every node reads it at "
+            "once (a read-write mount: files node 0 writes; read-only: its largest files).\n"
+            f"# The pass mark: every node reads every byte; {NO_FIGURE}.\n"))
     figure, source = expected_mbps(fs)
     what = "Volume" if fs.kind == "volume" else "Filesystem"
     about = (f"# {what} {fs.name} ({fs.kind}, {fs.service}) at {fs.mount}: fio sequential "
@@ -303,6 +323,8 @@ def _who_may_report(results: Sequence[FioResult], done: int | None, planned: int
 def judge_storage(text: str, nodes_planned: int, fs: FilesystemDesign,
                   margin: float) -> tuple[int, list[str], dict[str, Any]]:
     """(exit code, lines, figures) for one filesystem's (or volume's) storage log."""
+    if fs.kind == "bucket":
+        return judge_bucket(text, nodes_planned, fs)
     if fs.kind == "volume":  # a network disk attaches to one node: its task runs on one
         nodes_planned = 1
     results, meta, done, problems = parse_storage(text)
