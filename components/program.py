@@ -92,6 +92,18 @@ def emit(compiled: Compiled) -> None:
         if file_bucket is None:
             raise pulumi.RunError(f"{bucket.cloud} builds no buckets")
         file_bucket(bucket, provider_for(module, bucket.provider), fleets)
+    for plan in compiled.plans:  # R2 mounts: a token per fleet and bucket, kept as a secret
+        r2_mounts = [m for m in plan.buckets if m.secret is not None]
+        if r2_mounts:
+            from . import r2
+
+            module = components_for(plan.backend)
+            keep = getattr(module, "emit_r2_secrets", None)
+            if keep is None:
+                raise pulumi.RunError(f"{plan.backend} keeps no secrets for R2 mounts")
+            keep(plan, fleets[plan.name], [(m, r2.credentials(m, plan.name))
+                                           for m in r2_mounts],
+                 provider_for(module, plan.provider))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id
         if vol.created:

@@ -7,9 +7,13 @@ account comes from the bucket's `account_id`, else the stack config
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pulumi
 
-from gpufleet.compile import BucketDesign
+from gpufleet.compile import BucketDesign, BucketMountDesign
+from gpufleet.objectstores import R2_READ_GROUP, R2_WRITE_GROUP, r2_token_resource
 
 from .sdk import package_module
 
@@ -32,3 +36,26 @@ def emit_bucket(b: BucketDesign) -> pulumi.Resource:
         b.name, account_id=account, name=b.name, location=b.region,
         storage_class=CLASSES[b.klass], opts=pulumi.ResourceOptions(protect=True))
     return bucket
+
+
+def credentials(m: BucketMountDesign, fleet: str) -> pulumi.Output[str]:
+    """A fleet's S3 credentials for one R2 bucket, as the secret the nodes read (JSON): an
+    account API token scoped to the bucket alone, Item Read for a read-only mount and Item
+    Write (read, write, list) otherwise; the access key id is the token's id and the secret
+    access key the SHA-256 of its value (developers.cloudflare.com/r2/api/tokens/). An
+    account token outlives the person who ran `pulumi up`."""
+    assert m.account is not None, "an R2 mount carries its Cloudflare account"
+    try:
+        sdk = package_module(SDK, "account_token")
+    except ModuleNotFoundError as e:
+        raise pulumi.RunError(f"{e}: pip install gpufleet (R2 mounts)") from None
+    group = R2_READ_GROUP if m.read_only else R2_WRITE_GROUP
+    token = sdk.AccountToken(
+        f"{fleet}-r2-{m.bucket}", account_id=m.account,
+        name=f"gpufleet {fleet} {'reads' if m.read_only else 'writes'} {m.bucket}",
+        policies=[{"effect": "allow", "permission_groups": [{"id": group}],
+                   "resources": json.dumps({r2_token_resource(m.account, m.bucket): "*"})}])
+    return pulumi.Output.secret(pulumi.Output.all(token.id, token.value).apply(
+        lambda kv: json.dumps({"access_key_id": kv[0],
+                               "secret_access_key": hashlib.sha256(
+                                   str(kv[1]).encode()).hexdigest()})))

@@ -39,3 +39,30 @@ def bucket_service(cloud: str) -> BucketService | None:
     if cloud == R2_CLOUD:
         return R2
     return traits_of(cloud).buckets if is_backend(cloud) else None
+
+
+# A node mounts an R2 bucket with S3 credentials made from an account API token scoped to the
+# bucket: the access key id is the token's id, the secret access key the SHA-256 of its value
+# (developers.cloudflare.com/r2/api/tokens/, "Get S3 API credentials from an API token").
+# The permission groups a bucket-scoped token names (the same ids in every account): "Workers
+# R2 Storage Bucket Item Read" (the id in that page's example policy) and "... Item Write"
+# (read, write and list objects), as Cloudflare's permission groups list gives them.
+R2_READ_GROUP = "6a018a9f2fc74eb6b293b0c548f38b39"
+R2_WRITE_GROUP = "2efd5506f9c8494dacb1fa10a3e7d5b6"
+
+
+def r2_endpoint(account: str) -> str:
+    """R2's S3 endpoint for an account (buckets without a jurisdiction)."""
+    return f"https://{account}.r2.cloudflarestorage.com"
+
+
+def r2_token_resource(account: str, bucket: str) -> str:
+    """The access-policy resource naming one bucket (no jurisdiction: `default`)."""
+    return f"com.cloudflare.edge.r2.bucket.{account}_default_{bucket}"
+
+
+def r2_secret_name(fleet: str, bucket: str) -> str:
+    """The secret holding a fleet's credentials for an R2 bucket, in the fleet's own cloud:
+    letters, digits and hyphens fit each store's rule (Secrets Manager, Secret Manager, Key
+    Vault's 127 characters)."""
+    return f"gpufleet-{fleet}-r2-{bucket}"

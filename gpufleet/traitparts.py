@@ -123,3 +123,17 @@ class BucketService:
     client_key: str = ""  # how the mount script names it: mountpoint-s3, gcsfuse, blobfuse2
     # the name of a bucket's own account in the store (Azure: a storage account per bucket)
     account_of: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SecretStore:
+    """Where a cloud's nodes read a secret with their own identity (R2's S3 credentials for
+    a bucket mount): the store, the mount script's way to read it, and the store's location
+    for a fleet (its region, project or vault name)."""
+
+    title: str  # "AWS Secrets Manager", "Secret Manager", "Azure Key Vault"
+    fetch: str  # the mount script's reader: aws, gcp or azure
+    source: str  # the API page the reader follows
+    # (fleet name, fleet region, a key's value in the backend entry) -> the location the
+    # reader is given
+    locate: Callable[[str, str, Callable[[str], Any]], str]

@@ -25,6 +25,7 @@ from gpufleet.traitparts import NameRule as NameRule
 from gpufleet.traitparts import NetworkQuota as NetworkQuota
 from gpufleet.traitparts import QuotaAsk as QuotaAsk
 from gpufleet.traitparts import QuotaId as QuotaId
+from gpufleet.traitparts import SecretStore as SecretStore
 
 # The layers of a network topology, outermost first (`gpufleet topology`): a spine network
 # node, a block under it, a subblock, a host; each cloud fills in what it exposes.
@@ -327,6 +328,9 @@ class BackendTraits:
     # the backend entry's key that gives the nodes an identity a bucket grant can name
     # (gcp: vm_service_account); "" when the stack makes one itself
     bucket_identity_key: str = ""
+    # where the nodes read a bucket's credentials with their identity (R2 mounts); None: the
+    # nodes have no such store, and no R2 bucket mounts on them
+    secret_store: SecretStore | None = None
     # fleets that may join one fleet's network at most (aws: CIDR blocks per VPC); None: any
     shared_network_limit: int | None = None
     # fabrics whose clusters need software gpufleet does not set up: fabric -> what it needs

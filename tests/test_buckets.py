@@ -258,15 +258,35 @@ def test_an_aws_fleet_mounts_its_buckets_with_an_instance_profile_scoped_to_them
     [template] = by_type(report, "aws:ec2/launchTemplate:LaunchTemplate")
     assert template["inputs"]["iamInstanceProfile"]["name"] == \
         f"{profile['name']}-mock" or template["inputs"]["iamInstanceProfile"]["name"]
-    # R2 is a reader on the bill, not a mount yet: said, not silently dropped
+    # R2: a token scoped to the one bucket (Item Read for a read-only mount), its S3
+    # credentials a secret in Secrets Manager that the nodes' role alone may read
+    [token] = by_type(report, "cloudflare:index/accountToken:AccountToken")
+    [policy_doc] = token["inputs"]["policies"]
+    assert json.loads(policy_doc["resources"]) == {
+        f"com.cloudflare.edge.r2.bucket.{ACCOUNT}_default_acme-central": "*"}
+    assert policy_doc["permissionGroups"] == [{"id": "6a018a9f2fc74eb6b293b0c548f38b39"}]
+    [secret] = by_type(report, "aws:secretsmanager/secret:Secret")
+    assert secret["inputs"]["name"] == "gpufleet-p5-r2-acme-central"
+    [version] = by_type(report, "aws:secretsmanager/secretVersion:SecretVersion")
+    assert set(version["inputs"]["secretString"]) == {"secret"}  # kept as a Pulumi secret
+    assert {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow",
+            "Resource": "arn:aws:secretsmanager:us-east-1:*:secret:"
+                        "gpufleet-p5-r2-acme-central-??????"} in statements
     compiled = compile_inputs(validate_paths(_files(tmp_path / "c", MOUNTS)).inputs,
                               load_catalog())
-    [not_mounted] = [d for d in compiled.diagnostics if d.code == "V029"]
-    assert "acme-central" in not_mounted.message and "not built yet" in not_mounted.message
+    assert not [d for d in compiled.diagnostics if d.code == "V029"]
     [plan] = compiled.plans
-    assert [(m.bucket, m.client, m.read_only, m.zonal) for m in plan.buckets] == [
-        ("acme-ckpt--use1-az4--x-s3", "mountpoint-s3", False, True),
-        ("acme-use1", "mountpoint-s3", True, False)]
+    assert sorted((m.bucket, m.client, m.read_only, m.zonal, m.secret or "")
+                  for m in plan.buckets) == [
+        ("acme-central", "mountpoint-s3", True, False, "gpufleet-p5-r2-acme-central"),
+        ("acme-ckpt--use1-az4--x-s3", "mountpoint-s3", False, True, ""),
+        ("acme-use1", "mountpoint-s3", True, False, "")]
+    # without the Cloudflare account the endpoint is unknown: said, not silently dropped
+    no_account = compile_inputs(validate_paths(_files(
+        tmp_path / "n", MOUNTS.replace(f"    account_id: {ACCOUNT}\n", ""))).inputs,
+        load_catalog())
+    [not_mounted] = [d for d in no_account.diagnostics if d.code == "V029"]
+    assert "acme-central" in not_mounted.message and "account_id" in not_mounted.message
 
 
 def test_a_gcp_fleet_grants_its_service_account_and_needs_one(tmp_path: Path) -> None:

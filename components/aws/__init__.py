@@ -26,14 +26,24 @@ SERVICES = ("ebs", "ec2", "efs", "fsx", "iam", "lb", "route53", "s3", "servicequ
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
-from .buckets import emit_bucket  # noqa: E402
+from .buckets import emit_bucket, emit_r2_secrets  # noqa: E402
 from .fleet import Fleet  # noqa: E402
 from .gateway import Gateway  # noqa: E402
 from .network import Network  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_bucket", "emit_gateway",
-           "emit_quota_request",
-           "emit_volume", "offline", "provider"]
+__all__ = [
+    "Fleet",
+    "Gateway",
+    "Network",
+    "emit",
+    "emit_bucket",
+    "emit_gateway",
+    "emit_quota_request",
+    "emit_r2_secrets",
+    "emit_volume",
+    "offline",
+    "provider",
+]
 
 
 def provider(p: ProviderDesign) -> pulumi.ProviderResource:

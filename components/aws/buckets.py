@@ -5,13 +5,13 @@ protected from deletion. Makes no decisions: every name and setting comes from t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.compile import BucketDesign, naming
+from gpufleet.compile import BucketDesign, BucketMountDesign, FleetDesign, naming
 
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
@@ -64,3 +64,21 @@ def _lifecycle(b: BucketDesign, bucket: pulumi.CustomResource,
             noncurrent_days=b.noncurrent_days) if b.noncurrent_days is not None else None)
     aws.s3.BucketLifecycleConfiguration(naming.child(b.name, "lifecycle"),
                                         bucket=bucket.id, rules=[rule], opts=opts)
+
+
+def emit_r2_secrets(plan: FleetDesign, fleet: Any,
+                    creds: Sequence[tuple[BucketMountDesign, pulumi.Output[str]]],
+                    prov: pulumi.ProviderResource | None) -> None:
+    """Each R2 mount's credentials in Secrets Manager, in the fleet's region, under the name
+    the nodes' role may read (backends.aws.compile.bucket_policy). Deleted at once when the
+    mount goes (no recovery window): the token behind it is revoked with it, and a new one
+    is made when the mount comes back."""
+    child = pulumi.ResourceOptions(provider=prov)
+    for m, value in creds:
+        secret = aws.secretsmanager.Secret(
+            naming.child(plan.name, f"r2-{m.bucket}"), name=m.secret,
+            description=f"gpufleet: fleet {plan.name}'s S3 credentials for R2 bucket "
+                        f"{m.bucket}", recovery_window_in_days=0, opts=child)
+        aws.secretsmanager.SecretVersion(
+            naming.child(plan.name, f"r2-{m.bucket}-value"), secret_id=secret.id,
+            secret_string=value, opts=child)

@@ -20,16 +20,26 @@ SERVICES = ("authorization", "compute", "dns", "network", "resources", "storage"
 by_class(SDK, SERVICES)
 
 from . import offline  # noqa: E402
-from .buckets import emit_bucket  # noqa: E402
+from .buckets import emit_bucket, emit_r2_secrets  # noqa: E402
 from .common import provider  # noqa: E402
 from .fleet import Fleet, emit  # noqa: E402
 from .gateway import Gateway, emit_gateway  # noqa: E402
 from .network import Network  # noqa: E402
 from .quota import emit_quota_request  # noqa: E402
 
-__all__ = ["Fleet", "Gateway", "Network", "emit", "emit_bucket", "emit_gateway",
-           "emit_quota_request",
-           "emit_volume", "offline", "provider"]
+__all__ = [
+    "Fleet",
+    "Gateway",
+    "Network",
+    "emit",
+    "emit_bucket",
+    "emit_gateway",
+    "emit_quota_request",
+    "emit_r2_secrets",
+    "emit_volume",
+    "offline",
+    "provider",
+]
 
 
 def emit_volume(plan: VolumeDesign, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:

@@ -5,14 +5,14 @@ and lifecycle as the plan says. Both protected from deletion."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import authorization, storage
+from pulumi_azure_native import authorization, keyvault, storage
 
 from gpufleet.backends.azure.buckets import account_name
-from gpufleet.compile import BucketDesign, naming
+from gpufleet.compile import BucketDesign, BucketMountDesign, FleetDesign, naming
 
 from .common import group_for
 
@@ -93,3 +93,37 @@ def _rule(b: BucketDesign) -> storage.ManagementPolicyRuleArgs:
             filters=storage.ManagementPolicyFilterArgs(
                 blob_types=["blockBlob"], prefix_match=[f"{b.name}/{b.prefix}"]
                 if b.prefix else None)))
+
+
+# Key Vault Secrets User: reads secret contents (learn.microsoft.com/azure/
+# role-based-access-control/built-in-roles/security#key-vault-secrets-user)
+SECRETS_USER = "4633458b-17de-408a-b874-0445c86b69e6"
+
+
+def emit_r2_secrets(plan: FleetDesign, fleet: Any,
+                    creds: Sequence[tuple[BucketMountDesign, pulumi.Output[str]]],
+                    prov: pulumi.ProviderResource | None) -> None:
+    """The fleet's own Key Vault (RBAC, soft delete, in its resource group) holding each R2
+    mount's credentials, which the nodes' managed identities may read (Key Vault Secrets
+    User on the vault) and nothing else may."""
+    child = pulumi.ResourceOptions(provider=prov)
+    vault = keyvault.Vault(
+        naming.child(plan.name, "vault"), vault_name=creds[0][0].secret_where,
+        resource_group_name=fleet.resource_group, location=plan.region,
+        properties=keyvault.VaultPropertiesArgs(
+            tenant_id=getattr(plan.options, "tenant_id", None) or "",
+            sku=keyvault.SkuArgs(family="A", name=keyvault.SkuName.STANDARD),
+            enable_rbac_authorization=True, enable_soft_delete=True,
+            soft_delete_retention_in_days=7),
+        tags={"gpufleet-fleet": plan.name}, opts=child)
+    for m, value in creds:
+        keyvault.Secret(naming.child(plan.name, f"r2-{m.bucket}"), secret_name=m.secret,
+                        vault_name=vault.name, resource_group_name=fleet.resource_group,
+                        properties=keyvault.SecretPropertiesArgs(value=value), opts=child)
+    definition = (f"/subscriptions/{plan.provider.scope}/providers/Microsoft.Authorization/"
+                  f"roleDefinitions/{SECRETS_USER}")
+    for i, principal in enumerate(fleet.principal_ids):
+        authorization.RoleAssignment(
+            naming.child(plan.name, "vault-reader", i), principal_id=principal,
+            principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+            role_definition_id=definition, scope=vault.id, opts=child)

@@ -4,13 +4,13 @@ protected from deletion. Makes no decisions: every name and setting comes from t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.compile import BucketDesign, naming
+from gpufleet.compile import BucketDesign, BucketMountDesign, FleetDesign, naming
 
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
@@ -50,3 +50,27 @@ def grant_readers(b: BucketDesign, bucket: pulumi.Resource,
             role="roles/storage.objectViewer" if r.read_only else "roles/storage.objectUser",
             member=f"serviceAccount:{r.identity}",
             opts=pulumi.ResourceOptions(provider=prov, depends_on=[bucket]))
+
+
+def emit_r2_secrets(plan: FleetDesign, fleet: Any,
+                    creds: Sequence[tuple[BucketMountDesign, pulumi.Output[str]]],
+                    prov: pulumi.ProviderResource | None) -> None:
+    """Each R2 mount's credentials in Secret Manager (automatic replication), readable by
+    the nodes' service account alone (roles/secretmanager.secretAccessor on that secret:
+    cloud.google.com/secret-manager/docs/access-control)."""
+    account = getattr(plan.options, "service_account", None)
+    assert account, "an R2 mount on gcp needs the nodes' service account (compile checks)"
+    child = pulumi.ResourceOptions(provider=prov)
+    for m, value in creds:
+        secret = gcp.secretmanager.Secret(
+            naming.child(plan.name, f"r2-{m.bucket}"), secret_id=m.secret,
+            replication=gcp.secretmanager.SecretReplicationArgs(
+                auto=gcp.secretmanager.SecretReplicationAutoArgs()),
+            labels={"gpufleet-fleet": plan.name}, opts=child)
+        gcp.secretmanager.SecretVersion(
+            naming.child(plan.name, f"r2-{m.bucket}-value"), secret=secret.id,
+            secret_data=value, opts=child)
+        gcp.secretmanager.SecretIamMember(
+            naming.child(plan.name, f"r2-{m.bucket}-reader"), secret_id=secret.id,
+            role="roles/secretmanager.secretAccessor", member=f"serviceAccount:{account}",
+            opts=child)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpufleet.backends import is_backend, traits_of
 from gpufleet.codes import V027, V028, V029
@@ -16,7 +17,7 @@ from gpufleet.compile import naming
 from gpufleet.compile.design import OMIT_NONE, BucketMountDesign, FleetDesign, ProviderDesign
 from gpufleet.diagnostics import Diagnostic, Severity
 from gpufleet.input import BucketSpec, Inputs
-from gpufleet.objectstores import R2_CLOUD, bucket_service
+from gpufleet.objectstores import R2_CLOUD, bucket_service, r2_secret_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def _readers(b: BucketSpec, fleets: Mapping[str, FleetDesign], declared: set[str
         identity = config.get(key) if key and config is not None else None
         out.append(BucketReader(m.fleet, plan.backend, plan.region, m.path, m.read_only,
                                 m.read_gb_per_month, m.write_gb_per_month,
-                                not _unmountable(b.cloud, plan, inputs),
+                                not _unmountable(b, plan, inputs),
                                 str(identity) if identity else None))
         crossing = _crossing(b, plan)
         if crossing:
@@ -142,9 +143,10 @@ def _crossing(b: BucketSpec, plan: FleetDesign) -> str:
 def attach_bucket_mounts(plans: Sequence[FleetDesign], buckets: Sequence[BucketDesign],
                          inputs: Inputs) -> tuple[list[FleetDesign], list[Diagnostic]]:
     """Each fleet with the buckets its nodes mount: its own cloud's, reached with the nodes'
-    identity. Another cloud's bucket, or R2's (whose credentials are not built yet), is a
-    reader the bill counts but no mount (V029); so is a bucket whose cloud needs an identity
-    the nodes lack."""
+    identity, and R2's, with S3 credentials the nodes read from their own cloud's secret
+    store. Another cloud's bucket is a reader the bill counts but no mount (V029); so is a
+    bucket whose cloud needs an identity the nodes lack, or R2 on nodes with no secret
+    store."""
     mounts: dict[str, list[BucketMountDesign]] = {}
     diags: list[Diagnostic] = []
     by_name = {p.name: p for p in plans}
@@ -153,7 +155,7 @@ def attach_bucket_mounts(plans: Sequence[FleetDesign], buckets: Sequence[BucketD
         store = bucket_service(b.cloud)
         spec = specs[(b.cloud, b.name)]
         for r in b.readers:
-            why = _unmountable(b.cloud, by_name[r.fleet], inputs)
+            why = _unmountable(b, by_name[r.fleet], inputs)
             if why:
                 diags.append(spec.at(V029, f"fleet '{r.fleet}' does not mount bucket "
                                            f"'{b.name}': {why}",
@@ -163,26 +165,48 @@ def attach_bucket_mounts(plans: Sequence[FleetDesign], buckets: Sequence[BucketD
             assert store is not None
             mounts.setdefault(r.fleet, []).append(BucketMountDesign(
                 b.name, b.cloud, store.client_key, r.path, r.read_only, b.region,
-                zonal=b.zone is not None, account=_account(b)))
+                zonal=b.zone is not None, account=_account(b),
+                **_credentials(b, by_name[r.fleet], inputs)))
     return [dataclasses.replace(p, buckets=tuple(mounts[p.name])) if p.name in mounts
             else p for p in plans], diags
 
 
-def _unmountable(cloud: str, plan: FleetDesign, inputs: Inputs) -> str:
-    """Why a fleet's nodes cannot mount a bucket of ``cloud`` ("": they can)."""
-    if cloud == R2_CLOUD:
-        return "R2 mounts (its S3 credentials kept as a secret) are not built yet"
-    if cloud != plan.backend:
+def _unmountable(b: BucketSpec | BucketDesign, plan: FleetDesign, inputs: Inputs) -> str:
+    """Why a fleet's nodes cannot mount a bucket ("": they can)."""
+    cloud, traits = b.cloud, traits_of(plan.backend)
+    if cloud == R2_CLOUD and traits.secret_store is None:
+        return (f"its nodes have no secret store to read R2's credentials from "
+                f"({plan.backend})")
+    if cloud == R2_CLOUD and not b.account:
+        return "R2's S3 endpoint needs the Cloudflare account: set `account_id` on the bucket"
+    if cloud not in (R2_CLOUD, plan.backend):
         return (f"its nodes have no {cloud} identity (only their own cloud's buckets mount "
                 "with the nodes' identity)")
     config = inputs.backend(plan.backend)
-    needs = traits_of(plan.backend).bucket_identity_key
+    needs = traits.bucket_identity_key
     if needs and not (config is not None and config.get(needs)):
         return f"its nodes have no identity to grant: set `{needs}` for {plan.backend}"
     return ""
 
 
+def _credentials(b: BucketDesign, plan: FleetDesign, inputs: Inputs) -> dict[str, str]:
+    """An R2 mount's secret: its name and where the fleet's nodes read it."""
+    store = traits_of(plan.backend).secret_store
+    if b.cloud != R2_CLOUD or store is None:
+        return {}
+    config = inputs.backend(plan.backend)
+
+    def get(key: str) -> Any:
+        return config.get(key) if config is not None else None
+
+    return {"secret": r2_secret_name(plan.name, b.name),
+            "secret_where": store.locate(plan.name, plan.region, get)}
+
+
 def _account(b: BucketDesign) -> str | None:
-    """The Azure storage account of a bucket (the store names it per bucket)."""
+    """The Azure storage account of a bucket (the store names it per bucket), or R2's
+    Cloudflare account."""
+    if b.cloud == R2_CLOUD:
+        return b.account
     store = bucket_service(b.cloud)
     return store.account_of(b.name) if store is not None and store.account_of else None

@@ -180,7 +180,12 @@ class BucketMountDesign:
     read_only: bool
     region: str
     zonal: bool = False  # an S3 Express One Zone directory bucket
-    account: str | None = field(default=None, metadata=OMIT_NONE)  # Azure storage account
+    # Azure: the bucket's storage account; R2: the Cloudflare account
+    account: str | None = field(default=None, metadata=OMIT_NONE)
+    # R2: the secret holding the nodes' S3 credentials in their own cloud's store, and the
+    # store's location for them (region, project or vault)
+    secret: str | None = field(default=None, metadata=OMIT_NONE)
+    secret_where: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

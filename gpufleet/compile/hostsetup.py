@@ -240,17 +240,19 @@ def render_mounts(backend: str, mounts: Sequence[FilesystemDesign],
         "BACKEND": backend, "MOUNTS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
 
 
-def render_bucket_mounts(mounts: Sequence[BucketMountDesign]) -> str:
-    """The script mounting a fleet's buckets with their FUSE clients (data/bucket-mount.sh)."""
+def render_bucket_mounts(mounts: Sequence[BucketMountDesign], secrets: str = "none") -> str:
+    """The script mounting a fleet's buckets with their FUSE clients (data/bucket-mount.sh);
+    ``secrets``: the reader of the nodes' secret store (an R2 mount's credentials)."""
     lines = []
     for m in mounts:
         parts = (m.bucket, m.client, m.region, m.path, "ro" if m.read_only else "rw",
-                 m.account or "-")
+                 m.account or "-", m.secret or "-", m.secret_where or "-")
         if any(not p or any(ch.isspace() or ch in "'\\$`" for ch in p) for p in parts):
             raise ValueError(f"bucket {m.bucket}: {parts!r} cannot go into the script")
         lines.append(" ".join(parts))
     return _fill("bucket-mount.sh", "gpufleet-buckets", BUCKETS_READY, BUCKETS_FAILED,
-                 {"BUCKETS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES)})
+                 {"BUCKETS": "\n".join(lines), "MOUNT_TRIES": str(MOUNT_TRIES),
+                  "SECRETS": secrets})
 
 
 def node_script(plan: FleetDesign, targets: Mapping[str, str] | None = None) -> str | None:
@@ -263,7 +265,9 @@ def node_script(plan: FleetDesign, targets: Mapping[str, str] | None = None) -> 
     if not ours and not plan.buckets:
         return host
     mounts = render_mounts(plan.backend, ours, targets or {}) if ours else None
-    buckets = render_bucket_mounts(plan.buckets) if plan.buckets else None
+    store = traits_of(plan.backend).secret_store
+    buckets = render_bucket_mounts(plan.buckets, store.fetch if store else "none") \
+        if plan.buckets else None
     parts = ["#!/bin/bash",
              "# gpufleet node boot script: the host setup, then the shared filesystems"
              + (" and the buckets" if buckets else ""),

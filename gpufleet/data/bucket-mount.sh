@@ -45,6 +45,40 @@ blobfuse2_client() {
   retry apt_get install blobfuse2 fuse3 || fail "cannot install BlobFuse2"
 }
 
+# An R2 bucket's S3 credentials, read with the node's own identity from its cloud's secret
+# store (@@SECRETS@@): Secrets Manager's GetSecretValue signed with the instance role's keys
+# (curl --aws-sigv4), Secret Manager's versions.access or Key Vault's get-secret with a
+# metadata-server token. Keys and tokens go to curl on its standard input (-K -), never on a
+# command line another user could read; the credentials reach mount-s3 in its environment.
+field() { python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]: v = v[k]
+print(v)' "$@"; }
+secret_aws() {
+  T=$(curl -fsS -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 300" http://169.254.169.254/latest/api/token) || return 1
+  I=http://169.254.169.254/latest/meta-data/iam/security-credentials
+  ROLE=$(curl -fsS -H "X-aws-ec2-metadata-token: $T" "$I/") || return 1
+  C=$(curl -fsS -H "X-aws-ec2-metadata-token: $T" "$I/$ROLE") || return 1
+  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$(printf '%s' "$C" | field AccessKeyId)" \
+    "$(printf '%s' "$C" | field SecretAccessKey)" "$(printf '%s' "$C" | field Token)" |
+    curl -fsS -K - --aws-sigv4 "aws:amz:$2:secretsmanager" -H "X-Amz-Target: secretsmanager.GetSecretValue" \
+      -H "Content-Type: application/x-amz-json-1.1" -d "{\"SecretId\":\"$1\"}" "https://secretsmanager.$2.amazonaws.com/" |
+    field SecretString
+}
+secret_gcp() {
+  T=$(curl -fsS -H "Metadata-Flavor: Google" http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token | field access_token) || return 1
+  printf 'header = "Authorization: Bearer %s"\n' "$T" |
+    curl -fsS -K - "https://secretmanager.googleapis.com/v1/projects/$2/secrets/$1/versions/latest:access" |
+    field payload data | base64 -d
+}
+secret_azure() {
+  T=$(curl -fsS -H "Metadata: true" "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net" | field access_token) || return 1
+  printf 'header = "Authorization: Bearer %s"\n' "$T" |
+    curl -fsS -K - "https://$2.vault.azure.net/secrets/$1?api-version=7.4" | field value
+}
+secret_none() { return 1; }
+read_secret() { C=$("secret_@@SECRETS@@" "$1" "$2") && [ -n "$C" ] && printf '%s' "$C"; }
+
 # a new bucket, or its grant, can take minutes to reach the node: retry for about half an hour
 mount_until() {
   n=1
@@ -55,16 +89,26 @@ mount_until() {
 }
 
 DONE=""
-while read -r NAME CLIENT REGION MNT MODE ACCOUNT <&3; do  # fd 3: no command eats the list
+while read -r NAME CLIENT REGION MNT MODE ACCOUNT SECRET WHERE <&3; do  # fd 3: no command eats the list
   [ -n "$NAME" ] || continue
   mkdir -p "$R$MNT"
   if ! mountpoint -q "$R$MNT"; then
     case "$CLIENT" in
       mountpoint-s3)
         mountpoint_client
-        set -- --region "$REGION" --allow-other
+        # R2 signs requests for the region "auto" (developers.cloudflare.com/r2/api/s3/api/)
+        if [ "$SECRET" = - ]; then set -- --region "$REGION"; else set -- --region auto; fi
+        set -- "$@" --allow-other
         if [ "$MODE" = ro ]; then set -- "$@" --read-only; else set -- "$@" --allow-delete --allow-overwrite; fi
-        mount_until mount-s3 "$NAME" "$R$MNT" "$@" || fail "cannot mount bucket $NAME at $MNT (mount-s3: the instance profile may lack access)" ;;
+        if [ "$SECRET" = - ]; then
+          mount_until mount-s3 "$NAME" "$R$MNT" "$@" || fail "cannot mount bucket $NAME at $MNT (mount-s3: the instance profile may lack access)"
+        else  # R2: its S3 endpoint, with the credentials the secret holds
+          CREDS=$(mount_until read_secret "$SECRET" "$WHERE") || fail "cannot read the credentials of R2 bucket $NAME (secret $SECRET in @@SECRETS@@ $WHERE: the node's identity may lack access)"
+          AWS_ACCESS_KEY_ID=$(printf '%s' "$CREDS" | field access_key_id) AWS_SECRET_ACCESS_KEY=$(printf '%s' "$CREDS" | field secret_access_key) \
+            mount_until mount-s3 "$NAME" "$R$MNT" "$@" --endpoint-url "https://$ACCOUNT.r2.cloudflarestorage.com" --force-path-style ||
+            fail "cannot mount R2 bucket $NAME at $MNT (mount-s3: the token may lack access to it)"
+          unset CREDS
+        fi ;;
       gcsfuse)
         gcsfuse_client
         set -- --implicit-dirs -o allow_other

@@ -180,7 +180,7 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
-    buckets=_buckets.BUCKETS,
+    buckets=_buckets.BUCKETS, secret_store=_buckets.SECRETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="account",
     quota_lag=("minutes when Service Quotas approves it on its own; days when AWS Support "
                "reviews it, as it often does for GPU families "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from gpufleet.traitparts import BucketClass, BucketService
+from gpufleet.traitparts import BucketClass, BucketService, SecretStore
 
 BUCKETS = BucketService(
     "Amazon S3",
@@ -34,3 +34,11 @@ BUCKETS = BucketService(
 def express_suffix(zone: str) -> str:
     return f"--{zone}--x-s3"
 
+
+
+# the nodes read an R2 bucket's credentials from Secrets Manager in their own region
+# (docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html)
+SECRETS = SecretStore("AWS Secrets Manager", "aws",
+                      "docs.aws.amazon.com/secretsmanager/latest/apireference/"
+                      "API_GetSecretValue.html",
+                      lambda fleet, region, get: region)

@@ -273,6 +273,13 @@ def bucket_policy(mounts: Sequence[BucketMountDesign]) -> str:
     (docs.aws.amazon.com/AmazonS3/latest/userguide/s3-express-security-iam.html)."""
     statements: list[dict[str, Any]] = []
     for m in mounts:
+        if m.secret is not None:  # R2: its credentials in Secrets Manager, read, nothing else
+            # (a secret's ARN ends in six random characters: docs.aws.amazon.com/
+            # secretsmanager/latest/userguide/auth-and-access_iam-policies.html)
+            statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                               "Resource": f"arn:aws:secretsmanager:{m.secret_where}:*:"
+                                           f"secret:{m.secret}-??????"})
+            continue
         if m.zonal:
             statement: dict[str, Any] = {
                 "Effect": "Allow", "Action": "s3express:CreateSession",

@@ -163,7 +163,7 @@ TRAITS = BackendTraits(
     family=_family,
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
-    buckets=_buckets.BUCKETS,
+    buckets=_buckets.BUCKETS, secret_store=_buckets.SECRETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="subscription",
     quota_lag=("minutes when the request is approved automatically; a support request, usually "
                "days, when it is not (learn.microsoft.com/azure/quotas/per-vm-quota-requests); "

@@ -13,7 +13,7 @@ import hashlib
 import re
 from types import MappingProxyType
 
-from gpufleet.traitparts import BucketClass, BucketService
+from gpufleet.traitparts import BucketClass, BucketService, SecretStore
 
 BUCKETS = BucketService(
     "Azure Blob Storage",
@@ -34,3 +34,17 @@ def account_name(bucket: str) -> str:
     so a name that differs only in hyphens still gets an account of its own."""
     letters = re.sub(r"[^a-z0-9]", "", bucket)[:16]
     return letters + hashlib.sha256(bucket.encode()).hexdigest()[:8]
+
+
+def vault_name(fleet: str, subscription: str) -> str:
+    """The fleet's Key Vault: 3-24 letters, digits and hyphens, a letter first, globally
+    unique (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules
+    #microsoftkeyvault): `gfkv` and 20 of a digest of the subscription and the fleet."""
+    return "gfkv" + hashlib.sha256(f"{subscription}/{fleet}".encode()).hexdigest()[:20]
+
+
+# the nodes read an R2 bucket's credentials from a Key Vault of their fleet's own
+SECRETS = SecretStore("Azure Key Vault", "azure",
+                      "learn.microsoft.com/rest/api/keyvault/secrets/get-secret/get-secret",
+                      lambda fleet, region, get: vault_name(
+                          fleet, str(get("subscription_id") or "")))

@@ -225,6 +225,7 @@ TRAITS = BackendTraits(
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     network_quotas=_names.NETWORK_QUOTAS,
     buckets=_buckets.BUCKETS, bucket_identity_key="vm_service_account",
+    secret_store=_buckets.SECRETS,
     compute_quotas=_quotas.compute_quotas, quota_scope="project",
     quota_lag=("hours to days: Google reviews GPU quota increases "
                "(cloud.google.com/docs/quotas/help/request_increase); meanwhile keep the fleet "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from gpufleet.traitparts import BucketClass, BucketService
+from gpufleet.traitparts import BucketClass, BucketService, SecretStore
 
 BUCKETS = BucketService(
     "Cloud Storage",
@@ -20,3 +20,10 @@ BUCKETS = BucketService(
     "cloud.google.com/storage/docs/buckets#naming",
     "Cloud Storage FUSE", "cloud.google.com/storage/docs/cloud-storage-fuse/overview",
     "gcsfuse")
+
+
+# the nodes read an R2 bucket's credentials from Secret Manager in the backend's project
+SECRETS = SecretStore("Secret Manager", "gcp",
+                      "cloud.google.com/secret-manager/docs/reference/rest/v1/"
+                      "projects.secrets.versions/access",
+                      lambda fleet, region, get: str(get("project_id") or ""))
