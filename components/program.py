@@ -13,12 +13,14 @@ from typing import Any
 import pulumi
 
 from gpufleet.compile import (
+    DIGEST_OUTPUT,
     Compiled,
     FleetDesign,
     GatewayDesign,
     ProviderDesign,
     compile_files,
     emission_order,
+    input_digest,
 )
 from gpufleet.diagnostics import render_text
 from gpufleet.input import stackconfig
@@ -26,6 +28,8 @@ from gpufleet.input import stackconfig
 from .registry import BackendComponents, FleetResources, GatewayResources, components_for
 from .sampling import registered_nodes
 from .volumes import emit_volume
+
+BUCKET_TYPE = "gpufleet:storage:Bucket"  # owns a bucket's resources (diff and drift say so)
 
 
 def compile_settings(settings: stackconfig.StackSettings, base: Path) -> Compiled:
@@ -81,17 +85,19 @@ def emit(compiled: Compiled) -> None:
         if file_request is None:
             raise pulumi.RunError(f"{req.backend} files no quota requests")
         file_request(req, provider_for(module, req.provider))
-    for bucket in compiled.buckets:  # the backends file's `buckets:`
+    for bucket in compiled.buckets:  # the backends file's `buckets:`, a component each
+        holder = pulumi.ComponentResource(BUCKET_TYPE, bucket.name, None)
         if bucket.provider is None:  # R2: the program's own Cloudflare provider
             from . import r2
 
-            r2.emit_bucket(bucket)
-            continue
-        module = components_for(bucket.cloud)
-        file_bucket = getattr(module, "emit_bucket", None)
-        if file_bucket is None:
-            raise pulumi.RunError(f"{bucket.cloud} builds no buckets")
-        file_bucket(bucket, provider_for(module, bucket.provider), fleets)
+            r2.emit_bucket(bucket, holder)
+        else:
+            module = components_for(bucket.cloud)
+            file_bucket = getattr(module, "emit_bucket", None)
+            if file_bucket is None:
+                raise pulumi.RunError(f"{bucket.cloud} builds no buckets")
+            file_bucket(bucket, provider_for(module, bucket.provider), fleets, holder)
+        holder.register_outputs({DIGEST_OUTPUT: input_digest(bucket)})
     for plan in compiled.plans:  # R2 mounts: a token per fleet and bucket, kept as a secret
         r2_mounts = [m for m in plan.buckets if m.secret is not None]
         if r2_mounts:
@@ -101,8 +107,9 @@ def emit(compiled: Compiled) -> None:
             keep = getattr(module, "emit_r2_secrets", None)
             if keep is None:
                 raise pulumi.RunError(f"{plan.backend} keeps no secrets for R2 mounts")
-            keep(plan, fleets[plan.name], [(m, r2.credentials(m, plan.name))
-                                           for m in r2_mounts],
+            owner = fleets[plan.name]  # the fleet's component holds its tokens and secrets
+            parent = owner if isinstance(owner, pulumi.Resource) else None
+            keep(plan, owner, [(m, r2.credentials(m, plan.name, parent)) for m in r2_mounts],
                  provider_for(module, plan.provider))
     for vol in compiled.volumes:
         volume_id: Any = vol.volume_id

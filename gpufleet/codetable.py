@@ -293,10 +293,10 @@ CODES: Mapping[str, Code] = MappingProxyType({
                  "(warning)", "keep a regional copy (`cache_of`) where the fleet runs, or read "
                  "from a store without egress fees"),
     "V029": Code("a bucket mount gpufleet does not build: a bucket of another cloud (the nodes "
-                 "have no identity there), R2 (its credentials are not built yet), or a node "
-                 "with no identity to grant",
-                 "mount a bucket of the fleet's own cloud, or give the nodes an identity "
-                 "(the message says which)"),
+                 "have no identity there), a node with no identity to grant, R2 on nodes "
+                 "with no secret store, or R2 without its account id",
+                 "mount a bucket of the fleet's own cloud or R2, give the nodes an identity, "
+                 "or set the bucket's `account_id` (the message says which)"),
     "F023": Code("a fleet name longer than the longest whose every physical name fits on a "
                  "backend it may land on", "shorten the fleet name"),
     "F024": Code("a fleet named like a gateway's or volume's stack output key "

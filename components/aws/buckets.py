@@ -15,9 +15,10 @@ from gpufleet.compile import BucketDesign, BucketMountDesign, FleetDesign, namin
 
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
-                fleets: Mapping[str, Any] | None = None) -> pulumi.Resource:
-    opts = pulumi.ResourceOptions(provider=prov, protect=True)
-    child = pulumi.ResourceOptions(provider=prov)
+                fleets: Mapping[str, Any] | None = None,
+                parent: pulumi.Resource | None = None) -> pulumi.Resource:
+    opts = pulumi.ResourceOptions(provider=prov, protect=True, parent=parent)
+    child = pulumi.ResourceOptions(provider=prov, parent=parent)
     tags = dict(b.labels)
     if b.zone:
         bucket: pulumi.CustomResource = aws.s3.DirectoryBucket(
@@ -72,8 +73,8 @@ def emit_r2_secrets(plan: FleetDesign, fleet: Any,
     """Each R2 mount's credentials in Secrets Manager, in the fleet's region, under the name
     the nodes' role may read (backends.aws.compile.bucket_policy). Deleted at once when the
     mount goes (no recovery window): the token behind it is revoked with it, and a new one
-    is made when the mount comes back."""
-    child = pulumi.ResourceOptions(provider=prov)
+    is made when the mount comes back. Under the fleet's component: the fleet owns them."""
+    child = pulumi.ResourceOptions(provider=prov, parent=fleet)
     for m, value in creds:
         secret = aws.secretsmanager.Secret(
             naming.child(plan.name, f"r2-{m.bucket}"), name=m.secret,

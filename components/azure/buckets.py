@@ -23,13 +23,14 @@ CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
-                fleets: Mapping[str, Any] | None = None) -> pulumi.Resource:
+                fleets: Mapping[str, Any] | None = None,
+                parent: pulumi.Resource | None = None) -> pulumi.Resource:
     """``fleets``: the fleets built so far; a mounting fleet's node subnet is admitted and
     its nodes' identities granted the data role its mount needs."""
     assert prov is not None, "an Azure bucket needs its subscription's provider"
     readers = [(r, (fleets or {})[r.fleet]) for r in b.readers
                if r.mounted and r.fleet in (fleets or {})]
-    opts = pulumi.ResourceOptions(provider=prov, protect=True)
+    opts = pulumi.ResourceOptions(provider=prov, protect=True, parent=parent)
     group = group_for(b.region, None, prov)
     premium = b.klass == "premium"
     account = storage.StorageAccount(
@@ -48,7 +49,7 @@ def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
                 virtual_network_resource_id=fleet.network.subnet_id)
                 for _, fleet in readers] or None),
         tags=dict(b.labels), opts=opts)
-    child = pulumi.ResourceOptions(provider=prov)
+    child = pulumi.ResourceOptions(provider=prov, parent=parent)
     if b.versioning:
         storage.BlobServiceProperties(
             naming.child(b.name, "blob-service"), account_name=account.name,
@@ -105,8 +106,9 @@ def emit_r2_secrets(plan: FleetDesign, fleet: Any,
                     prov: pulumi.ProviderResource | None) -> None:
     """The fleet's own Key Vault (RBAC, soft delete, in its resource group) holding each R2
     mount's credentials, which the nodes' managed identities may read (Key Vault Secrets
-    User on the vault) and nothing else may."""
-    child = pulumi.ResourceOptions(provider=prov)
+    User on the vault) and nothing else may. Under the fleet's component: the fleet owns
+    them."""
+    child = pulumi.ResourceOptions(provider=prov, parent=fleet)
     vault = keyvault.Vault(
         naming.child(plan.name, "vault"), vault_name=creds[0][0].secret_where,
         resource_group_name=fleet.resource_group, location=plan.region,

@@ -14,7 +14,8 @@ from gpufleet.compile import BucketDesign, BucketMountDesign, FleetDesign, namin
 
 
 def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
-                fleets: Mapping[str, Any] | None = None) -> pulumi.Resource:
+                fleets: Mapping[str, Any] | None = None,
+                parent: pulumi.Resource | None = None) -> pulumi.Resource:
     rules = []
     prefixes = [b.prefix] if b.prefix else None
     if b.expire_days is not None:
@@ -33,13 +34,14 @@ def emit_bucket(b: BucketDesign, prov: pulumi.ProviderResource | None,
         versioning=gcp.storage.BucketVersioningArgs(enabled=b.versioning),
         lifecycle_rules=rules or None, force_destroy=False, labels=dict(b.labels),
         project=b.provider.scope if b.provider is not None else None,
-        opts=pulumi.ResourceOptions(provider=prov, protect=True))
-    grant_readers(b, bucket, prov)
+        opts=pulumi.ResourceOptions(provider=prov, protect=True, parent=parent))
+    grant_readers(b, bucket, prov, parent)
     return bucket
 
 
 def grant_readers(b: BucketDesign, bucket: pulumi.Resource,
-                  prov: pulumi.ProviderResource | None) -> None:
+                  prov: pulumi.ProviderResource | None,
+                  parent: pulumi.Resource | None = None) -> None:
     """Each mounting fleet's service account on the bucket: objectViewer to read, objectUser
     to write (cloud.google.com/storage/docs/access-control/iam-roles)."""
     for r in b.readers:
@@ -49,7 +51,7 @@ def grant_readers(b: BucketDesign, bucket: pulumi.Resource,
             naming.child(b.name, r.fleet), bucket=b.name,
             role="roles/storage.objectViewer" if r.read_only else "roles/storage.objectUser",
             member=f"serviceAccount:{r.identity}",
-            opts=pulumi.ResourceOptions(provider=prov, depends_on=[bucket]))
+            opts=pulumi.ResourceOptions(provider=prov, depends_on=[bucket], parent=parent))
 
 
 def emit_r2_secrets(plan: FleetDesign, fleet: Any,
@@ -60,7 +62,7 @@ def emit_r2_secrets(plan: FleetDesign, fleet: Any,
     cloud.google.com/secret-manager/docs/access-control)."""
     account = getattr(plan.options, "service_account", None)
     assert account, "an R2 mount on gcp needs the nodes' service account (compile checks)"
-    child = pulumi.ResourceOptions(provider=prov)
+    child = pulumi.ResourceOptions(provider=prov, parent=fleet)  # the fleet owns them
     for m, value in creds:
         secret = gcp.secretmanager.Secret(
             naming.child(plan.name, f"r2-{m.bucket}"), secret_id=m.secret,

@@ -22,8 +22,8 @@ def run_seeded(run: RunInputs, compiled: Compiled,
                sample: bool = True) -> tuple[dict[str, Any], ...]:
     """The pipeline's ``SeededRun``; with ``sample``, each fleet's nodes the state holds and
     its new ones are sampled apart and the rest derived (``derive``)."""
-    if not compiled.plans and not compiled.gateways:
-        return ()  # nothing to run: every fleet was skipped
+    if not compiled.plans and not compiled.gateways and not compiled.buckets:
+        return ()  # nothing to run: every fleet, gateway and bucket was skipped
     # the Pulumi SDK only where something runs: an unchanged stack is compared without it
     from .. import program
     from . import harness, offline

@@ -7,10 +7,13 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet import __version__
 from gpufleet.compile.design import FleetDesign, GatewayDesign
+
+if TYPE_CHECKING:
+    from gpufleet.compile.buckets import BucketDesign
 
 
 def plan_to_json(obj: Any) -> Any:
@@ -34,11 +37,11 @@ DIGEST_OUTPUT = "gpufleet_digest"
 _NOT_BUILT = ("file", "price_per_hour", "reservation_declared")
 
 
-def input_digest(plan: FleetDesign | GatewayDesign) -> str:
-    """Digest of everything a fleet's or gateway's resources are built from: the finished
-    plan (itself made of the spec, the backend settings and the locked offer) and the
-    gpufleet version. Components record it as an output; `gpufleet diff` re-runs only the
-    fleets whose digest differs from the export's."""
+def input_digest(plan: FleetDesign | GatewayDesign | BucketDesign) -> str:
+    """Digest of everything a fleet's, gateway's or bucket's resources are built from: the
+    finished plan (itself made of the spec, the backend settings and the locked offer) and
+    the gpufleet version. Components record it as an output; `gpufleet diff` re-runs only
+    the fleets (gateways, buckets) whose digest differs from the export's."""
     data = {k: v for k, v in plan_to_json(plan).items() if k not in _NOT_BUILT}
     text = json.dumps({"plan": data, "gpufleet": __version__}, sort_keys=True,
                       separators=(",", ":"), default=str)

@@ -86,7 +86,7 @@ def changes_from_events(events: Iterable[Any], phase: str) -> list[Change]:
         protect = bool((md.old and md.old.protect) or (md.new and md.new.protect))
         name = urn.rsplit("::", 1)[1]
         out.append(Change(urn, md.type, op, klass, owner, None,
-                          yaml_key(md.type, name, op, props), tuple(props),
+                          yaml_key(md.type, name, op, props, owner), tuple(props),
                           advise(op, klass, protect), protect, tuple(md.keys or ())))
     return out
 

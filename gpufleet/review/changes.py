@@ -17,6 +17,7 @@ from typing import Any
 
 from gpufleet.backends import all_backends, node_types, resource_kinds
 from gpufleet.input import stackconfig
+from gpufleet.review.owners import BUCKET_OWNER
 from gpufleet.review.state import STACK_TYPE, StateResource, is_secret
 
 CHANGE_OPS = ("create", "update", "replace", "delete", "unknown")
@@ -48,6 +49,15 @@ FIELD_KEYS: dict[str, str] = {
     "publicKey": "the SSH key (access.ssh_public_key or the stack config "
                  "gpufleet:sshPublicKey)",
     "metadata": "access (SSH key, OS Login)", "osProfile": "access (SSH key, user)",
+    # buckets (the backends file's `buckets:`): what the file sets, and what gpufleet builds
+    # closed whatever the file says
+    "versioningConfiguration": "buckets[].versioning", "versioning": "buckets[].versioning",
+    "isVersioningEnabled": "buckets[].versioning", "lifecycleRules": "buckets[].lifecycle",
+    "storageClass": "buckets[].class",
+    **dict.fromkeys(("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                     "restrictPublicBuckets", "publicAccessPrevention",
+                     "uniformBucketLevelAccess", "allowBlobPublicAccess", "publicAccess",
+                     "forceDestroy"), "buckets (built private and kept: no key opens them)"),
 }
 INSTANCE_TYPES = node_types()
 GATEWAY_ADDRESS_TYPES = frozenset(x for t in all_backends() for x in t.gateway_address_types)
@@ -232,7 +242,10 @@ def compare(reg: Mapping[str, Any], old: StateResource) -> tuple[str, list[Prope
 
 # --- tracing and advice -----------------------------------------------------------------
 
-def yaml_key(change_type: str, name: str, op: str, props: Sequence[PropertyChange]) -> str | None:
+def yaml_key(change_type: str, name: str, op: str, props: Sequence[PropertyChange],
+             owner: str | None = None) -> str | None:
+    """The YAML key a change moves with (a bucket's place is its own `region`, not a fleet's
+    chosen offer)."""
     if change_type in INSTANCE_TYPES and NODE_NAME.search(name) and op in ("create", "delete"):
         return "nodes"
     if op == "create":
@@ -241,7 +254,9 @@ def yaml_key(change_type: str, name: str, op: str, props: Sequence[PropertyChang
         return None
     keys = []
     for p in props:
-        k = FIELD_KEYS.get(root_of(p.path))
+        root = root_of(p.path)
+        k = "buckets[].region" if (owner or "").startswith(BUCKET_OWNER) and root in (
+            "location", "region") else FIELD_KEYS.get(root)
         if k and k not in keys:
             keys.append(k)
     return ", ".join(keys) or None

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends import all_backends, node_types
-from gpufleet.compile import DIGEST_OUTPUT, Compiled, FleetDesign, GatewayDesign, input_digest
+from gpufleet.compile import DIGEST_OUTPUT, Compiled, input_digest
 from gpufleet.review.bill import billed_as
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
-from gpufleet.review.owners import is_top, owner_map
+from gpufleet.review.owners import BUCKET_OWNER, is_top, owner_map
 from gpufleet.review.state import STACK_TYPE, State
 
 DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
@@ -43,13 +43,14 @@ class GuardOptions:
 
 
 def state_digests(state: State) -> dict[str, str]:
-    """Name -> input digest recorded by each fleet and gateway component in the export."""
+    """Owner name -> input digest recorded by each fleet, gateway and bucket component in
+    the export (a bucket's as `bucket:NAME`)."""
     out: dict[str, str] = {}
     for r in state.resources:
         if not r.custom and is_top(r.type):
             d = r.outputs.get(DIGEST_OUTPUT)
             if isinstance(d, str):
-                out[r.name] = d
+                out[(BUCKET_OWNER if r.type.endswith(":Bucket") else "") + r.name] = d
     return out
 
 
@@ -64,21 +65,52 @@ class Skips:
 def choose_skips(compiled: Compiled, state: State, full: bool) -> Skips:
     recorded = state_digests(state)
     names: set[str] = set()
-    reasons: list[str] = []
-    items: list[FleetDesign | GatewayDesign] = [*compiled.plans, *compiled.gateways]
-    for p in items:
-        kind = "fleet" if isinstance(p, FleetDesign) else "gateway"
-        old = recorded.get(p.name)
+    reasons: dict[str, str] = {}
+    items: list[tuple[str, str, Any]] = [
+        *(("fleet", p.name, p) for p in compiled.plans),
+        *(("gateway", g.name, g) for g in compiled.gateways),
+        *(("bucket", BUCKET_OWNER + b.name, b) for b in compiled.buckets)]
+    for kind, key, p in items:
+        old = recorded.get(key)
         if full:
-            reasons.append(f"{kind} {p.name}: run (--full)")
+            reasons[key] = f"{kind} {p.name}: run (--full)"
         elif old is None:
-            reasons.append(f"{kind} {p.name}: run (the export records no input digest for it)")
+            reasons[key] = f"{kind} {p.name}: run (the export records no input digest for it)"
         elif old != input_digest(p):
-            reasons.append(f"{kind} {p.name}: run (its inputs changed since the export)")
+            reasons[key] = f"{kind} {p.name}: run (its inputs changed since the export)"
         else:
-            names.add(p.name)
-            reasons.append(f"{kind} {p.name}: skipped (inputs unchanged since the export)")
-    return Skips(frozenset(names), tuple(reasons))
+            names.add(key)
+            reasons[key] = f"{kind} {p.name}: skipped (inputs unchanged since the export)"
+    for key, why in _run_together(compiled, names).items():
+        names.discard(key)
+        reasons[key] = why
+    return Skips(frozenset(names), tuple(reasons[k] for _, k, _ in items))
+
+
+def _run_together(compiled: Compiled, skipped: set[str]) -> dict[str, str]:
+    """A bucket and the fleets that mount it are built from each other (grants, the
+    fleets' subnets on the bucket's account): when one runs, the others run too."""
+    pairs = [(r.fleet, BUCKET_OWNER + b.name) for b in compiled.buckets for r in b.readers
+             if r.mounted]
+    still = set(skipped)
+    out: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for a, b in pairs:
+            for runs, other in ((a, b), (b, a)):
+                if runs not in still and other in still:
+                    still.discard(other)
+                    out[other] = (f"{_label(other)}: run (it and {_label(runs)} are built "
+                                  "from each other)")
+                    changed = True
+    return out
+
+
+def _label(owner: str) -> str:
+    """ "fleet a4", "bucket acme-data"."""
+    return (f"bucket {owner[len(BUCKET_OWNER):]}" if owner.startswith(BUCKET_OWNER)
+            else f"fleet {owner}")
 
 
 def _kept_by_skips(state: State, old_owners: Mapping[str, str], skips: Skips,
@@ -105,7 +137,9 @@ def _kept_by_skips(state: State, old_owners: Mapping[str, str], skips: Skips,
 def diff_report(regs: Sequence[dict[str, Any]], state: State, compiled: Compiled,
                 stack: str, guards: GuardOptions, skips: Skips | None = None) -> Report:
     skips = skips or Skips()
-    files = {p.name: p.file for p in compiled.plans} | {g.name: g.file for g in compiled.gateways}
+    files = {p.name: p.file for p in compiled.plans} | {
+        g.name: g.file for g in compiled.gateways} | {
+        BUCKET_OWNER + b.name: b.file for b in compiled.buckets}
     by_urn = state.by_urn()
     owners = owner_map([(r["urn"], r["type"], r["parent"]) for r in regs])
     old_owners = owner_map([(r.urn, r.type, r.parent) for r in state.resources])
@@ -192,7 +226,7 @@ def _nodes(regs: Sequence[dict[str, Any]], owners: Mapping[str, str | None], sta
 def _change(urn: str, typ: str, op: str, props: Sequence[Any], reasons: Sequence[str],
             owner: str | None, file: str | None, protect: bool) -> Change:
     name = urn.rsplit("::", 1)[1]
-    return Change(urn, typ, op, PENDING, owner, file, yaml_key(typ, name, op, props),
+    return Change(urn, typ, op, PENDING, owner, file, yaml_key(typ, name, op, props, owner),
                   tuple(props), advise(op, PENDING, protect), protect, tuple(reasons))
 
 
@@ -207,6 +241,8 @@ def running_nodes(state: State) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in state.resources:
         owner = owners.get(r.urn)
+        if owner is not None and owner.startswith(BUCKET_OWNER):
+            continue  # a bucket runs no nodes
         if owner is None:
             if billed_as(r.type) == "volume":  # a dstack volume's disk: the stack holds it
                 out[f"volume:{r.name}"] = 1

@@ -1,8 +1,9 @@
-"""Which fleet or gateway a resource belongs to: the one place that answers it, for the diff,
-drift, `up`'s capacity fallback and the policy report. Pure.
+"""Which fleet, gateway or bucket a resource belongs to: the one place that answers it, for
+the diff, drift, `up`'s capacity fallback and the policy report. Pure.
 
 A resource belongs to the top-level gpufleet component (``gpufleet:<backend>:Fleet`` or
-``:Gateway``) above it in the parent chain. Where the chain is not known (an engine error
+``:Gateway``, or a bucket's ``gpufleet:storage:Bucket``, named ``bucket:NAME``) above it in
+the parent chain. Where the chain is not known (an engine error
 names only a URN), the resource's name decides: every name gpufleet gives starts with its
 fleet's or gateway's name.
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 from gpufleet.input import Inputs, Origin
 
-TOP_KINDS = (":Fleet", ":Gateway")
+TOP_KINDS = (":Fleet", ":Gateway", ":Bucket")
+BUCKET_OWNER = "bucket:"  # a bucket's owner name: never one of a fleet or gateway
 
 
 def is_top(typ: str) -> bool:
@@ -37,8 +39,9 @@ def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
     cur, top, seen = urn, None, set()
     while cur and cur not in seen:
         seen.add(cur)
-        if is_top(_type_of(cur, types)):
-            top = cur.rsplit("::", 1)[-1]
+        typ = _type_of(cur, types)
+        if is_top(typ):
+            top = (BUCKET_OWNER if typ.endswith(":Bucket") else "") + cur.rsplit("::", 1)[-1]
         cur = parents.get(cur, "")
     if top is not None or not names:
         return top
@@ -67,7 +70,10 @@ def resource_owners(resources: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def spec_origins(inputs: Inputs) -> dict[str, Origin]:
-    """Where each fleet and gateway is written, by name: where a run's finding is said."""
+    """Where each fleet, gateway and bucket is written, by owner name: where a run's finding
+    is said."""
     origins = {f.name: f.origin for f in inputs.fleets}
     origins.update({g.name: g.origin for g in inputs.gateways})
+    origins.update({BUCKET_OWNER + b.name: Origin(b.file, b.line, b.column)
+                    for b in inputs.buckets})
     return origins

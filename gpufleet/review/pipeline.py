@@ -27,6 +27,7 @@ from gpufleet.review.costs import cost_violations, fleet_costs
 from gpufleet.review.diff import GuardOptions, choose_skips, diff_report, running_nodes
 from gpufleet.review.memory import available_mb, memory_refusal
 from gpufleet.review.names import name_diagnostics
+from gpufleet.review.owners import BUCKET_OWNER
 from gpufleet.review.policy import Violation, policy_subjects, violations
 from gpufleet.review.quotas import quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
@@ -87,7 +88,8 @@ def diff(validated: Validated, run: RunInputs, state: State, guards: GuardOption
     skips = choose_skips(compiled, state, full)
     to_run = dataclasses.replace(
         compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
-        gateways=tuple(g for g in compiled.gateways if g.name not in skips.names))
+        gateways=tuple(g for g in compiled.gateways if g.name not in skips.names),
+        buckets=tuple(b for b in compiled.buckets if BUCKET_OWNER + b.name not in skips.names))
     seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
     where = dataclasses.replace(run, paths=tuple(os.path.abspath(p) for p in run.paths),
                                 stack=state.stack or "dev")
