@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.policy.exposure import K3S_PORTS, bucket_public, public_source
+from gpufleet.policy.exposure import K3S_PORTS, broad_access, bucket_public, public_source
 from gpufleet.policy.reading import (
     LAMBDA_INSTANCE,
     LAMBDA_RULESET,
@@ -241,6 +241,11 @@ def gateway_addresses_protected(args: Any, report: Report) -> None:
 
 
 
+def bucket_access_scoped(args: Any, report: Report) -> None:
+    for problem in broad_access(args.resource_type, args.props):
+        report(f"{args.name}: {problem}", args.urn)
+
+
 def storage_private_encrypted_protected(args: Any, report: Report) -> None:
     """Shared filesystems, volumes and buckets: protected from deletion, encrypted at rest
     where the service lets it be turned off, and closed to the internet."""
@@ -347,6 +352,10 @@ RULES: tuple[Rule, ...] = (
          "protected from deletion, encrypted at rest and closed to public access",
          "mandatory", "keep `protect`, `encrypted: true` and the storage account's deny-by-"
          "default network rules gpufleet sets", "", storage_private_encrypted_protected),
+    Rule("bucket-access-scoped", "Bucket grants read, or read and write, the mounted "
+         "buckets only: no wildcard, no admin role, no public member, R2 tokens scoped to "
+         "their bucket", "mandatory", "keep the grants gpufleet makes for each mount", "",
+         bucket_access_scoped),
     Rule("dns-ttl", "Wildcard DNS records have a TTL of at most 3600 s", "advisory",
          "lower the record's TTL", "", dns_ttl),
     Rule("ownership-tags", "Every taggable resource carries managed-by, the fleet or gateway "

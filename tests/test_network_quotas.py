@@ -159,6 +159,38 @@ def test_azure_reads_the_regions_network_usages() -> None:
     assert (CASES / "azure.json").exists()
 
 
+def test_the_bucket_quotas_are_read_where_each_cloud_keeps_them() -> None:
+    """S3's general purpose bucket quota and use from US East (N. Virginia), whatever the
+    fleet's region; Azure's storage accounts from the Storage usages API."""
+    from gpufleet.backends.azure.live import AzureProbe
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for name in ("acme-a", "acme-b"):
+            s3.create_bucket(Bucket=name)
+        quotas = boto3.client("service-quotas", region_name="us-east-1")
+        stub = Stubber(quotas)
+        stub.add_response("get_service_quota", {"Quota": {
+            "ServiceCode": "s3", "QuotaCode": "L-DC2B2D3D", "Value": 10000.0}},
+            {"ServiceCode": "s3", "QuotaCode": "L-DC2B2D3D"})
+        asked: list[tuple[str, str]] = []
+
+        def client(service: str, region: str) -> Any:
+            asked.append((service, region))
+            return s3 if service == "s3" else quotas
+        with stub:
+            facts = AwsProbe(client).network_quota(None, "eu-west-1",
+                                                   _quota("aws", "General purpose buckets"))
+    assert facts is not None and (facts.limit, facts.used) == (10000, 2)
+    assert {region for _, region in asked} == {"us-east-1"}
+    probe = AzureProbe(getter(recorded("azure")))
+    sub = "11111111-2222-3333-4444-555555555555"
+    accounts = probe.network_quota(sub, "eastus", _quota("azure", "Storage accounts per region"))
+    assert accounts is not None and (accounts.limit, accounts.used) == (250, 12)
+    # the network usages are still read from the Network provider
+    assert probe.network_quota(sub, "eastus", _quota("azure", "Public IP addresses"))
+
+
 @pytest.mark.parametrize("backend", ["aws", "gcp", "azure"])
 def test_every_quota_names_its_source_and_how_preflight_reads_it(backend: str) -> None:
     for q in traits_of(backend).network_quotas:

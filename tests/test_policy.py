@@ -139,6 +139,12 @@ CASES: dict[str, tuple[ResourceValidationArgs, ResourceValidationArgs]] = {
              "description": "ssh"}]}),
         args("pulumi-python:dynamic/lambda:FirewallRuleset", {"rules": [
             {"protocol": "all", "source_network": "203.0.113.0/24", "description": "all"}]})),
+    "bucket-access-scoped": (
+        args("gcp:storage/bucketIAMMember:BucketIAMMember",
+             {"member": "serviceAccount:n@p.iam.gserviceaccount.com",
+              "role": "roles/storage.objectViewer"}),
+        args("gcp:storage/bucketIAMMember:BucketIAMMember",
+             {"member": "allUsers", "role": "roles/storage.objectViewer"})),
     "dns-ttl": (
         args("gcp:dns/recordSet:RecordSet", {"ttl": 300}),
         args("aws:route53/record:Record", {"ttl": 86400})),

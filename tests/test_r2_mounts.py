@@ -157,3 +157,54 @@ def test_the_node_reads_the_secret_with_its_identity_and_mounts_r2(
     assert f"cannot read the credentials of R2 bucket acme-central (secret " \
            f"gpufleet-f-r2-acme-central in {store} {where}" in failed
     assert not denied.log("mount-s3")
+
+
+def test_the_policy_pack_holds_bucket_grants_to_the_mount() -> None:
+    from test_policy import args, fires
+
+    from gpufleet.objectstores import R2_READ_GROUP
+
+    rule = "bucket-access-scoped"
+    wide = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "s3:*", "Resource": "arn:aws:s3:::acme/*"}]})
+    star = json.dumps({"Statement": {"Effect": "Allow", "Action": "s3:GetObject",
+                                     "Resource": "*"}})
+    any_secret = json.dumps({"Statement": [{"Effect": "Allow",
+                                            "Action": "secretsmanager:GetSecretValue",
+                                            "Resource": "arn:aws:secretsmanager:us-east-1:*:"
+                                                        "secret:*"}]})
+    token = {"policies": [{"effect": "allow", "permissionGroups": [{"id": R2_READ_GROUP}],
+                           "resources": json.dumps({"com.cloudflare.api.account.a": "*"})}]}
+    bad = [("aws:iam/rolePolicy:RolePolicy", {"policy": wide}),
+           ("aws:iam/rolePolicy:RolePolicy", {"policy": star}),
+           ("aws:iam/rolePolicy:RolePolicy", {"policy": any_secret}),
+           ("aws:iam/rolePolicy:RolePolicy", {"policy": "{not json"}),
+           ("gcp:storage/bucketIAMMember:BucketIAMMember",
+            {"member": "allUsers", "role": "roles/storage.objectViewer"}),
+           ("gcp:secretmanager/secretIamMember:SecretIamMember",
+            {"member": f"serviceAccount:{SA}", "role": "roles/secretmanager.admin"}),
+           ("azure-native:authorization:RoleAssignment",
+            {"roleDefinitionId": "/subscriptions/s/providers/Microsoft.Authorization/"
+                                 "roleDefinitions/b7e6dc6d-f1e8-4753-8033-0f276bb0955b"}),
+           ("cloudflare:index/accountToken:AccountToken", token)]
+    for typ, props in bad:
+        assert fires(rule, args(typ, props)), (typ, props)
+
+
+def test_what_gpufleet_grants_passes_its_own_rule(tmp_path: Path) -> None:
+    from test_policy import args, fires
+
+    reports = [_report(tmp_path / "g", "type: fleet\nname: g4\nnodes: 1\nbackends: [gcp]\n"
+                       "regions: [us-central1]\nresources:\n  gpu: L4:1\n", WITH_SA),
+               _report(tmp_path / "a", "type: fleet\nname: nd\nnodes: 2\nplacement: cluster\n"
+                       "backends: [azure]\nresources:\n  gpu: H100:8\n"),
+               _report(tmp_path / "w", "type: fleet\nname: p5\nnodes: 2\nplacement: cluster\n"
+                       "backends: [aws]\nregions: [us-east-1]\nresources:\n  gpu: H100:8\n")]
+    checked = 0
+    for report in reports:
+        for r in report.resources:
+            if fires("bucket-access-scoped", args(r["type"], r["inputs"])):
+                raise AssertionError(r["name"])
+            checked += r["type"].endswith(("RolePolicy", "IamMember", "RoleAssignment",
+                                           "AccountToken"))
+    assert checked >= 6

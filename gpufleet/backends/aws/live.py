@@ -162,42 +162,50 @@ class AwsProbe:
         return used
 
 
-# How the stack's network resources are counted in a region: the EC2 call that lists them,
-# its answer's key, and its filters (what counts against the quota)
-_LISTED: dict[str, tuple[str, str, list[dict[str, Any]]]] = {
-    "aws:ec2/vpc:Vpc": ("describe_vpcs", "Vpcs", []),
+# How the stack's network resources are counted in a region: the call that lists them (its
+# service), its answer's key, and its filters (what counts against the quota)
+_LISTED: dict[str, tuple[str, str, str, list[dict[str, Any]]]] = {
+    "aws:ec2/vpc:Vpc": ("ec2", "describe_vpcs", "Vpcs", []),
     "aws:ec2/internetGateway:InternetGateway": (
-        "describe_internet_gateways", "InternetGateways", []),
-    "aws:ec2/eip:Eip": ("describe_addresses", "Addresses",
+        "ec2", "describe_internet_gateways", "InternetGateways", []),
+    "aws:ec2/eip:Eip": ("ec2", "describe_addresses", "Addresses",
                         [{"Name": "domain", "Values": ["vpc"]}]),
     # per Availability Zone, counted per region: an upper bound of any one zone's use
-    "aws:ec2/natGateway:NatGateway": ("describe_nat_gateways", "NatGateways",
+    "aws:ec2/natGateway:NatGateway": ("ec2", "describe_nat_gateways", "NatGateways",
                                       [{"Name": "state", "Values": ["pending", "available"]}]),
-    "aws:ec2/securityGroup:SecurityGroup": ("describe_security_groups", "SecurityGroups", []),
+    "aws:ec2/securityGroup:SecurityGroup": (
+        "ec2", "describe_security_groups", "SecurityGroups", []),
+    # the account's general purpose buckets, all regions in one list
+    "aws:s3/bucket:Bucket": ("s3", "list_buckets", "Buckets", []),
 }
+# quotas seen (and used) from one region only: S3's bucket quota from US East (N. Virginia)
+# (docs.aws.amazon.com/AmazonS3/latest/userguide/BucketRestrictions.html)
+_QUOTA_REGION = {"aws:s3/bucket:Bucket": "us-east-1"}
 
 
 def _network_quota(probe: AwsProbe, region: str, quota: NetworkQuota) -> QuotaFacts | None:
-    """A network quota's applied value (Service Quotas) and the region's use (EC2)."""
+    """A quota's applied value (Service Quotas) and the account's use where it counts."""
     service, _, code = quota.live.partition(":")
     listed = _LISTED.get(quota.resource)
     if not code or listed is None:
         return None
+    region = _QUOTA_REGION.get(quota.resource, region)
     answer = probe._call("service-quotas", region, "get_service_quota", ServiceCode=service,
                          QuotaCode=code)
     if not answer:
         return None
-    op, key, filters = listed
-    client = probe._client("ec2", region)
+    lister, op, key, filters = listed
+    client = probe._client(lister, region)
+    args = {"Filters": filters} if filters or lister == "ec2" else {}
     from botocore.exceptions import BotoCoreError, ClientError
     try:
         if client.can_paginate(op):
             used = sum(len(page.get(key, [])) for page in
-                       client.get_paginator(op).paginate(Filters=filters))
+                       client.get_paginator(op).paginate(**args))
         else:
-            used = len((getattr(client, op)(Filters=filters) or {}).get(key, []))
+            used = len((getattr(client, op)(**args) or {}).get(key, []))
     except (ClientError, BotoCoreError) as e:
-        raise ProbeError(f"aws ec2 {op} in {region}: {e}") from None
+        raise ProbeError(f"aws {lister} {op} in {region}: {e}") from None
     return QuotaFacts(limit=float(answer["Quota"]["Value"]), used=float(used))
 
 

@@ -63,4 +63,10 @@ NETWORK_QUOTAS = (
     NetworkQuota("VPC security groups per Region", "aws:ec2/securityGroup:SecurityGroup",
                  2500, "Service Quotas code L-E79EC296 (Amazon VPC)", _VPC_QUOTAS,
                  live="vpc:L-E79EC296"),
+    # the backends file's buckets: account-wide, seen and raised from US East (N. Virginia)
+    # only (preflight reads it there)
+    NetworkQuota("General purpose buckets", "aws:s3/bucket:Bucket", 10000,
+                 "Service Quotas code L-DC2B2D3D (Amazon S3), in US East (N. Virginia)",
+                 "docs.aws.amazon.com/AmazonS3/latest/userguide/BucketRestrictions.html",
+                 live="s3:L-DC2B2D3D", scope="global"),
 )

@@ -38,6 +38,8 @@ ARM = "https://management.azure.com"
 COMPUTE_API = "2024-07-01"
 SKUS_API = "2021-07-01"
 NETWORK_API = "2023-09-01"  # learn.microsoft.com/rest/api/virtualnetwork/usages/list
+# learn.microsoft.com/rest/api/storagerp/usages/list-by-location
+USAGE_APIS = {"Microsoft.Network": NETWORK_API, "Microsoft.Storage": "2023-05-01"}
 
 
 def azure_get() -> Get:
@@ -79,7 +81,7 @@ class AzureProbe:
         self._get = get
         self._skus: dict[tuple[str, str], list[Any]] = {}
         self._usages: dict[tuple[str, str], list[Any]] = {}
-        self._network: dict[tuple[str, str], list[Any]] = {}
+        self._network: dict[tuple[str, str, str], list[Any]] = {}
 
     def _subscription(self, need: Need) -> str:
         sub = need.scope or os.environ.get("AZURE_SUBSCRIPTION_ID") \
@@ -149,20 +151,23 @@ class AzureProbe:
 
     def network_quota(self, scope: str | None, region: str, quota: NetworkQuota
                       ) -> QuotaFacts | None:
-        """The subscription's network usage in the region (Network usages API) by name."""
+        """The subscription's usage in the region by name: the Network usages API's, or
+        another provider's (`live` = `Microsoft.Storage/StorageAccounts`)."""
         sub = scope or os.environ.get("AZURE_SUBSCRIPTION_ID") \
             or os.environ.get("ARM_SUBSCRIPTION_ID")
         if not sub:
             raise MissingAccess("azure: no subscription for the network quotas: set "
                                 "`subscription_id` for azure in the backends file")
-        key = (sub, region)
+        provider, _, name = quota.live.rpartition("/")
+        provider = provider or "Microsoft.Network"
+        key = (sub, region, provider)
         if key not in self._network:
             body = get_json(self._get, f"{ARM}/subscriptions/{sub}/providers/"
-                            f"Microsoft.Network/locations/{region}/usages?api-version="
-                            f"{NETWORK_API}", "azure")
+                            f"{provider}/locations/{region}/usages?api-version="
+                            f"{USAGE_APIS[provider]}", "azure")
             self._network[key] = list((body or {}).get("value") or [])
         for u in self._network[key]:
-            if (u.get("name") or {}).get("value") == quota.live:
+            if (u.get("name") or {}).get("value") == name:
                 return QuotaFacts(limit=float(u.get("limit", 0)),
                                   used=float(u.get("currentValue", 0)))
         return None

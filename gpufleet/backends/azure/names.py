@@ -37,7 +37,8 @@ _LIMITS = ("learn.microsoft.com/azure/azure-resource-manager/management/"
            "azure-subscription-service-limits#networking-limits")
 # The subscription's network quotas per region the stack's own resources draw on. Their
 # defaults are not encoded (large, and set per subscription): preflight reads the limit and
-# the use from Azure's network usages API (`live`: the usage's name).
+# the use from Azure's network usages API (`live`: the usage's name; another provider's,
+# as `Microsoft.Storage/NAME`).
 NETWORK_QUOTAS = (
     NetworkQuota("Virtual networks", "azure-native:network:VirtualNetwork", None,
                  "a quota request in the portal (Networking)", _LIMITS,
@@ -48,4 +49,9 @@ NETWORK_QUOTAS = (
     NetworkQuota("Network security groups", "azure-native:network:NetworkSecurityGroup", None,
                  "a quota request in the portal (Networking)", _LIMITS,
                  live="NetworkSecurityGroups"),
+    # storage accounts: a bucket's own, and Azure Files' (shared filesystems)
+    NetworkQuota("Storage accounts per region", "azure-native:storage:StorageAccount", 250,
+                 "a quota request in the portal (Storage)",
+                 "learn.microsoft.com/azure/storage/common/scalability-targets-standard-"
+                 "account", live="Microsoft.Storage/StorageAccounts"),
 )
