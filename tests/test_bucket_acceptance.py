@@ -134,3 +134,41 @@ def test_a_bucket_name_with_dots_or_underscores_is_found_in_its_log(name: str) -
                                              path="/e", read_only=True, region="us-central1"))
     assert storage_target(line, [other, fs]) == (fs, name)
     assert judge_storage(line, 1, fs, 0.1)[0] == 0
+
+
+def test_the_burn_in_asks_every_node_whether_its_buckets_mounted(tmp_path: Path) -> None:
+    from burninutil import node_log
+
+    from gpufleet.evidence import burnin_task, expected_checks
+    from gpufleet.evidence.burnin import judge
+
+    plan = _plan(tmp_path)
+    assert "buckets" in expected_checks(plan)
+    task = burnin_task(plan, "nvcr.io/nvidia/pytorch:24.12-py3")
+
+    runs = iter(range(100))
+
+    def node(rank: int, marker: str | None) -> str:
+        where = tmp_path / f"n{next(runs)}"
+        (where / "host").mkdir(parents=True)
+        if marker is not None:
+            (where / "host" / f"buckets-{marker}").write_text(
+                "status=ready\nacme-use1=/mnt/data\n" if marker == "ready" else
+                "status=failed\nreason=cannot mount bucket acme-use1 at /mnt/data\n")
+        return node_log(where, task, rank, FAKE_GPUS="8")
+
+    good = node(0, "ready")
+    assert "check=buckets verdict=ready" in good
+    assert judge(good + node(1, "ready"), 2, gpus_planned=8,
+                 expect=expected_checks(plan))[0] == 0
+    code, lines = judge(good + node(1, "failed"), 2, gpus_planned=8,
+                        expect=expected_checks(plan))
+    assert code == 1 and any("the buckets did not mount" in x for x in lines), lines
+    assert judge(good + node(1, None), 2, gpus_planned=8,  # no marker at all: not mounted
+                 expect=expected_checks(plan))[0] == 1
+    # a verdict gpufleet never prints is no evidence; a node that never said is incomplete
+    forged = node(1, "ready").replace("check=buckets verdict=ready",
+                                      "check=buckets verdict=probably")
+    assert judge(good + forged, 2, gpus_planned=8, expect=expected_checks(plan))[0] == 2
+    silent = "\n".join(x for x in node(1, "ready").splitlines() if "check=buckets" not in x)
+    assert judge(good + silent, 2, gpus_planned=8, expect=expected_checks(plan))[0] == 2

@@ -79,10 +79,8 @@ def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL,
         sampled,
         "awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > m) m = $8} END {print m + 0}' gpufleet-nccl.log "
         f"| {{ read -r bw; {say} check=nccl busbw=$bw\"; }}",
-        *([f"if grep -qs '^status=ready' {host_dir}/mounts-ready; then {say} check=mounts "
-           f"verdict=ready\"; else {say} check=mounts verdict=fail reason=$(tr ' \\n' '__' "
-           f"< {host_dir}/mounts-failed 2>/dev/null | cut -c1-200)\"; fi"]
-          if plan.filesystems else []),
+        *([_marker_check(say, host_dir, "mounts")] if plan.filesystems else []),
+        *([_marker_check(say, host_dir, "buckets")] if plan.buckets else []),
         *([gpuhealth.soak_command(say, soak_seconds, nccl)] if soak_seconds > 0 else []),
         f'{say} check=done"',
     ]
@@ -98,6 +96,14 @@ def burnin_task(plan: FleetDesign, image: str, level: int = DEFAULT_LEVEL,
     return task
 
 
+def _marker_check(say: str, host_dir: str, what: str) -> str:
+    """The line a node prints for its boot-time mounts (`mounts`: shared filesystems,
+    `buckets`: FUSE-mounted buckets): ready, or failed with the marker's reason."""
+    return (f"if grep -qs '^status=ready' {host_dir}/{what}-ready; then {say} check={what} "
+            f"verdict=ready\"; else {say} check={what} verdict=fail reason=$(tr ' \\n' '__' "
+            f"< {host_dir}/{what}-failed 2>/dev/null | cut -c1-200)\"; fi")
+
+
 @dataclass
 class NodeFacts:
     gpus: int | None = None
@@ -109,6 +115,7 @@ class NodeFacts:
     busbw: float | None = None
     host: str | None = None  # "fail": the host setup marker is not ready
     mounts: str | None = None  # "fail": a shared filesystem did not mount at boot
+    buckets: str | None = None  # "fail": a bucket did not mount at boot
     fabric: str | None = None  # the fabric whose collective software the node must have
     fabric_software: str = ""  # what its host setup recorded ("", "none": missing)
     health: gpuhealth.GpuHealth = field(default_factory=gpuhealth.GpuHealth)
@@ -120,6 +127,7 @@ class NodeFacts:
         return {"gpus": self.gpus is not None, "dcgm": self.dcgm is not None,
                 "nccl": self.busbw is not None, "done": self.done,
                 "fabric": self.fabric is not None, "mounts": self.mounts is not None,
+                "buckets": self.buckets is not None,
                 "gpu": bool(self.memory)}.get(check, False) or self.health.said(check)
 
 
@@ -173,8 +181,10 @@ def _read(facts: NodeFacts, check: str, kv: Mapping[str, str]) -> None:
         facts.busbw = strict_number(kv["busbw"])
     elif check == "host":
         facts.host = kv["verdict"]
-    elif check == "mounts":
-        facts.mounts = kv["verdict"]
+    elif check in ("mounts", "buckets"):
+        if kv["verdict"] not in ("ready", "fail"):  # only "ready" is a mount that held
+            raise ValueError(kv["verdict"])
+        setattr(facts, check, kv["verdict"])
     elif check == "fabric":
         facts.fabric, facts.fabric_software = kv["want"], kv.get("software", "")
     elif check == "done":
@@ -216,6 +226,9 @@ def _node_problems(f: NodeFacts, gpu_gib: float | None, gpus_planned: int | None
     if f.mounts == "fail":
         why.append("the shared filesystems did not mount (see "
                    "/var/log/gpufleet-mount.log on the node)")
+    if f.buckets == "fail":
+        why.append("the buckets did not mount (see /var/log/gpufleet-buckets.log on the "
+                   "node)")
     if f.dcgm == "fail":
         why.append("DCGM diagnostics failed (its output is in the log above this line)")
     return why + gpuhealth.problems(f.health, gpu_gib, margin)
@@ -279,6 +292,8 @@ def expected_checks(plan: FleetDesign) -> tuple[str, ...]:
         out.append("fabric")
     if plan.filesystems:
         out.append("mounts")
+    if plan.buckets:
+        out.append("buckets")
     return tuple(out)
 
 
