@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from test_buckets import ACCOUNT, BACKENDS
 
+from gpufleet.cli import cli
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.compile.design import BucketMountDesign
 from gpufleet.compile.hostsetup import render_bucket_mounts
@@ -208,3 +210,54 @@ def test_what_gpufleet_grants_passes_its_own_rule(tmp_path: Path) -> None:
             checked += r["type"].endswith(("RolePolicy", "IamMember", "RoleAssignment",
                                            "AccountToken"))
     assert checked >= 6
+
+
+LAYOUT = f"""buckets:
+  - name: acme-central
+    cloud: r2
+    region: enam
+    account_id: {ACCOUNT}
+    expected_gb: 20000
+    mounts: [{{fleet: FLEET, path: /mnt/central, transfer: {{read_gb_per_month: 1000}}}}]
+  - name: CACHE
+    cloud: CLOUD
+    region: REGION
+    cache_of: acme-central
+    expected_gb: 20000
+    mounts: [{{fleet: FLEET, path: /mnt/data, transfer: {{read_gb_per_month: 50000}}}}]
+"""
+
+
+@pytest.mark.parametrize(("cloud", "fleet", "region", "backends"), [
+    ("gcp", "type: fleet\nname: g4\nnodes: 2\nbackends: [gcp]\nregions: [us-central1]\n"
+            "resources:\n  gpu: L4:1\n", "us-central1", WITH_SA),
+    ("azure", "type: fleet\nname: nd\nnodes: 2\nplacement: cluster\nbackends: [azure]\n"
+              "regions: [eastus]\nresources:\n  gpu: H100:8\n", "eastus", BACKENDS)])
+def test_a_central_r2_bucket_and_a_regional_cache_end_to_end(
+        tmp_path: Path, cloud: str, fleet: str, region: str, backends: str) -> None:
+    """The issue's layout on GCP and Azure (AWS: tests/test_buckets.py): both buckets, the
+    nodes' access to each, both mounts in the boot script, a transfer line per path."""
+    name = fleet.split("name: ")[1].split("\n")[0]
+    cache = f"acmecache{cloud}"
+    text = LAYOUT.replace("FLEET", name).replace("CACHE", cache).replace(
+        "CLOUD", cloud).replace("REGION", region)
+    tmp_path.mkdir(exist_ok=True)
+    paths = [write(tmp_path, "b.yml", backends + text), write(tmp_path, "f.yml", fleet)]
+    report = plan_files(paths)
+    assert by_type(report, "cloudflare:index/r2Bucket:R2Bucket")
+    assert by_type(report, "cloudflare:index/accountToken:AccountToken")
+    compiled = compile_inputs(validate_paths(paths).inputs, load_catalog())
+    assert not [d for d in compiled.diagnostics if d.code in ("V028", "V029")]
+    [plan] = compiled.plans
+    assert sorted(m.bucket for m in plan.buckets) == ["acme-central", cache]
+    from gpufleet.compile.hostsetup import node_script
+
+    script = node_script(plan) or ""
+    assert "acme-central r2" not in script and "acme-central mountpoint-s3 enam" in script
+    assert f"{cache} {'gcsfuse' if cloud == 'gcp' else 'blobfuse2'} {region} /mnt/data" in script
+    r = CliRunner().invoke(cli, ["plan", *paths])
+    assert r.exit_code == 0, r.output
+    assert f"transfer: 1,000 GB/month read by {name} (r2 enam <-> {cloud} {region}): " \
+           "$0.00/month" in r.stdout  # R2 charges no egress
+    assert f"transfer: 50,000 GB/month read by {name} (in one region): $0.00/month" \
+        in r.stdout
