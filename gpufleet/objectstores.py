@@ -22,7 +22,9 @@ R2 = BucketService(
     "developers.cloudflare.com/r2/buckets/create-buckets/",
     "Mountpoint for Amazon S3 against R2's S3 endpoint",
     "developers.cloudflare.com/r2/api/s3/api/ (R2's S3-compatible API); "
-    "github.com/awslabs/mountpoint-s3 (--endpoint-url)", "mountpoint-s3")
+    "github.com/awslabs/mountpoint-s3 (--endpoint-url)", "mountpoint-s3", request_mib=(8, 8),
+    request_source="github.com/awslabs/mountpoint-s3 (mount-s3 --help: --read-part-size "
+                   "and --write-part-size default 8388608)")
 # R2's locations (location hints): developers.cloudflare.com/r2/reference/data-location/
 R2_LOCATIONS = frozenset({"wnam", "enam", "weur", "eeur", "apac", "oc"})
 

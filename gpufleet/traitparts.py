@@ -123,6 +123,10 @@ class BucketService:
     client_key: str = ""  # how the mount script names it: mountpoint-s3, gcsfuse, blobfuse2
     # the name of a bucket's own account in the store (Azure: a storage account per bucket)
     account_of: Callable[[str], str] | None = None
+    # MiB its client moves per request reading and writing large files (None: not one per
+    # part), and where the figure comes from: what the bill counts requests by
+    request_mib: tuple[int | None, int | None] = (None, None)
+    request_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,9 +143,11 @@ def test_the_bill_prices_storage_and_each_transfer_path(tmp_path: Path) -> None:
 
     def monthly(bucket: str, part: str) -> float:
         return round(report.bills[f"bucket:{bucket}"].part(part) * 730, 2)
-    assert monthly("acme-datasets", "storage") == 20000 * 0.015  # R2 Standard
+    assert monthly("acme-datasets", "storage") == round(
+        20000 * 0.015 + 1000 * 1024 / 8 / 1000 * 0.00036, 2)  # R2 Standard, its GETs
     assert monthly("acme-datasets", "network") == 0  # R2: no egress
-    assert monthly("acme-datasets-use1", "storage") == 20000 * 0.023
+    assert monthly("acme-datasets-use1", "storage") == round(
+        20000 * 0.023 + 50000 * 1024 / 8 / 1000 * 0.0004, 2)  # S3 Standard, 6.4M GETs
     assert monthly("acme-datasets-use1", "network") == 0  # one region
     assert monthly("acme-ckpt--use1-az4--x-s3", "storage") == 2000 * 0.11
     assert monthly("acme-eu-copy", "network") == 1000 * 0.02  # across AWS regions
@@ -153,6 +155,12 @@ def test_the_bill_prices_storage_and_each_transfer_path(tmp_path: Path) -> None:
     assert monthly("acme-data-gcp", "network") == 10000 * 0.12 + 100 * 0.09
     assert "storage of bucket acme-data-gcp (declare `expected_gb`)" in \
         report.bills["bucket:acme-data-gcp"].unpriced
+    # requests: one per client part where the table has the store's price; said otherwise
+    assert "~512,000 PUT requests/month: the GB written by p5, 8 MiB a request (a floor: a " \
+           "small file is one or more) (no express request price for aws in the table)" in \
+        report.bills["bucket:acme-ckpt--use1-az4--x-s3"].unpriced
+    assert "requests of the 100 GB/month written by p5 (not through a mount gpufleet " \
+           "builds)" in report.bills["bucket:acme-data-gcp"].unpriced
     r = CliRunner().invoke(cli, ["plan", *_files(tmp_path / "cli")])
     assert "transfer: 10,000 GB/month read by p5 (gcp us-central1 <-> aws us-east-1): " \
            "$1,200.00/month" in r.stdout

@@ -28,6 +28,7 @@ from gpufleet.compile import (
     GatewayDesign,
     VolumeDesign,
 )
+from gpufleet.objectstores import bucket_service
 from gpufleet.offers import Catalog, PriceTable, load_bundled, on_demand_price
 from gpufleet.traits import Machine
 
@@ -314,7 +315,33 @@ def bucket_bill(b: BucketDesign, prices: PriceTable) -> Bill:
                 unpriced.append(f"{what} ({source})")
                 continue
             items.append(Item("network", "transfer", what, 1, gb * price / hours, source))
+            item, why = _requests(b, r, gb, verb == "written from", prices)
+            items += [item] if item is not None else []
+            unpriced += [why] if why is not None else []
     return Bill(b.name, "bucket", tuple(items), tuple(unpriced))
+
+
+def _requests(b: BucketDesign, r: BucketReader, gb: float, write: bool, prices: PriceTable
+              ) -> tuple[Item | None, str | None]:
+    """The requests a mount makes moving ``gb`` a month: one per part of its client's
+    request size (a floor: a small file is one request or more of its own), at the store's
+    price per 1,000; or why they are not priced."""
+    store = bucket_service(b.cloud)
+    verb = "written" if write else "read"
+    mib = store.request_mib[1 if write else 0] if store is not None and r.mounted else None
+    if store is None or mib is None:
+        how = "not through a mount gpufleet builds" if store is None or not r.mounted else \
+            f"{store.client} makes no request per fixed part"
+        return None, f"requests of the {gb:,.0f} GB/month {verb} by {r.fleet} ({how})"
+    count = gb * 1024 / mib
+    price = (prices.raw(b.cloud, "bucket_requests") or {}).get(b.klass)
+    what = (f"~{count:,.0f} {'PUT' if write else 'GET'} requests/month: the GB {verb} by "
+            f"{r.fleet}, {mib} MiB a request (a floor: a small file is one or more)")
+    if not price:
+        return None, f"{what} (no {b.klass} request price for {b.cloud} in the table)"
+    per = float(price["write_per_1000" if write else "read_per_1000"])
+    return Item("storage", "requests", what, 1, count / 1000 * per / prices.hours_per_month,
+                f"{price['source']}; {store.request_source}"), None
 
 
 def total(all_bills: Mapping[str, Bill]) -> float:

@@ -57,10 +57,11 @@ def bill_lines(bills: Mapping[str, Bill], catalog: str, prices: PriceTable | Non
     if unpriced:
         out.append("NOT PRICED (left out of the totals): " + "; ".join(unpriced))
     moved = [i for b in bills.values() if b.kind == "bucket" for i in b.items
-             if i.kind == "transfer"]
-    out += [f"  transfer: {i.what}: {money(i.per_hour * HOURS_PER_MONTH)}/month" for i in moved]
-    out += [f"  transfer priced from: {source}" for source in dict.fromkeys(i.source
-                                                                          for i in moved)]
+             if i.kind in ("transfer", "requests")]
+    out += [f"  {i.kind}: {i.what}: {money(i.per_hour * HOURS_PER_MONTH)}/month"
+            for i in moved]
+    out += [f"  {kind} priced from: {source}" for kind, source in dict.fromkeys(
+        (i.kind, i.source) for i in moved)]
     if prices is not None:
         out.append("not included: " + ", ".join(prices.not_priced)
                    + (" (but the buckets' declared `transfer:`, priced above)" if moved else ""))

@@ -28,7 +28,9 @@ BUCKETS = BucketService(
                    r"(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
     "docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html",
     "Mountpoint for Amazon S3", "docs.aws.amazon.com/AmazonS3/latest/userguide/mountpoint.html",
-    "mountpoint-s3")
+    "mountpoint-s3", request_mib=(8, 8),
+    request_source="github.com/awslabs/mountpoint-s3 (mount-s3 --help: --read-part-size "
+                   "and --write-part-size default 8388608)")
 
 
 def express_suffix(zone: str) -> str:

@@ -26,7 +26,8 @@ BUCKETS = BucketService(
     "learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
     "#microsoftstorage",
     "BlobFuse2", "learn.microsoft.com/azure/storage/blobs/blobfuse2-what-is", "blobfuse2",
-    account_of=lambda bucket: account_name(bucket))
+    account_of=lambda bucket: account_name(bucket), request_mib=(16, 16),
+    request_source="gpufleet's BlobFuse2 configuration (block_cache block-size-mb: 16)")
 
 
 def account_name(bucket: str) -> str:

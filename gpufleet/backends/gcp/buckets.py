@@ -19,7 +19,10 @@ BUCKETS = BucketService(
     63, re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]"),
     "cloud.google.com/storage/docs/buckets#naming",
     "Cloud Storage FUSE", "cloud.google.com/storage/docs/cloud-storage-fuse/overview",
-    "gcsfuse")
+    "gcsfuse", request_mib=(200, None),
+    # a sequential read is one ranged GET per 200 MB; a file written is uploaded whole
+    request_source="cloud.google.com/storage/docs/cloud-storage-fuse/config-file "
+                   "(sequential-read-size-mb, default 200)")
 
 
 # the nodes read an R2 bucket's credentials from Secret Manager in the backend's project
