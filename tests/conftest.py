@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,10 @@ settings.register_profile("long", max_examples=5000, deadline=None,
 settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# every test runs the stack program itself (a test that patches the program must see its
+# patch); tests/test_runcache.py turns the run cache on where it tests it
+os.environ["GPUFLEET_CACHE"] = "off"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

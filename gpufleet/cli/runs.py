@@ -6,9 +6,11 @@ reports here too, the way the commands do."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from gpufleet.compile.runs import Progress, RunInputs
+from gpufleet.cli.runcache import cached
+from gpufleet.compile.runs import ProgramRun, Progress, RunInputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs, Lock, SyncedGateway, Validated
 from gpufleet.offers import Catalog
@@ -28,13 +30,30 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                  progress: Progress | None = None,
                  synced: Mapping[str, SyncedGateway] | None = None
                  ) -> tuple[PlanReport | None, list[Diagnostic]]:
-    """The plan report (``pipeline.plan``), or None and the compile errors."""
-    from gpufleet.components.run.plan import registered
+    """The plan report (``pipeline.plan``), or None and the compile errors. The stack
+    program runs (and the provider SDKs load) only when the run cache has no answer for
+    these inputs and this code (``gpufleet.cli.runcache``)."""
     from gpufleet.components.run.policy import run_rules
 
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, stack, lock, locked,
                     dict(synced or {}))
-    return pipeline.plan(validated, run, registered, run_rules, policy_levels, progress)
+    return pipeline.plan(validated, run, cached(_program, _components()), run_rules,
+                         policy_levels, progress)
+
+
+def _program() -> ProgramRun:
+    from gpufleet.components.run import plan
+
+    run: ProgramRun = plan.registered
+    return run
+
+
+def _components() -> tuple[Path, ...]:
+    """The components' source folder (found without importing them)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gpufleet.components")
+    return tuple(Path(p) for p in (spec.submodule_search_locations or ())) if spec else ()
 
 
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,

@@ -26,6 +26,8 @@ def plan_to_json(obj: Any) -> Any:
         return {str(k): plan_to_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [plan_to_json(v) for v in obj]
+    if isinstance(obj, set | frozenset):  # in a stable order: a set's varies per process
+        return sorted((plan_to_json(v) for v in obj), key=str)
     return obj
 
 

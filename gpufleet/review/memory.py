@@ -13,15 +13,17 @@ from gpufleet.compile import FleetDesign
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs
 
-# Offline runs register two nodes per fleet and derive the others (components/run/derive.py):
-# `gpufleet plan` of one aws fleet of 16,000 nodes peaks at 154 MB as text and 710 MB as JSON
-# (each node's record, its boot script included, written out): about 0.04 MB per node over
-# a 160 MB base, with headroom
-BASE_MB = 160.0
-PER_NODE_MB = 0.04
-# under an address-space limit (`ulimit -v`), what a process maps beyond what it touches:
-# thread stacks, the gRPC runtime's arenas
-MAPPED_HEADROOM_MB = 768.0
+# Offline runs register two nodes per fleet and derive the others (components/run/derive.py).
+# Measured (bench/plan.py's 16,000-node aws fleet and `plan examples/`, peak RSS, text and JSON
+# alike, as the JSON output streams): 90 MB for 2 aws nodes, 139 MB for 16,000 (0.003 MB a
+# node), 180 MB for the examples (three provider SDKs): a 200 MB base and 0.005 MB a node
+# keep a margin of about half over what was measured.
+BASE_MB = 200.0
+PER_NODE_MB = 0.005
+# under an address-space limit (`ulimit -v`), what a process maps beyond what it touches
+# (thread stacks, the gRPC runtime's arenas): its peak virtual size was 320 MB for the aws
+# fleets above and 408 MB for the examples, 230 MB over their peak RSS
+MAPPED_HEADROOM_MB = 250.0
 
 
 def needed_mb(plans: Sequence[FleetDesign]) -> float:
@@ -29,14 +31,13 @@ def needed_mb(plans: Sequence[FleetDesign]) -> float:
 
 
 def available_mb() -> float | None:
-    """What this process may still take: the room left under its address-space limit (the
-    limit less what it maps now), and the machine's available memory (Linux's
+    """What this process may take: the room under its address-space limit (the limit less
+    what the run maps beyond what it touches), and the machine's available memory (Linux's
     MemAvailable); None when neither can be read."""
     limits: list[float] = []
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft not in (resource.RLIM_INFINITY, -1):
-        limits.append(soft / 2**20 - _proc_kb("/proc/self/status", "VmSize:") / 1024
-                      - MAPPED_HEADROOM_MB)
+        limits.append(soft / 2**20 - MAPPED_HEADROOM_MB)
     free = _proc_kb("/proc/meminfo", "MemAvailable:")
     if free:
         limits.append(free / 1024)

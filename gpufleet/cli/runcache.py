@@ -1,0 +1,136 @@
+"""A cache of what the stack program registered offline, so a `gpufleet plan` of inputs it
+has planned before skips the program and the provider SDKs it imports (most of a cold plan's
+time: importing pulumi-gcp's compute types alone takes about a second).
+
+The key is everything a run's registrations are made of: the compiled plans, the run's
+inputs (files, profile, catalog folder, stack, the stack's SSH key), the versions of
+gpufleet, Pulumi and every provider SDK, and a fingerprint of gpufleet's own code (each
+source file's path, size and modification time, so an edit without a version bump never
+reads an old answer). An entry is a JSON file of the registrations under the cache folder
+(`$GPUFLEET_CACHE_DIR`, else `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`), written
+whole (a temporary file renamed into place) and readable by its owner only; one that does not
+read back as a run of the same key is ignored. Runs of more than MAX_NODES nodes are not kept.
+`GPUFLEET_CACHE=off` turns it off. Pure but for the cache folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+
+from gpufleet import __version__
+from gpufleet.compile import Compiled, plan_to_json
+from gpufleet.compile.runs import ProgramRun, Progress, Registered, RunInputs
+
+KEEP = 8  # entries kept; the oldest go first
+# runs of more nodes are not kept: their records (each node's boot script among them) would
+# make an entry of hundreds of MB, and writing it costs what the cache saves
+MAX_NODES = 1000
+SDKS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-azure-native", "pulumi-cloudflare")
+_ROOT = Path(__file__).resolve().parent.parent  # the gpufleet package
+
+
+def cache_dir() -> Path | None:
+    """Where entries live; None when the cache is off."""
+    if os.environ.get("GPUFLEET_CACHE", "").lower() in ("off", "0", "no", "false"):
+        return None
+    base = os.environ.get("GPUFLEET_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "gpufleet")
+    return Path(base) / "runs"
+
+
+def _code_fingerprint(roots: Iterable[Path]) -> list[tuple[str, int, int]]:
+    out = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            st = path.stat()
+            out.append((str(path.relative_to(root.parent)), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in SDKS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = ""
+    return found
+
+
+def run_key(run: RunInputs, compiled: Compiled, code: Iterable[Path]) -> str:
+    """The digest of everything the run's registrations are made of."""
+    data = {"compiled": plan_to_json(compiled),
+            "run": {"paths": [os.path.abspath(p) for p in run.paths], "profile": run.profile,
+                    "catalog_dir": run.catalog_dir, "stack": run.stack,
+                    "ssh_public_key": run.ssh_public_key},
+            "gpufleet": __version__, "sdks": _versions(), "code": _code_fingerprint(code)}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(path: Path, key: str) -> Registered | None:
+    """An entry, only when it reads back whole as a run of ``key``."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != key:
+        return None
+    resources, invokes, exports = doc.get("resources"), doc.get("invokes"), doc.get("exports")
+    if not (isinstance(resources, list) and all(isinstance(r, dict) for r in resources)
+            and isinstance(invokes, list) and isinstance(exports, dict)
+            and all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str)
+                    and isinstance(i[1], dict) for i in invokes)):
+        return None
+    return Registered(tuple(resources), tuple((i[0], i[1]) for i in invokes), exports)
+
+
+def _write(folder: Path, key: str, result: Registered) -> None:
+    """Write an entry whole, or not at all (a result that is not plain JSON is not kept)."""
+    try:
+        text = json.dumps({"key": key, "resources": list(result.resources),
+                           "invokes": [list(i) for i in result.invokes],
+                           "exports": dict(result.exports)}, allow_nan=False)
+    except (TypeError, ValueError):
+        return
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".run-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, folder / f"{key}.json")
+        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in entries[:-KEEP]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return  # a cache that cannot be written is no cache, never a failed plan
+
+
+def cached(load: Callable[[], ProgramRun], code: Iterable[Path] = ()) -> ProgramRun:
+    """A ProgramRun that answers from the cache when it can and runs ``load()``'s program
+    (imported only then) when it cannot. ``code``: package folders whose sources the key
+    covers besides gpufleet's own (the components)."""
+    roots = (_ROOT, *code)
+
+    def program_run(run: RunInputs, compiled: Compiled,
+                    progress: Progress | None = None) -> Registered:
+        folder = cache_dir()
+        if folder is None or sum(p.nodes for p in compiled.plans) > MAX_NODES:
+            return load()(run, compiled, progress)
+        key = run_key(run, compiled, roots)
+        hit = _read(folder / f"{key}.json", key)
+        if hit is not None:
+            if progress is not None:
+                progress("the stack program's run: from the cache (same inputs and code)")
+            return hit
+        result = load()(run, compiled, progress)
+        _write(folder, key, result)
+        return result
+    program: ProgramRun = program_run
+    return program
+

@@ -1,0 +1,108 @@
+"""The run cache (issue 60): a plan of inputs and code it has planned before answers without
+running the stack program or importing a provider SDK, with the same output; a changed
+input, a changed source file or a bad entry is a miss, never a wrong answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet.cli import runcache
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.compile.runs import RunInputs
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = """import sys
+from gpufleet.cli.app import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("SDK-LOADED" if "pulumi_gcp" in sys.modules else "SDK-NOT-LOADED", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _plan(cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", PLAN, "plan", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=300, env={
+                              **os.environ, "GPUFLEET_CACHE": "on",
+                              "GPUFLEET_CACHE_DIR": str(cache), **env})
+
+
+def test_a_second_plan_answers_from_the_cache_with_the_same_output(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cold = _plan(cache, "examples/")
+    assert cold.returncode == 0 and "SDK-LOADED" in cold.stderr, cold.stderr[-2000:]
+    [entry] = (cache / "runs").glob("*.json")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE((cache / "runs").stat().st_mode) == 0o700
+    warm = _plan(cache, "examples/")
+    assert warm.returncode == 0 and "SDK-NOT-LOADED" in warm.stderr
+    assert warm.stdout == cold.stdout
+    as_json = [_plan(cache, "examples/", "--format", "json").stdout for _ in range(2)]
+    assert as_json[0] == as_json[1] and json.loads(as_json[0])["resources"]
+    # off: nothing read, nothing written
+    off = _plan(tmp_path / "off", "examples/", GPUFLEET_CACHE="off")
+    assert "SDK-LOADED" in off.stderr and not (tmp_path / "off").exists()
+    assert off.stdout == cold.stdout
+
+
+def _compiled(paths: list[str]) -> object:
+    return compile_inputs(validate_paths(paths).inputs, load_catalog())
+
+
+def test_a_changed_input_or_source_file_is_another_key(tmp_path: Path) -> None:
+    fleet = ROOT / "examples" / "fleets"
+    run = RunInputs((str(fleet),))
+    compiled = _compiled([str(ROOT / "examples")])
+    code = tmp_path / "components"
+    code.mkdir()
+    (code / "a.py").write_text("x = 1\n")
+    first = runcache.run_key(run, compiled, [code])  # type: ignore[arg-type]
+    assert runcache.run_key(run, compiled, [code]) == first  # type: ignore[arg-type]
+    (code / "a.py").write_text("x = 22\n")  # an edit without a version bump
+    assert runcache.run_key(run, compiled, [code]) != first  # type: ignore[arg-type]
+    other = RunInputs((str(fleet),), stack="prod")
+    assert runcache.run_key(other, compiled, [code]) != first  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["{", "[]", '{"key": "other"}', "KEY-WRONG-TYPES", ""])
+def test_a_bad_entry_is_a_miss_and_is_replaced(tmp_path: Path, bad: str) -> None:
+    from gpufleet.compile.runs import Registered
+
+    calls: list[int] = []
+
+    def program(run: RunInputs, compiled: object, progress: object = None) -> Registered:
+        calls.append(1)
+        return Registered(({"urn": "u", "type": "t"},), (("tok", {"a": 1}),), {"x": 1})
+
+    os.environ["GPUFLEET_CACHE"] = "on"
+    os.environ["GPUFLEET_CACHE_DIR"] = str(tmp_path)
+    try:
+        run, compiled = RunInputs(("f.yml",)), _compiled([str(ROOT / "examples")])
+        key = runcache.run_key(run, compiled, [runcache._ROOT])  # type: ignore[arg-type]
+        (tmp_path / "runs").mkdir()
+        entry = tmp_path / "runs" / f"{key}.json"
+        entry.write_text(bad.replace("KEY-WRONG-TYPES", json.dumps(
+            {"key": key, "resources": "nope", "invokes": [], "exports": {}})))
+        cached = runcache.cached(lambda: program)  # type: ignore[arg-type, return-value]
+        first = cached(run, compiled)  # type: ignore[arg-type]
+        assert calls == [1] and first.resources == ({"urn": "u", "type": "t"},)
+        again = cached(run, compiled)  # type: ignore[arg-type]
+        assert calls == [1] and again == first  # read back from the rewritten entry
+        for i in range(runcache.KEEP + 3):  # older entries go
+            (tmp_path / "runs" / f"old{i}.json").write_text("{}")
+        cached(RunInputs(("g.yml",)), compiled)  # type: ignore[arg-type]
+        assert len(list((tmp_path / "runs").glob("*.json"))) == runcache.KEEP
+    finally:
+        os.environ["GPUFLEET_CACHE"] = "off"
+        os.environ.pop("GPUFLEET_CACHE_DIR")
