@@ -366,7 +366,7 @@ def test_a_plan_too_big_for_the_memory_at_hand_is_refused_before_it_runs(
 
 
 def test_a_plan_that_fits_an_address_space_limit_is_not_refused(tmp_path: Path) -> None:
-    """16,000 aws nodes peak at about 140 MB resident and 320 MB mapped: under a 1.4 GB
+    """16,000 aws nodes peak at about 140 MB resident and 320 MB mapped: under a 1 GB
     `ulimit -v` the plan runs (it was refused, its need put at 800 MB)."""
     import resource
     import subprocess
@@ -374,7 +374,7 @@ def test_a_plan_that_fits_an_address_space_limit_is_not_refused(tmp_path: Path) 
 
     f = write(tmp_path, "big.yml", "type: fleet\nname: big\nnodes: 16000\nbackends: [aws]\n"
               "regions: [us-east-1]\nresources:\n  gpu: L40S:8\n")
-    limit = 1400 * 2**20
+    limit = 1024 * 2**20
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

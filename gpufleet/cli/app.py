@@ -8,7 +8,8 @@ import atexit
 import gc
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 
 import click
 
@@ -18,7 +19,101 @@ from gpufleet.fileio import WriteError
 from gpufleet.outbound import HttpError, scrub
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command and the loader of the module that defines it, imported when the command runs
+# (or `--help` lists them all): `gpufleet validate` loads its own module, not the whole CLI's.
+def _inputs() -> ModuleType:
+    from gpufleet.cli import inputs
+    return inputs
+
+
+def _lock() -> ModuleType:
+    from gpufleet.cli import lockcmd
+    return lockcmd
+
+
+def _review() -> ModuleType:
+    from gpufleet.cli import review
+    return review
+
+
+def _live() -> ModuleType:
+    from gpufleet.cli import live
+    return live
+
+
+def _topology() -> ModuleType:
+    from gpufleet.cli import topology
+    return topology
+
+
+def _acceptance() -> ModuleType:
+    from gpufleet.cli import acceptance
+    return acceptance
+
+
+def _contract() -> ModuleType:
+    from gpufleet.cli import contract
+    return contract
+
+
+def _policy() -> ModuleType:
+    from gpufleet.cli import policy
+    return policy
+
+
+def _export() -> ModuleType:
+    from gpufleet.cli import handoff, skyexport  # skyexport adds `export skypilot`
+    assert skyexport is not None
+    return handoff
+
+
+def _gateway() -> ModuleType:
+    from gpufleet.cli import gateway
+    return gateway
+
+
+def _health() -> ModuleType:
+    from gpufleet.cli import health
+    return health
+
+
+def _quota() -> ModuleType:
+    from gpufleet.cli import quota
+    return quota
+
+
+COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
+    "validate": (_inputs, "validate"), "schema": (_inputs, "schema"),
+    "offers": (_inputs, "offers"), "catalog": (_inputs, "catalog"),
+    "lock": (_lock, "lock_command"), "plan": (_review, "plan"), "diff": (_review, "diff"),
+    "drift": (_live, "drift"), "preflight": (_live, "preflight"), "up": (_live, "up"),
+    "replace": (_live, "replace"), "topology": (_topology, "topology"),
+    "acceptance": (_acceptance, "acceptance"), "ledger": (_contract, "ledger"),
+    "contract": (_contract, "contract"), "policy": (_policy, "policy"),
+    "export": (_export, "export"), "gateway": (_gateway, "gateway"),
+    "health": (_health, "health"), "quota": (_quota, "quota"),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported by name, on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in COMMANDS:
+            return found
+        load, attr = COMMANDS[cmd_name]
+        command = getattr(load(), attr)
+        if not isinstance(command, click.Command):
+            return None
+        self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpufleet")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 @click.pass_context
