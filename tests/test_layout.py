@@ -520,3 +520,31 @@ def test_the_readme_shows_the_capability_table() -> None:
     from gpufleet.views import capability_markdown
 
     assert capability_markdown() in (ROOT / "README.md").read_text()
+
+
+def test_every_data_file_ships_in_the_package() -> None:
+    """A non-editable install carries every file under gpufleet/data: each matches a
+    package-data pattern of pyproject.toml (a boot script left out fails only once
+    installed, as `export skypilot` once did in CI's install check)."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]
+    data = ROOT / "gpufleet" / "data"
+    missing = []
+    for path in sorted(data.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".py":
+            continue
+        rel = path.relative_to(ROOT / "gpufleet").parts  # ("data", "handoff", "x.sh")
+        for depth in range(len(rel) - 1, 0, -1):  # the nearest package with patterns
+            package = "gpufleet." + ".".join(rel[:depth])
+            if package in patterns:
+                inner = "/".join(rel[depth:])
+                if not any(inner.count("/") == p.count("/") and fnmatch.fnmatch(inner, p)
+                           for p in patterns[package]):  # a glob's * stays in its folder
+                    missing.append("/".join(rel))
+                break
+        else:
+            missing.append("/".join(rel))
+    assert missing == []
