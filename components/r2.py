@@ -24,15 +24,20 @@ ACCOUNT_CONFIG = "cloudflareAccountId"
 CLASSES = {"standard": "Standard", "infrequent": "InfrequentAccess"}
 
 
+def _module(name: str, what: str) -> Any:
+    """One module of the Cloudflare SDK (not the package's every resource)."""
+    try:
+        return package_module(SDK, name)
+    except ModuleNotFoundError as e:
+        raise pulumi.RunError(f"{e}: pip install gpufleet ({what})") from None
+
+
 def emit_bucket(b: BucketDesign, parent: pulumi.Resource | None = None) -> pulumi.Resource:
     account = b.account or pulumi.Config("gpufleet").get(ACCOUNT_CONFIG)
     if not account:
         raise pulumi.RunError(f"bucket '{b.name}': no Cloudflare account: set `account_id` on "
                               f"the bucket or `pulumi config set gpufleet:{ACCOUNT_CONFIG} ID`")
-    try:
-        sdk = package_module(SDK, "r2_bucket")  # not the package's every resource
-    except ModuleNotFoundError as e:
-        raise pulumi.RunError(f"{e}: pip install gpufleet (R2 buckets)") from None
+    sdk = _module("r2_bucket", "R2 buckets")
     bucket: pulumi.Resource = sdk.R2Bucket(
         b.name, account_id=account, name=b.name, location=b.region,
         storage_class=CLASSES[b.klass],
@@ -48,10 +53,7 @@ def credentials(m: BucketMountDesign, fleet: str, parent: pulumi.Resource | None
     access key the SHA-256 of its value (developers.cloudflare.com/r2/api/tokens/). An
     account token outlives the person who ran `pulumi up`."""
     assert m.account is not None, "an R2 mount carries its Cloudflare account"
-    try:
-        sdk = package_module(SDK, "account_token")
-    except ModuleNotFoundError as e:
-        raise pulumi.RunError(f"{e}: pip install gpufleet (R2 mounts)") from None
+    sdk = _module("account_token", "R2 mounts")
     group = R2_READ_GROUP if m.read_only else R2_WRITE_GROUP
     token = sdk.AccountToken(
         f"{fleet}-r2-{m.bucket}", account_id=m.account,

@@ -62,8 +62,7 @@ def _policy() -> ModuleType:
 
 
 def _export() -> ModuleType:
-    from gpufleet.cli import handoff, skyexport  # skyexport adds `export skypilot`
-    assert skyexport is not None
+    from gpufleet.cli import handoff, skyexport  # noqa: F401 (skyexport adds `export skypilot`)
     return handoff
 
 

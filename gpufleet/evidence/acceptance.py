@@ -9,9 +9,9 @@ reading and verdict are in `nccllog`. Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import yaml
 
@@ -116,6 +116,28 @@ def strict_number(text: str) -> float:
 
 _NUMBER = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
 KEY_VALUE = re.compile(r"([a-z_]+)=(\S+)")  # key=value in the lines gpufleet's tasks print
+STORAGE_PREFIX = "gpufleet storage:"  # the storage tasks' lines (filesystems and buckets)
+MAX_NODE_BYTES_S = 10 ** 12  # 1 TB/s from one node: past any NIC or disk array
+
+
+class TimedRun(Protocol):
+    """One node's measured transfer: what it moved, from when to when (ms)."""
+
+    @property
+    def io_bytes(self) -> int: ...
+    @property
+    def start_ms(self) -> int: ...
+    @property
+    def end_ms(self) -> int: ...
+
+
+def window_mbps(runs: Sequence[TimedRun]) -> float:
+    """MB/s the nodes moved together: every byte over the window from the first run's start
+    to the last one's end (runs that do not overlap are not summed as if they had)."""
+    if not runs:
+        return 0.0
+    window_ms = max(r.end_ms for r in runs) - min(r.start_ms for r in runs)
+    return sum(r.io_bytes for r in runs) / (window_ms / 1000) / 1e6 if window_ms > 0 else 0.0
 HOST_NOT_READY = "host setup not ready"
 # the NCCL variables a fabric's setup script exported (gIB's set_nccl_env.sh, TCPXO's
 # nccl-env-profile.sh), passed to every rank as dstack's own A3 Mega example passes them

@@ -21,16 +21,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.compile import BucketMountDesign, FilesystemDesign, FleetDesign
-from gpufleet.evidence.acceptance import strict_int, tagged_lines
+from gpufleet.evidence.acceptance import (
+    MAX_NODE_BYTES_S,
+    STORAGE_PREFIX,
+    strict_int,
+    tagged_lines,
+    window_mbps,
+)
 
-PREFIX = "gpufleet storage:"
+PREFIX = STORAGE_PREFIX
 IMAGE = "python:3.12-slim"
 FILES = 4  # files node 0 writes on a read-write mount (or the most a read-only one reads)
 READ_WRITE, READ_ONLY = "read-write", "read-only"
 NO_FIGURE = ("no published per-node figure for a bucket's FUSE mount: the run is checked "
              "(every node reads every byte), not its speed")
 RC_EMPTY, RC_UNSEEN = 3, 4  # nothing to read; node 0's files never became visible
-MAX_NODE_BYTES_S = 10 ** 12
 
 _PROGRAM = r"""
 import os, shutil, sys, time
@@ -141,7 +146,7 @@ class BucketRead:
     test: str
     nodes: int
     files: int
-    moved: int
+    io_bytes: int
     want: int
     start_ms: int
     end_ms: int
@@ -171,8 +176,8 @@ def parse_bucket(text: str) -> tuple[list[BucketRead], list[str]]:
             problems.append(f"line {number}: unreadable: {body[:80]}")
             continue
         seconds = max(got.end_ms - got.start_ms, 1) / 1000
-        if got.moved / seconds > MAX_NODE_BYTES_S:
-            problems.append(f"line {number}: {got.moved / seconds / 1e6:,.0f} MB/s from one "
+        if got.io_bytes / seconds > MAX_NODE_BYTES_S:
+            problems.append(f"line {number}: {got.io_bytes / seconds / 1e6:,.0f} MB/s from one "
                             "node is not a measurement")
         else:
             reads.append(got)
@@ -207,17 +212,9 @@ def _failures(reads: Sequence[BucketRead]) -> list[str]:
                        "(30 min)")
         elif r.rc != 0:
             out.append(f"node {r.node}: {r.test} failed with an I/O error")
-        elif r.moved < r.want or r.moved == 0:
-            out.append(f"node {r.node}: {r.test} moved {r.moved:,} of {r.want:,} bytes")
+        elif r.io_bytes < r.want or r.io_bytes == 0:
+            out.append(f"node {r.node}: {r.test} moved {r.io_bytes:,} of {r.want:,} bytes")
     return out
-
-
-def _rate(runs: Sequence[BucketRead]) -> float:
-    """MB/s over the window from the first start to the last end."""
-    if not runs:
-        return 0.0
-    window = max(r.end_ms for r in runs) - min(r.start_ms for r in runs)
-    return sum(r.moved for r in runs) / max(window, 1) * 1000 / 1e6
 
 
 def judge_bucket(text: str, planned: int, fs: FilesystemDesign
@@ -232,19 +229,19 @@ def judge_bucket(text: str, planned: int, fs: FilesystemDesign
         return 2, [*(f"unreadable: {p}" for p in problems[:6]),
                    "no verdict: the bucket's storage log is incomplete"], figures
     got = [r for r in reads if r.test == "read"]
-    ok = [r for r in got if r.rc == 0 and r.moved >= r.want]
-    slowest = min((_rate([r]) for r in ok), default=0.0)
-    figures.update({"read_mbps_all": round(_rate(got), 1),
+    ok = [r for r in got if r.rc == 0 and r.io_bytes >= r.want]
+    slowest = min((window_mbps([r]) for r in ok), default=0.0)
+    figures.update({"read_mbps_all": round(window_mbps(got), 1),
                     "read_mbps_slowest_node": round(slowest, 1)})
-    lines = [f"{fs.name}: read {_rate(got):,.0f} MB/s from {planned} node(s) together, "
+    lines = [f"{fs.name}: read {window_mbps(got):,.0f} MB/s from {planned} node(s) together, "
              f"{slowest:,.0f} MB/s from the slowest"]
     if writes:
         write = next(r for r in reads if r.test == "write")
-        figures["write_mbps_one"] = round(_rate([write]), 1)
-        lines.append(f"{fs.name}: write {_rate([write]):,.0f} MB/s from node 0")
+        figures["write_mbps_one"] = round(window_mbps([write]), 1)
+        lines.append(f"{fs.name}: write {window_mbps([write]):,.0f} MB/s from node 0")
     failed = _failures(reads)
     if failed:
         return 1, [*lines, *(f"FAIL {f}" for f in failed)], figures
-    total = sum(r.moved for r in got)
+    total = sum(r.io_bytes for r in got)
     return 0, [*lines, f"PASS: {fs.name}: every node read its {got[0].files} file(s), "
                f"{total / 1e9:,.1f} GB in all; {NO_FIGURE}"], figures

@@ -26,16 +26,19 @@ from gpufleet.backends import traits_of
 from gpufleet.compile import FilesystemDesign, FleetDesign, VolumeDesign
 from gpufleet.evidence.acceptance import (
     KEY_VALUE,
+    MAX_NODE_BYTES_S,
+    STORAGE_PREFIX,
     is_count,
     render_task,
     strict_int,
     strict_number,
     tagged_lines,
+    window_mbps,
 )
 from gpufleet.evidence.bucketcheck import NO_FIGURE, bucket_storage, bucket_task, judge_bucket
 from gpufleet.outbound import loads_strict
 
-PREFIX = "gpufleet storage:"
+PREFIX = STORAGE_PREFIX
 TESTS = ("write", "read")
 META_FILES = 20000
 IMAGE = "python:3.12-slim"  # fio from Debian's packages; Python for the metadata test
@@ -211,8 +214,6 @@ class FioResult:
     end_ms: int = 0
 
 
-MAX_NODE_BYTES_S = 10 ** 12  # 1 TB/s from one node's jobs: past any NIC or disk array
-
 
 def _fio(fields: dict[str, str], raw: str) -> FioResult:
     """One node's fio result: its fields from gpufleet's line (never from inside fio's
@@ -351,7 +352,7 @@ def judge_storage(text: str, nodes_planned: int, fs: FilesystemDesign,
         return 2, [*(f"unreadable: {p}" for p in problems[:6]),
                    "no verdict: the storage log is incomplete"], figures
     failed = [r for r in results if r.problem]
-    totals = {t: _aggregate([r for r in results if r.test == t and r.scope == "all"])
+    totals = {t: window_mbps([r for r in results if r.test == t and r.scope == "all"])
               for t in TESTS}
     alone = {t: next(r.mbps or 0 for r in results if r.test == t and r.scope == "one")
              for t in TESTS}
@@ -372,16 +373,6 @@ def judge_storage(text: str, nodes_planned: int, fs: FilesystemDesign,
         return 1, lines, figures
     against = (f"at least {mark:,.0f} MB/s ({source})" if mark is not None else source)
     return 0, [*lines, f"PASS: {fs.name} {against}"], figures
-
-
-def _aggregate(runs: Sequence[FioResult]) -> float:
-    """MB/s the filesystem delivered to all the nodes together: every byte they moved over
-    the window from the first run's start to the last one's end (runs that do not overlap
-    are not summed as if they had)."""
-    if not runs:
-        return 0.0
-    window_ms = max(r.end_ms for r in runs) - min(r.start_ms for r in runs)
-    return sum(r.io_bytes for r in runs) / (window_ms / 1000) / 1e6 if window_ms > 0 else 0.0
 
 
 def is_storage_log(text: str) -> bool:

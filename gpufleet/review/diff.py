@@ -17,7 +17,7 @@ from gpufleet.compile import DIGEST_OUTPUT, Compiled, input_digest
 from gpufleet.review.bill import billed_as
 from gpufleet.review.cascade import Node, cascade
 from gpufleet.review.changes import Change, Report, advise, compare, guard, is_bookkeeping, yaml_key
-from gpufleet.review.owners import BUCKET_OWNER, is_top, owner_map
+from gpufleet.review.owners import BUCKET_OWNER, is_top, owner_map, top_name
 from gpufleet.review.state import STACK_TYPE, State
 
 DIFF_NOTE = ("offline diff - an approximation of `pulumi preview` (no refresh) from the stack "
@@ -50,7 +50,7 @@ def state_digests(state: State) -> dict[str, str]:
         if not r.custom and is_top(r.type):
             d = r.outputs.get(DIGEST_OUTPUT)
             if isinstance(d, str):
-                out[(BUCKET_OWNER if r.type.endswith(":Bucket") else "") + r.name] = d
+                out[top_name(r.type, r.name)] = d
     return out
 
 

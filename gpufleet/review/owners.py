@@ -24,6 +24,12 @@ def is_top(typ: str) -> bool:
     return typ.startswith("gpufleet:") and typ.endswith(TOP_KINDS)
 
 
+def top_name(typ: str, name: str) -> str:
+    """The owner name of a top-level component: a fleet's or gateway's own, `bucket:NAME`
+    for a bucket's (never one of a fleet or gateway)."""
+    return BUCKET_OWNER + name if typ.endswith(":Bucket") else name
+
+
 def _type_of(urn: str, types: Mapping[str, str]) -> str:
     known = types.get(urn)
     if known:
@@ -41,7 +47,7 @@ def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
         seen.add(cur)
         typ = _type_of(cur, types)
         if is_top(typ):
-            top = (BUCKET_OWNER if typ.endswith(":Bucket") else "") + cur.rsplit("::", 1)[-1]
+            top = top_name(typ, cur.rsplit("::", 1)[-1])
         cur = parents.get(cur, "")
     if top is not None or not names:
         return top

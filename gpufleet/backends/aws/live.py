@@ -196,7 +196,7 @@ def _network_quota(probe: AwsProbe, region: str, quota: NetworkQuota) -> QuotaFa
         return None
     lister, op, key, filters = listed
     client = probe._client(lister, region)
-    args = {"Filters": filters} if filters or lister == "ec2" else {}
+    args = {"Filters": filters} if lister == "ec2" else {}  # S3's ListBuckets takes none
     from botocore.exceptions import BotoCoreError, ClientError
     try:
         if client.can_paginate(op):
