@@ -1,15 +1,16 @@
 """Benchmark: whole-process times of `gpufleet --help`, `validate examples/`, `plan
 examples/` (cold: the stack program runs; warm: the run cache answers, as on a second plan of
-the same inputs and code), `quota examples/` (cold and warm) and `export skypilot` of the
-examples' stack, against a bare `python -c pass`; and what a cold `plan examples/` spends
-importing.
+the same inputs and code), `quota examples/` (cold and warm), `export skypilot` of the
+examples' stack and `health` of its fleets (against dstack's own server on this machine,
+from `.venv-dstack`, holding each node with a recent healthy check), against a bare
+`python -c pass`; and what a cold `plan examples/` spends importing.
 
 Each command runs --rounds times as a fresh process (start-up, imports, work and exit all
 counted, as a user or a pre-commit hook sees it); medians are printed. Then one
 `python -X importtime` run of a cold `plan examples/` gives the provider SDKs' import time
-and the largest imports. Targets (issue 60): `plan examples/` <= 1.2 s, `quota` and `export
-skypilot` <= 1 s, on an idle 2-core machine; the cold plan is printed beside the warm one
-(its provider SDK imports alone take about 1.6 s).
+and the largest imports. Targets (issue 60): `plan examples/` <= 1.2 s, `quota`, `export
+skypilot` and `health` <= 1 s, on an idle 2-core machine; the cold plan is printed beside
+the warm one (its provider SDK imports alone take about 1.5 s).
 
     python bench/startup.py [--rounds 7] [--smoke]
 """
@@ -17,6 +18,7 @@ skypilot` <= 1 s, on an idle 2-core machine; the cold plan is printed beside the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -24,7 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
@@ -51,11 +55,14 @@ def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         "gpufleet export skypilot": ([*gpufleet, "export", "skypilot", "--state",
                                       str(tmp / "state.json"), "--out", str(tmp / "sky"),
                                       "--force"], COLD),
+        "gpufleet health": ([*gpufleet, "health", "--outputs", str(tmp / "outputs.json")],
+                            COLD),
     }
 
 
-def write_state(path: Path) -> None:
-    """The examples' stack as `pulumi up` would leave it (an offline run), for the export."""
+def write_state(path: Path) -> dict[str, Any]:
+    """The examples' stack as `pulumi up` would leave it (an offline run), for the export;
+    returns the stack's outputs."""
     from gpufleet.compile import compile_inputs
     from gpufleet.compile.runs import RunInputs
     from gpufleet.components.run.harness import deployment_v3
@@ -64,19 +71,50 @@ def write_state(path: Path) -> None:
     from gpufleet.offers import load_catalog
 
     compiled = compile_inputs(validate_paths([EXAMPLES]).inputs, load_catalog())
-    path.write_text(json.dumps(deployment_v3(run_offline(RunInputs((EXAMPLES,)), compiled,
-                                                         record_outputs=True),
-                                             "dev", "gpufleet")))
+    run = run_offline(RunInputs((EXAMPLES,)), compiled, record_outputs=True)
+    path.write_text(json.dumps(deployment_v3(run, "dev", "gpufleet")))
+    return dict(run.exports)
+
+
+def health_fleets(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The stack outputs `gpufleet health` reads, each node given an address as the cloud
+    would (the offline run's are placeholders): fleet -> its outputs."""
+    fleets = {}
+    for f, (name, out) in enumerate(sorted(outputs.items())):
+        if isinstance(out, dict) and out.get("nodes"):
+            nodes = [{**n, "private_ip": f"10.{f}.0.{i + 2}",  # public: documentation range
+                      "public_ip": n.get("public_ip") and f"198.51.{f}.{i + 2}"}
+                     for i, n in enumerate(out["nodes"])]
+            fleets[name] = {**out, "nodes": nodes}
+    return fleets
+
+
+@contextlib.contextmanager
+def dstack_server(tmp: Path, fleets: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """dstack's own server (`.venv-dstack`, as the tests start it) holding each fleet's
+    nodes with a recent healthy DCGM check; yields the environment `gpufleet health`
+    reads its URL and token from."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dstackserver import running  # tests/ is a folder of modules, not a package
+
+    specs = [{"project": name, "fleet": name, "instances": [
+        {"num": i, "hostname": n["public_ip"] or n["private_ip"],
+         "checks": [{"minutes_ago": 1, "status": "healthy"}]}
+        for i, n in enumerate(out["nodes"])]} for name, out in fleets.items()]
+    home = tmp / "dstack-home"
+    home.mkdir()
+    with running(home, list(fleets), ROOT / "tests" / "dstack_health.py", specs) as server:
+        yield {"DSTACK_SERVER_URL": server.url, "DSTACK_TOKEN": server.token.reveal()}
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    done = subprocess.run(cmd, capture_output=True, text=True,
                           check=False, cwd=ROOT, env={**os.environ, **env})
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"bench/startup.py: {' '.join(cmd[1:])} failed ({done.returncode}):\n"
-                 f"{done.stderr}")
+                 f"{done.stdout[-3000:]}{done.stderr}")
     return elapsed
 
 
@@ -111,12 +149,15 @@ def main() -> None:
     medians = {}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        write_state(tmp / "state.json")
-        for label, (cmd, env) in commands(tmp).items():
-            if "(warm)" in label:
-                timed(cmd, env)  # the first run of these inputs fills the cache
-            medians[label] = statistics.median(timed(cmd, env) for _ in range(rounds))
-            print(f"  {label:<34} {medians[label]:6.2f} s")
+        fleets = health_fleets(write_state(tmp / "state.json"))
+        (tmp / "outputs.json").write_text(json.dumps(fleets))
+        with dstack_server(tmp, fleets) as server_env:
+            for label, (cmd, env) in commands(tmp).items():
+                env = {**env, **server_env} if label == "gpufleet health" else env
+                if "(warm)" in label:
+                    timed(cmd, env)  # the first run of these inputs fills the cache
+                medians[label] = statistics.median(timed(cmd, env) for _ in range(rounds))
+                print(f"  {label:<34} {medians[label]:6.2f} s")
     per_sdk, top = import_times()
     print("provider SDK imports in `plan examples/` (self time, -X importtime):")
     for sdk, seconds in per_sdk.items():
@@ -127,8 +168,10 @@ def main() -> None:
     if not args.smoke:
         for label, target in (("gpufleet plan examples/ (warm)", 1.2),
                               ("gpufleet plan examples/ (cold)", 1.2),
+                              ("gpufleet quota examples/ (cold)", 1.0),
                               ("gpufleet quota examples/ (warm)", 1.0),
-                              ("gpufleet export skypilot", 1.0)):
+                              ("gpufleet export skypilot", 1.0),
+                              ("gpufleet health", 1.0)):
             print(f"{label}: {medians[label]:.2f} s (target <= {target} s): "
                   f"{'met' if medians[label] <= target else 'NOT met'}")
 

@@ -10,12 +10,15 @@ import copy
 import io
 import json
 import os
+import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.cli import main
@@ -352,6 +355,52 @@ def test_the_depth_of_a_parsed_value_agrees_with_a_character_walk(value: object)
     assert nesting(value) == _char_walk(text)
     assert nesting(value, limit=2) == min(_char_walk(text), 3)
     assert nesting(json.loads(text)) <= MAX_JSON_DEPTH
+
+
+@settings(deadline=None, max_examples=300)
+@given(_json_values, st.integers(min_value=-3, max_value=2), st.integers(0, 40),
+       st.sampled_from(["[", '{"k": ']))
+def test_parse_json_refuses_exactly_what_nests_past_the_bound_from_any_depth(
+        value: object, extra: int, calls: int, opener: str) -> None:
+    """parse_json holds the bound with the recursion limit where the scanner counts
+    against it: a value wrapped to end near the bound (a number or a hook's call at the
+    deepest level included) is read or refused exactly as its brackets say, whatever
+    the depth of the code that asks."""
+    from gpufleet.input.jsonfile import MAX_JSON_DEPTH, JsonInputError, parse_json
+
+    inner = json.dumps(value)
+    assume(re.search(r"\d{31}", inner) is None)  # refused for its digits, at any depth
+    wraps = max(0, MAX_JSON_DEPTH + extra - _char_walk(inner))
+    closer = "]" if opener == "[" else "}"
+    text = opener * wraps + inner + closer * wraps
+
+    def parse(depth: int) -> object:
+        return parse(depth - 1) if depth else parse_json(text.encode(), "x.json", "a value")
+    # the recursion limit's path runs with no other thread (pytest-xdist's worker has one),
+    # the walk's beside them: both give the same answers
+    for threads in (1, 2):
+        with mock.patch("gpufleet.input.jsonfile.threading.active_count",
+                        return_value=threads):
+            if _char_walk(text) > MAX_JSON_DEPTH:
+                with pytest.raises(JsonInputError, match="nested deeper than"):
+                    parse(calls)
+            else:
+                assert parse(calls) == json.loads(text)
+
+
+def test_the_recursion_limit_holds_the_json_bound_on_this_interpreter() -> None:
+    """The fast path is the one taken here (CPython 3.11: the scanner counts against the
+    recursion limit), and the limit is given back after a parse and after a refusal."""
+    from gpufleet.input.jsonfile import JsonInputError, _int, _margin, parse_json
+
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the scanner's levels count against the recursion limit in 3.11 only")
+    assert _margin({"parse_int": _int("x")}) is not None
+    limit = sys.getrecursionlimit()
+    with pytest.raises(JsonInputError, match="nested deeper than"):
+        parse_json(b"[" * 5000 + b"]" * 5000, "x.json", "a value")
+    assert parse_json(b"[[1]]", "x.json", "a value") == [[1]]
+    assert sys.getrecursionlimit() == limit
 
 
 def test_json_nested_past_the_bound_is_refused_with_its_offset() -> None:

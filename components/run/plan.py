@@ -54,9 +54,10 @@ def run_offline(run: RunInputs, compiled: Compiled | None = None,
         return once(False)
 
 
-def registered(run: RunInputs, compiled: Compiled,
-               progress: Progress | None = None) -> Registered:
-    """The pipeline's ``ProgramRun``: what the program registers for the compiled plans."""
-    result = run_offline(run, compiled, progress=progress)
+def registered(run: RunInputs, compiled: Compiled, progress: Progress | None = None,
+               sample: bool = True) -> Registered:
+    """The pipeline's ``ProgramRun``: what the program registers for the compiled plans
+    (``sample=False``: every node registered, as `pulumi up` runs the program)."""
+    result = run_offline(run, compiled, progress=progress, sample=sample)
     return Registered(tuple(r.to_json() for r in result.sorted()), tuple(result.invokes),
                       result.exports)

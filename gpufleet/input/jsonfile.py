@@ -10,8 +10,11 @@ import gc
 import json
 import os
 import stat
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a stack of thousands of resources stays far below
@@ -34,8 +37,8 @@ def read_bounded(path: str, what: str) -> bytes:
         raise JsonInputError(f"{path} is not a regular file (a pipe or device); give {what} "
                              "as a file")
     try:
-        with open(path, "rb") as fh:
-            return fh.read(MAX_JSON_BYTES + 1)
+        with open(path, "rb") as fh:  # the size it has, not the bound: no 256 MB buffer
+            return fh.read(min(os.fstat(fh.fileno()).st_size, MAX_JSON_BYTES) + 1)
     except OSError as e:
         raise JsonInputError(f"cannot read {path}: {e.strerror or e}") from None
 
@@ -59,8 +62,7 @@ def parse_json(raw: bytes, source: str, what: str) -> Any:
                              f"{e.start}); {what} is UTF-8 JSON") from None
     try:
         with _uncollected():
-            data = json.loads(text, parse_int=_int(source), parse_constant=_constant(source))
-            deep = nesting(data) > MAX_JSON_DEPTH
+            data, deep = _loads(text, source)
     except json.JSONDecodeError as e:
         raise JsonInputError(f"{source}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") \
             from None
@@ -85,6 +87,74 @@ def _uncollected() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _loads(text: str, source: str) -> tuple[Any, bool]:
+    """The parsed value and whether it nests deeper than the bound. Where the C scanner
+    counts its levels against the recursion limit (CPython 3.11), the limit holds the
+    bound while it parses: set, at this very call, to the margin at which a value nested
+    exactly at the bound is read and one a level deeper is refused (``_margin``). A
+    refusal the text's own depth does not bear out (a hook called at the deepest level
+    takes a level too) parses again the slow way: the value walked level by level
+    (``nesting``: a quarter of a second on a 100 MB export), as also where the scanner
+    has a limit of its own (CPython 3.12 on) or other threads run (the limit is the
+    interpreter's)."""
+    hooks: dict[str, Any] = {"parse_int": _int(source), "parse_constant": _constant(source)}
+    margin = _margin(hooks) if threading.active_count() == 1 else None
+    if margin is not None:
+        try:
+            return _bounded(text, hooks, MAX_JSON_DEPTH + margin), False
+        except RecursionError:
+            if _walk(text)[0] > MAX_JSON_DEPTH:
+                return None, True
+    data = json.loads(text, **hooks)
+    return data, nesting(data) > MAX_JSON_DEPTH
+
+
+def _bounded(text: str, hooks: dict[str, Any], levels: int) -> Any:
+    """``json.loads`` with the recursion limit ``levels`` above this call's own depth."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + levels)
+    try:
+        return json.loads(text, **hooks)
+    finally:
+        sys.setrecursionlimit(was)
+
+
+_AT_BOUND = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+_PAST_BOUND = "[" + _AT_BOUND + "]"
+_last_margin = [0]
+
+
+def _margin(hooks: dict[str, Any]) -> int | None:
+    """The margin over ``MAX_JSON_DEPTH`` at which ``_bounded``, called from the caller's
+    depth, reads a value nested at the bound and refuses one a level deeper; None where
+    no margin does (the scanner does not count against the recursion limit)."""
+    def holds(margin: int) -> bool | None:  # None: too low, False: too high
+        try:
+            _bounded(_AT_BOUND, hooks, MAX_JSON_DEPTH + margin)
+        except RecursionError:
+            return None
+        try:
+            _bounded(_PAST_BOUND, hooks, MAX_JSON_DEPTH + margin)
+        except RecursionError:
+            return True
+        return False
+    if holds(_last_margin[0]):  # the margin of the last call, most often the same
+        return _last_margin[0]
+    for margin in range(-8, 24):
+        verdict = holds(margin)
+        if verdict:
+            _last_margin[0] = margin
+            return margin
+        if verdict is False:
+            return None  # reads past the bound at the lowest margin that reads the bound
+    return None
 
 
 def nesting(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
