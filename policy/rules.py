@@ -364,6 +364,11 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def rule_levels() -> dict[str, str]:
+    """Each rule of the pack and its own level (no pulumi-policy needed to read them)."""
+    return {r.name: r.level for r in RULES}
+
+
 def resource_policies(levels: Mapping[str, str] | None = None) -> list[Any]:
     """The rules as pulumi-policy ResourceValidationPolicy objects (for the pack)."""
     from pulumi_policy import EnforcementLevel, ResourceValidationPolicy

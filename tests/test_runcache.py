@@ -4,6 +4,7 @@ input, a changed source file or a bad entry is a miss, never a wrong answer."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -27,6 +28,8 @@ try:
 except SystemExit as e:
     code = e.code
 print("SDK-LOADED" if "pulumi_gcp" in sys.modules else "SDK-NOT-LOADED", file=sys.stderr)
+print("POLICY-LOADED" if "pulumi_policy" in sys.modules else "POLICY-NOT-LOADED",
+      file=sys.stderr)
 sys.exit(code)
 """
 
@@ -45,8 +48,10 @@ def test_a_second_plan_answers_from_the_cache_with_the_same_output(tmp_path: Pat
     [entry] = (cache / "runs").glob("*.json")
     assert stat.S_IMODE(entry.stat().st_mode) == 0o600
     assert stat.S_IMODE((cache / "runs").stat().st_mode) == 0o700
+    assert "POLICY-LOADED" in cold.stderr and len(list((cache / "policies").glob("*"))) == 1
     warm = _plan(cache, "examples/")
     assert warm.returncode == 0 and "SDK-NOT-LOADED" in warm.stderr
+    assert "POLICY-NOT-LOADED" in warm.stderr  # the rules' findings cached too
     assert warm.stdout == cold.stdout
     as_json = [_plan(cache, "examples/", "--format", "json").stdout for _ in range(2)]
     assert as_json[0] == as_json[1] and json.loads(as_json[0])["resources"]
@@ -103,6 +108,55 @@ def test_a_bad_entry_is_a_miss_and_is_replaced(tmp_path: Path, bad: str) -> None
             (tmp_path / "runs" / f"old{i}.json").write_text("{}")
         cached(RunInputs(("g.yml",)), compiled)  # type: ignore[arg-type]
         assert len(list((tmp_path / "runs").glob("*.json"))) == runcache.KEEP
+    finally:
+        os.environ["GPUFLEET_CACHE"] = "off"
+        os.environ.pop("GPUFLEET_CACHE_DIR")
+
+
+def _subjects() -> list[object]:
+    from gpufleet.compile.runs import PolicySubject
+
+    bucket = {"urn": "urn:pulumi:dev::gpufleet::aws:s3/bucketV2:BucketV2::b", "name": "b",
+              "type": "aws:s3/bucketV2:BucketV2", "inputs": {"bucket": "b"}}
+    return [PolicySubject(bucket, "f", "f.yml", {"fleet": "f"})]
+
+
+@pytest.mark.parametrize("bad", ["{", '{"key": "K", "findings": [{"subject": 7, "rule": "r", '
+                                 '"level": "mandatory", "message": "m", "remediation": ""}]}',
+                                 '{"key": "K", "findings": [{"subject": 0}]}',
+                                 '{"key": "K", "findings": {}}', '{"key": "other"}'])
+def test_policy_findings_are_cached_per_subjects_and_levels_and_a_bad_entry_is_a_miss(
+        tmp_path: Path, bad: str) -> None:
+    """The rules run (and pulumi-policy loads) only for subjects and levels not checked
+    before by the same code; an entry that does not read back whole as findings of its
+    key (another key, a subject index out of range, a missing field) is a miss."""
+    from gpufleet.compile.runs import Finding
+
+    calls: list[dict[str, str]] = []
+
+    def rules(subjects: object, levels: dict[str, str]) -> list[Finding]:
+        calls.append(dict(levels))
+        return [Finding(0, "r", levels.get("r", "advisory"), "found", "fix it")]
+
+    os.environ["GPUFLEET_CACHE"] = "on"
+    os.environ["GPUFLEET_CACHE_DIR"] = str(tmp_path)
+    try:
+        subjects = _subjects()
+        key = runcache.policy_key(subjects, {}, [runcache._ROOT])  # type: ignore[arg-type]
+        (tmp_path / "policies").mkdir()
+        (tmp_path / "policies" / f"{key}.json").write_text(bad.replace('"K"', f'"{key}"'))
+        cached = runcache.cached_policies(lambda: rules)  # type: ignore[arg-type, return-value]
+        first = cached(subjects, {})  # type: ignore[arg-type]
+        assert calls == [{}] and first == [Finding(0, "r", "advisory", "found", "fix it")]
+        assert cached(subjects, {}) == first and len(calls) == 1  # type: ignore[arg-type]
+        raised = cached(subjects, {"r": "mandatory"})  # type: ignore[arg-type]
+        assert len(calls) == 2 and raised[0].level == "mandatory"
+        other = [dataclasses.replace(subjects[0], config={"fleet": "g"})]  # type: ignore[type-var]
+        cached(other, {})  # type: ignore[arg-type]
+        assert len(calls) == 3
+        os.environ["GPUFLEET_CACHE"] = "off"
+        cached(subjects, {})  # type: ignore[arg-type]
+        assert len(calls) == 4
     finally:
         os.environ["GPUFLEET_CACHE"] = "off"
         os.environ.pop("GPUFLEET_CACHE_DIR")

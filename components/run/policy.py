@@ -38,8 +38,3 @@ def run_rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> l
             rule.validate(args, report)
             out += [Finding(i, rule.name, level, m, rule.remediation) for m in found]
     return out
-
-
-def rule_levels() -> dict[str, str]:
-    """Each rule of the pack and its own level."""
-    return {r.name: r.level for r in RULES}

@@ -76,7 +76,7 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     get the cheapest offer and are marked NEW OFFER.
     """
     from gpufleet.cli.runs import build_report
-    from gpufleet.components.run.policy import rule_levels
+    from gpufleet.policy.rules import rule_levels
     from gpufleet.review import PolicyConfigError, cost_violations, load_levels
     from gpufleet.views import plan_chunks
 

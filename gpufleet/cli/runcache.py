@@ -10,37 +10,54 @@ reads an old answer). An entry is a JSON file of the registrations under the cac
 (`$GPUFLEET_CACHE_DIR`, else `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`), written
 whole (a temporary file renamed into place) and readable by its owner only; one that does not
 read back as a run of the same key is ignored. Runs of more than MAX_NODES nodes are not kept.
-`GPUFLEET_CACHE=off` turns it off. Pure but for the cache folder."""
+The policy pack's findings are kept the same way (`policies/` beside `runs/`), keyed by each
+subject as the rules see it, the levels, the versions and the code: a plan answered from
+the cache then imports neither the provider SDKs nor pulumi-policy (and the Pulumi SDK under
+it). `GPUFLEET_CACHE=off` turns both off. Pure but for the cache folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from gpufleet import __version__
 from gpufleet.compile import Compiled, plan_to_json
-from gpufleet.compile.runs import ProgramRun, Progress, Registered, RunInputs
+from gpufleet.compile.runs import (
+    Finding,
+    PolicyRun,
+    PolicySubject,
+    ProgramRun,
+    Progress,
+    Registered,
+    RunInputs,
+)
 
 KEEP = 8  # entries kept; the oldest go first
 # runs of more nodes are not kept: their records (each node's boot script among them) would
 # make an entry of hundreds of MB, and writing it costs what the cache saves
 MAX_NODES = 1000
-SDKS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-azure-native", "pulumi-cloudflare")
+SDKS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-azure-native", "pulumi-cloudflare",
+        "pulumi-policy")
+# policy findings of more subjects are not kept: the key alone would be a digest of every
+# resource's JSON, which costs about what the rules do
+MAX_SUBJECTS = 5000
 _ROOT = Path(__file__).resolve().parent.parent  # the gpufleet package
 
 
-def cache_dir() -> Path | None:
-    """Where entries live; None when the cache is off."""
+def cache_dir(kind: str = "runs") -> Path | None:
+    """Where entries of ``kind`` (runs, policies) live; None when the cache is off."""
     if os.environ.get("GPUFLEET_CACHE", "").lower() in ("off", "0", "no", "false"):
         return None
     base = os.environ.get("GPUFLEET_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "gpufleet")
-    return Path(base) / "runs"
+    return Path(base) / kind
 
 
 def _code_fingerprint(roots: Iterable[Path]) -> list[tuple[str, int, int]]:
@@ -91,11 +108,15 @@ def _read(path: Path, key: str) -> Registered | None:
 
 
 def _write(folder: Path, key: str, result: Registered) -> None:
+    _store(folder, key, {"resources": list(result.resources),
+                         "invokes": [list(i) for i in result.invokes],
+                         "exports": dict(result.exports)})
+
+
+def _store(folder: Path, key: str, entry: dict[str, Any]) -> None:
     """Write an entry whole, or not at all (a result that is not plain JSON is not kept)."""
     try:
-        text = json.dumps({"key": key, "resources": list(result.resources),
-                           "invokes": [list(i) for i in result.invokes],
-                           "exports": dict(result.exports)}, allow_nan=False)
+        text = json.dumps({"key": key, **entry}, allow_nan=False)
     except (TypeError, ValueError):
         return
     try:
@@ -134,3 +155,56 @@ def cached(load: Callable[[], ProgramRun], code: Iterable[Path] = ()) -> Program
     program: ProgramRun = program_run
     return program
 
+
+
+def policy_key(subjects: Sequence[PolicySubject], levels: Mapping[str, str],
+               code: Iterable[Path]) -> str:
+    """The digest of everything the rules' findings are made of: each subject as the rules
+    see it (its resource and the pack config), the levels, the versions and the code."""
+    data = {"subjects": [[s.resource, s.config] for s in subjects], "levels": dict(levels),
+            "gpufleet": __version__, "sdks": _versions(), "code": _code_fingerprint(code)}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_findings(path: Path, key: str, subjects: int) -> list[Finding] | None:
+    """An entry of findings, only when it reads back whole as findings of ``key``."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    found = doc.get("findings") if isinstance(doc, dict) and doc.get("key") == key else None
+    if not isinstance(found, list):
+        return None
+    fields = ("subject", "rule", "level", "message", "remediation")
+    out = []
+    for f in found:
+        if not (isinstance(f, dict) and set(f) == set(fields)
+                and type(f["subject"]) is int and 0 <= f["subject"] < subjects
+                and all(isinstance(f[k], str) for k in fields[1:])):
+            return None
+        out.append(Finding(f["subject"], f["rule"], f["level"], f["message"],
+                           f["remediation"]))
+    return out
+
+
+def cached_policies(load: Callable[[], PolicyRun], code: Iterable[Path] = ()) -> PolicyRun:
+    """A PolicyRun that answers from the cache when the same subjects were checked at the
+    same levels by the same code, and imports ``load()``'s pack (pulumi-policy, with the
+    Pulumi SDK under it) only when it runs the rules."""
+    roots = (_ROOT, *code)
+
+    def policy_run(subjects: Sequence[PolicySubject], levels: Mapping[str, str]
+                   ) -> list[Finding]:
+        folder = cache_dir("policies")
+        if folder is None or len(subjects) > MAX_SUBJECTS:
+            return load()(subjects, levels)
+        key = policy_key(subjects, levels, roots)
+        hit = _read_findings(folder / f"{key}.json", key, len(subjects))
+        if hit is not None:
+            return hit
+        found = load()(subjects, levels)
+        _store(folder, key, {"findings": [dataclasses.asdict(f) for f in found]})
+        return found
+    policies: PolicyRun = policy_run
+    return policies

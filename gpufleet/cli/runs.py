@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufleet.cli.runcache import cached
-from gpufleet.compile.runs import ProgramRun, Progress, RunInputs
+from gpufleet.cli.runcache import cached, cached_policies
+from gpufleet.compile.runs import PolicyRun, ProgramRun, Progress, RunInputs
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs, Lock, SyncedGateway, Validated
 from gpufleet.offers import Catalog
@@ -32,13 +32,12 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                  ) -> tuple[PlanReport | None, list[Diagnostic]]:
     """The plan report (``pipeline.plan``), or None and the compile errors. The stack
     program runs (and the provider SDKs load) only when the run cache has no answer for
-    these inputs and this code (``gpufleet.cli.runcache``)."""
-    from gpufleet.components.run.policy import run_rules
-
+    these inputs and this code, and the policy pack (with pulumi-policy) only when it has
+    none for these resources (``gpufleet.cli.runcache``)."""
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, stack, lock, locked,
                     dict(synced or {}))
-    return pipeline.plan(validated, run, cached(_program, _components()), run_rules,
-                         policy_levels, progress)
+    return pipeline.plan(validated, run, cached(_program, _components()),
+                         cached_policies(_rules, _components()), policy_levels, progress)
 
 
 def _program() -> ProgramRun:
@@ -46,6 +45,13 @@ def _program() -> ProgramRun:
 
     run: ProgramRun = plan.registered
     return run
+
+
+def _rules() -> PolicyRun:
+    from gpufleet.components.run.policy import run_rules
+
+    rules: PolicyRun = run_rules
+    return rules
 
 
 def _components() -> tuple[Path, ...]:
@@ -74,6 +80,4 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
 def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
                  levels: Mapping[str, str] | None = None) -> list[Violation]:
     """The policy pack over a run's resources, as the plan reports it."""
-    from gpufleet.components.run.policy import run_rules
-
-    return pipeline.policy_violations(resources, inputs, run_rules, levels)
+    return pipeline.policy_violations(resources, inputs, _rules(), levels)
