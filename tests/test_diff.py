@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from exportutil import export, write_export
 
 from gpufleet.cli import cli, main
@@ -297,3 +299,52 @@ def test_the_record_follows_the_stack_config(tmp_path: Path, baseline: dict[str,
     r = CliRunner().invoke(cli, ["diff", "--state", state, "--cwd", str(tmp_path / "none"),
                                  *files(tmp_path)])
     assert r.exit_code == 0, r.output
+
+
+# --- comparing inputs without copying them ------------------------------------------------
+
+_KEYS = st.sampled_from(["a", "b", "c", "__defaults", "__provider",
+                         "4dabf18193072939515e22adb298388d"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2),
+                    st.sampled_from(["x", "y", "1b47061264138c4ac30d75fd1eb44270", ""]))
+_VALUES = st.recursive(_LEAVES, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.dictionaries(_KEYS, kids, max_size=4)), max_leaves=25)
+
+
+def _reference_diff(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """What diff_values gave before it stopped copying: both sides stripped of the
+    bookkeeping first, then walked."""
+    from gpufleet.review.changes import _equal, _strip_defaults, is_secret
+
+    def walk(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+        if isinstance(old, dict) and isinstance(new, dict):
+            out = []
+            for k in new:
+                p = f"{path}.{k}" if path else str(k)
+                if k not in old:
+                    if new[k] not in (None, [], {}):
+                        out.append((p, None, new[k]))
+                else:
+                    out += walk(old[k], new[k], p)
+            return out
+        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+            return [c for i, (a, b) in enumerate(zip(old, new, strict=True))
+                    for c in walk(a, b, f"{path}[{i}]")]
+        if is_secret(old) or is_secret(new):
+            return [(path, "[secret]", "[secret]")] if old != new else []
+        return [] if _equal(old, new) else [(path, old, new)]
+    return walk(_strip_defaults(old), _strip_defaults(new), "")
+
+
+@settings(deadline=None, max_examples=400)
+@given(_VALUES, _VALUES, st.booleans())
+def test_diff_values_reports_what_the_stripped_comparison_reports(
+        old: Any, new: Any, similar: bool) -> None:
+    """diff_values walks the inputs as they stand (equal parts skipped, the engine's
+    bookkeeping ignored where it lies) and reports exactly what stripping both sides and
+    walking them reported (a near copy of ``old`` tries the paths where little differs)."""
+    from gpufleet.review.changes import diff_values
+
+    if similar and isinstance(old, dict):
+        new = {**copy.deepcopy(old), "__defaults": ["a"], "c": new}
+    assert diff_values(old, new) == _reference_diff(old, new)

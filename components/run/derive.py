@@ -161,6 +161,16 @@ class _Deriver:
     def __init__(self, mocks: StrictMocks, record_outputs: bool) -> None:
         self.mocks = mocks
         self.record_outputs = record_outputs
+        # a template registration's outcome, asked once per derived node: kept by identity
+        # (the templates live as long as the derivation)
+        self._template: dict[int, tuple[Registration, tuple[str, Any]]] = {}
+
+    def template_outcome(self, r: Registration) -> tuple[str, Any]:
+        kept = self._template.get(id(r))
+        if kept is None or kept[0] is not r:
+            kept = (r, self.outcome(r))
+            self._template[id(r)] = kept
+        return kept[1]
 
     def outcome(self, r: Registration) -> tuple[str, Any]:
         """What the run's mocks answer for this registration (the id and the state)."""
@@ -206,7 +216,7 @@ class _Deriver:
         for r, fields in zip(template, compiled, strict=True):
             built = {f: _build(c, names, values) for f, c in fields.items()}
             d = dataclasses.replace(r, **built)
-            old_id, old_state = self.outcome(r)
+            old_id, old_state = self.template_outcome(r)
             new_id, new_state = self.outcome(d)
             values.setdefault(old_id, new_id)
             _pairs(old_state, new_state, values)

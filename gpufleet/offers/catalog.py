@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,10 +68,19 @@ def on_demand_price(cat: Catalog | None, backend: str, region: str, itype: str
     """The lowest on-demand price of a type in a region (or any of its zones)."""
     if cat is None:
         return None
-    prices = [r.price for r in cat.rows
-              if r.backend == backend and r.instance_type == itype and not r.spot
-              and (r.location == region or r.location.startswith(region + "-"))]
+    prices = [r.price for r in _on_demand_rows(cat).get((backend, itype), ())
+              if r.location == region or r.location.startswith(region + "-")]
     return min(prices) if prices else None
+
+
+@lru_cache(maxsize=4)
+def _on_demand_rows(cat: Catalog) -> dict[tuple[str, str], list[Row]]:
+    """A catalog's on-demand rows by backend and type (a catalog is keyed by identity)."""
+    index: dict[tuple[str, str], list[Row]] = {}
+    for r in cat.rows:
+        if not r.spot:
+            index.setdefault((r.backend, r.instance_type), []).append(r)
+    return index
 
 
 def instance_family(backend: str, instance_type: str) -> str:

@@ -63,7 +63,10 @@ def cascade(changes: Sequence[Change], nodes: Sequence[Node]) -> list[Change]:
     """``changes`` plus every change a replaced or re-versioned resource forces on the
     resources whose inputs come from it, repeated until nothing more moves."""
     kinds = resource_kinds()
+    order = {c.urn: i for i, c in enumerate(changes)}
     by_urn = {c.urn: c for c in changes}
+    if all(_moves(c, kinds.get(c.type)) is None for c in by_urn.values()):
+        return sorted(by_urn.values(), key=lambda c: (order[c.urn], c.urn))  # nothing moves
     pending = deque(c.urn for c in changes)  # breadth first: the shortest chain of causes
     dependents: dict[str, list[tuple[Node, str]]] = {}
     for n in nodes:
@@ -88,7 +91,6 @@ def cascade(changes: Sequence[Change], nodes: Sequence[Node]) -> list[Change]:
             cause = f"its {noun(source.type)} {source.name} is {how} <- {why}"
             by_urn[node.urn] = _cascaded(node, current, op, prop, cause)
             pending.append(node.urn)
-    order = {c.urn: i for i, c in enumerate(changes)}
     return sorted(by_urn.values(), key=lambda c: (order.get(c.urn, len(order)), c.urn))
 
 

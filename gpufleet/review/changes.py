@@ -173,14 +173,22 @@ def _contains(value: Any, needle: str) -> bool:
 
 def diff_values(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:
     """Paths where ``new`` differs from ``old``; keys only in ``old`` are provider-filled
-    defaults and ignored; lists compare element-wise when their lengths agree."""
+    defaults and ignored, and so is the engine's bookkeeping (``_BOOKKEEPING``) at any
+    depth; lists compare element-wise when their lengths agree. Values equal as they stand
+    are not walked (most of a stack, in a diff); a value reported is shown without the
+    bookkeeping."""
+    if old == new:
+        return []
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         out = []
         for k in new:
+            if k in _BOOKKEEPING:
+                continue
             p = f"{path}.{k}" if path else str(k)
             if k not in old:
-                if new[k] not in (None, [], {}):
-                    out.append((p, None, new[k]))
+                added = _strip_defaults(new[k])
+                if added not in (None, [], {}):
+                    out.append((p, None, added))
             else:
                 out += diff_values(old[k], new[k], p)
         return out
@@ -191,6 +199,7 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]
         return out
     if is_secret(old) or is_secret(new):
         return [(path, "[secret]", "[secret]")] if old != new else []
+    old, new = _strip_defaults(old), _strip_defaults(new)
     return [] if _equal(old, new) else [(path, old, new)]
 
 
@@ -210,7 +219,7 @@ def compare(reg: Mapping[str, Any], old: StateResource) -> tuple[str, list[Prope
     reasons: list[str] = []
     skipped: list[str] = []
     unknown = False
-    for path, a, b in diff_values(_strip_defaults(old.inputs), _strip_defaults(reg["inputs"])):
+    for path, a, b in diff_values(old.inputs, reg["inputs"]):
         if root_of(path) in ignored or path in ignored:
             continue
         key = stackconfig.placeholder_key(b)
