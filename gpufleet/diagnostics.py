@@ -5,7 +5,6 @@ Pure: nothing here reads files; renderers take the source text they quote as an 
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -60,6 +59,8 @@ def json_path(path: KeyPath) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
     """Return a ``did you mean 'x'?`` hint for the closest choice, if any is close enough."""
+    import difflib  # here, not at import: only a mistake needs it
+
     matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f"did you mean '{matches[0]}'?" if matches else None
 

@@ -17,7 +17,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
@@ -167,6 +166,8 @@ def _atomically(path: str, fill: Callable[[BinaryIO], object]) -> None:
     the umask's) and renamed over it; removed if anything fails."""
     folder = os.path.dirname(os.path.abspath(path))
     mode = stat.S_IMODE(os.lstat(path).st_mode) if os.path.isfile(path) else None
+    import tempfile  # here, not at import: validate writes nothing
+
     fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:

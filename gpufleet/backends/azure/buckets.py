@@ -9,7 +9,6 @@ resource-name-rules#microsoftstorage)."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from types import MappingProxyType
 
@@ -34,14 +33,20 @@ def account_name(bucket: str) -> str:
     """The storage account of a bucket: its letters and digits (at most 16) and 8 of a digest,
     so a name that differs only in hyphens still gets an account of its own."""
     letters = re.sub(r"[^a-z0-9]", "", bucket)[:16]
-    return letters + hashlib.sha256(bucket.encode()).hexdigest()[:8]
+    return letters + _digest(bucket)[:8]
 
 
 def vault_name(fleet: str, subscription: str) -> str:
     """The fleet's Key Vault: 3-24 letters, digits and hyphens, a letter first, globally
     unique (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules
     #microsoftkeyvault): `gfkv` and 20 of a digest of the subscription and the fleet."""
-    return "gfkv" + hashlib.sha256(f"{subscription}/{fleet}".encode()).hexdigest()[:20]
+    return "gfkv" + _digest(f"{subscription}/{fleet}")[:20]
+
+
+def _digest(text: str) -> str:
+    import hashlib  # here, not at import: OpenSSL's load is a tenth of validate's start
+
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # the nodes read an R2 bucket's credentials from a Key Vault of their fleet's own
