@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from exportutil import export, write_export
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from exportutil import export, write_export
 
 from gpufleet.cli import cli, main
 from gpufleet.cli.runs import offline_diff

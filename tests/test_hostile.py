@@ -422,6 +422,21 @@ def test_json_nested_past_the_bound_is_refused_with_its_offset() -> None:
         parse_json(b'{"a": ' * 200_000, "x.json", "a stack export")
 
 
+@settings(deadline=None, max_examples=300)
+@given(st.lists(st.sampled_from(["\\u0030", "\\u0039", "\\u003a", "\\u0061", "\\u0066",
+                                 "\\u0067", "\\u003c", "\\u0026", "\\u00", "\\", "u", "0",
+                                 "6", "x", '"']), max_size=30), st.booleans())
+def test_the_escape_scan_finds_what_the_expression_finds(parts: list[str], many: bool) -> None:
+    """may_hold_secrets looks at each `\\u00` in turn (and, past ten thousand, searches
+    the rest at once): it answers what one search of the whole text answers."""
+    from gpufleet.review import state
+
+    text = "".join(parts).encode()
+    if many:  # past the one-by-one bound: the rest searched at once
+        text = b"\\u003c" * (state._ESCAPES_ONE_BY_ONE + 5) + text
+    assert state.may_hold_secrets(text) == (state._SIG_ESCAPE.search(text) is not None)
+
+
 def test_a_malformed_secret_is_refused_however_its_key_is_spelt(
         real_export: dict[str, Any]) -> None:
     """The walk over every value that checks each secret runs unless the text cannot hold
