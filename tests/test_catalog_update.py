@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.backends import SUPPORTED_BACKENDS, traits_of
 from gpufleet.cli import cli
@@ -212,3 +215,77 @@ def test_rows_with_a_huge_field_or_a_negative_price_are_skipped() -> None:
     # a field past the csv module's own bound: the file is not a catalog (no crash)
     with pytest.raises(CatalogError, match="cannot be read as CSV"):
         parse_rows("aws", io.StringIO(header + "x" * 200_000 + ",a,1,1,1,0,,,false\n"))
+
+
+def _reference_rows(backend: str, text: str) -> tuple[list[object], int]:
+    """The reader as it was (csv.DictReader, a dict per row), with a short row's missing
+    values read as empty (it crashed on them): what parse_rows must still give."""
+    import csv
+    import io
+    import math
+
+    from gpufleet.offers.catalog import MAX_FIELD, Row
+
+    reader = csv.DictReader(io.StringIO(text), restval="")
+    rows, bad = [], 0
+    for r in reader:
+        try:
+            if None in r or any(isinstance(v, str) and len(v) > MAX_FIELD
+                                for v in r.values()):
+                raise ValueError("long or extra")
+            spot = r["spot"].lower()
+            if spot not in ("true", "false"):
+                raise ValueError(spot)
+            count = int(r.get("gpu_count") or 0)
+            name, vendor = r.get("gpu_name") or None, r.get("gpu_vendor") or None
+            if name and name.startswith("tpu-"):
+                name, vendor = name[4:], vendor or "google"
+            elif vendor is None and count:
+                vendor = "nvidia"
+            if not r["instance_name"] or not r["location"]:
+                raise ValueError("empty")
+            price = float(r["price"])
+            if not math.isfinite(price) or price < 0:
+                raise ValueError(price)
+            rows.append(Row(backend, r["instance_name"], r["location"], price,
+                            int(r.get("cpu") or ""), float(r.get("memory") or ""), count,
+                            name, float(r["gpu_memory"]) if r.get("gpu_memory") else None,
+                            spot == "true",
+                            float(r["disk_size"]) if r.get("disk_size") else None, vendor,
+                            tuple((r.get("flags") or "").split()), r.get("cpu_arch") or "x86"))
+        except (ValueError, TypeError, KeyError):
+            bad += 1
+    return rows, bad
+
+
+_CELLS = st.sampled_from(["g6.xlarge", "us-east-1", "", "0.8", "-1", "nan", "4", "16", "1",
+                          "L4", "tpu-v5p", "24", "false", "True", "maybe", "efa gpudirect",
+                          "arm64", '"a,b"', "1e3"])
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(st.lists(_CELLS, max_size=16), max_size=8),
+       st.sampled_from([
+           "instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,"
+           "disk_size,gpu_vendor,flags,cpu_arch,provider_data",
+           "instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot",
+           "spot,price,location,instance_name,memory,cpu"]))
+def test_rows_read_by_index_are_the_rows_a_dict_reader_gives(
+        rows: list[list[str]], header: str) -> None:
+    """Rows of any width (short ones too: they crashed the reader), any order of columns
+    and any values read as the dict reader read them, row for row and skipped count."""
+    from gpufleet.offers.catalog import parse_rows
+
+    text = header + "\n" + "".join(",".join(r) + "\n" for r in rows)
+    assert parse_rows("aws", io.StringIO(text)) == _reference_rows("aws", text)
+
+
+def test_a_truncated_download_is_skipped_row_by_row_not_a_crash() -> None:
+    from gpufleet.offers.catalog import parse_rows
+
+    header = ("instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,"
+              "disk_size,gpu_vendor,flags,cpu_arch\n")
+    rows, skipped = parse_rows("aws", io.StringIO(
+        header + "p5.48xlarge,us-east-1,98.3\n" + "g6.xlarge,us-east-1,0.80,4,16,1,L4,24,false\n"))
+    assert [r.instance_type for r in rows] == ["g6.xlarge"] and skipped == 1
+    assert rows[0].cpu_arch == "x86"  # the absent trailing columns read as empty

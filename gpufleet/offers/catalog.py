@@ -194,19 +194,33 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
 
 
 def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
-    """Parse gpuhunt CSV v2 text; malformed rows are counted and skipped, as gpuhunt does."""
-    reader = csv.DictReader(lines)
-    missing = [f for f in ("instance_name", "location", "price", "spot") if
-               f not in (reader.fieldnames or [])]
-    if missing:
-        raise CatalogError(f"{backend}.csv is not a gpuhunt v2 catalog: missing columns "
-                           f"{', '.join(missing)}")
-    rows, bad = [], 0
+    """Parse gpuhunt CSV v2 text; malformed rows are counted and skipped, as gpuhunt does: a
+    row of more fields than columns, one without a value it needs, a value that does not
+    read. Rows are read by column index (a dict per row, as ``csv.DictReader`` makes, was
+    a third of a catalog's load; a short row read as None crashed the reader)."""
+    reader = csv.reader(lines)
     try:
+        header = next(reader, [])
+        index = {name: i for i, name in enumerate(header)}
+        missing = [f for f in ("instance_name", "location", "price", "spot")
+                   if f not in index]
+        if missing:
+            raise CatalogError(f"{backend}.csv is not a gpuhunt v2 catalog: missing columns "
+                               f"{', '.join(missing)}")
+        columns = tuple(index.get(name, -1) for name in _COLUMNS)
+        width = len(header)
+        rows, bad = [], 0
         for raw in reader:
+            if not raw:
+                continue  # a blank line
+            if len(raw) < width:  # the missing values read as empty: absent, or malformed
+                raw += [""] * (width - len(raw))  # where the row needs them
             try:
-                rows.append(_row(backend, raw))
-            except (ValueError, TypeError, KeyError):
+                if len(raw) > width or max(map(len, raw)) > MAX_FIELD:
+                    raise ValueError("more fields than columns, or one longer than gpuhunt "
+                                     "writes")
+                rows.append(_row(backend, raw, columns))
+            except ValueError:
                 bad += 1
     except csv.Error as e:  # a field past the csv module's own bound, a broken quote
         raise CatalogError(f"{backend}.csv cannot be read as CSV (line {reader.line_num}: "
@@ -221,30 +235,34 @@ def _opt_float(v: str | None) -> float | None:
 # No gpuhunt field comes near this; a longer one is not catalog data (and would be carried
 # into every plan and lock that names the row)
 MAX_FIELD = 256
+# the columns a row is read from, in _row's order (-1: not in the file's header)
+_COLUMNS = ("instance_name", "location", "price", "spot", "cpu", "memory", "gpu_count",
+            "gpu_name", "gpu_vendor", "gpu_memory", "disk_size", "flags", "cpu_arch")
 
 
-def _row(backend: str, r: dict[str, str]) -> Row:
-    if any(isinstance(v, str) and len(v) > MAX_FIELD for v in r.values()) or None in r:
-        raise ValueError("a field longer than gpuhunt writes, or more fields than columns")
-    spot = r["spot"].lower()
+def _row(backend: str, r: list[str], columns: tuple[int, ...]) -> Row:
+    """One row by column index (a column the file lacks reads as empty); ValueError for a
+    value the row needs that is empty or does not read."""
+    (instance, location, price_text, spot, cpu, memory, gpu_count_text, gpu_name, gpu_vendor,
+     gpu_memory, disk_size, flags, cpu_arch) = (r[i] if i >= 0 else "" for i in columns)
+    spot = spot.lower()
     if spot not in ("true", "false"):
         raise ValueError(spot)
-    gpu_count = int(r.get("gpu_count") or 0)
-    name = r.get("gpu_name") or None
-    vendor = r.get("gpu_vendor") or None
+    gpu_count = int(gpu_count_text or 0)
+    name = gpu_name or None
+    vendor = gpu_vendor or None
     if name and name.startswith("tpu-"):
         name, vendor = name[4:], vendor or "google"
     elif vendor is None and gpu_count:
         vendor = "nvidia"
-    if not r["instance_name"] or not r["location"]:
+    if not instance or not location:
         raise ValueError("empty instance or location")
-    price = float(r["price"])
+    price = float(price_text)
     if not math.isfinite(price) or price < 0:  # a price is a non-negative amount of money
-        raise ValueError(r["price"])
-    return Row(backend, r["instance_name"], r["location"], price, int(r["cpu"]),
-               float(r["memory"]), gpu_count, name, _opt_float(r.get("gpu_memory")),
-               spot == "true", _opt_float(r.get("disk_size")), vendor,
-               tuple((r.get("flags") or "").split()), r.get("cpu_arch") or "x86")
+        raise ValueError(price_text)
+    return Row(backend, instance, location, price, int(cpu), float(memory), gpu_count, name,
+               _opt_float(gpu_memory), spot == "true", _opt_float(disk_size), vendor,
+               tuple(flags.split()), cpu_arch or "x86")
 
 
 def read_network(path: Path) -> dict[tuple[str, str], NetworkFacts]:
