@@ -146,8 +146,9 @@ def _pairs(a: Any, b: Any, out: dict[str, str]) -> None:
     if isinstance(a, str) and isinstance(b, str):
         out.setdefault(a, b)
     elif isinstance(a, dict) and isinstance(b, dict):
-        for k in a.keys() & b.keys():
-            _pairs(a[k], b[k], out)
+        for k in a:  # a's order: the first pair of a value is the same in every process
+            if k in b:
+                _pairs(a[k], b[k], out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for x, y in zip(a, b, strict=True):
             _pairs(x, y, out)
