@@ -162,16 +162,6 @@ class _Deriver:
     def __init__(self, mocks: StrictMocks, record_outputs: bool) -> None:
         self.mocks = mocks
         self.record_outputs = record_outputs
-        # a template registration's outcome, asked once per derived node: kept by identity
-        # (the templates live as long as the derivation)
-        self._template: dict[int, tuple[Registration, tuple[str, Any]]] = {}
-
-    def template_outcome(self, r: Registration) -> tuple[str, Any]:
-        kept = self._template.get(id(r))
-        if kept is None or kept[0] is not r:
-            kept = (r, self.outcome(r))
-            self._template[id(r)] = kept
-        return kept[1]
 
     def outcome(self, r: Registration) -> tuple[str, Any]:
         """What the run's mocks answer for this registration (the id and the state)."""
@@ -181,15 +171,17 @@ class _Deriver:
         return got_id or "", plain(state)
 
     def compile(self, plan: FleetDesign, ref: Sequence[Registration],
-                template: Sequence[Registration], a: str, b: str) -> list[dict[str, Any]]:
-        """Node b's registrations as functions of the node, from node a's beside them."""
+                template: Sequence[Registration], a: str, b: str
+                ) -> tuple[list[dict[str, Any]], list[tuple[str, Any]]]:
+        """Node b's registrations as functions of the node, from node a's beside them, and
+        the outcome of each of node b's (what every node derived from b is paired with)."""
         if len(ref) != len(template):
             raise NotDerivable(f"fleet {plan.name}: node {b} has {len(template)} resources, "
                                f"node {a} {len(ref)}")
         na, nb = _Names(plan, a), _Names(plan, b)
         values: dict[str, str] = {}
         compiler = _Compiler(na, nb, values)
-        out = []
+        out, outcomes = [], []
         for ra, rb in zip(ref, template, strict=True):
             if (ra.type, ra.custom, ra.provider) != (rb.type, rb.custom, rb.provider):
                 raise NotDerivable(f"fleet {plan.name}: node {b} is not node {a} renamed")
@@ -204,20 +196,20 @@ class _Deriver:
                 values[a_id] = b_id
             _pairs(a_state, b_state, values)
             out.append(fields)
-        return out
+            outcomes.append((b_id, b_state))
+        return out, outcomes
 
     def node(self, plan: FleetDesign, template: Sequence[Registration],
-             compiled: Sequence[dict[str, Any]], new: str) -> tuple[list[Registration],
-                                                                    dict[str, str]]:
-        """Node ``new``'s registrations from the template's compiled ones, with the map of
-        the template's values of its own resources to this node's."""
+             compiled: tuple[Sequence[dict[str, Any]], Sequence[tuple[str, Any]]], new: str
+             ) -> tuple[list[Registration], dict[str, str]]:
+        """Node ``new``'s registrations from the template's compiled ones (and outcomes),
+        with the map of the template's values of its own resources to this node's."""
         names = _Names(plan, new)
         values: dict[str, str] = {}
         out: list[Registration] = []
-        for r, fields in zip(template, compiled, strict=True):
+        for r, fields, (old_id, old_state) in zip(template, *compiled, strict=True):
             built = {f: _build(c, names, values) for f, c in fields.items()}
             d = dataclasses.replace(r, **built)
-            old_id, old_state = self.template_outcome(r)
             new_id, new_state = self.outcome(d)
             values.setdefault(old_id, new_id)
             _pairs(old_state, new_state, values)
@@ -247,7 +239,8 @@ def derive(run: RunResult, plans: Sequence[FleetDesign], mocks: StrictMocks,
                       and r.type.endswith(":Fleet")), None)
         owned = [r for r in regs if fleet is not None and r.parent == fleet]
         by_node = {n: [r for r in owned if _is_node_of(r.name, n)] for n in sampled}
-        templates: dict[bool, tuple[str, str, list[dict[str, Any]]]] = {}
+        templates: dict[bool, tuple[str, str, tuple[list[dict[str, Any]],
+                                                    list[tuple[str, Any]]]]] = {}
         for cls in (True, False):
             same = [n for n in sampled if existing(plan, n) == cls]
             if len(same) >= 2:

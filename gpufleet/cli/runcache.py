@@ -79,24 +79,36 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def run_key(run: RunInputs, compiled: Compiled, code: Iterable[Path]) -> str:
-    """The digest of everything the run's registrations are made of."""
-    data = {"compiled": plan_to_json(compiled),
-            "run": {"paths": [os.path.abspath(p) for p in run.paths], "profile": run.profile,
-                    "catalog_dir": run.catalog_dir, "stack": run.stack,
-                    "ssh_public_key": run.ssh_public_key},
-            "gpufleet": __version__, "sdks": _versions(), "code": _code_fingerprint(code)}
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+def _digest(data: dict[str, Any], code: Iterable[Path]) -> str:
+    """The digest of ``data`` with what every answer also depends on: gpufleet's and the
+    SDKs' versions and the code's fingerprint."""
+    full = {**data, "gpufleet": __version__, "sdks": _versions(),
+            "code": _code_fingerprint(code)}
+    text = json.dumps(full, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _read(path: Path, key: str) -> Registered | None:
-    """An entry, only when it reads back whole as a run of ``key``."""
+def run_key(run: RunInputs, compiled: Compiled, code: Iterable[Path]) -> str:
+    """The digest of everything the run's registrations are made of."""
+    return _digest({"compiled": plan_to_json(compiled),
+                    "run": {"paths": [os.path.abspath(p) for p in run.paths],
+                            "profile": run.profile, "catalog_dir": run.catalog_dir,
+                            "stack": run.stack, "ssh_public_key": run.ssh_public_key}}, code)
+
+
+def _entry(path: Path, key: str) -> dict[str, Any] | None:
+    """The JSON object of an entry, only when it reads as one written for ``key``."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(doc, dict) or doc.get("key") != key:
+    return doc if isinstance(doc, dict) and doc.get("key") == key else None
+
+
+def _read(path: Path, key: str) -> Registered | None:
+    """An entry, only when it reads back whole as a run of ``key``."""
+    doc = _entry(path, key)
+    if doc is None:
         return None
     resources, invokes, exports = doc.get("resources"), doc.get("invokes"), doc.get("exports")
     if not (isinstance(resources, list) and all(isinstance(r, dict) for r in resources)
@@ -156,24 +168,18 @@ def cached(load: Callable[[], ProgramRun], code: Iterable[Path] = ()) -> Program
     return program
 
 
-
 def policy_key(subjects: Sequence[PolicySubject], levels: Mapping[str, str],
                code: Iterable[Path]) -> str:
     """The digest of everything the rules' findings are made of: each subject as the rules
     see it (its resource and the pack config), the levels, the versions and the code."""
-    data = {"subjects": [[s.resource, s.config] for s in subjects], "levels": dict(levels),
-            "gpufleet": __version__, "sdks": _versions(), "code": _code_fingerprint(code)}
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _digest({"subjects": [[s.resource, s.config] for s in subjects],
+                    "levels": dict(levels)}, code)
 
 
 def _read_findings(path: Path, key: str, subjects: int) -> list[Finding] | None:
     """An entry of findings, only when it reads back whole as findings of ``key``."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    found = doc.get("findings") if isinstance(doc, dict) and doc.get("key") == key else None
+    doc = _entry(path, key)
+    found = doc.get("findings") if doc is not None else None
     if not isinstance(found, list):
         return None
     fields = ("subject", "rule", "level", "message", "remediation")

@@ -36,8 +36,9 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     none for these resources (``gpufleet.cli.runcache``)."""
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, stack, lock, locked,
                     dict(synced or {}))
-    return pipeline.plan(validated, run, cached(_program, _components()),
-                         cached_policies(_rules, _components()), policy_levels, progress)
+    code = _components()
+    return pipeline.plan(validated, run, cached(_program, code), cached_policies(_rules, code),
+                         policy_levels, progress)
 
 
 def _program() -> ProgramRun:

@@ -62,14 +62,13 @@ def parse_json(raw: bytes, source: str, what: str) -> Any:
                              f"{e.start}); {what} is UTF-8 JSON") from None
     try:
         with _uncollected():
-            data, deep = _loads(text, source)
+            data, offset = _loads(text, source)
     except json.JSONDecodeError as e:
         raise JsonInputError(f"{source}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") \
             from None
     except RecursionError:  # the C parser's own guard, some thousand levels down
-        deep = True
-    if deep:
-        _, offset = _walk(text)
+        offset = _walk(text)[1]
+    if offset is not None:
         raise JsonInputError(f"{source}: nested deeper than {MAX_JSON_DEPTH} levels (at offset "
                              f"{offset}); this is not {what}")
     return data
@@ -89,26 +88,28 @@ def _uncollected() -> Iterator[None]:
             gc.enable()
 
 
-def _loads(text: str, source: str) -> tuple[Any, bool]:
-    """The parsed value and whether it nests deeper than the bound. Where the C scanner
-    counts its levels against the recursion limit (CPython 3.11), the limit holds the
-    bound while it parses: set, at this very call, to the margin at which a value nested
-    exactly at the bound is read and one a level deeper is refused (``_margin``). A
-    refusal the text's own depth does not bear out (a hook called at the deepest level
-    takes a level too) parses again the slow way: the value walked level by level
-    (``nesting``: a quarter of a second on a 100 MB export), as also where the scanner
-    has a limit of its own (CPython 3.12 on) or other threads run (the limit is the
-    interpreter's)."""
+def _loads(text: str, source: str) -> tuple[Any, int | None]:
+    """The parsed value, and the offset where it nests deeper than the bound (None: it
+    does not; the character walk that finds the offset runs for a refused text only).
+    Where the C scanner counts its levels against the recursion limit (CPython 3.11), the
+    limit holds the bound while it parses: set, at this very call, to the margin at which
+    a value nested exactly at the bound is read and one a level deeper is refused
+    (``_margin``). A refusal the text's own depth does not bear out (a hook called at the
+    deepest level takes a level too) parses again the slow way: the value walked level by
+    level (``nesting``: a quarter of a second on a 100 MB export), as also where the
+    scanner has a limit of its own (CPython 3.12 on) or other threads run (the limit is
+    the interpreter's)."""
     hooks: dict[str, Any] = {"parse_int": _int(source), "parse_constant": _constant(source)}
     margin = _margin(hooks) if threading.active_count() == 1 else None
     if margin is not None:
         try:
-            return _bounded(text, hooks, MAX_JSON_DEPTH + margin), False
+            return _bounded(text, hooks, MAX_JSON_DEPTH + margin), None
         except RecursionError:
-            if _walk(text)[0] > MAX_JSON_DEPTH:
-                return None, True
+            deepest, offset = _walk(text)
+            if deepest > MAX_JSON_DEPTH:
+                return None, offset
     data = json.loads(text, **hooks)
-    return data, nesting(data) > MAX_JSON_DEPTH
+    return data, _walk(text)[1] if nesting(data) > MAX_JSON_DEPTH else None
 
 
 def _bounded(text: str, hooks: dict[str, Any], levels: int) -> Any:
