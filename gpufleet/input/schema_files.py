@@ -13,11 +13,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
-from importlib import resources
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin
 
 from gpufleet.traits import BackendTraits
 
@@ -36,6 +37,15 @@ _FILES = (*KINDS, "defs", "dstack-server-config", "task")
 
 @cache
 def schema_text(kind: str) -> str:
+    # read from the package's folder where it is one (importlib.resources and the zipfile,
+    # tempfile and shutil it brings cost `gpufleet validate` about 9 ms of its start)
+    spec = find_spec("gpufleet.schemas")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / f"{kind}.schema.json"
+        if path.is_file():
+            return path.read_text("utf-8")
+    from importlib import resources  # a zipped install
+
     return (resources.files("gpufleet.schemas") / f"{kind}.schema.json").read_text("utf-8")
 
 
@@ -109,7 +119,24 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 @cache
 def validator(kind: str) -> Any:
-    """A compiled Draft 2020-12 validator whose registry holds every shipped schema."""
+    """A Draft 2020-12 validator of ``kind`` whose references reach every shipped schema:
+    gpufleet's own checker (schemacheck) where it implements every keyword the schema uses,
+    else jsonschema's."""
+    from gpufleet.input.schemacheck import Checker
+
+    root = schema(kind)
+    try:
+        checker = Checker(inlined(root, _lookup, root["$id"]), _resolved)
+        if _unsupported(checker.schema) is None:
+            return checker
+    except LookupError:
+        pass
+    return jsonschema_validator(kind)
+
+
+@cache
+def jsonschema_validator(kind: str) -> Any:
+    """jsonschema's validator of ``kind`` (the reference schemacheck is held to)."""
     from jsonschema import Draft202012Validator, validators
     from referencing import Registry, Resource
 
@@ -123,8 +150,72 @@ def validator(kind: str) -> Any:
     strict = validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator, type_checker=checker, validators={"pattern": _pattern})
     root = schema(kind)
-    return strict(_inlined(root, registry.resolver(root["$id"]), root["$id"]),
+    resolver = registry.resolver()
+    return strict(inlined(root, lambda uri: resolver.lookup(uri).contents, root["$id"]),
                   registry=registry)
+
+
+_BASE = "https://gpufleet.dev/schemas/"  # each shipped schema's `$id`: _BASE + its file name
+
+
+def _document(url: str) -> Any:
+    """The shipped schema whose `$id` is ``url`` (loaded alone: a fleet's check reads two
+    of the nine files), else None."""
+    name = url.removeprefix(_BASE).removesuffix(".schema.json")
+    if name not in _FILES or schema(name).get("$id") != url:
+        return None
+    return schema(name)
+
+
+def _lookup(uri: str) -> Any:
+    """What an absolute reference points at among the shipped schemas (a JSON pointer; an
+    anchor or an unknown document is a LookupError)."""
+    url, fragment = urldefrag(uri)
+    node = _document(url)
+    if node is None or (fragment and not fragment.startswith("/")):
+        raise LookupError(uri)
+    for part in fragment.split("/")[1:]:
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        try:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise LookupError(uri) from None
+    return node
+
+
+@cache
+def _resolved(uri: str) -> Any:
+    """The node an absolute `$ref` left in a schema points at, its own references inlined."""
+    return inlined(_lookup(uri), _lookup, urldefrag(uri).url, frozenset({uri}))
+
+
+def _unsupported(root: Any) -> str | None:
+    """What in ``root`` or a schema its references reach schemacheck leaves to jsonschema."""
+    from gpufleet.input.schemacheck import unsupported
+
+    todo, seen = [root], set()
+    while todo:
+        node = todo.pop()
+        found = unsupported(node, root=node is root)
+        if found:
+            return found
+        for uri in _refs(node):
+            if uri not in seen:
+                seen.add(uri)
+                todo.append(_resolved(uri))
+    return None
+
+
+def _refs(node: Any) -> Iterable[str]:
+    if isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                yield v
+            elif k != "$defs":
+                yield from _refs(v)
 
 
 # Keywords that only annotate: a `$ref` beside them alone validates as its target does.
@@ -132,27 +223,27 @@ _ANNOTATIONS = frozenset({"description", "title", "markdownDescription", "$comme
                           "examples", "default"})
 
 
-def _inlined(node: Any, resolver: Any, base: str, seen: frozenset[str] = frozenset()) -> Any:
-    """``node`` with each `$ref` (beside annotations only) replaced by what it points at,
-    once, when the validator is made: the validator then never looks a reference up (a
-    third of the schema pass on 200 files, bench/validate.py). Errors are the same: a `$ref`
-    yields its target's errors, whose ``schema`` is that same target. A reference in a
-    cycle, or beside other keywords, stays a `$ref`, made absolute so it resolves where it
-    now sits; `$defs` are left as they are (the registry keeps the originals). ``base``: the
-    URI relative references start from (the shipped schemas set `$id` on their roots only)."""
+def inlined(node: Any, lookup: Callable[[str], Any], base: str,
+            seen: frozenset[str] = frozenset()) -> Any:
+    """``node`` with each `$ref` (beside annotations only) replaced by what it points at
+    (``lookup`` of the absolute reference), once, when the validator is made: the validator
+    then never looks a reference up (a third of the schema pass on 200 files,
+    bench/validate.py). Errors are the same: a `$ref` yields its target's errors, whose
+    ``schema`` is that same target. A reference in a cycle, or beside other keywords, stays a
+    `$ref`, made absolute so it resolves where it now sits; `$defs` are left as they are (the
+    registry keeps the originals). ``base``: the URI relative references start from (the
+    shipped schemas set `$id` on their roots only)."""
     if isinstance(node, list):
-        return [_inlined(v, resolver, base, seen) for v in node]
+        return [inlined(v, lookup, base, seen) for v in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
     if isinstance(ref, str):
         uri = urljoin(base, ref)
         if uri in seen or not set(node) - {"$ref"} <= _ANNOTATIONS:
-            rest = {k: _inlined(v, resolver, base, seen) for k, v in node.items()
+            rest = {k: inlined(v, lookup, base, seen) for k, v in node.items()
                     if k != "$ref"}
             return {"$ref": uri, **rest}
-        resolved = resolver.lookup(ref)
-        return _inlined(resolved.contents, resolved.resolver, urldefrag(uri).url,
-                        seen | {uri})
-    return {k: v if k == "$defs" else _inlined(v, resolver, base, seen)
+        return inlined(lookup(uri), lookup, urldefrag(uri).url, seen | {uri})
+    return {k: v if k == "$defs" else inlined(v, lookup, base, seen)
             for k, v in node.items()}
