@@ -174,3 +174,29 @@ def test_python_dash_m_runs_the_cli() -> None:
     out = subprocess.run([sys.executable, "-m", "gpufleet", "validate", str(ROOT / "examples")],
                          capture_output=True, text=True, cwd=ROOT, check=False)
     assert out.returncode == 0 and out.stdout.startswith("ok: ")
+
+
+def test_what_a_command_keeps_is_made_unwatched_then_frozen() -> None:
+    """A parsed stack export: made with the cycle collector paused and frozen after, so the
+    collector never walks its objects (re-enabled first, it walked them all at once)."""
+    import gc
+
+    from gpufleet.cli.common import kept_to_the_end
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        before = gc.get_freeze_count()
+        with kept_to_the_end():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(1000)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= before + len(kept)
+        gc.disable()  # a caller that paused it itself: left paused, an error or not
+        with pytest.raises(ValueError), kept_to_the_end():
+            raise ValueError
+        assert not gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()

@@ -16,6 +16,7 @@ from gpufleet.cli.common import (
     finish_report,
     format_option,
     guard_options,
+    kept_to_the_end,
     out_option,
     parse_forbid,
     write_or_print,
@@ -253,7 +254,7 @@ def _state(stack: str, cwd: str, state_file: str | None) -> tuple[Any, bool]:
 
     if state_file is not None:
         try:
-            with open(state_file, encoding="utf-8") as f:
+            with open(state_file, encoding="utf-8") as f, kept_to_the_end():
                 return parse_export(f.read(), state_file), True
         except OSError as e:
             raise click.UsageError(f"cannot read {state_file}: {e.strerror or e}") from None

@@ -4,7 +4,6 @@ cost) and `diff` (the YAML against a `pulumi stack export`)."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from gpufleet.cli.common import (
     finish_report,
     format_option,
     guard_options,
+    kept_to_the_end,
     load_catalog_or_fail,
     lock_option,
     lock_or_exit,
@@ -154,14 +154,14 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     guards = GuardOptions(parse_forbid(forbid), tuple(allow), max_instances,
                           max_cost_per_hour, max_cost_increase)
     try:
-        state = parse_export(read_bounded(state_file, "a stack export"), state_file)
+        # the export lives as long as the command: out of the collector's sight (for a 100 MB
+        # export, its millions of objects would be walked again by every full collection)
+        with kept_to_the_end():
+            state = parse_export(read_bounded(state_file, "a stack export"), state_file)
     except JsonInputError as e:  # not a readable regular file
         raise click.UsageError(f"--state: {e}") from None
     except StateError as e:
         raise click.ClickException(str(e)) from None
-    # the export lives as long as the command: out of the collector's sight (for a 100 MB
-    # export, its millions of objects would be walked again by every full collection)
-    gc.freeze()
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
