@@ -422,40 +422,61 @@ def test_json_nested_past_the_bound_is_refused_with_its_offset() -> None:
         parse_json(b'{"a": ' * 200_000, "x.json", "a stack export")
 
 
+def _every_value_ok(value: Any) -> bool:
+    """The plain walk (every value looked at), which the state's container walk must match."""
+    from gpufleet.review.state import SECRET_SIG, SECRET_VALUE
+
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return value[SECRET_SIG] == SECRET_VALUE and any(
+                isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
+        return all(_every_value_ok(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_every_value_ok(v) for v in value)
+    return True
+
+
+def _secret_values() -> st.SearchStrategy[Any]:
+    from gpufleet.review.state import SECRET_SIG, SECRET_VALUE
+
+    secret = st.fixed_dictionaries(
+        {SECRET_SIG: st.sampled_from([SECRET_VALUE, "x", 1])},
+        optional={"ciphertext": st.sampled_from(["v1:abc", 3, None]),
+                  "plaintext": st.sampled_from(['"x"', False])})
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3), secret)
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=2), inner, max_size=4)),
+        max_leaves=20)
+
+
 @settings(deadline=None, max_examples=300)
-@given(st.lists(st.sampled_from(["\\u0030", "\\u0039", "\\u003a", "\\u0061", "\\u0066",
-                                 "\\u0067", "\\u003c", "\\u0026", "\\u00", "\\", "u", "0",
-                                 "6", "x", '"']), max_size=30), st.booleans())
-def test_the_escape_scan_finds_what_the_expression_finds(parts: list[str], many: bool) -> None:
-    """may_hold_secrets looks at each `\\u00` in turn (and, past ten thousand, searches
-    the rest at once): it answers what one search of the whole text answers."""
+@given(st.dictionaries(st.text(max_size=2), _secret_values(), max_size=4))
+def test_the_secret_walk_finds_what_a_walk_over_every_value_finds(
+        outputs: dict[str, Any]) -> None:
+    """The state's walk looks into containers only: it answers what looking at every value
+    answers, for secrets well and badly formed at any depth."""
     from gpufleet.review import state
 
-    text = "".join(parts).encode()
-    if many:  # past the one-by-one bound: the rest searched at once
-        text = b"\\u003c" * (state._ESCAPES_ONE_BY_ONE + 5) + text
-    assert state.may_hold_secrets(text) == (state._SIG_ESCAPE.search(text) is not None)
+    assert state._secrets_ok(outputs) == _every_value_ok(outputs)
 
 
 def test_a_malformed_secret_is_refused_however_its_key_is_spelt(
         real_export: dict[str, Any]) -> None:
-    """The walk over every value that checks each secret runs unless the text cannot hold
-    the signature at all; a key spelt with JSON escapes still counts."""
+    """Every secret is checked; a key spelt with JSON escapes still counts."""
     from gpufleet.review import StateError, parse_export
-    from gpufleet.review.state import SECRET_SIG, may_hold_secrets
+    from gpufleet.review.state import SECRET_SIG
 
     data = copy.deepcopy(real_export)
     resources = data["deployment"]["resources"]
     i = next(i for i, r in enumerate(resources) if r.get("outputs"))
     good = json.dumps(data).replace("<", "\\u003c")  # as Go writes `<`, `>`, `&`
-    assert not may_hold_secrets(good.encode()) and parse_export(good).resources
+    assert parse_export(good).resources
     resources[i]["outputs"]["leak"] = {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270"}
     plain = json.dumps(data)
     escaped = plain.replace(SECRET_SIG, "\\u0034" + SECRET_SIG[1:4] + "\\u0066"
                             + SECRET_SIG[5:])  # "4" and "f" as escapes
     assert SECRET_SIG not in escaped and json.loads(escaped) == data
     for text in (plain, escaped):
-        assert may_hold_secrets(text.encode())
         with pytest.raises(StateError, match=f"resource #{i} is malformed \\(a secret in "
                                              "outputs\\)"):
             parse_export(text)

@@ -5,8 +5,7 @@ Only the fields the offline diff needs are kept; secrets stay opaque.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,39 +70,11 @@ def parse_export(text: str | bytes, source: str = "export") -> State:
     except JsonInputError as e:
         raise StateError(f"{NOT_EXPORT}: {e}; write it with `pulumi stack export --file "
                          "FILE`") from None
-    return export_from_data(data, source, secrets=may_hold_secrets(raw))
+    return export_from_data(data, source)
 
 
-# A JSON escape of a character of the secret signature (digits and a-f): with none in the
-# text, no key can decode to the signature unless the text holds it as it is.
-_SIG_ESCAPE = re.compile(rb"\\u00(?:3[0-9]|6[1-6])")
-
-
-def may_hold_secrets(raw: bytes) -> bool:
-    """False when no object of this JSON text can have the secret signature as a key: it
-    appears nowhere, not even spelt with escapes (a C-speed search; the walk that checks
-    each secret's shape then has nothing to find, a tenth of a second on 100 MB)."""
-    if SECRET_SIG.encode("ascii") in raw:
-        return True
-    # each `\u00` (a C-speed find; Go's encoder writes them for `<`, `>` and `&`), then the
-    # escape it starts: the expression over the whole text took a tenth of a second on 100 MB
-    at, looked = raw.find(b"\\u00"), 0
-    while at != -1:
-        if _SIG_ESCAPE.match(raw, at) is not None:
-            return True
-        looked += 1
-        if looked > _ESCAPES_ONE_BY_ONE:  # a text of many escapes: the expression, once
-            return _SIG_ESCAPE.search(raw, at) is not None
-        at = raw.find(b"\\u00", at + 4)
-    return False
-
-
-_ESCAPES_ONE_BY_ONE = 10_000
-
-
-def export_from_data(data: Any, source: str, secrets: bool = True) -> State:
-    """``secrets``: False where the text is known to hold no secret (``may_hold_secrets``),
-    which spares the walk over every value."""
+def export_from_data(data: Any, source: str) -> State:
+    """``data``: a parsed export (parse_json's plain dicts and lists)."""
     def bad(why: str) -> StateError:
         return StateError(f"{source}: {NOT_EXPORT}: {why}; export the stack again with "
                           "`pulumi stack export --file FILE`")
@@ -128,7 +99,7 @@ def export_from_data(data: Any, source: str, secrets: bool = True) -> State:
         raise bad("`deployment.resources` is not a list")
     if not isinstance(pending, list):
         raise bad("`deployment.pending_operations` is not a list")
-    resources = tuple(_resource(i, r, bad, secrets) for i, r in enumerate(entries))
+    resources = tuple(_resource(i, r, bad) for i, r in enumerate(entries))
     stack, project = "", ""
     root = next((r for r in resources if r.type == STACK_TYPE), None) or \
         (resources[0] if resources else None)
@@ -138,8 +109,7 @@ def export_from_data(data: Any, source: str, secrets: bool = True) -> State:
     return State(resources, int(version), stack, project, len(pending))
 
 
-def _resource(i: int, r: Any, bad: Callable[[str], StateError], secrets: bool = True
-              ) -> StateResource:
+def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource:
     if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
             or not isinstance(r.get("type"), str):
         raise bad(f"resource #{i} has no urn or type")
@@ -152,7 +122,7 @@ def _resource(i: int, r: Any, bad: Callable[[str], StateError], secrets: bool = 
     for key in ("dependencies", "ignoreChanges"):
         if isinstance(r.get(key), list) and not all(isinstance(u, str) for u in r[key]):
             wrong.append(key)
-    for key in ("inputs", "outputs") if secrets else ():
+    for key in ("inputs", "outputs"):
         if isinstance(r.get(key), dict) and not _secrets_ok(r[key]):
             wrong.append(f"a secret in {key}")
     if wrong or str(r["urn"]).count("::") < 3:
@@ -172,16 +142,27 @@ def _resource(i: int, r: Any, bad: Callable[[str], StateError], secrets: bool = 
 SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
 
 
-def _secrets_ok(value: Any) -> bool:
+def _secrets_ok(value: dict[str, Any]) -> bool:
     """Every secret as Pulumi writes it: the signature, and a string ciphertext or plaintext
-    (plaintext is JSON-encoded text with --show-secrets)."""
-    if isinstance(value, dict):
-        if SECRET_SIG in value:
-            return value[SECRET_SIG] == SECRET_VALUE and any(
-                isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
-        return all(_secrets_ok(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_secrets_ok(v) for v in value)
+    (plaintext is JSON-encoded text with --show-secrets). A JSON escape in a key is decoded
+    by then (`\\u0034dabf...` is the signature too)."""
+    if SECRET_SIG in value:
+        return value[SECRET_SIG] == SECRET_VALUE and any(
+            isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
+    return _all_ok(value.values())
+
+
+def _all_ok(values: Iterable[Any]) -> bool:
+    """Only containers are looked into, by their exact type (parsed JSON has no subclasses):
+    the walk over a 125 MB export's values takes 0.06 s, where looking at every value took
+    0.15 s and the byte search that spared it when no key could be the signature 0.19 s."""
+    for v in values:
+        kind = v.__class__
+        if kind is dict:
+            if not _secrets_ok(v):
+                return False
+        elif kind is list and not _all_ok(v):
+            return False
     return True
 
 
