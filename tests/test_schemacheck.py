@@ -140,3 +140,19 @@ def test_json_equality_as_jsonschema_has_it() -> None:
     assert not equal(True, 1) and not equal(0, False) and not equal([True], [1])
     assert not equal({"a": 1}, {"a": 1, "b": 2}) and not equal("1", 1)
     assert equal(None, None) and not equal(None, 0)
+
+
+def test_a_plugin_settings_schema_with_another_keyword_is_left_to_jsonschema() -> None:
+    """A backend plugin's settings land in the backends schema's `$defs`: one keyword
+    schemacheck does not implement sends that schema to jsonschema."""
+    import dataclasses
+
+    from gpufleet.backends import all_backends
+    from gpufleet.input.schema_files import schema_text, with_backends
+
+    backends = tuple(all_backends())
+    toy = dataclasses.replace(backends[-1], name="toycloud", settings_schema={
+        "type": "object", "properties": {"zones": {"type": "array", "uniqueItems": True}}})
+    made = with_backends(json.loads(schema_text("backends")), (*backends, toy))
+    assert unsupported(made) == "uniqueItems"
+    assert unsupported(with_backends(json.loads(schema_text("backends")), backends)) is None

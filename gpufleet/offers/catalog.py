@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,9 @@ def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
         if missing:
             raise CatalogError(f"{backend}.csv is not a gpuhunt v2 catalog: missing columns "
                                f"{', '.join(missing)}")
-        columns = tuple(index.get(name, -1) for name in _COLUMNS)
         width = len(header)
+        # a column the file lacks reads the empty value appended past the row's last
+        values = itemgetter(*(index.get(name, width) for name in _COLUMNS))
         rows, bad = [], 0
         for raw in reader:
             if not raw:
@@ -219,7 +221,8 @@ def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
                 if len(raw) > width or max(map(len, raw)) > MAX_FIELD:
                     raise ValueError("more fields than columns, or one longer than gpuhunt "
                                      "writes")
-                rows.append(_row(backend, raw, columns))
+                raw.append("")
+                rows.append(_row(backend, values(raw)))
             except ValueError:
                 bad += 1
     except csv.Error as e:  # a field past the csv module's own bound, a broken quote
@@ -235,16 +238,16 @@ def _opt_float(v: str | None) -> float | None:
 # No gpuhunt field comes near this; a longer one is not catalog data (and would be carried
 # into every plan and lock that names the row)
 MAX_FIELD = 256
-# the columns a row is read from, in _row's order (-1: not in the file's header)
+# the columns a row is read from, in _row's order
 _COLUMNS = ("instance_name", "location", "price", "spot", "cpu", "memory", "gpu_count",
             "gpu_name", "gpu_vendor", "gpu_memory", "disk_size", "flags", "cpu_arch")
 
 
-def _row(backend: str, r: list[str], columns: tuple[int, ...]) -> Row:
-    """One row by column index (a column the file lacks reads as empty); ValueError for a
-    value the row needs that is empty or does not read."""
+def _row(backend: str, values: tuple[str, ...]) -> Row:
+    """One row from its values in _COLUMNS' order; ValueError for a value the row needs that
+    is empty or does not read."""
     (instance, location, price_text, spot, cpu, memory, gpu_count_text, gpu_name, gpu_vendor,
-     gpu_memory, disk_size, flags, cpu_arch) = (r[i] if i >= 0 else "" for i in columns)
+     gpu_memory, disk_size, flags, cpu_arch) = values
     spot = spot.lower()
     if spot not in ("true", "false"):
         raise ValueError(spot)
