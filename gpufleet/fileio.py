@@ -19,6 +19,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import BinaryIO
 
 STDOUT = "-"
@@ -231,3 +232,11 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def package_data(*parts: str) -> Path:
+    """A file of gpufleet's own data (``gpufleet/data/...``). Read from the package's folder:
+    importlib.resources, and the zipfile, tempfile and shutil it imports, cost every command
+    about 9 ms of its start, and gpufleet is not installed zipped (its catalog folder is
+    read as a folder)."""
+    return Path(__file__).resolve().parent.joinpath("data", *parts)

@@ -179,3 +179,33 @@ def test_the_policy_pack_reads_a_plugins_types() -> None:
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                            check=True)
     assert (with_toy.stdout.strip(), alone.stdout.strip()) == ("True", "False")
+
+
+def test_the_version_reader_reads_what_importlib_metadata_reads(tmp_path: Path) -> None:
+    """The run cache's key holds the SDKs' versions, read without importlib.metadata: the
+    same versions, "" for what is not installed, the first of a name on the path winning,
+    an old egg-info that is a file read too."""
+    import importlib.metadata
+
+    from gpufleet.backends.entrypoints import versions
+    from gpufleet.cli.runcache import SDKS
+
+    names = [*SDKS, "PyYAML", "click", "jsonschema", "gpufleet", "no-such-dist"]
+
+    def stdlib(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+
+    assert versions(names) == {n: stdlib(n) for n in names}
+    assert versions(["pulumi"])["pulumi"]
+    shadow = tmp_path / "pulumi-0.0.1.dist-info"
+    shadow.mkdir()
+    (shadow / "METADATA").write_text("Metadata-Version: 2.1\nName: pulumi\nVersion: 0.0.1\n")
+    (tmp_path / "old_thing-1.2.egg-info").write_text("Name: old-thing\nVersion: 1.2\n\nbody")
+    found = versions(["pulumi", "old.thing"], [str(tmp_path), *sys.path])
+    assert found == {"pulumi": "0.0.1", "old.thing": "1.2"}
+    paths = [str(tmp_path), *sys.path]
+    assert found == {n: next(importlib.metadata.distributions(name=n, path=paths)).version
+                     for n in found}

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from gpufleet.fileio import package_data
 
 
 @cache
 def fabric_facts() -> dict[str, Any]:
-    text = (resources.files("gpufleet") / "data" / "catalog" / "fabrics.json").read_text("utf-8")
+    text = package_data("catalog", "fabrics.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 

@@ -21,7 +21,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from gpufleet.backends import all_backends, traits_of
@@ -33,6 +32,7 @@ from gpufleet.compile.design import (
     ServerDesign,
 )
 from gpufleet.compile.filesystems import services
+from gpufleet.fileio import package_data
 from gpufleet.traits import UBUNTU, ImageFamily
 
 # The versions installed where an image lacks them: the one place they are named.
@@ -197,8 +197,7 @@ def _fill(name: str, tag: str, ready: str, failed: str, values: dict[str, str]) 
 
 @cache
 def _template(name: str) -> str:
-    return (resources.files("gpufleet") / "data").joinpath(*name.split("/")).read_text(
-        encoding="utf-8")
+    return package_data(*name.split("/")).read_text(encoding="utf-8")
 
 
 def digest(script: str) -> str:

@@ -1,4 +1,9 @@
-"""Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order."""
+"""Offers: specs + catalog -> the cheapest matching offer per fleet, in dstack's order.
+
+`catalog update`'s module (downloads, archives, temporary files: tempfile, zipfile and shutil
+cost every command's start about 10 ms) is imported when its names are first asked for."""
+
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.offers.catalog import (
     Catalog,
@@ -33,7 +38,19 @@ from gpufleet.offers.select import (
     select,
     select_all,
 )
-from gpufleet.offers.update import UpdateError, update_catalog
+
+if TYPE_CHECKING:
+    from gpufleet.offers.update import UpdateError, update_catalog
+
+_UPDATE_NAMES = ("UpdateError", "update_catalog")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _UPDATE_NAMES:
+        from gpufleet.offers import update
+
+        return getattr(update, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "CHANGED",

@@ -14,12 +14,12 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from importlib import resources
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from gpufleet.backends import backend_names, is_backend, traits_of
+from gpufleet.fileio import package_data
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
@@ -121,7 +121,7 @@ def user_cache_dir() -> Path:
 
 
 def bundled_dir() -> Path:
-    return Path(str(resources.files("gpufleet") / "data" / "catalog"))
+    return package_data("catalog")
 
 
 def load_bundled() -> Catalog | None:
