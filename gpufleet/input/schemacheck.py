@@ -17,7 +17,7 @@ from __future__ import annotations
 import numbers
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from functools import cache
 from typing import Any
 
@@ -261,11 +261,11 @@ def _items(c: Checker, sub: Any, inst: Any, _s: dict[str, Any]) -> Errors:
     return [e for i, v in enumerate(inst) for e in c.descend(sub, v, i)]
 
 
-def _sized(kind: Callable[[Any], bool], low: bool, one: str, other: str) -> Keyword:
+def _sized(kind: type[Sized], low: bool, one: str, other: str) -> Keyword:
     """minItems/maxItems/minLength/maxLength/minProperties/maxProperties; ``one`` is the
     message at the bound jsonschema words apart (1 for a minimum, 0 for a maximum)."""
     def check(c: Checker, bound: Any, inst: Any, _s: dict[str, Any]) -> Errors:
-        if not kind(inst) or (len(inst) >= bound if low else len(inst) <= bound):
+        if not isinstance(inst, kind) or (len(inst) >= bound if low else len(inst) <= bound):
             return []
         word = one if bound == (1 if low else 0) else other
         return [SchemaError(lambda: f"{inst!r} {word}")]
@@ -368,19 +368,7 @@ KEYWORDS: dict[str, Keyword] = {
     "exclusiveMinimum": _bound(lambda v, b: v <= b, "is less than or equal to the minimum of"),
     "if": _if,
     "items": _items,
-    "maxItems": _sized(lambda v: isinstance(v, list), False, "is expected to be empty",
-                       "is too long"),
-    "maxLength": _sized(lambda v: isinstance(v, str), False, "is expected to be empty",
-                        "is too long"),
-    "maxProperties": _sized(lambda v: isinstance(v, dict), False, "is expected to be empty",
-                            "has too many properties"),
     "maximum": _bound(lambda v, b: v > b, "is greater than the maximum of"),
-    "minItems": _sized(lambda v: isinstance(v, list), True, "should be non-empty",
-                       "is too short"),
-    "minLength": _sized(lambda v: isinstance(v, str), True, "should be non-empty",
-                        "is too short"),
-    "minProperties": _sized(lambda v: isinstance(v, dict), True, "should be non-empty",
-                            "does not have enough properties"),
     "minimum": _bound(lambda v, b: v < b, "is less than the minimum of"),
     "not": _not,
     "oneOf": _one_of,
@@ -391,3 +379,13 @@ KEYWORDS: dict[str, Keyword] = {
     "required": _required,
     "type": _type,
 }
+# maxItems/minItems, maxLength/minLength, maxProperties/minProperties: what each counts, and
+# jsonschema's words past a maximum and below a minimum
+_SIZED: dict[str, tuple[type[Sized], str, str]] = {
+    "Items": (list, "is too long", "is too short"),
+    "Length": (str, "is too long", "is too short"),
+    "Properties": (dict, "has too many properties", "does not have enough properties"),
+}
+for _suffix, (_kind, _many, _few) in _SIZED.items():
+    KEYWORDS["max" + _suffix] = _sized(_kind, False, "is expected to be empty", _many)
+    KEYWORDS["min" + _suffix] = _sized(_kind, True, "should be non-empty", _few)
