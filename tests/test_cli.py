@@ -181,19 +181,19 @@ def test_what_a_command_keeps_is_made_unwatched_then_frozen() -> None:
     collector never walks its objects (re-enabled first, it walked them all at once)."""
     import gc
 
-    from gpufleet.cli.common import kept_to_the_end
+    from gpufleet.input import uncollected
 
     was = gc.isenabled()
     gc.enable()
     try:
         before = gc.get_freeze_count()
-        with kept_to_the_end():
+        with uncollected(freeze=True):
             assert not gc.isenabled()
             kept = [[i] for i in range(1000)]
         assert gc.isenabled()
         assert gc.get_freeze_count() >= before + len(kept)
         gc.disable()  # a caller that paused it itself: left paused, an error or not
-        with pytest.raises(ValueError), kept_to_the_end():
+        with pytest.raises(ValueError), uncollected(freeze=True):
             raise ValueError
         assert not gc.isenabled()
     finally:

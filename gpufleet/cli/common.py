@@ -3,11 +3,9 @@ with a located diagnostic or a usage error."""
 
 from __future__ import annotations
 
-import gc
 import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
@@ -19,21 +17,6 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CHANGES = 7  # mirrors `pulumi preview --expect-no-changes`
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
-@contextmanager
-def kept_to_the_end() -> Iterator[None]:
-    """What is made inside lives until the command ends (a parsed stack export): made with the
-    cycle collector paused, then frozen. Re-enabling the collector first would walk every
-    object made once more at the next allocation (75 ms of a 125 MB export's parse)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was:
-            gc.enable()
 
 
 def format_option(*choices: str) -> Decorator:

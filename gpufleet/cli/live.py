@@ -16,7 +16,6 @@ from gpufleet.cli.common import (
     finish_report,
     format_option,
     guard_options,
-    kept_to_the_end,
     out_option,
     parse_forbid,
     write_or_print,
@@ -250,11 +249,12 @@ def _stack_files(stack: str, cwd: str) -> tuple[list[str], str, str | None, str 
 
 def _state(stack: str, cwd: str, state_file: str | None) -> tuple[Any, bool]:
     """The stack's state (what it runs and holds now), and whether it was read at all."""
+    from gpufleet.input import uncollected
     from gpufleet.review import StateError, parse_export
 
     if state_file is not None:
         try:
-            with open(state_file, encoding="utf-8") as f, kept_to_the_end():
+            with open(state_file, encoding="utf-8") as f, uncollected(freeze=True):
                 return parse_export(f.read(), state_file), True
         except OSError as e:
             raise click.UsageError(f"cannot read {state_file}: {e.strerror or e}") from None

@@ -21,7 +21,6 @@ from gpufleet.cli.common import (
     finish_report,
     format_option,
     guard_options,
-    kept_to_the_end,
     load_catalog_or_fail,
     lock_option,
     lock_or_exit,
@@ -147,7 +146,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
     from gpufleet.cli.runs import offline_diff
-    from gpufleet.input import JsonInputError, read_bounded
+    from gpufleet.input import JsonInputError, read_bounded, uncollected
     from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
 
     check_out(out)
@@ -156,7 +155,7 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
     try:
         # the export lives as long as the command: out of the collector's sight (for a 100 MB
         # export, its millions of objects would be walked again by every full collection)
-        with kept_to_the_end():
+        with uncollected(freeze=True):
             state = parse_export(read_bounded(state_file, "a stack export"), state_file)
     except JsonInputError as e:  # not a readable regular file
         raise click.UsageError(f"--state: {e}") from None

@@ -68,14 +68,11 @@ def _code_fingerprint(roots: Iterable[Path]) -> list[tuple[str, int, int]]:
     return out
 
 
-def _versions() -> dict[str, str]:
-    return versions(SDKS)  # importlib.metadata's import alone cost a warm plan 23 ms
-
-
 def _digest(data: dict[str, Any], code: Iterable[Path]) -> str:
     """The digest of ``data`` with what every answer also depends on: gpufleet's and the
     SDKs' versions and the code's fingerprint."""
-    full = {**data, "gpufleet": __version__, "sdks": _versions(),
+    # the SDKs' versions read without importlib.metadata (its import cost a warm plan 23 ms)
+    full = {**data, "gpufleet": __version__, "sdks": versions(SDKS),
             "code": _code_fingerprint(code)}
     text = json.dumps(full, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -5,7 +5,13 @@ from gpufleet.input.bucketspec import BucketMount, BucketSpec
 from gpufleet.input.checks import region_of_zone
 from gpufleet.input.checks.reservations import parse_time
 from gpufleet.input.files import read_small_text
-from gpufleet.input.jsonfile import JsonInputError, parse_json, read_bounded, read_json_file
+from gpufleet.input.jsonfile import (
+    JsonInputError,
+    parse_json,
+    read_bounded,
+    read_json_file,
+    uncollected,
+)
 from gpufleet.input.loader import MAX_FILE_BYTES, LoadResult, load_text
 from gpufleet.input.lockspec import LOCK_FILE, Lock, LockEntry, offer_place
 from gpufleet.input.quotaspec import QuotaLimit, QuotaSettings
@@ -85,6 +91,7 @@ __all__ = [
     "schema_validator",
     "set_gateways",
     "stackconfig",
+    "uncollected",
     "validate_paths",
     "validate_texts",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from importlib.util import find_spec
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+from gpufleet.input.schemacheck import Checker, matches, unsupported
 from gpufleet.traits import BackendTraits
 
 SLOT = "x-gpufleet-backends"
@@ -37,16 +37,13 @@ _FILES = (*KINDS, "defs", "dstack-server-config", "task")
 
 @cache
 def schema_text(kind: str) -> str:
-    # read from the package's folder where it is one (importlib.resources and the zipfile,
-    # tempfile and shutil it brings cost `gpufleet validate` about 9 ms of its start)
+    # read from the package's folder, as fileio.package_data reads gpufleet's data (found
+    # by its spec: an editable install maps it to the top-level schemas/ folder)
     spec = find_spec("gpufleet.schemas")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / f"{kind}.schema.json"
-        if path.is_file():
-            return path.read_text("utf-8")
-    from importlib import resources  # a zipped install
-
-    return (resources.files("gpufleet.schemas") / f"{kind}.schema.json").read_text("utf-8")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("gpufleet.schemas is not installed: reinstall gpufleet")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return (folder / f"{kind}.schema.json").read_text("utf-8")
 
 
 @cache
@@ -101,20 +98,11 @@ def _has_slot(node: Any, which: str) -> bool:
 
 
 def _pattern(_validator: Any, pattern: str, instance: Any, _schema: Any) -> Any:
-    """`pattern` as JSON Schema means it, without Python's one leniency: `$` must be the end
-    of the string, not the place before a final newline (`name: "abc\\n"`)."""
+    """jsonschema's `pattern` as schemacheck has it (``matches``: `$` is the string's end)."""
     from jsonschema.exceptions import ValidationError
 
-    if not isinstance(instance, str):
-        return
-    m = _compiled(pattern).search(instance)
-    if m is None or (pattern.endswith("$") and m.end() != len(instance)):
+    if isinstance(instance, str) and not matches(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-@cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 @cache
@@ -122,8 +110,6 @@ def validator(kind: str) -> Any:
     """A Draft 2020-12 validator of ``kind`` whose references reach every shipped schema:
     gpufleet's own checker (schemacheck) where it implements every keyword the schema uses,
     else jsonschema's."""
-    from gpufleet.input.schemacheck import Checker
-
     root = schema(kind)
     try:
         checker = Checker(inlined(root, _lookup, root["$id"]), _resolved)
@@ -191,8 +177,6 @@ def _resolved(uri: str) -> Any:
 
 def _unsupported(root: Any) -> str | None:
     """What in ``root`` or a schema its references reach schemacheck leaves to jsonschema."""
-    from gpufleet.input.schemacheck import unsupported
-
     todo, seen = [root], set()
     while todo:
         node = todo.pop()

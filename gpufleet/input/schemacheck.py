@@ -9,7 +9,7 @@ module does not implement (``unsupported`` says which) is checked by jsonschema 
 tests/test_schemacheck.py holds the two to the same errors on generated documents.
 
 Refs: every `$ref` reaching here is absolute (``schema_files.inlined`` made it so); it is looked
-up with ``lookup`` and inlined once, then validated like any node.
+up with the checker's ``resolve`` and inlined once, then validated like any node.
 """
 
 from __future__ import annotations
@@ -116,9 +116,9 @@ Keyword = Callable[["Checker", Any, Any, dict[str, Any]], Errors]
 class Checker:
     """Validates instances against one schema (``iter_errors``, ``is_valid``)."""
 
-    def __init__(self, root: Any, lookup: Callable[[str], Any]) -> None:
+    def __init__(self, root: Any, resolve: Callable[[str], Any]) -> None:
         self.schema = root
-        self._lookup = lookup
+        self.resolve = resolve  # an absolute `$ref` -> the node it points at
         self._plans: dict[int, tuple[Any, list[tuple[Keyword, str, Any]]]] = {}
 
     def iter_errors(self, instance: Any) -> Iterator[SchemaError]:
@@ -157,9 +157,6 @@ class Checker:
             entry = (node, [(KEYWORDS[k], k, v) for k, v in node.items() if k in KEYWORDS])
             self._plans[id(node)] = entry
         return entry[1]
-
-    def resolve(self, uri: str) -> Any:
-        return self._lookup(uri)
 
 
 def _is_number(v: Any) -> bool:
@@ -290,12 +287,15 @@ def _const(c: Checker, const: Any, inst: Any, _s: dict[str, Any]) -> Errors:
     return [] if equal(inst, const) else [SchemaError(lambda: f"{const!r} was expected")]
 
 
+def matches(pattern: str, text: str) -> bool:
+    """`pattern` as JSON Schema means it, without Python's one leniency: `$` must be the end
+    of the string, not the place before a final newline (`name: "abc\\n"`)."""
+    m = _compiled(pattern).search(text)
+    return m is not None and not (pattern.endswith("$") and m.end() != len(text))
+
+
 def _pattern(c: Checker, pattern: str, inst: Any, _s: dict[str, Any]) -> Errors:
-    """As schema_files' `pattern`: `$` is the end of the string, not before a final newline."""
-    if not isinstance(inst, str):
-        return []
-    m = _compiled(pattern).search(inst)
-    if m is not None and not (pattern.endswith("$") and m.end() != len(inst)):
+    if not isinstance(inst, str) or matches(pattern, inst):
         return []
     return [SchemaError(lambda: f"{inst!r} does not match {pattern!r}")]
 
@@ -322,8 +322,7 @@ def _any_of(c: Checker, subs: list[Any], inst: Any, _s: dict[str, Any]) -> Error
 
 def _one_of(c: Checker, subs: list[Any], inst: Any, _s: dict[str, Any]) -> Errors:
     tried: Errors = []
-    out: Errors = []
-    first = None
+    first = 0
     for i, sub in enumerate(subs):
         found = c.errors(sub, inst)
         if not found:
@@ -331,15 +330,13 @@ def _one_of(c: Checker, subs: list[Any], inst: Any, _s: dict[str, Any]) -> Error
             break
         tried += found
     else:
-        out.append(SchemaError(lambda: f"{inst!r} is not valid under any of the given schemas",
-                               context=tried))
-        return out
+        return [SchemaError(lambda: f"{inst!r} is not valid under any of the given schemas",
+                            context=tried)]
     more = [sub for sub in subs[first + 1:] if not c.errors(sub, inst)]
-    if more:
-        more.append(subs[first])
-        out.append(SchemaError(lambda: f"{inst!r} is valid under each of "
-                               f"{', '.join(map(repr, more))}"))
-    return out
+    if not more:
+        return []
+    more.append(subs[first])
+    return [SchemaError(lambda: f"{inst!r} is valid under each of {', '.join(map(repr, more))}")]
 
 
 def _not(c: Checker, sub: Any, inst: Any, _s: dict[str, Any]) -> Errors:
