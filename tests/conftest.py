@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -22,6 +23,27 @@ ROOT = Path(__file__).resolve().parent.parent
 # every test runs the stack program itself (a test that patches the program must see its
 # patch); tests/test_runcache.py turns the run cache on where it tests it
 os.environ["GPUFLEET_CACHE"] = "off"
+
+
+# Modules whose module-scoped fixture starts a dstack server (tests/dstackserver.py, about
+# 8 s): under `pytest -n`, all of each one's tests go to one worker, which starts it once.
+# xdist's own `--dist loadgroup` cannot be used: it marks a test's group by rewriting the
+# item's `_nodeid`, which pytest 9 no longer reads.
+ONE_WORKER = frozenset({"tests/test_health.py", "tests/test_gateway_sync.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's `load` distribution (each test to the next idle worker), but the tests of a
+    ONE_WORKER module go to one worker together. Other modes are xdist's own."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER else nodeid
+    return Scheduling(config, log)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

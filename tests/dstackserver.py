@@ -1,7 +1,8 @@
 """A real dstack 0.22.5 server for the tests that talk to one (`gateway sync`, `health`):
 started on 127.0.0.1 from `.venv-dstack` with a temporary home and an admin token, its
 projects created through its API, its database seeded by a helper script that runs in the
-dstack virtualenv with dstack's own test factories, and stopped by its process group."""
+dstack virtualenv with dstack's own test factories, and killed by its process group. A module
+that starts one is run by one worker (tests/conftest.py, ONE_WORKER), which starts it once."""
 
 from __future__ import annotations
 
@@ -83,9 +84,8 @@ def running(home: Path, projects: Sequence[str], script: Path,
         helper(script, "seed", specs, db, env={**env})
         yield Server(url, Secret(token, "test"), "test")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        # killed outright: its graceful stop (about 3 s) is not what the tests are about and
+        # its home is a temporary folder
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=20)
         log.close()

@@ -69,7 +69,6 @@ def hostile(behaviour: Behaviour) -> Iterator[Hostile]:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    listener.settimeout(0.2)
     server = Hostile(f"http://127.0.0.1:{listener.getsockname()[1]}")
     stop = threading.Event()
 
@@ -85,11 +84,14 @@ def hostile(behaviour: Behaviour) -> Iterator[Hostile]:
                 pass
 
     def loop() -> None:
-        while not stop.is_set():
+        while True:
             try:
                 conn, _ = listener.accept()
-            except (TimeoutError, OSError):
-                continue
+            except OSError:
+                return  # the listener was shut down
+            if stop.is_set():
+                conn.close()
+                return
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=loop, daemon=True)
@@ -97,8 +99,14 @@ def hostile(behaviour: Behaviour) -> Iterator[Hostile]:
     try:
         yield server
     finally:
+        # wake the blocked accept at once (a polling timeout cost every test its length)
         stop.set()
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            socket.create_connection(listener.getsockname(), timeout=1).close()
         thread.join(5)
+        assert not thread.is_alive(), "the hostile server's accept loop did not stop"
         listener.close()
 
 

@@ -36,7 +36,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root.mkdir()
     handler = functools.partial(_Quiet, directory=str(root))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v3", root / "v3"

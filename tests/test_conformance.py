@@ -6,14 +6,17 @@ own parser and server checks (tests/dstack_oracle.py) in `.venv-dstack`."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
 import re
+import select
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -237,15 +240,50 @@ def files_we_did_not_write_here() -> dict[str, str]:
     return out
 
 
+class _Oracle:
+    """One `dstack_oracle.py --lines` process for the worker (importing dstack's server takes
+    it about 2.5 s): a batch of items a line, their verdicts a line back."""
+
+    def __init__(self) -> None:
+        # its errors, never a pipe that fills; closed with the process (close)
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [str(ORACLE), str(ROOT / "tests" / "dstack_oracle.py"), "--lines"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        atexit.register(self.close)
+
+    def ask(self, payload: str, timeout: float = 600) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(payload + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.log.seek(0)
+            said = self.log.read()[-2000:]
+            self.close()
+            pytest.fail(f"the dstack oracle gave no answer: {said}")
+        answer: list[dict[str, Any]] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+_ORACLE: list[_Oracle] = []
+
+
 def oracle(items: dict[str, str], kinds: dict[str, str] | None = None
            ) -> dict[str, dict[str, Any]]:
     assert ORACLE.exists(), "run `make oracle` (make test does) to create .venv-dstack"
     payload = json.dumps([{"name": n, "text": t, "kind": (kinds or {}).get(n, "apply")}
                           for n, t in items.items()])
-    r = subprocess.run([str(ORACLE), str(ROOT / "tests" / "dstack_oracle.py")], input=payload,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return {x["name"]: x for x in json.loads(r.stdout)}
+    if not _ORACLE or _ORACLE[0].proc.poll() is not None:
+        _ORACLE[:] = [_Oracle()]
+    return {x["name"]: x for x in _ORACLE[0].ask(payload)}
 
 
 def gpufleet_errors(text: str) -> list[str]:
@@ -341,8 +379,8 @@ GATEWAY = st.fixed_dictionaries({
 @given(st.lists(FIELDS, min_size=40, max_size=40), st.lists(GATEWAY, min_size=20, max_size=20))
 def test_generated_files_agree_with_dstack(fleets: list[dict[str, str]],
                                            gateways: list[dict[str, str]]) -> None:
-    """One oracle process (about 2.5 s to import dstack's server) per batch of forty
-    generated fleets and twenty generated gateways."""
+    """Batches of forty generated fleets and twenty generated gateways, each a line to the
+    worker's one oracle process."""
     items = {f"gen-{i}": fleet("".join(f"{k}: {v}\n" for k, v in f.items()))
              for i, f in enumerate(fleets)}
     items.update({f"gengw-{i}": gw("".join(f"{k}: {v}\n" for k, v in g.items()))
@@ -375,12 +413,25 @@ backends:
 _ERROR = re.compile(r"^(f\d+)\.dstack\.yml:\d+:\d+: error\[([A-Z]\d{3})\]", re.M)
 
 
-def _plan(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ROOT / ".venv" / "bin" / "gpufleet"), "plan", "."], cwd=folder,
-                          capture_output=True, text=True, timeout=900)
+class _Planned(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_every_file_both_accept_plans(tmp_path: Path) -> None:
+def _plan(folder: Path, monkeypatch: pytest.MonkeyPatch,
+          capsys: pytest.CaptureFixture[str]) -> _Planned:
+    """`gpufleet plan .` in ``folder``, through the CLI's entry point in this process."""
+    from gpufleet.cli import main
+
+    monkeypatch.chdir(folder)
+    code = main(["plan", "."])
+    out = capsys.readouterr()
+    return _Planned(code, out.out, out.err)
+
+
+def test_every_file_both_accept_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
     """As a team would: every file dstack and gpufleet both accept, in one folder with a
     backends file (wide address pools, a key, Azure's DNS resource group), renamed apart;
     SSH fleets one by one (several name the same hosts). `gpufleet plan` exits 0 once the
@@ -401,7 +452,7 @@ def test_every_file_both_accept_plans(tmp_path: Path) -> None:
             ssh.append((n, text))
         else:
             (folder / f"f{i:03d}.dstack.yml").write_text(text)
-    first = _plan(folder)
+    first = _plan(folder, monkeypatch, capsys)
     refused = {}
     for stem, code in _ERROR.findall(first.stderr):
         refused.setdefault(stem, set()).add(code)
@@ -411,7 +462,7 @@ def test_every_file_both_accept_plans(tmp_path: Path) -> None:
     assert wrong == {}, first.stderr[-3000:]
     for stem in refused:
         (folder / f"{stem}.dstack.yml").unlink()
-    second = _plan(folder)
+    second = _plan(folder, monkeypatch, capsys)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "policy: no violations" in second.stdout
     assert len(refused) < len(both) / 4, refused  # most files plan
@@ -419,7 +470,7 @@ def test_every_file_both_accept_plans(tmp_path: Path) -> None:
         one = tmp_path / f"ssh-{len(list(tmp_path.iterdir()))}"
         one.mkdir()
         (one / "f000.dstack.yml").write_text(text)
-        r = _plan(one)
+        r = _plan(one, monkeypatch, capsys)
         assert r.returncode == 0, (n, r.stderr[-2000:])
 
 
@@ -504,17 +555,20 @@ def test_every_dstack_command_gpufleet_gives_parses_with_dstacks_own_cli(
     """dstack 0.22.5's own CLI takes every command line gpufleet tells a user to run, and
     reads the project from it: with no CLI config it answers "Project x is not configured"
     (its `apply` has `--project`, no `-P`: given `-P x` it answers "No default project";
-    `gateway delete` takes the project on the `gateway` group)."""
-    import subprocess
-
+    `gateway delete` takes the project on the `gateway` group). All in one process of the
+    dstack virtualenv, through the CLI's entry point (tests/dstack_cli.py)."""
     commands = _told_commands()
     assert {tuple(c[:2]) for c in commands} >= {("dstack", "apply"), ("dstack", "gateway")}
     env = {**os.environ, "HOME": str(tmp_path)}
-    for argv in commands:
-        r = subprocess.run([str(ORACLE.parent / "dstack"), *argv[1:]], capture_output=True,
-                           text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
-        out = r.stdout + r.stderr
-        assert r.returncode != 2 and "nrecognized" not in out, (argv, out)
+    r = subprocess.run([str(ORACLE), str(ROOT / "tests" / "dstack_cli.py")],
+                       input=json.dumps([argv[1:] for argv in commands]), capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    answers = json.loads(r.stdout)
+    assert len(answers) == len(commands)
+    for argv, answer in zip(commands, answers, strict=True):
+        out = answer["out"]
+        assert answer["code"] != 2 and "nrecognized" not in out, (argv, out)
         if "--project" in argv:  # dstack read the project from the line
             project = argv[argv.index("--project") + 1]
             assert f"Project {project} is not configured" in out, (argv, out)
