@@ -195,6 +195,40 @@ def test_offline_runs_drop_only_the_sdks_type_aliases() -> None:
     assert len(types) > 20 and all(t.startswith("azure-native:network/v") for t in types)
 
 
+def test_offline_runs_skip_only_the_sdks_stack_traces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's call-stack capture is off while a program runs under the mock monitor (which
+    never reads it), back afterwards - after a failed program too - and what the program
+    registers is the same as with it."""
+    import pulumi.runtime.resource as sdk_resource
+    import pulumi_aws as aws
+
+    from gpufleet.components.run import harness
+
+    original = sdk_resource._get_stack_trace
+    seen: list[Any] = []
+
+    def program() -> None:
+        seen.append(sdk_resource._get_stack_trace)
+        parent = pulumi.ComponentResource("gpufleet:test:Group", "g")
+        vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16",
+                          opts=pulumi.ResourceOptions(parent=parent))
+        aws.ec2.Subnet("sub", vpc_id=vpc.id, cidr_block="10.0.1.0/24",
+                       opts=pulumi.ResourceOptions(parent=parent))
+
+    fast = harness.run_program(program, {}, harness.StrictMocks({}))
+    assert seen == [harness._no_stack_trace]
+    assert sdk_resource._get_stack_trace is original
+    with pytest.raises(Exception, match="boom"):
+        harness.run_program(lambda: (_ for _ in ()).throw(RuntimeError("boom")), {},
+                            harness.StrictMocks({}))
+    assert sdk_resource._get_stack_trace is original
+    monkeypatch.setattr(harness, "_no_stack_trace", original)  # the SDK's own capture
+    full = harness.run_program(program, {}, harness.StrictMocks({}))
+    assert seen[-1] is original
+    assert len(fast.registrations) == 3
+    assert [r.to_json() for r in fast.sorted()] == [r.to_json() for r in full.sorted()]
+
+
 def test_the_collectors_thresholds_are_restored_after_a_run() -> None:
     import gc
 

@@ -22,7 +22,9 @@ from typing import Any, cast
 
 import pulumi
 from pulumi.runtime import mocks as pmocks
+from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import rpc
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
@@ -295,6 +297,15 @@ class RunResult:
 RUN_GC_THRESHOLDS = (10_000, 100, 100)
 
 
+def _no_stack_trace() -> source_pb2.StackTrace:
+    """What the SDK sends when it finds no caller's frame: an empty trace (so no source
+    position). Stands in for ``pulumi.runtime.resource._get_stack_trace`` while a program
+    runs here: the SDK walks the whole call stack and makes a protobuf frame per level for
+    every registration, for the engine to show where a resource was declared; the mock
+    monitor never reads it (6-10% of a plan of the examples)."""
+    return source_pb2.StackTrace()
+
+
 def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: StrictMocks,
                 stack: str = "dev", project: str = "gpufleet", preview: bool = False,
                 record_outputs: bool = False) -> RunResult:
@@ -325,6 +336,8 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
     loop.set_default_executor(executor)
     thresholds = gc.get_threshold()
     gc.set_threshold(*RUN_GC_THRESHOLDS)
+    stack_trace = sdk_resource._get_stack_trace
+    sdk_resource._get_stack_trace = _no_stack_trace
     try:
         # The root Stack registers inside set_mocks: its futures must live on this loop.
         asyncio.set_event_loop(loop)
@@ -344,6 +357,7 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
         for wl in worker_loops:
             wl.close()
         gc.set_threshold(*thresholds)
+        sdk_resource._get_stack_trace = stack_trace
     return RunResult(list(monitor.regs), exports, list(mocks.calls))
 
 
