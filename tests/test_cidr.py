@@ -85,3 +85,22 @@ def test_pool_too_small_is_an_error() -> None:
         allocate_blocks("10.1.0.0/16", ["a1", "b2"])
     with pytest.raises(AllocationError, match="smaller than one /16"):
         allocate_blocks("10.1.0.0/20", ["a1"])
+
+
+@pytest.mark.parametrize(("pool", "prefix"), [("10.0.0.0/8", 16), ("10.128.0.0/9", 20),
+                                              ("172.16.0.0/12", 16), ("10.0.0.0/16", 16),
+                                              ("192.168.4.0/22", 24)])
+def test_the_pools_blocks_are_its_subnets_in_address_order(pool: str, prefix: int) -> None:
+    """Blocks made when asked for are the pool's ``subnets(new_prefix)``, slot for slot."""
+    from gpufleet.compile.cidr import _Blocks
+
+    net = IPv4Network(pool)
+    blocks = _Blocks(net, prefix)
+    expected = list(net.subnets(new_prefix=prefix))
+    assert len(blocks) == len(expected)
+    assert [blocks[i] for i in range(len(blocks))] == expected
+    assert [blocks.index(b) for b in expected] == list(range(len(expected)))
+    with pytest.raises(IndexError):
+        blocks[len(expected)]
+    with pytest.raises(IndexError):
+        blocks[-1]

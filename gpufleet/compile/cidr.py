@@ -57,8 +57,7 @@ def allocate_blocks(pool: str | IPv4Network, names: Iterable[str],
     net = ipaddress.IPv4Network(pool)
     if net.prefixlen > prefix:
         raise AllocationError(f"pool {net} is smaller than one /{prefix} fleet block")
-    blocks = list(net.subnets(new_prefix=prefix))
-    index = {b: i for i, b in enumerate(blocks)}
+    blocks = _Blocks(net, prefix)
     wanted = sorted(set(names))
     taken: dict[int, str] = {}
     out: dict[str, IPv4Network] = {}
@@ -67,7 +66,7 @@ def allocate_blocks(pool: str | IPv4Network, names: Iterable[str],
     for name, block in sorted(held.items()):
         if not fits(block, net, prefix):
             continue
-        slot = index[block]
+        slot = blocks.index(block)
         if slot in taken:
             raise AllocationError(f"{taken[slot]} and {name} both record {block} in the lock")
         taken[slot] = name
@@ -83,6 +82,29 @@ def allocate_blocks(pool: str | IPv4Network, names: Iterable[str],
     return out
 
 
+class _Blocks:
+    """The ``/prefix`` blocks of ``net`` in address order, each made when asked for (a /9
+    pool holds 2,048 blocks of /20; a plan asks for a few)."""
+
+    def __init__(self, net: IPv4Network, prefix: int) -> None:
+        self.base = int(net.network_address)
+        self.prefix = prefix
+        self.size = 1 << (32 - prefix)
+        self.count = 1 << (prefix - net.prefixlen)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, slot: int) -> IPv4Network:
+        if not 0 <= slot < self.count:
+            raise IndexError(slot)
+        return IPv4Network((self.base + slot * self.size, self.prefix))
+
+    def index(self, block: IPv4Network) -> int:
+        """The slot of a block that ``fits`` the pool's division."""
+        return (int(block.network_address) - self.base) // self.size
+
+
 def _free_slot(name: str, taken: Mapping[int, str], slots: int) -> int | None:
     for attempt in range(MAX_PROBES):
         slot = _probe(name, attempt, slots)
@@ -93,7 +115,7 @@ def _free_slot(name: str, taken: Mapping[int, str], slots: int) -> int | None:
 
 
 def _full(net: IPv4Network, prefix: int, name: str, taken: Mapping[int, str],
-          blocks: Sequence[IPv4Network]) -> str:
+          blocks: _Blocks) -> str:
     holders = sorted(taken.items())
     shown = ", ".join(f"{n} {blocks[i]}" for i, n in holders[:5])
     more = f" (+{len(holders) - 5})" if len(holders) > 5 else ""
