@@ -5,7 +5,8 @@ headers, a slow drip, an error that echoes the Authorization header, a huge body
 
 Raw sockets, not http.server: most behaviours are answers no well-behaved server library
 would write. Every connection is served on its own thread and bounded in time; the server
-stops when the test's context ends."""
+stops when the test's context ends. ``served`` runs a well-behaved one (http.server) the same
+way, for the fakes that answer as a real service would."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 Behaviour = Callable[["Seen", socket.socket], None]
 
@@ -108,6 +110,22 @@ def hostile(behaviour: Behaviour) -> Iterator[Hostile]:
         thread.join(5)
         assert not thread.is_alive(), "the hostile server's accept loop did not stop"
         listener.close()
+
+
+@contextmanager
+def served(handler: Callable[..., BaseHTTPRequestHandler]) -> Iterator[str]:
+    """An http.server answering with ``handler`` on a free port of 127.0.0.1 until the
+    context ends; yields its URL. It looks for its shutdown every 10 ms (``serve_forever``'s
+    0.5 s default cost every test that started one half a second at its end)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def answer(status: int = 200, body: bytes = b"{}", headers: dict[str, str] | None = None,

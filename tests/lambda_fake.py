@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from hostile_http import served
 from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -34,9 +35,6 @@ assert SPEC["info"]["version"] == "1.10.0"
 _URI = "urn:lambda-openapi"
 _REGISTRY = Registry().with_resource(_URI, Resource(SPEC, DRAFT202012))
 KEY = "secret-test-key-0123456789"
-# how often the server looks for its shutdown (http.server's 0.5 s default cost every test
-# that started one half a second at its end)
-POLL = 0.01
 _ERRORS = {400: "global/invalid-parameters", 401: "global/invalid-api-key",
            404: "global/object-does-not-exist", 409: "global/conflict",
            429: "global/too-many-requests", 500: "global/internal-error",
@@ -377,13 +375,5 @@ def _poll(fake: Fake, inst: dict[str, Any]) -> None:
 @contextmanager
 def serve(fake: Fake) -> Iterator[str]:
     """The fake on a free port of 127.0.0.1; yields its base URL (…/api/v1)."""
-    handler = type("Handler", (_Handler,), {"fake": fake})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, args=(POLL,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with served(type("Handler", (_Handler,), {"fake": fake})) as url:
+        yield url + "/api/v1"

@@ -7,13 +7,13 @@ from __future__ import annotations
 import functools
 import http.server
 import io
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hostile_http import served
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,15 +34,8 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / "www"
     root.mkdir()
-    handler = functools.partial(_Quiet, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v3", root / "v3"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(functools.partial(_Quiet, directory=str(root))) as url:
+        yield url + "/v3", root / "v3"
 
 
 def publish(root: Path, version: str, price_factor: float = 1.0,

@@ -242,17 +242,19 @@ def files_we_did_not_write_here() -> dict[str, str]:
 
 class _Oracle:
     """One `dstack_oracle.py --lines` process for the worker (importing dstack's server takes
-    it about 2.5 s): a batch of items a line, their verdicts a line back."""
+    it about 2.5 s), started at the first question and again after one that failed: a batch
+    of items a line, their verdicts a line back."""
 
-    def __init__(self) -> None:
-        # its errors, never a pipe that fills; closed with the process (close)
-        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [str(ORACLE), str(ROOT / "tests" / "dstack_oracle.py"), "--lines"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        atexit.register(self.close)
+    proc: subprocess.Popen[str] | None = None
 
     def ask(self, payload: str, timeout: float = 600) -> list[dict[str, Any]]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            # its errors to a file, never a pipe that fills; closed with the process
+            self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115
+            self.proc = subprocess.Popen(
+                [str(ORACLE), str(ROOT / "tests" / "dstack_oracle.py"), "--lines"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(payload + "\n")
         self.proc.stdin.flush()
@@ -267,6 +269,8 @@ class _Oracle:
         return answer
 
     def close(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -274,9 +278,11 @@ class _Oracle:
             if pipe is not None:
                 pipe.close()
         self.log.close()
+        self.proc = None
 
 
-_ORACLE: list[_Oracle] = []
+_ORACLE = _Oracle()
+atexit.register(_ORACLE.close)
 
 
 def oracle(items: dict[str, str], kinds: dict[str, str] | None = None
@@ -284,9 +290,7 @@ def oracle(items: dict[str, str], kinds: dict[str, str] | None = None
     assert ORACLE.exists(), "run `make oracle` (make test does) to create .venv-dstack"
     payload = json.dumps([{"name": n, "text": t, "kind": (kinds or {}).get(n, "apply")}
                           for n, t in items.items()])
-    if not _ORACLE or _ORACLE[0].proc.poll() is not None:
-        _ORACLE[:] = [_Oracle()]
-    return {x["name"]: x for x in _ORACLE[0].ask(payload)}
+    return {x["name"]: x for x in _ORACLE.ask(payload)}
 
 
 def gpufleet_errors(text: str) -> list[str]:
