@@ -6,7 +6,8 @@ module of the service -- 290 modules for GCP's compute, most of a second on a 2-
 machine -- while the program uses a few dozen classes. ``by_class(sdk, services)`` installs
 those services as packages whose ``__init__`` has not run: an attribute read on one
 (``gcp.compute.Instance``) imports only the module that defines it (``instance``, with the
-service's ``_inputs`` and ``outputs`` it needs). The components keep their typed
+service's ``outputs`` and the input types it names: ``lazyinputs`` makes those of a
+service's ``_inputs`` class by class too). The components keep their typed
 ``gcp.compute.Instance`` spelling, so ``mypy --strict`` checks the same inputs.
 
 A name the module guesses miss runs the service's own ``__init__`` (every class, as without
@@ -24,6 +25,8 @@ import sys
 import types
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from .lazyinputs import lazy, make_all
 
 # services whose own __init__ had to run, with the name that made it (for tests and benches)
 FULL_LOADS: list[tuple[str, str]] = []
@@ -72,7 +75,7 @@ class _Service(types.ModuleType):
         for module in _modules_for(attr):
             if importlib.machinery.PathFinder.find_spec(f"{own}.{module}", path) is None:
                 continue
-            found = importlib.import_module(f"{own}.{module}").__dict__.get(attr)
+            found = getattr(importlib.import_module(f"{own}.{module}"), attr, None)
             if found is not None:
                 setattr(self, attr, found)
                 return found
@@ -81,6 +84,7 @@ class _Service(types.ModuleType):
     def _load(self, attr: str) -> Any:
         """The service's own ``__init__``, run once into this module."""
         FULL_LOADS.append((self.__name__, attr))
+        make_all(self.__name__)  # the ``import *`` below takes every input type
         object.__setattr__(self, "__class__", types.ModuleType)  # plain attribute reads now
         spec = self.__spec__
         assert spec is not None and spec.loader is not None
@@ -104,6 +108,7 @@ def by_class(sdk: str, services: Iterable[str]) -> None:
         module = importlib.util.module_from_spec(spec)
         module.__class__ = _Service
         sys.modules[name] = module
+        lazy(name)
         parent = sys.modules.get(sdk)
         if parent is not None:  # imported already: its lazy attribute points at the old one
             setattr(parent, service, module)

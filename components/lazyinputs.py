@@ -1,0 +1,231 @@
+"""A service's input types made when first read.
+
+Every resource module of a provider SDK service starts ``from ._inputs import *``, and the
+service's ``_inputs`` defines each input type of the service twice (a ``FooArgs`` class and
+a ``FooArgsDict`` TypedDict): 1,946 classes for GCP's compute, about 0.3 s of a 2-core
+machine's time to run, most of it in ``typing`` building the annotations. A plan uses a few
+dozen of them. Here ``_inputs`` of a service ``sdk.by_class`` installs is loaded as its
+preamble (the imports) and an index: each class's name, bases, decorator and the body code
+object from the module's own compiled code (the ``.pyc`` Python keeps; nothing is compiled
+again and nothing is written). A class is made, with the classes its text names, when it is
+first read or when a module of the service is imported: that module's ``import *`` is given
+exactly the input types its source names, so ``typing.get_type_hints`` on its argument
+types (which the SDK calls to serialize a resource) finds every name it would have found.
+
+An ``_inputs`` of any other shape (a statement at column 0 that is not one class, a
+decorator other than ``@pulumi.input_type``) runs whole, as without this module, and is
+counted in ``WHOLE``: slower, never wrong. A service whose own ``__init__`` must run
+(``sdk.FULL_LOADS``) first gets every class (``make_all``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import importlib.abc
+import importlib.machinery
+import re
+import sys
+import types
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# ``_inputs`` modules that ran whole: their shape was not the one this module knows
+WHOLE: list[str] = []
+
+# a line at column 0 that is not a comment (its offset is the match's plus one); a search for
+# the newline is five times as fast as ``^`` in MULTILINE mode on 4.8 MB
+_TOP = re.compile(r"\n[^ \t\n#][^\n]*")
+_CLASS = re.compile(r"class (\w+)(?:\(([\w, ]*)\))?:\s*$")
+_DECORATOR = "@pulumi.input_type"
+_NAME = re.compile(r"[A-Z]\w*")  # what an input type's name looks like in a text
+_SERVICES: set[str] = set()  # the services whose modules this module loads
+
+
+@dataclass(frozen=True)
+class _Class:
+    position: int  # in the source, to make classes in the order the source defines them
+    bases: tuple[str, ...]
+    decorated: bool
+    body: types.CodeType
+    text: slice  # of the source: what the class's definition names
+
+
+@dataclass
+class _Index:
+    source: str
+    classes: dict[str, _Class]
+    names: list[str]  # every class, in the source's order: the module's ``__all__``
+
+
+_INDEXES: dict[str, _Index] = {}  # module name -> classes not all made yet
+
+
+def _split(source: str, code: types.CodeType) -> tuple[str, dict[str, _Class]] | None:
+    """The preamble's text and the index of an ``_inputs`` module, or None when its shape is
+    not one class after another."""
+    bodies: dict[str, types.CodeType] = {}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name in bodies:
+                return None
+            bodies[const.co_name] = const
+    tops = [(m.start() + 1, m.group()[1:]) for m in _TOP.finditer(source)]
+    first = next((i for i, (_, line) in enumerate(tops)
+                  if line.startswith(("class ", "@"))), None)
+    if first is None:
+        return None
+    starts: list[tuple[int, str, tuple[str, ...], bool]] = []
+    decorator: int | None = None
+    for offset, line in tops[first:]:
+        if line.rstrip() == _DECORATOR and decorator is None:
+            decorator = offset
+            continue
+        match = _CLASS.match(line)
+        if match is None or match.group(1) not in bodies:
+            return None
+        bases = tuple(b.strip() for b in (match.group(2) or "").split(",") if b.strip())
+        starts.append((offset if decorator is None else decorator, match.group(1), bases,
+                       decorator is not None))
+        decorator = None
+    if decorator is not None or len({s[1] for s in starts}) != len(starts):
+        return None
+    ends = [s[0] for s in starts[1:]] + [len(source)]
+    classes = {name: _Class(start, bases, decorated, bodies[name], slice(start, end))
+               for (start, name, bases, decorated), end in zip(starts, ends, strict=True)}
+    return source[: tops[first][0]], classes
+
+
+def _closure(index: _Index, names: Iterable[str]) -> list[str]:
+    """``names`` (those the index holds) with every class their definitions name, in the
+    source's order."""
+    todo = [n for n in names if n in index.classes]
+    seen = set(todo)
+    while todo:
+        found = index.classes[todo.pop()]
+        for ref in _NAME.findall(index.source[found.text]):
+            if ref in index.classes and ref not in seen:
+                seen.add(ref)
+                todo.append(ref)
+    return sorted(seen, key=lambda n: index.classes[n].position)
+
+
+def _make(module: types.ModuleType, index: _Index, names: Sequence[str]) -> None:
+    """Make ``names`` (in the source's order) into ``module`` as its ``class`` statements
+    would: the body run by ``__build_class__`` on the bases, then the decorator."""
+    space = module.__dict__
+    for name in names:
+        if name in space:
+            continue
+        found = index.classes[name]
+        body = types.FunctionType(found.body, space, name)
+        bases = (space[b] if b in space else getattr(builtins, b) for b in found.bases)
+        made = builtins.__build_class__(body, name, *bases)
+        space[name] = space["pulumi"].input_type(made) if found.decorated else made
+
+
+class _Inputs(types.ModuleType):
+    """An ``_inputs`` whose classes are made when first read; see the module's docstring."""
+
+    def __getattr__(self, attr: str) -> Any:
+        index = _INDEXES.get(self.__name__)
+        if index is None or attr not in index.classes:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        _make(self, index, _closure(index, [attr]))
+        return self.__dict__[attr]
+
+
+def make_all(service: str) -> None:
+    """Every class of ``service``'s ``_inputs`` made and its ``__all__`` whole, as a plain
+    import leaves it (before the service's own ``__init__`` runs ``import *`` on it)."""
+    name = f"{service}._inputs"
+    module, index = sys.modules.get(name), _INDEXES.pop(name, None)
+    if module is not None and index is not None:
+        _make(module, index, index.names)
+        module.__dict__["__all__"] = list(index.names)
+
+
+class _InputsLoader(importlib.abc.Loader):
+    def __init__(self, plain: importlib.machinery.SourceFileLoader) -> None:
+        self.plain = plain
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _Inputs(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        name = module.__name__
+        code = self.plain.get_code(name)
+        source = self.plain.get_source(name)
+        if code is None or source is None or (split := _split(source, code)) is None:
+            WHOLE.append(name)
+            object.__setattr__(module, "__class__", types.ModuleType)
+            self.plain.exec_module(module)
+            return
+        preamble, classes = split
+        exec(compile(preamble, self.plain.path, "exec"), module.__dict__)
+        names = sorted(classes, key=lambda n: classes[n].position)
+        _INDEXES[name] = _Index(source, classes, names)
+        module.__dict__["__all__"] = []  # ``import *`` is handed each importer's own names
+
+
+class _ModuleLoader(importlib.abc.Loader):
+    """A module of a service: its ``import *`` of ``_inputs`` gets the classes it names."""
+
+    def __init__(self, plain: importlib.machinery.SourceFileLoader, service: str) -> None:
+        self.plain = plain
+        self.service = service
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.plain.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        inputs_name = f"{self.service}._inputs"
+        source = self.plain.get_source(module.__name__)
+        if source is None or "from ._inputs import *" not in source:
+            self.plain.exec_module(module)
+            return
+        inputs = importlib.import_module(inputs_name)  # its index, before ``import *``
+        index = _INDEXES.get(inputs_name)
+        if index is None:  # made whole
+            self.plain.exec_module(module)
+            return
+        names = _closure(index, set(_NAME.findall(source)))
+        _make(inputs, index, names)
+        inputs.__dict__["__all__"] = names
+        try:
+            self.plain.exec_module(module)
+        finally:
+            inputs.__dict__["__all__"] = []
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        service, _, leaf = fullname.rpartition(".")
+        if service not in _SERVICES or leaf in ("_enums", "outputs", "_utilities"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return spec
+        if leaf == "_inputs":
+            # the ``_inputs`` this service had must not be imported again: the ``import *``
+            # of modules loaded already would then hold classes of another identity
+            spec.loader = _InputsLoader(spec.loader)
+        else:
+            spec.loader = _ModuleLoader(spec.loader, service)
+        return spec
+
+
+_FINDER = _Finder()
+
+
+def lazy(service: str) -> None:
+    """Load ``service``'s ``_inputs`` and the modules that use it as the module's docstring
+    says, from now on (modules imported already keep what they have)."""
+    if f"{service}._inputs" in sys.modules:
+        return  # imported whole already: its classes are the ones in use
+    _SERVICES.add(service)
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
