@@ -1,21 +1,23 @@
-"""A service's input types made when first read.
+"""A service's input and output types made when first read.
 
-Every resource module of a provider SDK service starts ``from ._inputs import *``, and the
-service's ``_inputs`` defines each input type of the service twice (a ``FooArgs`` class and
-a ``FooArgsDict`` TypedDict): 1,946 classes for GCP's compute, about 0.3 s of a 2-core
-machine's time to run, most of it in ``typing`` building the annotations. A plan uses a few
-dozen of them. Here ``_inputs`` of a service ``sdk.by_class`` installs is loaded as its
-preamble (the imports) and an index: each class's name, bases, decorator and the body code
-object from the module's own compiled code (the ``.pyc`` Python keeps; nothing is compiled
-again and nothing is written). A class is made, with the classes its text names, when it is
-first read or when a module of the service is imported: that module's ``import *`` is given
-exactly the input types its source names, so ``typing.get_type_hints`` on its argument
-types (which the SDK calls to serialize a resource) finds every name it would have found.
+Every resource module of a provider SDK service starts ``from . import outputs`` and
+``from ._inputs import *``, and the service's ``_inputs`` defines each input type twice (a
+``FooArgs`` class and a ``FooArgsDict`` TypedDict): 1,946 classes for GCP's compute and
+1,362 output types beside them, about 0.5 s of a 2-core machine's time to run, most of it in
+``typing`` building annotations. A plan uses a few dozen of them. Here the ``_inputs`` and
+``outputs`` of a service ``sdk.by_class`` installs load as their preamble (the imports) and
+an index: each class's name, bases, decorator and the body code object from the module's
+own compiled code (the ``.pyc`` Python keeps; nothing is compiled again and nothing is
+written). A class is made, with the classes its text names, when it is first read -- an
+output type when the SDK resolves ``'outputs.Foo'`` -- or when a module of the service is
+imported: that module's ``import *`` of ``_inputs`` is given exactly the input types its
+source names, so ``typing.get_type_hints`` on its argument types (which the SDK calls to
+serialize a resource) finds every name it would have found.
 
-An ``_inputs`` of any other shape (a statement at column 0 that is not one class, a
-decorator other than ``@pulumi.input_type``) runs whole, as without this module, and is
-counted in ``WHOLE``: slower, never wrong. A service whose own ``__init__`` must run
-(``sdk.FULL_LOADS``) first gets every class (``make_all``).
+A module of any other shape (a statement at column 0 that is not one class, a decorator
+other than ``@pulumi.input_type``/``@pulumi.output_type``) runs whole, as without this
+module, and is counted in ``WHOLE``: slower, never wrong. A service whose own ``__init__``
+must run (``sdk.FULL_LOADS``) first gets every class (``make_all``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ WHOLE: list[str] = []
 # the newline is five times as fast as ``^`` in MULTILINE mode on 4.8 MB
 _TOP = re.compile(r"\n[^ \t\n#][^\n]*")
 _CLASS = re.compile(r"class (\w+)(?:\(([\w, ]*)\))?:\s*$")
-_DECORATOR = "@pulumi.input_type"
+# the modules of a service made class by class, with the decorator their classes may have
+_DECORATORS = {"_inputs": "input_type", "outputs": "output_type"}
 _NAME = re.compile(r"[A-Z]\w*")  # what an input type's name looks like in a text
 _SERVICES: set[str] = set()  # the services whose modules this module loads
 
@@ -47,7 +50,7 @@ _SERVICES: set[str] = set()  # the services whose modules this module loads
 class _Class:
     position: int  # in the source, to make classes in the order the source defines them
     bases: tuple[str, ...]
-    decorated: bool
+    decorator: str | None  # the ``pulumi`` attribute the class is decorated with
     body: types.CodeType
     text: slice  # of the source: what the class's definition names
 
@@ -62,9 +65,11 @@ class _Index:
 _INDEXES: dict[str, _Index] = {}  # module name -> classes not all made yet
 
 
-def _split(source: str, code: types.CodeType) -> tuple[str, dict[str, _Class]] | None:
-    """The preamble's text and the index of an ``_inputs`` module, or None when its shape is
-    not one class after another."""
+def _split(source: str, code: types.CodeType, decorator: str
+           ) -> tuple[str, dict[str, _Class]] | None:
+    """The preamble's text and the index of an ``_inputs`` or ``outputs`` module (whose
+    classes may be decorated with ``@pulumi.<decorator>``), or None when its shape is not
+    one class after another."""
     bodies: dict[str, types.CodeType] = {}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -76,24 +81,24 @@ def _split(source: str, code: types.CodeType) -> tuple[str, dict[str, _Class]] |
                   if line.startswith(("class ", "@"))), None)
     if first is None:
         return None
-    starts: list[tuple[int, str, tuple[str, ...], bool]] = []
-    decorator: int | None = None
+    starts: list[tuple[int, str, tuple[str, ...], str | None]] = []
+    decorated: int | None = None  # where the pending decorator's line starts
     for offset, line in tops[first:]:
-        if line.rstrip() == _DECORATOR and decorator is None:
-            decorator = offset
+        if line.rstrip() == f"@pulumi.{decorator}" and decorated is None:
+            decorated = offset
             continue
         match = _CLASS.match(line)
         if match is None or match.group(1) not in bodies:
             return None
         bases = tuple(b.strip() for b in (match.group(2) or "").split(",") if b.strip())
-        starts.append((offset if decorator is None else decorator, match.group(1), bases,
-                       decorator is not None))
-        decorator = None
-    if decorator is not None or len({s[1] for s in starts}) != len(starts):
+        starts.append((offset if decorated is None else decorated, match.group(1), bases,
+                       None if decorated is None else decorator))
+        decorated = None
+    if decorated is not None or len({s[1] for s in starts}) != len(starts):
         return None
     ends = [s[0] for s in starts[1:]] + [len(source)]
-    classes = {name: _Class(start, bases, decorated, bodies[name], slice(start, end))
-               for (start, name, bases, decorated), end in zip(starts, ends, strict=True)}
+    classes = {name: _Class(start, bases, made_by, bodies[name], slice(start, end))
+               for (start, name, bases, made_by), end in zip(starts, ends, strict=True)}
     return source[: tops[first][0]], classes
 
 
@@ -122,11 +127,14 @@ def _make(module: types.ModuleType, index: _Index, names: Sequence[str]) -> None
         body = types.FunctionType(found.body, space, name)
         bases = (space[b] if b in space else getattr(builtins, b) for b in found.bases)
         made = builtins.__build_class__(body, name, *bases)
-        space[name] = space["pulumi"].input_type(made) if found.decorated else made
+        if found.decorator is not None:
+            made = getattr(space["pulumi"], found.decorator)(made)
+        space[name] = made
 
 
-class _Inputs(types.ModuleType):
-    """An ``_inputs`` whose classes are made when first read; see the module's docstring."""
+class _Types(types.ModuleType):
+    """An ``_inputs`` or ``outputs`` whose classes are made when first read; see the
+    module's docstring."""
 
     def __getattr__(self, attr: str) -> Any:
         index = _INDEXES.get(self.__name__)
@@ -137,27 +145,31 @@ class _Inputs(types.ModuleType):
 
 
 def make_all(service: str) -> None:
-    """Every class of ``service``'s ``_inputs`` made and its ``__all__`` whole, as a plain
-    import leaves it (before the service's own ``__init__`` runs ``import *`` on it)."""
-    name = f"{service}._inputs"
-    module, index = sys.modules.get(name), _INDEXES.pop(name, None)
-    if module is not None and index is not None:
-        _make(module, index, index.names)
-        module.__dict__["__all__"] = list(index.names)
+    """Every class of ``service``'s ``_inputs`` and ``outputs`` made and ``__all__`` whole,
+    as a plain import leaves them (before the service's own ``__init__`` runs ``import *``
+    on them)."""
+    for leaf in _DECORATORS:
+        name = f"{service}.{leaf}"
+        module, index = sys.modules.get(name), _INDEXES.pop(name, None)
+        if module is not None and index is not None:
+            _make(module, index, index.names)
+            module.__dict__["__all__"] = list(index.names)
 
 
-class _InputsLoader(importlib.abc.Loader):
-    def __init__(self, plain: importlib.machinery.SourceFileLoader) -> None:
+class _TypesLoader(importlib.abc.Loader):
+    def __init__(self, plain: importlib.machinery.SourceFileLoader, decorator: str) -> None:
         self.plain = plain
+        self.decorator = decorator
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return _Inputs(spec.name)
+        return _Types(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
         name = module.__name__
         code = self.plain.get_code(name)
         source = self.plain.get_source(name)
-        if code is None or source is None or (split := _split(source, code)) is None:
+        if (code is None or source is None
+                or (split := _split(source, code, self.decorator)) is None):
             WHOLE.append(name)
             object.__setattr__(module, "__class__", types.ModuleType)
             self.plain.exec_module(module)
@@ -166,7 +178,8 @@ class _InputsLoader(importlib.abc.Loader):
         exec(compile(preamble, self.plain.path, "exec"), module.__dict__)
         names = sorted(classes, key=lambda n: classes[n].position)
         _INDEXES[name] = _Index(source, classes, names)
-        module.__dict__["__all__"] = []  # ``import *`` is handed each importer's own names
+        if name.endswith("._inputs"):  # ``import *`` is handed each importer's own names
+            module.__dict__["__all__"] = []
 
 
 class _ModuleLoader(importlib.abc.Loader):
@@ -204,15 +217,13 @@ class _Finder(importlib.abc.MetaPathFinder):
                   target: types.ModuleType | None = None
                   ) -> importlib.machinery.ModuleSpec | None:
         service, _, leaf = fullname.rpartition(".")
-        if service not in _SERVICES or leaf in ("_enums", "outputs", "_utilities"):
+        if service not in _SERVICES or leaf in ("_enums", "_utilities"):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             return spec
-        if leaf == "_inputs":
-            # the ``_inputs`` this service had must not be imported again: the ``import *``
-            # of modules loaded already would then hold classes of another identity
-            spec.loader = _InputsLoader(spec.loader)
+        if leaf in _DECORATORS:
+            spec.loader = _TypesLoader(spec.loader, _DECORATORS[leaf])
         else:
             spec.loader = _ModuleLoader(spec.loader, service)
         return spec

@@ -33,9 +33,13 @@ WALK = textwrap.dedent("""
         sdk.by_class("pulumi_gcp", ["compute"])
         sdk.by_class("pulumi_azure_native", ["compute", "network"])
     import pulumi_gcp as gcp, pulumi_azure_native as az
-    roots = [gcp.compute.InstanceArgs, gcp.compute.FirewallArgs, gcp.compute.SubnetworkArgs,
-             az.compute.VirtualMachineScaleSetArgs, az.network.NetworkSecurityGroupArgs]
-    seen, out, todo = set(), {}, list(roots)
+    resources = [gcp.compute.Instance, gcp.compute.Firewall, gcp.compute.Subnetwork,
+                 az.compute.VirtualMachineScaleSet, az.network.NetworkSecurityGroup]
+    seen, out = set(), {}
+    # each resource's own arguments (Azure's are ``InitArgs`` where an input type has the
+    # plain name)
+    todo = [getattr(sys.modules[r.__module__], r.__name__ + "InitArgs", None)
+            or getattr(sys.modules[r.__module__], r.__name__ + "Args") for r in resources]
     def inner(t):
         yield t
         for a in typing.get_args(t):
@@ -45,14 +49,32 @@ WALK = textwrap.dedent("""
         if cls in seen:
             continue
         seen.add(cls)
-        types = _types.input_type_types(cls)
+        types = (_types.input_type_types(cls) if _types.is_input_type(cls)
+                 else _types.output_type_types(cls))
         out[f"{cls.__module__}.{cls.__qualname__}"] = {k: repr(v) for k, v in types.items()}
         for t in types.values():
-            todo.extend(x for x in inner(t) if isinstance(x, type) and _types.is_input_type(x))
+            todo.extend(x for x in inner(t) if isinstance(x, type)
+                        and (_types.is_input_type(x) or _types.is_output_type(x)))
+    # what the SDK resolves to read a resource's outputs back, and the output types they reach
+    for r in resources:
+        types = _types.resource_types(r)
+        out[r.__module__] = {k: repr(v) for k, v in types.items()}
+        for t in types.values():
+            todo.extend(x for x in inner(t) if isinstance(x, type) and _types.is_output_type(x))
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        types = _types.output_type_types(cls)
+        out[f"{cls.__module__}.{cls.__qualname__}"] = {k: repr(v) for k, v in types.items()}
+        todo.extend(x for t in types.values() for x in inner(t)
+                    if isinstance(x, type) and _types.is_output_type(x))
     made = {}
     if LAZY:
         from gpufleet.components import lazyinputs
-        for name in ("pulumi_gcp.compute._inputs", "pulumi_azure_native.compute._inputs"):
+        for name in ("pulumi_gcp.compute._inputs", "pulumi_azure_native.compute._inputs",
+                     "pulumi_gcp.compute.outputs", "pulumi_azure_native.network.outputs"):
             index = lazyinputs._INDEXES[name]
             module = sys.modules[name]
             made[name] = [sum(n in vars(module) for n in index.names), len(index.names)]
@@ -75,10 +97,14 @@ def test_the_types_a_resource_reaches_resolve_as_a_whole_import_resolves_them() 
     assert len(whole["types"]) > 100  # type: ignore[arg-type]
     made = lazy["made"]
     assert isinstance(made, dict) and made["whole"] == []
-    for name in ("pulumi_gcp.compute._inputs", "pulumi_azure_native.compute._inputs"):
+    for name in ("pulumi_gcp.compute._inputs", "pulumi_azure_native.compute._inputs",
+                 "pulumi_gcp.compute.outputs", "pulumi_azure_native.network.outputs"):
         count, total = made[name]
         assert 0 < count < total, name
     assert made["pulumi_gcp.compute._inputs"][0] * 5 < made["pulumi_gcp.compute._inputs"][1]
+    assert made["pulumi_gcp.compute.outputs"][0] * 5 < made["pulumi_gcp.compute.outputs"][1]
+    kinds = {k.rsplit(".", 2)[-2] for k in lazy["types"]}  # type: ignore[attr-defined]
+    assert {"_inputs", "outputs"} <= kinds
 
 
 INPUTS = '''\
