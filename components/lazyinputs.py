@@ -23,7 +23,6 @@ must run (``sdk.FULL_LOADS``) first gets every class (``make_all``).
 from __future__ import annotations
 
 import builtins
-import importlib
 import importlib.abc
 import importlib.machinery
 import re
@@ -132,6 +131,13 @@ def _make(module: types.ModuleType, index: _Index, names: Sequence[str]) -> None
         space[name] = made
 
 
+def imported(name: str) -> types.ModuleType:
+    """Module ``name``, imported the way an ``import`` statement imports it, so that
+    ``python -X importtime`` reports it (``importlib.import_module`` is not seen there)."""
+    __import__(name)
+    return sys.modules[name]
+
+
 class _Types(types.ModuleType):
     """An ``_inputs`` or ``outputs`` whose classes are made when first read; see the
     module's docstring."""
@@ -198,7 +204,7 @@ class _ModuleLoader(importlib.abc.Loader):
         if source is None or "from ._inputs import *" not in source:
             self.plain.exec_module(module)
             return
-        inputs = importlib.import_module(inputs_name)  # its index, before ``import *``
+        inputs = imported(inputs_name)  # its index, before ``import *``
         index = _INDEXES.get(inputs_name)
         if index is None:  # made whole
             self.plain.exec_module(module)

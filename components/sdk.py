@@ -26,7 +26,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .lazyinputs import lazy, make_all
+from .lazyinputs import imported, lazy, make_all
 
 # services whose own __init__ had to run, with the name that made it (for tests and benches)
 FULL_LOADS: list[tuple[str, str]] = []
@@ -71,11 +71,11 @@ class _Service(types.ModuleType):
         path = self.__dict__["__path__"]
         own = self.__dict__["__name__"]
         if importlib.machinery.PathFinder.find_spec(f"{own}.{attr}", path) is not None:
-            return importlib.import_module(f"{own}.{attr}")  # a module: ``outputs``
+            return imported(f"{own}.{attr}")  # a module: ``outputs``
         for module in _modules_for(attr):
             if importlib.machinery.PathFinder.find_spec(f"{own}.{module}", path) is None:
                 continue
-            found = getattr(importlib.import_module(f"{own}.{module}"), attr, None)
+            found = getattr(imported(f"{own}.{module}"), attr, None)
             if found is not None:
                 setattr(self, attr, found)
                 return found
@@ -124,4 +124,4 @@ def package_module(sdk: str, module: str) -> types.ModuleType:
         if spec is None:
             raise ModuleNotFoundError(f"{sdk} is not installed")
         sys.modules[sdk] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{sdk}.{module}")
+    return imported(f"{sdk}.{module}")
