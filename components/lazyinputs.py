@@ -27,6 +27,7 @@ import importlib.abc
 import importlib.machinery
 import re
 import sys
+import threading
 import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,7 +62,8 @@ class _Index:
     names: list[str]  # every class, in the source's order: the module's ``__all__``
 
 
-_INDEXES: dict[str, _Index] = {}  # module name -> classes not all made yet
+_INDEXES: dict[str, _Index] = {}
+_LOCK = threading.RLock()  # module name -> classes not all made yet
 
 
 def _split(source: str, code: types.CodeType, decorator: str
@@ -117,8 +119,13 @@ def _closure(index: _Index, names: Iterable[str]) -> list[str]:
 
 def _make(module: types.ModuleType, index: _Index, names: Sequence[str]) -> None:
     """Make ``names`` (in the source's order) into ``module`` as its ``class`` statements
-    would: the body run by ``__build_class__`` on the bases, then the decorator."""
-    space = module.__dict__
+    would: the body run by ``__build_class__`` on the bases, then the decorator. Under a
+    lock: a class read from two threads at once is still made once."""
+    with _LOCK:
+        _make_unlocked(module.__dict__, index, names)
+
+
+def _make_unlocked(space: dict[str, Any], index: _Index, names: Sequence[str]) -> None:
     for name in names:
         if name in space:
             continue

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,6 +119,7 @@ __all__ = [
     'MidArgs',
     'MidArgsDict',
     'UnusedArgs',
+    'SlowArgs',
 ]
 
 class BaseArgs:
@@ -154,6 +156,11 @@ class MidArgs(BaseArgs):
 @pulumi.input_type
 class UnusedArgs:
     pass
+
+
+class SlowArgs:
+    import time as _time
+    _time.sleep(0.05)  # made while another thread asks for it too
 '''
 
 THING = '''\
@@ -227,8 +234,28 @@ def test_a_service_loaded_whole_afterwards_keeps_the_classes_made_before(
     assert (f"{name}.svc", "NoSuchName") in sdk.FULL_LOADS
     assert service.MidArgs is mid and service.Thing.__module__ == f"{name}.svc.thing"
     inputs = sys.modules[f"{name}.svc._inputs"]
-    assert inputs.__all__ == ["BaseArgs", "LeafArgs", "MidArgsDict", "MidArgs", "UnusedArgs"]
+    assert inputs.__all__ == ["BaseArgs", "LeafArgs", "MidArgsDict", "MidArgs", "UnusedArgs",
+                              "SlowArgs"]
     assert service.UnusedArgs is inputs.UnusedArgs
+
+
+def test_a_class_read_by_two_threads_at_once_is_made_once(fake_sdk: tuple[str, Path]) -> None:
+    name, _ = fake_sdk
+    sdk.by_class(name, ["svc"])
+    inputs = importlib.import_module(f"{name}.svc._inputs")
+    start = threading.Barrier(4)
+    got: list[type] = []
+
+    def read() -> None:
+        start.wait()
+        got.append(inputs.SlowArgs)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(g is got[0] for g in got)
 
 
 @pytest.mark.parametrize("odd", [
