@@ -258,6 +258,29 @@ def test_a_class_read_by_two_threads_at_once_is_made_once(fake_sdk: tuple[str, P
     assert len(got) == 4 and all(g is got[0] for g in got)
 
 
+@pytest.mark.parametrize("form", ["latin-1", "pyc alone"])
+def test_a_module_whose_text_is_unreadable_gets_every_type(
+        fake_sdk: tuple[str, Path], form: str) -> None:
+    """A module not in UTF-8, or without source: what it names is unknown, so its
+    ``import *`` gets every input type, and the service's types are made whole from then."""
+    import py_compile
+
+    name, service = fake_sdk
+    source = service / "latin.py"
+    source.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\nfrom ._inputs import *\n")
+    if form == "pyc alone":
+        py_compile.compile(str(source), cfile=str(service / "latin.pyc"), doraise=True)
+        source.unlink()
+    sdk.by_class(name, ["svc"])
+    mid = importlib.import_module(f"{name}.svc.thing").MidArgs  # lazily, before
+    latin = importlib.import_module(f"{name}.svc.latin")
+    assert (type(latin.__loader__).__name__ == "SourcelessFileLoader") == (form == "pyc alone")
+    inputs = sys.modules[f"{name}.svc._inputs"]
+    assert {"UnusedArgs", "SlowArgs", "MidArgs"} <= set(vars(latin))
+    assert latin.MidArgs is mid and inputs.__all__[-1] == "SlowArgs"
+    assert f"{name}.svc" not in lazyinputs._SERVICES
+
+
 @pytest.mark.parametrize("odd", [
     "\ndef helper():\n    return 1\n",                      # a function at column 0
     "\nALIAS = 'LeafArgs'\n",                               # an assignment
