@@ -1,6 +1,6 @@
 """A cache of what the stack program registered offline, so a `gpufleet plan` of inputs it
 has planned before skips the program and the provider SDKs it imports (most of a cold plan's
-time: importing pulumi-gcp's compute types alone takes about a second).
+time: the Pulumi SDK, the provider SDK modules the program loads and the program's run).
 
 The key is everything a run's registrations are made of: the compiled plans, the run's
 inputs (files, profile, catalog folder, stack, the stack's SSH key), the versions of
