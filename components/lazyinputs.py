@@ -33,7 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# ``_inputs`` modules that ran whole: their shape was not the one this module knows
+# ``_inputs`` and ``outputs`` modules that ran whole: their shape was not the one this
+# module knows
 WHOLE: list[str] = []
 
 # a line at column 0 that is not a comment (its offset is the match's plus one); a search for
@@ -55,15 +56,19 @@ class _Class:
     text: slice  # of the source: what the class's definition names
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Index:
     source: str
-    classes: dict[str, _Class]
-    names: list[str]  # every class, in the source's order: the module's ``__all__``
+    classes: dict[str, _Class]  # in the source's order
+
+    @property
+    def names(self) -> list[str]:
+        """Every class, in the source's order: the module's ``__all__``."""
+        return list(self.classes)
 
 
-_INDEXES: dict[str, _Index] = {}
-_LOCK = threading.RLock()  # module name -> classes not all made yet
+_INDEXES: dict[str, _Index] = {}  # module name -> its index, while not every class is made
+_LOCK = threading.RLock()
 
 
 def _split(source: str, code: types.CodeType, decorator: str
@@ -197,16 +202,16 @@ class _TypesLoader(importlib.abc.Loader):
         name = module.__name__
         code = self.plain.get_code(name)
         source = _source(self.plain)
-        if (code is None or source is None
-                or (split := _split(source, code, self.decorator)) is None):
+        if code is None:
+            raise ImportError(f"no code for {name}", name=name)
+        if source is None or (split := _split(source, code, self.decorator)) is None:
             WHOLE.append(name)
             object.__setattr__(module, "__class__", types.ModuleType)
-            self.plain.exec_module(module)
+            exec(code, module.__dict__)  # the module as a plain import runs it
             return
         preamble, classes = split
         exec(compile(preamble, self.plain.path, "exec"), module.__dict__)
-        names = sorted(classes, key=lambda n: classes[n].position)
-        _INDEXES[name] = _Index(source, classes, names)
+        _INDEXES[name] = _Index(source, classes)
         if name.endswith("._inputs"):  # ``import *`` is handed each importer's own names
             module.__dict__["__all__"] = []
 
@@ -224,14 +229,13 @@ class _ModuleLoader(importlib.abc.Loader):
     def exec_module(self, module: types.ModuleType) -> None:
         inputs_name = f"{self.service}._inputs"
         source = _source(self.plain)
+        index = None
         if source is None:  # what it names is unknown: its ``import *`` takes every type
             _whole(self.service)
-        if source is None or "from ._inputs import *" not in source:
-            self.plain.exec_module(module)
-            return
-        inputs = imported(inputs_name)  # its index, before ``import *``
-        index = _INDEXES.get(inputs_name)
-        if index is None:  # made whole
+        elif "from ._inputs import *" in source:
+            inputs = imported(inputs_name)  # its index (None: made whole), before ``import *``
+            index = _INDEXES.get(inputs_name)
+        if source is None or index is None:
             self.plain.exec_module(module)
             return
         names = _closure(index, set(_NAME.findall(source)))
