@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from measured import run_measured
+from measured import USER_ENV, run_measured
 
 FLEET = {
     "gcp": ("placement: cluster\nbackends: [gcp]\nspot_policy: auto\nresources:\n"
@@ -33,7 +32,7 @@ FLEET = {
     "aws": ("placement: cluster\nbackends: [aws]\nregions: [us-east-1]\nresources:\n"
             "  gpu: L40S:8\n", 17),
 }
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
 
 
 def fleet_yaml(i: int, nodes: int, backend: str) -> str:

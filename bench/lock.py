@@ -11,7 +11,6 @@ Each case is a fresh process (start-up included), timed --rounds times; medians 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -19,9 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import USER_ENV
+
 SHAPES = [("gcp", "B200:8"), ("aws", "H100:8"), ("gcp", "L4"), ("azure", "A100:80GB:8"),
           ("aws", "L40S:8")]
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
 
 
 def write_fleets(folder: Path, count: int) -> None:

@@ -9,12 +9,18 @@ the exec: a child started by a benchmark that holds a 400 MB export in memory re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+# the environment the benchmarks run commands in, as a user's shell runs them: Python writes
+# the .pyc files it reads on the next run (a PYTHONDONTWRITEBYTECODE=1 inherited here would
+# compile every module edited since the last write on each timed run)
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 _LAUNCHER = """
 import json, os, subprocess, sys, time

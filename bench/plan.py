@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from measured import run_measured
+from measured import USER_ENV, run_measured
 
 # Shapes that scale to 5,000 nodes: GCP A4 (10 NICs per node) in a cluster; AWS g6e (one
 # ENA; 5,000 p5 nodes x 32 interfaces would not fit one subnet, which plan refuses); Azure
@@ -60,8 +60,7 @@ BACKENDS = {
              "    tenant_id: 00000000-0000-0000-0000-000000000000\n",
 }
 ACCESS = "access:\n  ssh_public_key: ssh-ed25519 AAAAbench bench\nbackends:\n"
-COLD = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        "GPUFLEET_CACHE": "off"}
+COLD = {**USER_ENV, "GPUFLEET_CACHE": "off"}
 
 
 def fleet_folder(root: Path, backend: str, nodes: int) -> str:

@@ -31,12 +31,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from measured import USER_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
 SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native")
-# as a user's shell runs them: Python writes the .pyc files it reads on the next run (a
-# PYTHONDONTWRITEBYTECODE=1 here would compile every module edited since the last write)
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
 
 
 COLD = {"GPUFLEET_CACHE": "off"}

@@ -15,7 +15,6 @@ timed against a tool that does not).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measured import USER_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = ["H100:8", "A100:80GB:8", "B200:8", "L4", "24GB..:2", "A10G,A100", "nvidia:1..4"]
@@ -58,7 +59,7 @@ def make_files(folder: Path, count: int) -> list[Path]:
     return files
 
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
 
 
 def timed(cmd: list[str]) -> float:
