@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,26 @@ from typing import IO, Any
 # the .pyc files it reads on the next run (a PYTHONDONTWRITEBYTECODE=1 inherited here would
 # compile every module edited since the last write on each timed run)
 USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+_COLD: set[str] = set()  # the cache folders of cold runs
+
+
+def cold_env(folder: Path) -> dict[str, str]:
+    """The environment of a cold run as a user's next run of new inputs has it: gpufleet's
+    cache on in ``folder``, with no run or policy entry (``forget_runs`` removes them before
+    each timed run) but the provider SDKs' type indexes (``sdk/``) a first run wrote, as
+    Python keeps the .pyc files it wrote. ``GPUFLEET_CACHE=off`` is a first run ever: no
+    cache at all."""
+    _COLD.add(str(folder))
+    return {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(folder)}
+
+
+def forget_runs(env: dict[str, str]) -> None:
+    """Before a timed run in a ``cold_env``: its run and policy entries removed."""
+    folder = env.get("GPUFLEET_CACHE_DIR", "")
+    if env.get("GPUFLEET_CACHE") == "on" and folder in _COLD:
+        for kind in ("runs", "policies"):
+            shutil.rmtree(Path(folder) / kind, ignore_errors=True)
 
 _LAUNCHER = """
 import json, os, subprocess, sys, time

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from measured import USER_ENV
+from measured import USER_ENV, cold_env, forget_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
@@ -39,28 +39,31 @@ SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native")
 ENV = USER_ENV
 
 
-COLD = {"GPUFLEET_CACHE": "off"}
+OFF = {"GPUFLEET_CACHE": "off"}  # no cache at all: a first run ever
 
 
 def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """label -> (command, environment); ``tmp`` holds the run cache (primed before the
-    warm rounds) and the examples' stack export."""
+    """label -> (command, environment); ``tmp`` holds the caches (a cold run's is primed
+    with the SDKs' type indexes, a warm run's with the run too, before the timed rounds)
+    and the examples' stack export."""
     py = sys.executable
     warm = {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(tmp / "cache")}
+    cold = cold_env(tmp / "cold")
     gpufleet = [py, "-m", "gpufleet"]
     return {
-        "python -c pass": ([py, "-c", "pass"], COLD),
-        "gpufleet --help": ([*gpufleet, "--help"], COLD),
-        "gpufleet validate examples/": ([*gpufleet, "validate", EXAMPLES], COLD),
-        "gpufleet plan examples/ (cold)": ([*gpufleet, "plan", EXAMPLES], COLD),
+        "python -c pass": ([py, "-c", "pass"], OFF),
+        "gpufleet --help": ([*gpufleet, "--help"], OFF),
+        "gpufleet validate examples/": ([*gpufleet, "validate", EXAMPLES], OFF),
+        "gpufleet plan examples/ (first run)": ([*gpufleet, "plan", EXAMPLES], OFF),
+        "gpufleet plan examples/ (cold)": ([*gpufleet, "plan", EXAMPLES], cold),
         "gpufleet plan examples/ (warm)": ([*gpufleet, "plan", EXAMPLES], warm),
-        "gpufleet quota examples/ (cold)": ([*gpufleet, "quota", EXAMPLES], COLD),
+        "gpufleet quota examples/ (cold)": ([*gpufleet, "quota", EXAMPLES], cold),
         "gpufleet quota examples/ (warm)": ([*gpufleet, "quota", EXAMPLES], warm),
         "gpufleet export skypilot": ([*gpufleet, "export", "skypilot", "--state",
                                       str(tmp / "state.json"), "--out", str(tmp / "sky"),
-                                      "--force"], COLD),
+                                      "--force"], OFF),
         "gpufleet health": ([*gpufleet, "health", "--outputs", str(tmp / "outputs.json")],
-                            COLD),
+                            OFF),
     }
 
 
@@ -112,6 +115,7 @@ def dstack_server(tmp: Path, fleets: dict[str, Any]) -> Iterator[dict[str, str]]
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
+    forget_runs(env)
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True,
                           check=False, cwd=ROOT, env={**ENV, **env})
@@ -122,11 +126,13 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
-def import_times() -> tuple[dict[str, float], list[tuple[float, str]]]:
-    """Self import time per provider SDK, and the ten largest imports (cumulative, s)."""
+def import_times(cold: dict[str, str]) -> tuple[dict[str, float], list[tuple[float, str]]]:
+    """Self import time per provider SDK, and the ten largest imports (cumulative, s), of a
+    cold plan (``cold``: its environment)."""
+    forget_runs(cold)
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpufleet", "plan",
                            EXAMPLES], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, check=True, cwd=ROOT, env={**ENV, **COLD})
+                          text=True, check=True, cwd=ROOT, env={**ENV, **cold})
     per_sdk = dict.fromkeys(SDKS, 0.0)
     top: list[tuple[float, str]] = []
     for line in done.stderr.splitlines():
@@ -158,11 +164,11 @@ def main() -> None:
         with dstack_server(tmp, fleets) as server_env:
             for label, (cmd, env) in commands(tmp).items():
                 env = {**env, **server_env} if label == "gpufleet health" else env
-                if "(warm)" in label:
-                    timed(cmd, env)  # the first run of these inputs fills the cache
+                if "(warm)" in label or "(cold)" in label:
+                    timed(cmd, env)  # a first run fills the cache (cold: the SDKs' indexes)
                 medians[label] = statistics.median(timed(cmd, env) for _ in range(rounds))
-                print(f"  {label:<34} {medians[label]:6.2f} s")
-    per_sdk, top = import_times()
+                print(f"  {label:<36} {medians[label]:6.2f} s")
+        per_sdk, top = import_times(commands(tmp)["gpufleet plan examples/ (cold)"][1])
     print("provider SDK imports in `plan examples/` (self time, -X importtime):")
     for sdk, seconds in per_sdk.items():
         print(f"  {sdk:<30} {seconds:6.2f} s")

@@ -29,13 +29,17 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from . import typestore
 
 # ``_inputs`` and ``outputs`` modules that ran whole: their shape was not the one this
 # module knows
 WHOLE: list[str] = []
+# ``_inputs`` and ``outputs`` modules whose index was read from the store (``typestore``)
+STORED: list[str] = []
 
 # a line at column 0 that is not a comment (its offset is the match's plus one); a search for
 # the newline is five times as fast as ``^`` in MULTILINE mode on 4.8 MB
@@ -52,19 +56,72 @@ class _Class:
     position: int  # in the source, to make classes in the order the source defines them
     bases: tuple[str, ...]
     decorator: str | None  # the ``pulumi`` attribute the class is decorated with
-    body: types.CodeType
-    text: slice  # of the source: what the class's definition names
 
 
-@dataclass(frozen=True)
 class _Index:
-    source: str
-    classes: dict[str, _Class]  # in the source's order
+    """A module's classes (in the source's order), each class's body code and the classes
+    its definition names."""
+
+    def __init__(self, classes: dict[str, _Class]) -> None:
+        self.classes = classes
 
     @property
     def names(self) -> list[str]:
         """Every class, in the source's order: the module's ``__all__``."""
         return list(self.classes)
+
+    def body(self, name: str) -> types.CodeType:
+        raise NotImplementedError
+
+    def refs(self, name: str) -> Iterable[str]:
+        raise NotImplementedError
+
+
+class _TextIndex(_Index):
+    """An index built from the module's text and compiled code."""
+
+    def __init__(self, source: str, classes: dict[str, _Class],
+                 bodies: dict[str, types.CodeType], texts: dict[str, slice]) -> None:
+        super().__init__(classes)
+        self.source, self.bodies, self.texts = source, bodies, texts
+
+    def body(self, name: str) -> types.CodeType:
+        return self.bodies[name]
+
+    def refs(self, name: str) -> Iterable[str]:
+        return (r for r in _NAME.findall(self.source[self.texts[name]]) if r in self.classes)
+
+    def entries(self) -> list[typestore.Entry]:
+        """Every class as the store keeps it."""
+        return [typestore.Entry(name, c.bases, c.decorator,
+                                tuple(dict.fromkeys(r for r in self.refs(name) if r != name)),
+                                self.bodies[name]) for name, c in self.classes.items()]
+
+
+class _StoredIndex(_Index):
+    """An index read back from the store (``typestore``). A body that does not read back as
+    code (the entry damaged after its header was checked) is taken from the index
+    ``rebuild`` makes of the module's text instead, from then on."""
+
+    def __init__(self, stored: typestore.Stored,
+                 rebuild: Callable[[], _TextIndex | None]) -> None:
+        super().__init__({name: _Class(i, bases, decorator) for i, (name, (bases, decorator, *_))
+                          in enumerate(stored.classes.items())})
+        self.stored, self.rebuild = stored, rebuild
+        self.text: _TextIndex | None = None
+
+    def body(self, name: str) -> types.CodeType:
+        if self.text is None:
+            try:
+                return self.stored.body(name)
+            except (ValueError, EOFError, TypeError):
+                self.text = self.rebuild()
+                if self.text is None:
+                    raise
+        return self.text.body(name)
+
+    def refs(self, name: str) -> Iterable[str]:
+        return self.stored.classes[name][2]
 
 
 _INDEXES: dict[str, _Index] = {}  # module name -> its index, while not every class is made
@@ -72,7 +129,7 @@ _LOCK = threading.RLock()
 
 
 def _split(source: str, code: types.CodeType, decorator: str
-           ) -> tuple[str, dict[str, _Class]] | None:
+           ) -> tuple[str, _TextIndex] | None:
     """The preamble's text and the index of an ``_inputs`` or ``outputs`` module (whose
     classes may be decorated with ``@pulumi.<decorator>``), or None when its shape is not
     one class after another."""
@@ -103,9 +160,9 @@ def _split(source: str, code: types.CodeType, decorator: str
     if decorated is not None or len({s[1] for s in starts}) != len(starts):
         return None
     ends = [s[0] for s in starts[1:]] + [len(source)]
-    classes = {name: _Class(start, bases, made_by, bodies[name], slice(start, end))
-               for (start, name, bases, made_by), end in zip(starts, ends, strict=True)}
-    return source[: tops[first][0]], classes
+    classes = {name: _Class(start, bases, made_by) for start, name, bases, made_by in starts}
+    texts = {name: slice(start, end) for (start, name, *_), end in zip(starts, ends, strict=True)}
+    return source[: tops[first][0]], _TextIndex(source, classes, bodies, texts)
 
 
 def _closure(index: _Index, names: Iterable[str]) -> list[str]:
@@ -114,9 +171,8 @@ def _closure(index: _Index, names: Iterable[str]) -> list[str]:
     todo = [n for n in names if n in index.classes]
     seen = set(todo)
     while todo:
-        found = index.classes[todo.pop()]
-        for ref in _NAME.findall(index.source[found.text]):
-            if ref in index.classes and ref not in seen:
+        for ref in index.refs(todo.pop()):
+            if ref not in seen:
                 seen.add(ref)
                 todo.append(ref)
     return sorted(seen, key=lambda n: index.classes[n].position)
@@ -135,7 +191,7 @@ def _make_unlocked(space: dict[str, Any], index: _Index, names: Sequence[str]) -
         if name in space:
             continue
         found = index.classes[name]
-        body = types.FunctionType(found.body, space, name)
+        body = types.FunctionType(index.body(name), space, name)
         bases = (space[b] if b in space else getattr(builtins, b) for b in found.bases)
         made = builtins.__build_class__(body, name, *bases)
         if found.decorator is not None:
@@ -200,20 +256,44 @@ class _TypesLoader(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         name = module.__name__
-        code = self.plain.get_code(name)
-        source = _source(self.plain)
-        if code is None:
-            raise ImportError(f"no code for {name}", name=name)
-        if source is None or (split := _split(source, code, self.decorator)) is None:
-            WHOLE.append(name)
-            object.__setattr__(module, "__class__", types.ModuleType)
-            exec(code, module.__dict__)  # the module as a plain import runs it
-            return
-        preamble, classes = split
-        exec(compile(preamble, self.plain.path, "exec"), module.__dict__)
-        _INDEXES[name] = _Index(source, classes)
+        key = typestore.key(name, self.plain.path)
+        stored = typestore.load(key) if key is not None else None
+        index: _Index
+        if stored is not None and key is not None:
+            STORED.append(name)
+            preamble, index = stored.preamble, _StoredIndex(stored, lambda: self._again(key))
+        else:
+            code, split = self._read(name)
+            if split is None:  # another shape, or text not in UTF-8
+                WHOLE.append(name)
+                object.__setattr__(module, "__class__", types.ModuleType)
+                exec(code, module.__dict__)  # the module as a plain import runs it
+                return
+            preamble, index = compile(split[0], self.plain.path, "exec"), split[1]
+            if key is not None:
+                typestore.save(key, preamble, split[1].entries())
+        exec(preamble, module.__dict__)
+        _INDEXES[name] = index
         if name.endswith("._inputs"):  # ``import *`` is handed each importer's own names
             module.__dict__["__all__"] = []
+
+    def _read(self, name: str) -> tuple[types.CodeType, tuple[str, _TextIndex] | None]:
+        """The module's compiled code, and its preamble's text and index (None: its text
+        is not UTF-8 or its shape is not one class after another)."""
+        code = self.plain.get_code(name)
+        if code is None:
+            raise ImportError(f"no code for {name}", name=name)
+        source = _source(self.plain)
+        return code, None if source is None else _split(source, code, self.decorator)
+
+    def _again(self, key: typestore.Key) -> _TextIndex | None:
+        """The index made from the text again, and stored again, when a stored body did not
+        read back."""
+        _, split = self._read(key[0])
+        if split is None:
+            return None
+        typestore.save(key, compile(split[0], self.plain.path, "exec"), split[1].entries())
+        return split[1]
 
 
 class _ModuleLoader(importlib.abc.Loader):

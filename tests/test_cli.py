@@ -200,3 +200,31 @@ def test_what_a_command_keeps_is_made_unwatched_then_frozen() -> None:
         gc.unfreeze()
         if was:
             gc.enable()
+
+
+def test_one_shot_commands_run_without_the_cyclic_collector_only_as_the_process() -> None:
+    """Run as the process's own command line, an offline command bounded by its input runs
+    without the cyclic collector; a command that waits on servers or the Pulumi CLI keeps it,
+    and so does every call of ``main`` with arguments (the tests', a caller's process)."""
+    code = (
+        "import gc, io, sys, contextlib\n"
+        "from gpufleet.cli import main\n"
+        "out = []\n"
+        "for argv in (['gpufleet', 'schema', 'fleet'], ['gpufleet', '-v', 'validate', 'nowhere'],"
+        " ['gpufleet', 'health', '--outputs', 'nowhere'], ['gpufleet', '--help']):\n"
+        "    gc.enable()\n"
+        "    sys.argv = argv\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), "
+        "contextlib.redirect_stderr(io.StringIO()):\n"
+        "        main()\n"
+        "    out.append(gc.isenabled())\n"
+        "gc.enable()\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['schema', 'fleet'])\n"
+        "out.append(gc.isenabled())\n"
+        "print(out)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[False,", "False,", "True,", "True,", "True]"]

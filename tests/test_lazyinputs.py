@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -80,13 +81,14 @@ WALK = textwrap.dedent("""
             module = sys.modules[name]
             made[name] = [sum(n in vars(module) for n in index.names), len(index.names)]
         made["whole"] = lazyinputs.WHOLE
+        made["stored"] = lazyinputs.STORED
     print(json.dumps({"types": out, "made": made}))
 """)
 
 
-def walk(mode: str) -> dict[str, object]:
+def walk(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
     done = subprocess.run([sys.executable, "-c", WALK, mode], capture_output=True, text=True,
-                          check=False, cwd=ROOT)
+                          check=False, cwd=ROOT, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr
     out: dict[str, object] = json.loads(done.stdout)
     return out

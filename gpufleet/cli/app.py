@@ -133,10 +133,24 @@ def _freeze_at_exit() -> None:
         atexit.register(gc.freeze)  # atexit runs it last: registered before the commands'
 
 
+# Commands whose work is bounded by their input and done offline in a few seconds: run as
+# the process's own command line, they run without the cyclic collector. Its collections walk
+# every object made since the last (the Pulumi SDK's and the provider SDKs' classes, each
+# Output of a run): 0.13 s of a 1.3 s cold `plan examples/`, for about 60,000 objects of
+# garbage in cycles (under 2 MB) the process's exit takes back. Commands that wait on the
+# Pulumi CLI or on servers (up, drift, replace, health, ...) keep it.
+ONE_SHOT = frozenset({"catalog", "diff", "export", "lock", "offers", "plan", "policy", "quota",
+                      "schema", "validate"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: run the CLI and map every outcome to an exit code, never a traceback."""
+    """Entry point: run the CLI and map every outcome to an exit code, never a traceback.
+    ``argv`` None: the process's own command line (``gpufleet``, ``python -m gpufleet``),
+    which exits when this returns."""
     _freeze_at_exit()
     args = list(argv) if argv is not None else sys.argv[1:]
+    if argv is None and next((a for a in args if not a.startswith("-")), None) in ONE_SHOT:
+        gc.disable()
     verbose = "-v" in args or "--verbose" in args
     try:
         cli.main(args=args, prog_name="gpufleet", standalone_mode=False)

@@ -7,7 +7,7 @@ inputs (files, profile, catalog folder, stack, the stack's SSH key), the version
 gpufleet, Pulumi and every provider SDK, and a fingerprint of gpufleet's own code (each
 source file's path, size and modification time, so an edit without a version bump never
 reads an old answer). An entry is a JSON file of the registrations under the cache folder
-(`$GPUFLEET_CACHE_DIR`, else `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`), written
+(``gpufleet.cachedir``: `$GPUFLEET_CACHE_DIR`, else `~/.cache/gpufleet`), written
 whole (a temporary file renamed into place) and readable by its owner only; one that does not
 read back as a run of the same key is ignored. Runs of more than MAX_NODES nodes are not kept.
 The policy pack's findings are kept the same way (`policies/` beside `runs/`), keyed by each
@@ -27,6 +27,7 @@ from typing import Any
 
 from gpufleet import __version__
 from gpufleet.backends.entrypoints import versions
+from gpufleet.cachedir import cache_dir
 from gpufleet.compile import Compiled, plan_to_json
 from gpufleet.compile.runs import (
     Finding,
@@ -48,15 +49,6 @@ SDKS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-azure-native", "pulumi-clo
 # resource's JSON, which costs about what the rules do
 MAX_SUBJECTS = 5000
 _ROOT = Path(__file__).resolve().parent.parent  # the gpufleet package
-
-
-def cache_dir(kind: str = "runs") -> Path | None:
-    """Where entries of ``kind`` (runs, policies) live; None when the cache is off."""
-    if os.environ.get("GPUFLEET_CACHE", "").lower() in ("off", "0", "no", "false"):
-        return None
-    base = os.environ.get("GPUFLEET_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "gpufleet")
-    return Path(base) / kind
 
 
 def _code_fingerprint(roots: Iterable[Path]) -> list[tuple[str, int, int]]:

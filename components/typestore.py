@@ -1,0 +1,152 @@
+"""The index of an SDK module's types (``lazyinputs``) kept between runs, as Python keeps a
+module's compiled code in ``__pycache__``: building it means unmarshalling the module's whole
+``.pyc`` (5 MB for GCP's compute ``_inputs``) and reading and splitting its text (4.8 MB),
+about 0.2 s of a cold ``gpufleet plan`` of the examples; reading it back means reading one
+file and unmarshalling only the class bodies a run makes.
+
+An entry is one file per module under ``gpufleet.cachedir.cache_dir("sdk")``: a marker line,
+the header's length (8 bytes, big-endian), the header (``marshal``: the key, the preamble's
+code, each class's name, bases, decorator, the index's classes its text names and where its
+body's code lies after the header) and the bodies, each marshalled alone. The key is the
+module's name and source path, the source's size and modification time, the interpreter's
+bytecode magic number and this format's number: an SDK upgraded, a file edited or another
+Python reads no old entry. An entry is written whole (a temporary file renamed into place),
+readable by its owner only, in a folder only its owner may enter (the trust a ``.pyc``
+gets); one that does not read back whole, with the key asked for and the shape written, is
+ignored and written again. ``GPUFLEET_CACHE=off`` turns it off with the other caches."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.cachedir import cache_dir
+
+FORMAT = 1
+_MARK = b"gpufleet sdk type index\n"
+_LENGTH = 8  # bytes of the header's length
+# module name, source path, source size, modification time (ns), bytecode magic, FORMAT
+Key = tuple[str, str, int, int, bytes, int]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One class of a stored index."""
+
+    name: str
+    bases: tuple[str, ...]
+    decorator: str | None
+    refs: tuple[str, ...]  # the index's classes its definition names
+    body: types.CodeType
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An index read back: the preamble's code, each class (its body not yet read) and the
+    bytes its body is read from."""
+
+    preamble: types.CodeType
+    classes: dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...], int, int]]
+    data: bytes
+
+    def body(self, name: str) -> types.CodeType:
+        *_, start, end = self.classes[name]
+        code = marshal.loads(memoryview(self.data)[start:end])
+        if not isinstance(code, types.CodeType):
+            raise ValueError(f"the stored body of {name} is not code")
+        return code
+
+
+def key(name: str, path: str) -> Key | None:
+    """What an entry for module ``name`` (its source at ``path``) must have been written
+    for; None when the cache is off or the source cannot be read."""
+    folder = cache_dir("sdk")
+    if folder is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (name, path, st.st_size, st.st_mtime_ns, importlib.util.MAGIC_NUMBER, FORMAT)
+
+
+def _file(entry_key: Key) -> Path | None:
+    folder = cache_dir("sdk")
+    if folder is None:
+        return None
+    digest = hashlib.sha256(f"{entry_key[0]}\0{entry_key[1]}".encode()).hexdigest()[:40]
+    return folder / f"{digest}.types"
+
+
+def _shaped(classes: object) -> bool:
+    """Whether a header's classes are what ``save`` writes."""
+    if not isinstance(classes, dict):
+        return False
+    for name, value in classes.items():
+        if not (isinstance(name, str) and isinstance(value, tuple) and len(value) == 5):
+            return False
+        bases, decorator, refs, start, end = value
+        if not (isinstance(bases, tuple) and all(isinstance(b, str) for b in bases)
+                and (decorator is None or isinstance(decorator, str))
+                and isinstance(refs, tuple) and all(r in classes for r in refs)
+                and type(start) is int and type(end) is int and 0 <= start <= end):
+            return False
+    return True
+
+
+def load(entry_key: Key) -> Stored | None:
+    """The entry written for ``entry_key``, or None (none, another key, not whole)."""
+    path = _file(entry_key)
+    if path is None:
+        return None
+    try:
+        raw = path.read_bytes()
+        if not raw.startswith(_MARK):
+            return None
+        at = len(_MARK) + _LENGTH
+        size = int.from_bytes(raw[len(_MARK):at], "big")
+        header = marshal.loads(memoryview(raw)[at:at + size])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not (isinstance(header, tuple) and len(header) == 3 and header[0] == entry_key
+            and isinstance(header[1], types.CodeType) and _shaped(header[2])):
+        return None
+    data = raw[at + size:]
+    if any(end > len(data) for *_, end in header[2].values()):
+        return None
+    return Stored(header[1], header[2], data)
+
+
+def save(entry_key: Key, preamble: types.CodeType,
+         entries: Sequence[Entry]) -> None:
+    """Write the entry for ``entry_key`` whole, or nothing (a cache that cannot be written is
+    no cache, never a failed run)."""
+    path = _file(entry_key)
+    if path is None:
+        return
+    bodies, classes, at = [], {}, 0
+    for e in entries:
+        body = marshal.dumps(e.body)
+        bodies.append(body)
+        classes[e.name] = (e.bases, e.decorator, e.refs, at, at + len(body))
+        at += len(body)
+    header = marshal.dumps((entry_key, preamble, classes))
+    import tempfile  # only where an entry is written
+
+    tmp = None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".types-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:  # mkstemp's file: its owner's only
+            fh.write(_MARK + len(header).to_bytes(_LENGTH, "big") + header)
+            fh.writelines(bodies)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

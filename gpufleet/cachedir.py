@@ -1,0 +1,19 @@
+"""Where gpufleet keeps what it can compute again: `$GPUFLEET_CACHE_DIR`, else
+`$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`; `GPUFLEET_CACHE=off` (or 0, no,
+false) turns every cache off. One folder per kind: `runs` and `policies` (the stack
+program's registrations and the policy pack's findings, ``gpufleet.cli.runcache``) and
+`sdk` (the provider SDKs' type indexes, ``components/lazyinputs.py``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir(kind: str = "runs") -> Path | None:
+    """Where entries of ``kind`` live; None when the cache is off."""
+    if os.environ.get("GPUFLEET_CACHE", "").lower() in ("off", "0", "no", "false"):
+        return None
+    base = os.environ.get("GPUFLEET_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "gpufleet")
+    return Path(base) / kind
