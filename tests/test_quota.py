@@ -70,6 +70,21 @@ def test_the_examples_quotas_per_cloud_region_and_market() -> None:
     assert nets[("gcp", "global", "NETWORKS")] == 13
 
 
+def test_quota_never_runs_the_policy_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quota answer shows no policy violations, so the pack is not loaded for it (a plan of
+    the same inputs still is)."""
+    from gpufleet.cli import runs
+
+    def refuse() -> None:
+        raise AssertionError("the policy pack was loaded")
+
+    monkeypatch.setattr(runs, "_rules", refuse)
+    code, rows = rows_of([str(EXAMPLES)])
+    assert code == 0 and rows
+    r = CliRunner().invoke(cli, ["plan", str(EXAMPLES)])
+    assert r.exit_code != 0 and "the policy pack was loaded" in str(r.exception)
+
+
 def test_text_and_markdown_name_sources_and_approval_lags() -> None:
     r = CliRunner().invoke(cli, ["quota", str(EXAMPLES)])
     assert r.exit_code == 0

@@ -66,7 +66,9 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)
-    report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock)
+    # the report's policy violations are not part of a quota answer: the pack does not run
+    report, diags = build_report(result, catalog, paths, stack, profile, catalog_dir, lock,
+                                 policies=False)
     if report is None:
         compile_errors_exit(diags, result.sources, fmt)
         return

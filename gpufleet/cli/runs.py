@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.cli.runcache import cached, cached_policies
-from gpufleet.compile.runs import PolicyRun, ProgramRun, Progress, RunInputs
+from gpufleet.compile.runs import (
+    Finding,
+    PolicyRun,
+    PolicySubject,
+    ProgramRun,
+    Progress,
+    RunInputs,
+)
 from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs, Lock, SyncedGateway, Validated
 from gpufleet.offers import Catalog
@@ -28,17 +35,24 @@ def build_report(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                  profile: str | None, catalog_dir: str | None, lock: Lock | None = None,
                  locked: bool = False, policy_levels: Mapping[str, str] | None = None,
                  progress: Progress | None = None,
-                 synced: Mapping[str, SyncedGateway] | None = None
+                 synced: Mapping[str, SyncedGateway] | None = None, policies: bool = True
                  ) -> tuple[PlanReport | None, list[Diagnostic]]:
     """The plan report (``pipeline.plan``), or None and the compile errors. The stack
     program runs (and the provider SDKs load) only when the run cache has no answer for
     these inputs and this code, and the policy pack (with pulumi-policy) only when it has
-    none for these resources (``gpufleet.cli.runcache``)."""
+    none for these resources (``gpufleet.cli.runcache``); not at all without ``policies``
+    (a report whose violations nobody reads: `gpufleet quota`'s)."""
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, stack, lock, locked,
                     dict(synced or {}))
     code = _components()
-    return pipeline.plan(validated, run, cached(_program, code), cached_policies(_rules, code),
-                         policy_levels, progress)
+    rules = cached_policies(_rules, code) if policies else _no_rules
+    return pipeline.plan(validated, run, cached(_program, code), rules, policy_levels,
+                         progress)
+
+
+def _no_rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> list[Finding]:
+    """The policy run of a report that shows no violations: none looked for."""
+    return []
 
 
 def _program() -> ProgramRun:
