@@ -29,7 +29,7 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,7 @@ class _Index:
     """A module's classes (in the source's order), each class's body code and the classes
     its definition names."""
 
-    def __init__(self, classes: dict[str, _Class]) -> None:
+    def __init__(self, classes: Mapping[str, _Class]) -> None:
         self.classes = classes
 
     @property
@@ -98,30 +98,63 @@ class _TextIndex(_Index):
                                 self.bodies[name]) for name, c in self.classes.items()]
 
 
+class _StoredClasses(Mapping[str, _Class]):
+    """A stored index's classes, each made a ``_Class`` when looked up."""
+
+    def __init__(self, stored: typestore.Stored) -> None:
+        self.raw = stored.classes
+        self.positions: dict[str, int] | None = None
+
+    def __getitem__(self, name: str) -> _Class:
+        bases, decorator, *_ = self.raw[name]
+        if self.positions is None:
+            self.positions = {n: i for i, n in enumerate(self.raw)}
+        return _Class(self.positions[name], bases, decorator)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
 class _StoredIndex(_Index):
-    """An index read back from the store (``typestore``). A body that does not read back as
-    code (the entry damaged after its header was checked) is taken from the index
+    """An index read back from the store (``typestore``). A class's part that does not read
+    back (the entry damaged after its header was checked) is taken from the index
     ``rebuild`` makes of the module's text instead, from then on."""
 
     def __init__(self, stored: typestore.Stored,
                  rebuild: Callable[[], _TextIndex | None]) -> None:
-        super().__init__({name: _Class(i, bases, decorator) for i, (name, (bases, decorator, *_))
-                          in enumerate(stored.classes.items())})
+        super().__init__(_StoredClasses(stored))
         self.stored, self.rebuild = stored, rebuild
         self.text: _TextIndex | None = None
+
+    def _fallback(self) -> _TextIndex:
+        if self.text is None:
+            self.text = self.rebuild()
+            if self.text is None:
+                raise ImportError("a stored type index did not read back, and its module's "
+                                  "text is no longer one class after another")
+        return self.text
 
     def body(self, name: str) -> types.CodeType:
         if self.text is None:
             try:
                 return self.stored.body(name)
-            except (ValueError, EOFError, TypeError):
-                self.text = self.rebuild()
-                if self.text is None:
-                    raise
-        return self.text.body(name)
+            except (ValueError, EOFError, TypeError, OSError):
+                pass
+        return self._fallback().body(name)
 
     def refs(self, name: str) -> Iterable[str]:
-        return self.stored.classes[name][2]
+        if self.text is None:
+            try:
+                return self.stored.refs(name)
+            except (ValueError, EOFError, TypeError, OSError):
+                pass
+        return self._fallback().refs(name)
 
 
 _INDEXES: dict[str, _Index] = {}  # module name -> its index, while not every class is made
