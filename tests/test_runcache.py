@@ -160,3 +160,49 @@ def test_policy_findings_are_cached_per_subjects_and_levels_and_a_bad_entry_is_a
     finally:
         os.environ["GPUFLEET_CACHE"] = "off"
         os.environ.pop("GPUFLEET_CACHE_DIR")
+
+
+def test_the_policy_key_of_the_last_runs_records_stands_on_its_run_key(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Subjects whose resources are the very records of the run the cache last answered are
+    keyed by that run's key and their positions (no JSON of the records); the same content
+    in other objects, another run or another config is another key, and findings cached
+    under one are never read for another."""
+    from gpufleet.compile.runs import Finding, Registered
+
+    monkeypatch.setenv("GPUFLEET_CACHE", "on")
+    monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path))
+    subjects = _subjects()
+    run = Registered((subjects[0].resource,), (), {})
+    programs: list[int] = []
+
+    def program(*_: object) -> Registered:
+        programs.append(1)
+        return run
+
+    compiled = _compiled([str(ROOT / "examples")])
+    runcache.cached(lambda: program)(RunInputs((str(ROOT / "examples"),)),  # type: ignore[arg-type, return-value]
+                                     compiled)
+    roots = [runcache._ROOT]
+    linked = runcache.policy_key(subjects, {}, roots)  # type: ignore[arg-type]
+    copied = [dataclasses.replace(subjects[0], resource=json.loads(json.dumps(  # type: ignore[type-var]
+        subjects[0].resource)))]
+    assert runcache.policy_key(copied, {}, roots) != linked  # type: ignore[arg-type]
+    other = [dataclasses.replace(subjects[0], config={"fleet": "g"})]  # type: ignore[type-var]
+    assert runcache.policy_key(other, {}, roots) not in (linked, runcache.policy_key(  # type: ignore[arg-type]
+        copied, {}, roots))  # type: ignore[arg-type]
+    assert runcache.policy_key(subjects, {"r": "mandatory"}, roots) != linked  # type: ignore[arg-type]
+    calls: list[int] = []
+
+    def rules(found: object, levels: object) -> list[Finding]:
+        calls.append(1)
+        return [Finding(0, "r", "advisory", "found", "fix it")]
+
+    checked = runcache.cached_policies(lambda: rules)  # type: ignore[arg-type, return-value]
+    assert checked(subjects, {}) == checked(subjects, {})  # type: ignore[arg-type]
+    assert len(calls) == 1 and (tmp_path / "policies" / f"{linked}.json").exists()
+    checked(copied, {})  # type: ignore[arg-type]  # same content, not the run's objects
+    assert len(calls) == 2
+    runcache._remember("another run", Registered(run.resources, (), {}))
+    assert runcache.policy_key(subjects, {}, roots) != linked  # type: ignore[arg-type]
+    assert programs == [1]

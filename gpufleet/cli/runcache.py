@@ -110,7 +110,10 @@ def _write(folder: Path, key: str, result: Registered) -> None:
 def _store(folder: Path, key: str, entry: dict[str, Any]) -> None:
     """Write an entry whole, or not at all (a result that is not plain JSON is not kept)."""
     try:
-        text = json.dumps({"key": key, **entry}, allow_nan=False)
+        # compact and without the circularity check (a run's records are plain trees): a
+        # 1,000-node run's 15 MB entry in 62 ms instead of 86
+        text = json.dumps({"key": key, **entry}, allow_nan=False, check_circular=False,
+                          separators=(",", ":"))
     except (TypeError, ValueError):
         return
     try:
@@ -144,18 +147,39 @@ def cached(load: Callable[[], ProgramRun], code: Iterable[Path] = ()) -> Program
         if hit is not None:
             if progress is not None:
                 progress("the stack program's run: from the cache (same inputs and code)")
+            _remember(key, hit)
             return hit
         result = load()(run, compiled, progress)
         _write(folder, key, result)
+        _remember(key, result)
         return result
     program: ProgramRun = program_run
     return program
 
 
+# The last run this process answered through the cache: its key, its records (held, so that
+# no other object takes their ids) and each record's position by id.
+_LAST_RUN: list[tuple[str, tuple[Mapping[str, Any], ...], dict[int, int]]] = []
+
+
+def _remember(key: str, result: Registered) -> None:
+    _LAST_RUN[:] = [(key, result.resources, {id(r): i for i, r in enumerate(result.resources)})]
+
+
 def policy_key(subjects: Sequence[PolicySubject], levels: Mapping[str, str],
                code: Iterable[Path]) -> str:
     """The digest of everything the rules' findings are made of: each subject as the rules
-    see it (its resource and the pack config), the levels, the versions and the code."""
+    see it (its resource and the pack config), the levels, the versions and the code. When
+    every subject's resource is a record of the run the cache last answered (the same
+    objects), that run's key stands for the records (its records are what the key's inputs
+    and code make) and each subject is its position: a 1,000-node plan's key in a few ms,
+    not 0.1 s of its 15 MB of JSON."""
+    if _LAST_RUN:
+        key, _, position = _LAST_RUN[0]
+        if all(id(s.resource) in position for s in subjects):
+            return _digest({"run": key, "subjects": [[position[id(s.resource)], s.config]
+                                                     for s in subjects],
+                            "levels": dict(levels)}, code)
     return _digest({"subjects": [[s.resource, s.config] for s in subjects],
                     "levels": dict(levels)}, code)
 
