@@ -24,24 +24,37 @@ from typing import IO, Any
 USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 _COLD: set[str] = set()  # the cache folders of cold runs
+_FIRST: set[str] = set()  # the cache folders of first runs
 
 
 def cold_env(folder: Path) -> dict[str, str]:
     """The environment of a cold run as a user's next run of new inputs has it: gpufleet's
     cache on in ``folder``, with no run or policy entry (``forget_runs`` removes them before
     each timed run) but the provider SDKs' type indexes (``sdk/``) a first run wrote, as
-    Python keeps the .pyc files it wrote. ``GPUFLEET_CACHE=off`` is a first run ever: no
-    cache at all."""
+    Python keeps the .pyc files it wrote."""
     _COLD.add(str(folder))
     return {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(folder)}
 
 
+def first_env(folder: Path) -> dict[str, str]:
+    """The environment of a first run after installing: gpufleet's cache on in ``folder``,
+    empty before each timed run (``forget_runs``), so the run writes the SDKs' type indexes
+    and its run entry."""
+    _FIRST.add(str(folder))
+    return {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(folder)}
+
+
 def forget_runs(env: dict[str, str]) -> None:
-    """Before a timed run in a ``cold_env``: its run and policy entries removed."""
+    """Before a timed run in a ``cold_env``: its run and policy entries removed; in a
+    ``first_env``: everything."""
     folder = env.get("GPUFLEET_CACHE_DIR", "")
-    if env.get("GPUFLEET_CACHE") == "on" and folder in _COLD:
+    if env.get("GPUFLEET_CACHE") != "on":
+        return
+    if folder in _COLD:
         for kind in ("runs", "policies"):
             shutil.rmtree(Path(folder) / kind, ignore_errors=True)
+    if folder in _FIRST:
+        shutil.rmtree(folder, ignore_errors=True)
 
 _LAUNCHER = """
 import json, os, subprocess, sys, time

@@ -51,7 +51,8 @@ BENCHES = (
         Figure("plan examples/, whole process, cold (the program runs; the SDKs' type "
                "indexes a first run wrote are read)", r"gpufleet plan examples/ \(cold\)"
                r"\s+([\d.]+) s", "s", "<= 1.2 s", lambda v: v <= 1.2),
-        Figure("plan examples/, whole process, first run (no cache at all)",
+        Figure("plan examples/, whole process, first run after installing (writes the "
+               "SDKs' type indexes and its run entry)",
                r"gpufleet plan examples/ \(first run\)\s+([\d.]+) s", "s", "-",
                lambda v: True),
         Figure("quota examples/, whole process, cold",

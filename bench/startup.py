@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from measured import USER_ENV, cold_env, forget_runs
+from measured import USER_ENV, cold_env, first_env, forget_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = str(ROOT / "examples")
@@ -39,7 +39,7 @@ SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native")
 ENV = USER_ENV
 
 
-OFF = {"GPUFLEET_CACHE": "off"}  # no cache at all: a first run ever
+OFF = {"GPUFLEET_CACHE": "off"}  # no cache at all
 
 
 def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -54,7 +54,8 @@ def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         "python -c pass": ([py, "-c", "pass"], OFF),
         "gpufleet --help": ([*gpufleet, "--help"], OFF),
         "gpufleet validate examples/": ([*gpufleet, "validate", EXAMPLES], OFF),
-        "gpufleet plan examples/ (first run)": ([*gpufleet, "plan", EXAMPLES], OFF),
+        "gpufleet plan examples/ (first run)": ([*gpufleet, "plan", EXAMPLES],
+                                                first_env(tmp / "first")),
         "gpufleet plan examples/ (cold)": ([*gpufleet, "plan", EXAMPLES], cold),
         "gpufleet plan examples/ (warm)": ([*gpufleet, "plan", EXAMPLES], warm),
         "gpufleet quota examples/ (cold)": ([*gpufleet, "quota", EXAMPLES], cold),
