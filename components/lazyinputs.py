@@ -140,21 +140,21 @@ class _StoredIndex(_Index):
                                   "text is no longer one class after another")
         return self.text
 
-    def body(self, name: str) -> types.CodeType:
+    def _part(self, name: str) -> tuple[Iterable[str], types.CodeType]:
+        """The classes ``name``'s text names and its body: stored, else from the text."""
         if self.text is None:
             try:
-                return self.stored.body(name)
+                return self.stored.refs(name), self.stored.body(name)
             except (ValueError, EOFError, TypeError, OSError):
                 pass
-        return self._fallback().body(name)
+        text = self._fallback()
+        return text.refs(name), text.body(name)
+
+    def body(self, name: str) -> types.CodeType:
+        return self._part(name)[1]
 
     def refs(self, name: str) -> Iterable[str]:
-        if self.text is None:
-            try:
-                return self.stored.refs(name)
-            except (ValueError, EOFError, TypeError, OSError):
-                pass
-        return self._fallback().refs(name)
+        return self._part(name)[0]
 
 
 _INDEXES: dict[str, _Index] = {}  # module name -> its index, while not every class is made

@@ -85,10 +85,7 @@ def test_validate_does_not_import_pulumi() -> None:
         "print('HEAVY', heavy)\n"
         "sys.exit(rc)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, check=False)
-    assert out.returncode == 0, out.stderr
-    assert "HEAVY []" in out.stdout
+    assert "HEAVY []" in _python(code)
 
 
 def test_core_modules_do_not_import_pulumi() -> None:
@@ -224,7 +221,12 @@ def test_one_shot_commands_run_without_the_cyclic_collector_only_as_the_process(
         "out.append(gc.isenabled())\n"
         "print(out)\n"
     )
+    assert _python(code).split() == ["[False,", "False,", "True,", "True,", "True]"]
+
+
+def _python(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (it must exit 0)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[False,", "False,", "True,", "True,", "True]"]
+    return done.stdout
