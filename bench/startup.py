@@ -163,13 +163,14 @@ def main() -> None:
         fleets = health_fleets(write_state(tmp / "state.json"))
         (tmp / "outputs.json").write_text(json.dumps(fleets))
         with dstack_server(tmp, fleets) as server_env:
-            for label, (cmd, env) in commands(tmp).items():
+            table = commands(tmp)
+            for label, (cmd, env) in table.items():
                 env = {**env, **server_env} if label == "gpufleet health" else env
                 if "(warm)" in label or "(cold)" in label:
                     timed(cmd, env)  # a first run fills the cache (cold: the SDKs' indexes)
                 medians[label] = statistics.median(timed(cmd, env) for _ in range(rounds))
                 print(f"  {label:<36} {medians[label]:6.2f} s")
-        per_sdk, top = import_times(commands(tmp)["gpufleet plan examples/ (cold)"][1])
+        per_sdk, top = import_times(table["gpufleet plan examples/ (cold)"][1])
     print("provider SDK imports in `plan examples/` (self time, -X importtime):")
     for sdk, seconds in per_sdk.items():
         print(f"  {sdk:<30} {seconds:6.2f} s")

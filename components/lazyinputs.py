@@ -7,12 +7,13 @@ Every resource module of a provider SDK service starts ``from . import outputs``
 ``typing`` building annotations. A plan uses a few dozen of them. Here the ``_inputs`` and
 ``outputs`` of a service ``sdk.by_class`` installs load as their preamble (the imports) and
 an index: each class's name, bases, decorator and the body code object from the module's
-own compiled code (the ``.pyc`` Python keeps; nothing is compiled again and nothing is
-written). A class is made, with the classes its text names, when it is first read -- an
-output type when the SDK resolves ``'outputs.Foo'`` -- or when a module of the service is
-imported: that module's ``import *`` of ``_inputs`` is given exactly the input types its
-source names, so ``typing.get_type_hints`` on its argument types (which the SDK calls to
-serialize a resource) finds every name it would have found.
+own compiled code (the ``.pyc`` Python keeps; nothing is compiled again), kept between runs
+by ``typestore`` (unless the cache is off) and read back from it. A class is made, with
+the classes its text names, when it is first read -- an output type when the SDK resolves
+``'outputs.Foo'`` -- or when a module of the service is imported: that module's
+``import *`` of ``_inputs`` is given exactly the input types its source names, so
+``typing.get_type_hints`` on its argument types (which the SDK calls to serialize a
+resource) finds every name it would have found.
 
 A module of any other shape (a statement at column 0 that is not one class, a decorator
 other than ``@pulumi.input_type``/``@pulumi.output_type``) runs whole, as without this
@@ -103,12 +104,10 @@ class _StoredClasses(Mapping[str, _Class]):
 
     def __init__(self, stored: typestore.Stored) -> None:
         self.raw = stored.classes
-        self.positions: dict[str, int] | None = None
+        self.positions = {n: i for i, n in enumerate(self.raw)}
 
     def __getitem__(self, name: str) -> _Class:
         bases, decorator, *_ = self.raw[name]
-        if self.positions is None:
-            self.positions = {n: i for i, n in enumerate(self.raw)}
         return _Class(self.positions[name], bases, decorator)
 
     def __contains__(self, name: object) -> bool:
@@ -296,37 +295,40 @@ class _TypesLoader(importlib.abc.Loader):
             STORED.append(name)
             preamble, index = stored.preamble, _StoredIndex(stored, lambda: self._again(key))
         else:
-            code, split = self._read(name)
-            if split is None:  # another shape, or text not in UTF-8
+            code, built = self._build(name, key)
+            if built is None:  # another shape, or text not in UTF-8
                 WHOLE.append(name)
                 object.__setattr__(module, "__class__", types.ModuleType)
                 exec(code, module.__dict__)  # the module as a plain import runs it
                 return
-            preamble, index = compile(split[0], self.plain.path, "exec"), split[1]
-            if key is not None:
-                typestore.save(key, preamble, split[1].entries())
+            preamble, index = built
         exec(preamble, module.__dict__)
         _INDEXES[name] = index
         if name.endswith("._inputs"):  # ``import *`` is handed each importer's own names
             module.__dict__["__all__"] = []
 
-    def _read(self, name: str) -> tuple[types.CodeType, tuple[str, _TextIndex] | None]:
-        """The module's compiled code, and its preamble's text and index (None: its text
-        is not UTF-8 or its shape is not one class after another)."""
+    def _build(self, name: str, key: typestore.Key | None
+               ) -> tuple[types.CodeType, tuple[types.CodeType, _TextIndex] | None]:
+        """The module's compiled code, and its preamble's code and index made from its text
+        (None: the text is not UTF-8 or its shape is not one class after another), stored
+        under ``key`` (None: the cache is off)."""
         code = self.plain.get_code(name)
         if code is None:
             raise ImportError(f"no code for {name}", name=name)
         source = _source(self.plain)
-        return code, None if source is None else _split(source, code, self.decorator)
+        split = None if source is None else _split(source, code, self.decorator)
+        if split is None:
+            return code, None
+        preamble = compile(split[0], self.plain.path, "exec")
+        if key is not None:
+            typestore.save(key, preamble, split[1].entries())
+        return code, (preamble, split[1])
 
     def _again(self, key: typestore.Key) -> _TextIndex | None:
-        """The index made from the text again, and stored again, when a stored body did not
+        """The index made from the text again, and stored again, when a stored part did not
         read back."""
-        _, split = self._read(key[0])
-        if split is None:
-            return None
-        typestore.save(key, compile(split[0], self.plain.path, "exec"), split[1].entries())
-        return split[1]
+        _, built = self._build(key[0], key)
+        return None if built is None else built[1]
 
 
 class _ModuleLoader(importlib.abc.Loader):
