@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 import os
 import stat
 import subprocess
@@ -45,7 +46,7 @@ def test_a_second_plan_answers_from_the_cache_with_the_same_output(tmp_path: Pat
     cache = tmp_path / "cache"
     cold = _plan(cache, "examples/")
     assert cold.returncode == 0 and "SDK-LOADED" in cold.stderr, cold.stderr[-2000:]
-    [entry] = (cache / "runs").glob("*.json")
+    [entry] = (cache / "runs").glob("*.run")
     assert stat.S_IMODE(entry.stat().st_mode) == 0o600
     assert stat.S_IMODE((cache / "runs").stat().st_mode) == 0o700
     assert "POLICY-LOADED" in cold.stderr and len(list((cache / "policies").glob("*"))) == 1
@@ -80,8 +81,25 @@ def test_a_changed_input_or_source_file_is_another_key(tmp_path: Path) -> None:
     assert runcache.run_key(other, compiled, [code]) != first  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad", ["{", "[]", '{"key": "other"}', "KEY-WRONG-TYPES", ""])
-def test_a_bad_entry_is_a_miss_and_is_replaced(tmp_path: Path, bad: str) -> None:
+def _entry_bytes(bad: object, key: str) -> bytes:
+    """A damaged entry: bytes as they are, an object marshalled with "K" as the key."""
+    if isinstance(bad, bytes):
+        return bad
+    return marshal.dumps(json.loads(json.dumps(bad).replace('"K"', json.dumps(key))))
+
+
+GOOD_RUN = {"key": "K", "python": sys.implementation.cache_tag, "resources": [{"urn": "u"}],
+            "invokes": [], "exports": {}}
+BAD_RUNS = [b"", b"\x00garbage", marshal.dumps(GOOD_RUN)[:-3], marshal.dumps([GOOD_RUN]),
+            b'{"key": "K"}', {**GOOD_RUN, "key": "other"}, {**GOOD_RUN, "python": "cpython-20"},
+            {**GOOD_RUN, "resources": "nope"}, {**GOOD_RUN, "invokes": [["tok"]]}]
+
+
+@pytest.mark.parametrize("bad", BAD_RUNS)
+def test_a_bad_entry_is_a_miss_and_is_replaced(tmp_path: Path, bad: object) -> None:
+    """An entry that is not a whole run of its key written by this Python (empty, garbage,
+    cut short, JSON, another key or Python, a field of the wrong shape) is a miss and is
+    written again; of old entries the newest KEEP stay, and earlier versions' go."""
     from gpufleet.compile.runs import Registered
 
     calls: list[int] = []
@@ -96,18 +114,20 @@ def test_a_bad_entry_is_a_miss_and_is_replaced(tmp_path: Path, bad: str) -> None
         run, compiled = RunInputs(("f.yml",)), _compiled([str(ROOT / "examples")])
         key = runcache.run_key(run, compiled, [runcache._ROOT])  # type: ignore[arg-type]
         (tmp_path / "runs").mkdir()
-        entry = tmp_path / "runs" / f"{key}.json"
-        entry.write_text(bad.replace("KEY-WRONG-TYPES", json.dumps(
-            {"key": key, "resources": "nope", "invokes": [], "exports": {}})))
+        entry = tmp_path / "runs" / f"{key}.run"
+        entry.write_bytes(_entry_bytes(bad, key))
+        legacy = tmp_path / "runs" / f"{key}.json"  # an entry of an earlier version
+        legacy.write_text("{}")
         cached = runcache.cached(lambda: program)  # type: ignore[arg-type, return-value]
         first = cached(run, compiled)  # type: ignore[arg-type]
         assert calls == [1] and first.resources == ({"urn": "u", "type": "t"},)
         again = cached(run, compiled)  # type: ignore[arg-type]
         assert calls == [1] and again == first  # read back from the rewritten entry
+        assert not legacy.exists()
         for i in range(runcache.KEEP + 3):  # older entries go
-            (tmp_path / "runs" / f"old{i}.json").write_text("{}")
+            (tmp_path / "runs" / f"old{i}.run").write_bytes(b"")
         cached(RunInputs(("g.yml",)), compiled)  # type: ignore[arg-type]
-        assert len(list((tmp_path / "runs").glob("*.json"))) == runcache.KEEP
+        assert len(list((tmp_path / "runs").glob("*.run"))) == runcache.KEEP
     finally:
         os.environ["GPUFLEET_CACHE"] = "off"
         os.environ.pop("GPUFLEET_CACHE_DIR")
@@ -121,12 +141,16 @@ def _subjects() -> list[object]:
     return [PolicySubject(bucket, "f", "f.yml", {"fleet": "f"})]
 
 
-@pytest.mark.parametrize("bad", ["{", '{"key": "K", "findings": [{"subject": 7, "rule": "r", '
-                                 '"level": "mandatory", "message": "m", "remediation": ""}]}',
-                                 '{"key": "K", "findings": [{"subject": 0}]}',
-                                 '{"key": "K", "findings": {}}', '{"key": "other"}'])
+FINDING = {"subject": 0, "rule": "r", "level": "mandatory", "message": "m", "remediation": ""}
+POLICY = {"key": "K", "python": sys.implementation.cache_tag, "findings": [FINDING]}
+
+
+@pytest.mark.parametrize("bad", [b"{", {**POLICY, "findings": [{**FINDING, "subject": 7}]},
+                                 {**POLICY, "findings": [{"subject": 0}]},
+                                 {**POLICY, "findings": [{**FINDING, "subject": True}]},
+                                 {**POLICY, "findings": {}}, {**POLICY, "key": "other"}])
 def test_policy_findings_are_cached_per_subjects_and_levels_and_a_bad_entry_is_a_miss(
-        tmp_path: Path, bad: str) -> None:
+        tmp_path: Path, bad: object) -> None:
     """The rules run (and pulumi-policy loads) only for subjects and levels not checked
     before by the same code; an entry that does not read back whole as findings of its
     key (another key, a subject index out of range, a missing field) is a miss."""
@@ -144,7 +168,7 @@ def test_policy_findings_are_cached_per_subjects_and_levels_and_a_bad_entry_is_a
         subjects = _subjects()
         key = runcache.policy_key(subjects, {}, [runcache._ROOT])  # type: ignore[arg-type]
         (tmp_path / "policies").mkdir()
-        (tmp_path / "policies" / f"{key}.json").write_text(bad.replace('"K"', f'"{key}"'))
+        (tmp_path / "policies" / f"{key}.run").write_bytes(_entry_bytes(bad, key))
         cached = runcache.cached_policies(lambda: rules)  # type: ignore[arg-type, return-value]
         first = cached(subjects, {})  # type: ignore[arg-type]
         assert calls == [{}] and first == [Finding(0, "r", "advisory", "found", "fix it")]
@@ -200,7 +224,7 @@ def test_the_policy_key_of_the_last_runs_records_stands_on_its_run_key(
 
     checked = runcache.cached_policies(lambda: rules)  # type: ignore[arg-type, return-value]
     assert checked(subjects, {}) == checked(subjects, {})  # type: ignore[arg-type]
-    assert len(calls) == 1 and (tmp_path / "policies" / f"{linked}.json").exists()
+    assert len(calls) == 1 and (tmp_path / "policies" / f"{linked}.run").exists()
     checked(copied, {})  # type: ignore[arg-type]  # same content, not the run's objects
     assert len(calls) == 2
     runcache._remember("another run", Registered(run.resources, (), {}))

@@ -246,30 +246,6 @@ def test_the_collectors_thresholds_are_restored_after_a_run() -> None:
     assert gc.get_threshold() == before
 
 
-def test_a_json_plan_is_written_in_pieces_and_reads_as_one_document() -> None:
-    from gpufleet.views.plan import batched_text, plan_json_chunks, render_plan_json
-
-    from planutil import examples_report
-
-    report = examples_report()
-    text = render_plan_json(report)
-    assert json.dumps(json.loads(text), indent=2) == text  # json's own indented form
-    pieces = list(batched_text(iter(text), size=1000))
-    assert len(pieces) > 10 and "".join(pieces) == text
-    assert "".join(plan_json_chunks(report)) == text
-
-
-def test_finite_copies_only_what_holds_a_nan() -> None:
-    from gpufleet.views.plan import finite
-
-    clean = {"a": [1, 2.5, {"b": "x"}], "c": (1, 2)}
-    assert finite(clean) is clean
-    dirty = {"a": [1, float("nan"), {"b": float("inf")}], "c": clean}
-    out = finite(dirty)
-    assert out == {"a": [1, None, {"b": None}], "c": clean}
-    assert out["c"] is clean and dirty["a"][1] != dirty["a"][1]  # the input is unchanged
-
-
 def test_a_stream_that_fails_part_way_leaves_the_target_as_it_was(tmp_path: Path) -> None:
     from gpufleet.fileio import write_chunks
 

@@ -7,10 +7,8 @@ the offline lookups it made.
 
 from __future__ import annotations
 
-import json
-import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from gpufleet.backends import traits_of
@@ -30,6 +28,7 @@ from gpufleet.review import Bill, PlanReport
 from gpufleet.views.bill import bill_json, bill_lines, cost_line
 from gpufleet.views.fleet_text import access_text, host_setup_text, reservation_text
 from gpufleet.views.gateway_text import gateway_lines, gateway_summary
+from gpufleet.views.jsonindent import indented_chunks
 from gpufleet.views.quota import quota_request_lines
 from gpufleet.views.storage import filesystem_text, volume_lines
 from gpufleet.views.tree import counts, lookups, resource_lines
@@ -144,36 +143,8 @@ def plan_json_chunks(report: PlanReport) -> Iterator[str]:
                         "after_per_hour": round(f.after, 4)} for f in report.costs.fleets]},
         "exports": dict(report.exports),
     }
-    encoder = json.JSONEncoder(indent=2, sort_keys=False, allow_nan=False)
-    yield from batched_text(encoder.iterencode(finite(data)))
-
-
-def batched_text(pieces: Iterable[str], size: int = 1 << 20) -> Iterator[str]:
-    """``pieces`` joined into strings of about ``size`` characters."""
-    batch: list[str] = []
-    held = 0
-    for piece in pieces:
-        batch.append(piece)
-        held += len(piece)
-        if held >= size:
-            yield "".join(batch)
-            batch, held = [], 0
-    if batch:
-        yield "".join(batch)
-
-
-def finite(obj: Any) -> Any:
-    """JSON has no NaN: an unknown number (a reserved node's undeclared price) is null.
-    A container with no such number is returned as it is (not copied)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        done = {k: finite(v) for k, v in obj.items()}
-        return obj if all(done[k] is v for k, v in obj.items()) else done
-    if isinstance(obj, list | tuple):
-        items = [finite(v) for v in obj]
-        return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
-    return obj
+    # json.dumps(finite(data), indent=2) in ~1 MB pieces, twice as fast (views/jsonindent)
+    yield from indented_chunks(data)
 
 
 def _money(v: float) -> str:
