@@ -149,9 +149,17 @@ def child_gpufleet(folder: str, dump: str, every: str) -> dict[str, Any]:
 
 
 def child_every_node_process(folder: str) -> None:
-    """Whole process: `gpufleet plan --format json` with every node registered."""
+    """Whole process: `gpufleet plan --format json` with every node registered, in the
+    process `gpufleet plan` has (a one-shot command: the cyclic collector off, as
+    gpufleet.cli.app.main turns it off; the floor's process runs no collection either, as
+    it exits when its run ends)."""
+    import gc
+
+    from gpufleet.cli.app import ONE_SHOT
     from gpufleet.views.plan import render_plan_json
 
+    if "plan" in ONE_SHOT:
+        gc.disable()
     sys.stdout.write(render_plan_json(gpufleet_report(folder, True)))
 
 

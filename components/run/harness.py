@@ -28,6 +28,8 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
+from .exports import resolved as resolved_exports
+
 STACK_TYPE = "pulumi:pulumi:Stack"
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
@@ -364,9 +366,7 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
 async def _exports() -> dict[str, Any]:
     """The program's ``pulumi.export`` values (the mock root Stack registers none)."""
     root = pulumi.runtime.settings.get_root_resource()
-    outputs = getattr(root, "outputs", None) or {}
-    resolved = await pulumi.Output.from_input(outputs).future(with_unknowns=True)
-    return dict(plain(resolved) or {})
+    return dict(plain(await resolved_exports(getattr(root, "outputs", None) or {})) or {})
 
 
 def deployment_v3(run: RunResult, stack: str, project: str,
