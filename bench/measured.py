@@ -30,8 +30,9 @@ _FIRST: set[str] = set()  # the cache folders of first runs
 def cold_env(folder: Path) -> dict[str, str]:
     """The environment of a cold run as a user's next run of new inputs has it: gpufleet's
     cache on in ``folder``, with no run or policy entry (``forget_runs`` removes them before
-    each timed run) but the provider SDKs' type indexes (``sdk/``) a first run wrote, as
-    Python keeps the .pyc files it wrote."""
+    each timed run) but what a first run wrote that stands for code, as Python keeps the .pyc
+    files it wrote: the provider SDKs' type indexes (``sdk/``) and the compiled methods of
+    gpufleet's dataclasses (``code/``)."""
     _COLD.add(str(folder))
     return {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(folder)}
 

@@ -6,3 +6,9 @@ layer (``gpufleet.components``). tests/test_layout.py enforces it.
 """
 
 __version__ = "0.1.0"
+
+# before any of gpufleet's dataclasses is made: their generated methods' code kept between
+# runs (gpufleet/classcode.py)
+from gpufleet.classcode import install as _install
+
+_install()

@@ -1,8 +1,9 @@
 """Where gpufleet keeps what it can compute again: `$GPUFLEET_CACHE_DIR`, else
 `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`; `GPUFLEET_CACHE=off` (or 0, no,
 false) turns every cache off. One folder per kind: `runs` and `policies` (the stack
-program's registrations and the policy pack's findings, ``gpufleet.cli.runcache``) and
-`sdk` (the provider SDKs' type indexes, ``components/lazyinputs.py``)."""
+program's registrations and the policy pack's findings, ``gpufleet.cli.runcache``), `sdk`
+(the provider SDKs' type indexes, ``components/lazyinputs.py``) and `code` (the compiled
+methods of gpufleet's dataclasses, ``gpufleet.classcode``)."""
 
 from __future__ import annotations
 

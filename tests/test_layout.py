@@ -35,8 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "policy": set(),  # the policy pack's rules stand alone (pulumi-policy loads them too)
     "cli": {*CORE_STAGES, "components", "policy"},
 }
-SHARED = {"gpufleet", "gpufleet.cachedir", "gpufleet.diagnostics", "gpufleet.fileio",
-          "gpufleet.traits", "gpufleet.traitparts", "gpufleet.objectstores",
+SHARED = {"gpufleet", "gpufleet.cachedir", "gpufleet.classcode", "gpufleet.diagnostics",
+          "gpufleet.fileio", "gpufleet.traits", "gpufleet.traitparts", "gpufleet.objectstores",
           "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends", "gpufleet.outbound"}
 FORBIDDEN_IN_CORE = ("pulumi", "pulumi_", "gpufleet.components", "gpufleet.policy")
 MAX_LINES = 400
