@@ -31,8 +31,8 @@ def cold_env(folder: Path) -> dict[str, str]:
     """The environment of a cold run as a user's next run of new inputs has it: gpufleet's
     cache on in ``folder``, with no run or policy entry (``forget_runs`` removes them before
     each timed run) but what a first run wrote that stands for code, as Python keeps the .pyc
-    files it wrote: the provider SDKs' type indexes (``sdk/``) and the compiled methods of
-    gpufleet's dataclasses (``code/``)."""
+    files it wrote: the provider SDKs' type indexes (``sdk/``), the compiled methods of
+    gpufleet's dataclasses (``code/``) and the bundled catalog's parsed rows (``catalog/``)."""
     _COLD.add(str(folder))
     return {"GPUFLEET_CACHE": "on", "GPUFLEET_CACHE_DIR": str(folder)}
 

@@ -2,8 +2,9 @@
 `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`; `GPUFLEET_CACHE=off` (or 0, no,
 false) turns every cache off. One folder per kind: `runs` and `policies` (the stack
 program's registrations and the policy pack's findings, ``gpufleet.cli.runcache``), `sdk`
-(the provider SDKs' type indexes, ``components/lazyinputs.py``) and `code` (the compiled
-methods of gpufleet's dataclasses, ``gpufleet.classcode``)."""
+(the provider SDKs' type indexes, ``components/lazyinputs.py``), `code` (the compiled
+methods of gpufleet's dataclasses, ``gpufleet.classcode``) and `catalog` (the catalog
+files' parsed rows, ``gpufleet.offers.rowcache``)."""
 
 from __future__ import annotations
 

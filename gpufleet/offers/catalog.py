@@ -12,14 +12,15 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache, lru_cache
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
 from gpufleet.backends import backend_names, is_backend, traits_of
 from gpufleet.fileio import package_data
+from gpufleet.offers.rowcache import cached_rows
 
 ENV_CATALOG_DIR = "GPUFLEET_CATALOG_DIR"
 V2_FIELDS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
@@ -180,8 +181,7 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
         if not f.is_file():
             continue
         found = True
-        with f.open(newline="", encoding="utf-8") as fh:
-            parsed, bad = parse_rows(backend, fh)
+        parsed, bad = _rows(backend, f)
         rows.extend(parsed)
         skipped += bad
     if not found:
@@ -192,6 +192,19 @@ def _load_dir(path: str, why: str, stamp: int = 0) -> Catalog:
     return Catalog(tuple(rows), network, str(meta.get("source", "local")),
                    str(meta.get("version", "")), str(meta.get("date", "")), path, skipped, why,
                    read_unpriced(bundled_dir() / "unpriced.csv"))
+
+
+_ROW_FIELDS = tuple(f.name for f in fields(Row))
+
+
+def _rows(backend: str, path: Path) -> tuple[list[Row], int]:
+    """A catalog file's rows, parsed by parse_rows or read back from the cache of what an
+    earlier run parsed (gpufleet/offers/rowcache.py)."""
+    def parse() -> tuple[list[Row], int]:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return parse_rows(backend, fh)
+    return cached_rows(backend, path, Path(__file__), _ROW_FIELDS, parse,
+                       attrgetter(*_ROW_FIELDS), Row)
 
 
 def parse_rows(backend: str, lines: Iterable[str]) -> tuple[list[Row], int]:
