@@ -13,9 +13,17 @@ from pathlib import Path
 
 
 def cache_dir(kind: str = "runs") -> Path | None:
-    """Where entries of ``kind`` live; None when the cache is off."""
+    """Where entries of ``kind`` live; None when the cache is off, or when there is no
+    home folder to put it in (a user without a passwd entry and no $HOME)."""
     if os.environ.get("GPUFLEET_CACHE", "").lower() in ("off", "0", "no", "false"):
         return None
-    base = os.environ.get("GPUFLEET_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "gpufleet")
-    return Path(base) / kind
+    explicit = os.environ.get("GPUFLEET_CACHE_DIR")
+    if explicit:
+        return Path(explicit) / kind
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = os.path.join(Path.home(), ".cache")
+        except (RuntimeError, KeyError, OSError):
+            return None
+    return Path(base) / "gpufleet" / kind

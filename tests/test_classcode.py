@@ -113,3 +113,28 @@ def test_a_folder_that_cannot_be_written_costs_nothing_but_the_cache(tmp_path: P
     run = _probe(tmp_path, "on")
     assert run["stats"][1] > 300 and (tmp_path / "code").is_file()
     assert list(tmp_path.glob(".code-*")) == []
+
+
+def test_the_cache_folder_and_no_home_to_put_it_in(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """`$GPUFLEET_CACHE_DIR`, else `$XDG_CACHE_HOME/gpufleet`, else `~/.cache/gpufleet`; with
+    no home folder (no $HOME and no passwd entry) no cache, never a failed import."""
+    from gpufleet.cachedir import cache_dir
+
+    monkeypatch.setenv("GPUFLEET_CACHE", "on")
+    monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir("code") == tmp_path / "explicit" / "code"
+    monkeypatch.delenv("GPUFLEET_CACHE_DIR")
+    assert cache_dir("code") == tmp_path / "xdg" / "gpufleet" / "code"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "gpufleet" / "runs"
+
+    def nowhere() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(Path, "home", staticmethod(nowhere))
+    assert cache_dir("code") is None
+    monkeypatch.setenv("GPUFLEET_CACHE", "off")
+    monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path / "explicit"))
+    assert cache_dir("code") is None
