@@ -27,3 +27,25 @@ def cache_dir(kind: str = "runs") -> Path | None:
         except (RuntimeError, KeyError, OSError):
             return None
     return Path(base) / "gpufleet" / kind
+
+
+def write_entry(path: Path, data: bytes) -> bool:
+    """Write a cache entry whole or not at all: a temporary file in the entry's folder (made
+    readable by its owner only) renamed into place, readable by its owner only. False when
+    it could not be written: a cache that cannot be written is no cache, never a failed
+    command."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        import tempfile  # only where an entry is written (most runs write none)
+
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".entry-", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        return False
+    return True

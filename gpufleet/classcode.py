@@ -25,13 +25,12 @@ import atexit
 import builtins
 import dataclasses
 import marshal
-import os
 import sys
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from gpufleet.cachedir import cache_dir
+from gpufleet.cachedir import cache_dir, write_entry
 
 OURS = ("gpufleet", "components")  # the packages whose classes' code is kept
 KEEP = 4000  # texts kept in the table: the newest; a run's own are always newest
@@ -115,18 +114,4 @@ def read_table(path: Path) -> dict[str, CodeType]:
 
 def write_table(path: Path, code: dict[str, CodeType]) -> None:
     """Write the table whole, or not at all."""
-    try:
-        data = marshal.dumps({"format": _FORMAT, "python": _TAG, "code": code})
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        import tempfile  # only where a table is written
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".code-", suffix=".tmp")
-    except (OSError, ValueError):
-        return  # a cache that cannot be written is no cache, never a failed command
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
-
+    write_entry(path, marshal.dumps({"format": _FORMAT, "python": _TAG, "code": code}))

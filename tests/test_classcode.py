@@ -112,7 +112,7 @@ def test_a_folder_that_cannot_be_written_costs_nothing_but_the_cache(tmp_path: P
     (tmp_path / "code").write_text("a file where the folder should be")
     run = _probe(tmp_path, "on")
     assert run["stats"][1] > 300 and (tmp_path / "code").is_file()
-    assert list(tmp_path.glob(".code-*")) == []
+    assert list(tmp_path.rglob(".entry-*")) == []
 
 
 def test_the_cache_folder_and_no_home_to_put_it_in(monkeypatch: pytest.MonkeyPatch,
@@ -138,3 +138,18 @@ def test_the_cache_folder_and_no_home_to_put_it_in(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("GPUFLEET_CACHE", "off")
     monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path / "explicit"))
     assert cache_dir("code") is None
+
+
+def test_an_entry_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    from gpufleet.cachedir import write_entry
+
+    target = tmp_path / "cache" / "kind" / "entry.bin"
+    assert write_entry(target, b"whole") and target.read_bytes() == b"whole"
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+    assert oct(target.parent.stat().st_mode & 0o777) == "0o700"
+    blocked = tmp_path / "cache" / "kind" / "a-folder"
+    blocked.mkdir()  # the rename cannot replace a folder: nothing written, nothing left
+    assert not write_entry(blocked, b"data") and blocked.is_dir()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a-folder", "entry.bin"]
+    (tmp_path / "file").write_text("a file where a folder should be")
+    assert not write_entry(tmp_path / "file" / "entry.bin", b"data")

@@ -32,7 +32,7 @@ from typing import Any
 
 from gpufleet import __version__
 from gpufleet.backends.entrypoints import versions
-from gpufleet.cachedir import cache_dir
+from gpufleet.cachedir import cache_dir, write_entry
 from gpufleet.compile import Compiled, plan_to_json
 from gpufleet.compile.runs import (
     Finding,
@@ -122,21 +122,16 @@ def _store(folder: Path, key: str, entry: dict[str, Any]) -> None:
         data = marshal.dumps({"key": key, "python": _PYTHON, **entry})
     except ValueError:
         return
+    if not write_entry(folder / f"{key}{SUFFIX}", data):
+        return
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        import tempfile  # only where an entry is written (a diff never writes one)
-
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".run-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, folder / f"{key}{SUFFIX}")
         for legacy in folder.glob("*.json"):  # entries of earlier versions: never read again
             legacy.unlink(missing_ok=True)
         entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime_ns)
         for old in entries[:-KEEP]:
             old.unlink(missing_ok=True)
     except OSError:
-        return  # a cache that cannot be written is no cache, never a failed plan
+        return  # a cache that cannot be tidied is no cache, never a failed plan
 
 
 def cached(load: Callable[[], ProgramRun], code: Iterable[Path] = ()) -> ProgramRun:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet import __version__
-from gpufleet.cachedir import cache_dir
+from gpufleet.cachedir import cache_dir, write_entry
 
 Values = tuple[Any, ...]  # a row's field values, in its class's field order
 R = TypeVar("R")
@@ -76,18 +75,9 @@ def _write(folder: Path, backend: str, entry: Path, doc: dict[str, Any]) -> None
     """Write an entry whole, or not at all; the backend's other entries go."""
     try:
         data = marshal.dumps(doc)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        import tempfile  # only where an entry is written
-
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rows-", suffix=".tmp")
-    except (OSError, ValueError):
-        return  # a cache that cannot be written is no cache, never a failed command
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, entry)
+    except ValueError:
+        return
+    if write_entry(entry, data):
         for old in folder.glob(f"{backend}.*.bin"):
             if old != entry:
                 old.unlink(missing_ok=True)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)

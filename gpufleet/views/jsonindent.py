@@ -60,6 +60,8 @@ def _walk(obj: Any, pad: str, out: list[str], depth: int) -> Iterator[None]:
 
 
 def _write(obj: Any, pad: str, out: list[str]) -> None:
+    # a loop per kind of container, alike but for the key: one loop asking which kind it
+    # walks, per item, wrote the 1,000-node plan in 75 ms instead of 63
     kind = type(obj)
     if kind is str:
         out.append(_quote(obj))
