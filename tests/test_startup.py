@@ -262,3 +262,39 @@ def test_a_stream_that_fails_part_way_leaves_the_target_as_it_was(tmp_path: Path
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary file left
     write_chunks(str(target), iter(["{", "}"]))
     assert target.read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+@pytest.mark.parametrize("runs_before", [0, 3])
+def test_a_run_cancels_its_own_pending_tasks_and_no_other_loops(
+        fails: bool, runs_before: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task the program leaves waiting is cancelled when the run ends (failed or not),
+    found among all tasks in a process's first run, from the run's own record of its tasks
+    in later ones; a task of another loop is left alone."""
+    import asyncio
+
+    from gpufleet.components.run import harness, runloop
+
+    monkeypatch.setattr(runloop, "_RUNS", [runs_before])
+
+    other = asyncio.new_event_loop()
+    theirs = other.create_task(asyncio.sleep(3600))
+    left: list[asyncio.Future[None]] = []
+
+    def program() -> None:
+        left.append(asyncio.ensure_future(asyncio.Event().wait()))  # type: ignore[arg-type]
+        if fails:
+            raise RuntimeError("boom")
+
+    try:
+        if fails:
+            with pytest.raises(Exception, match="boom"):
+                harness.run_program(program, {}, harness.StrictMocks({}))
+        else:
+            harness.run_program(program, {}, harness.StrictMocks({}))
+        assert len(left) == 1 and left[0].cancelled()
+        assert not theirs.done()
+    finally:
+        theirs.cancel()
+        other.run_until_complete(asyncio.gather(theirs, return_exceptions=True))
+        other.close()

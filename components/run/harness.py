@@ -29,6 +29,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
 from .exports import resolved as resolved_exports
+from .runloop import run_loop
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -321,10 +322,8 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
     quiet = logging.getLogger("gpufleet.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    loop = asyncio.new_event_loop()
-    # After a failed program the SDK leaves sibling RPC futures whose errors nobody reads;
-    # the first error is raised to the caller, the echoes are dropped instead of logged.
-    loop.set_exception_handler(lambda _loop, _ctx: None)
+    run = run_loop()  # errors nobody reads dropped; its pending tasks found at the end
+    loop = run.loop
     # The SDK runs monitor calls on the loop's default executor, and each worker thread
     # makes itself an event loop it never closes; own those loops so they can be closed.
     worker_loops: list[asyncio.AbstractEventLoop] = []
@@ -348,7 +347,7 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
         loop.run_until_complete(run_pulumi_func(lambda: _without_type_aliases(program)))
         exports = loop.run_until_complete(_exports())
     finally:
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        pending = run.pending()
         for task in pending:
             task.cancel()
         if pending:
