@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.cachedir import cache_dir
+from gpufleet.cachedir import cache_dir, write_entry
 
 FORMAT = 2
 _MARK = b"gpufleet sdk type index\n"
@@ -158,16 +158,4 @@ def save(entry_key: Key, preamble: types.CodeType, entries: Sequence[Entry]) -> 
         classes[e.name] = (e.bases, e.decorator, at, at + len(body))
         at += len(body)
     header = marshal.dumps((entry_key, preamble, classes))
-    import tempfile  # only where an entry is written
-
-    tmp = None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".types-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:  # mkstemp's file: its owner's only
-            fh.write(_MARK + len(header).to_bytes(_LENGTH, "big") + header)
-            fh.writelines(bodies)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    write_entry(path, b"".join([_MARK, len(header).to_bytes(_LENGTH, "big"), header, *bodies]))

@@ -8,8 +8,15 @@ files' parsed rows, ``gpufleet.offers.rowcache``)."""
 
 from __future__ import annotations
 
+import marshal
 import os
+import sys
 from pathlib import Path
+from typing import Any
+
+# Entries are in ``marshal``'s format, which is Python's own: an entry names the Python that
+# wrote it, and another's is not read. The folder is trusted as Python's .pyc files are.
+PYTHON = sys.implementation.cache_tag or "none"
 
 
 def cache_dir(kind: str = "runs") -> Path | None:
@@ -29,23 +36,36 @@ def cache_dir(kind: str = "runs") -> Path | None:
     return Path(base) / "gpufleet" / kind
 
 
+
 def write_entry(path: Path, data: bytes) -> bool:
-    """Write a cache entry whole or not at all: a temporary file in the entry's folder (made
-    readable by its owner only) renamed into place, readable by its owner only. False when
-    it could not be written: a cache that cannot be written is no cache, never a failed
-    command."""
+    """Write a cache entry whole or not at all (``fileio``'s atomic write), readable by its
+    owner only, its folder made so too. False when it could not be written: a cache that
+    cannot be written is no cache, never a failed command."""
+    from gpufleet.fileio import write_atomically  # only where an entry is written
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        import tempfile  # only where an entry is written (most runs write none)
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".entry-", suffix=".tmp")
+        write_atomically(str(path), data, owner_only=True)
     except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
         return False
     return True
+
+
+def store_entry(path: Path, doc: dict[str, Any]) -> bool:
+    """``doc`` marshalled with this Python's tag (``PYTHON``) and written by write_entry;
+    False when it is not plain data or could not be written."""
+    try:
+        data = marshal.dumps({**doc, "python": PYTHON})
+    except ValueError:
+        return False
+    return write_entry(path, data)
+
+
+def read_entry(path: Path) -> dict[str, Any] | None:
+    """An entry store_entry wrote, as the dict it stored; None when there is none, it does
+    not read back whole, or another Python wrote it."""
+    try:
+        doc = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("python") == PYTHON else None

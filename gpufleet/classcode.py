@@ -24,17 +24,14 @@ from __future__ import annotations
 import atexit
 import builtins
 import dataclasses
-import marshal
-import sys
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from gpufleet.cachedir import cache_dir, write_entry
+from gpufleet.cachedir import PYTHON, cache_dir, read_entry, store_entry
 
 OURS = ("gpufleet", "components")  # the packages whose classes' code is kept
 KEEP = 4000  # texts kept in the table: the newest; a run's own are always newest
-_TAG = sys.implementation.cache_tag or "none"
 _FORMAT = 1
 
 
@@ -74,7 +71,7 @@ def install() -> None:
     folder = cache_dir("code")
     if folder is None or _TABLE is not None or "exec" in vars(dataclasses):
         return
-    _TABLE = _Table(folder / f"dataclasses.{_TAG}.bin")
+    _TABLE = _Table(folder / f"dataclasses.{PYTHON}.bin")
     vars(dataclasses)["exec"] = _exec
     atexit.register(_TABLE.save)
 
@@ -99,12 +96,8 @@ def _exec(source: Any, globals: Any = None, locals: Any = None, /, **more: Any) 
 
 def read_table(path: Path) -> dict[str, CodeType]:
     """The table at ``path``; empty when there is none or it does not read as one."""
-    try:
-        doc = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
-    if not (isinstance(doc, dict) and doc.get("format") == _FORMAT
-            and doc.get("python") == _TAG and isinstance(doc.get("code"), dict)):
+    doc = read_entry(path)
+    if doc is None or doc.get("format") != _FORMAT or not isinstance(doc.get("code"), dict):
         return {}
     code: dict[str, CodeType] = doc["code"]
     if not all(type(k) is str and type(v) is CodeType for k, v in code.items()):
@@ -114,4 +107,4 @@ def read_table(path: Path) -> dict[str, CodeType]:
 
 def write_table(path: Path, code: dict[str, CodeType]) -> None:
     """Write the table whole, or not at all."""
-    write_entry(path, marshal.dumps({"format": _FORMAT, "python": _TAG, "code": code}))
+    store_entry(path, {"format": _FORMAT, "code": code})

@@ -154,19 +154,22 @@ def write_bytes(path: str, data: bytes, marker: str, force: bool = False) -> Non
     write_atomically(path, data)
 
 
-def write_atomically(path: str, text: str | bytes) -> None:
+def write_atomically(path: str, text: str | bytes, owner_only: bool = False) -> None:
     """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, then
-    rename. An existing file keeps its permission bits. Callers check the target first."""
+    rename. An existing file keeps its permission bits (``owner_only``: readable and
+    writable by its owner alone, whatever it had). Callers check the target first."""
     data = text if isinstance(text, bytes) else \
         (text if text.endswith("\n") else text + "\n").encode("utf-8")
-    _atomically(path, lambda fh: fh.write(data))
+    _atomically(path, lambda fh: fh.write(data), 0o600 if owner_only else None)
 
 
-def _atomically(path: str, fill: Callable[[BinaryIO], object]) -> None:
-    """A temporary file in ``path``'s folder, filled, given the target's permission bits (or
-    the umask's) and renamed over it; removed if anything fails."""
+def _atomically(path: str, fill: Callable[[BinaryIO], object], mode: int | None = None
+                ) -> None:
+    """A temporary file in ``path``'s folder, filled, given ``mode``, else the target's
+    permission bits (or the umask's), and renamed over it; removed if anything fails."""
     folder = os.path.dirname(os.path.abspath(path))
-    mode = stat.S_IMODE(os.lstat(path).st_mode) if os.path.isfile(path) else None
+    if mode is None and os.path.isfile(path):
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
     import tempfile  # here, not at import: validate writes nothing
 
     fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)

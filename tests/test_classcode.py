@@ -112,7 +112,7 @@ def test_a_folder_that_cannot_be_written_costs_nothing_but_the_cache(tmp_path: P
     (tmp_path / "code").write_text("a file where the folder should be")
     run = _probe(tmp_path, "on")
     assert run["stats"][1] > 300 and (tmp_path / "code").is_file()
-    assert list(tmp_path.rglob(".entry-*")) == []
+    assert list(tmp_path.rglob(".gpufleet-*")) == []
 
 
 def test_the_cache_folder_and_no_home_to_put_it_in(monkeypatch: pytest.MonkeyPatch,

@@ -106,4 +106,4 @@ def test_no_entry_with_the_cache_off_or_a_folder_that_cannot_be_written(
     cache.parent.mkdir()
     cache.write_text("a file where the folder should be")
     assert catalog._rows("lambda", path) == _parsed(path)
-    assert list(cache.parent.rglob(".entry-*")) == []
+    assert list(cache.parent.rglob(".gpufleet-*")) == []

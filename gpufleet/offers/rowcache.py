@@ -14,25 +14,22 @@ is trusted as Python's .pyc files are). `GPUFLEET_CACHE=off`: no entry.
 from __future__ import annotations
 
 import hashlib
-import marshal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet import __version__
-from gpufleet.cachedir import cache_dir, write_entry
+from gpufleet.cachedir import PYTHON, cache_dir, read_entry, store_entry
 
 Values = tuple[Any, ...]  # a row's field values, in its class's field order
 R = TypeVar("R")
-_TAG = sys.implementation.cache_tag or "none"
 
 
 def _key(backend: str, path: Path, parser: Path, fields: tuple[str, ...]) -> str:
     st, code = path.stat(), parser.stat()
     return hashlib.sha256(repr((backend, str(path.resolve()), st.st_size, st.st_mtime_ns,
                                 str(parser), code.st_size, code.st_mtime_ns, fields,
-                                __version__, _TAG)).encode()).hexdigest()[:40]
+                                __version__, PYTHON)).encode()).hexdigest()[:40]
 
 
 def cached_rows(backend: str, path: Path, parser: Path, fields: tuple[str, ...],
@@ -58,11 +55,8 @@ def cached_rows(backend: str, path: Path, parser: Path, fields: tuple[str, ...],
 
 
 def _read(entry: Path, key: str, width: int) -> tuple[list[Values], int] | None:
-    try:
-        doc = marshal.loads(entry.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    if not (isinstance(doc, dict) and doc.get("key") == key
+    doc = read_entry(entry)
+    if not (doc is not None and doc.get("key") == key
             and type(doc.get("bad")) is int and isinstance(doc.get("rows"), list)):
         return None
     rows = doc["rows"]
@@ -73,11 +67,7 @@ def _read(entry: Path, key: str, width: int) -> tuple[list[Values], int] | None:
 
 def _write(folder: Path, backend: str, entry: Path, doc: dict[str, Any]) -> None:
     """Write an entry whole, or not at all; the backend's other entries go."""
-    try:
-        data = marshal.dumps(doc)
-    except ValueError:
-        return
-    if write_entry(entry, data):
+    if store_entry(entry, doc):
         for old in folder.glob(f"{backend}.*.bin"):
             if old != entry:
                 old.unlink(missing_ok=True)
