@@ -289,6 +289,9 @@ class Node:
             stubs[tool] = "true"
         for tool, body in stubs.items():
             path = self.bin / tool
+            # a stub replaces the link to the real tool: writing through the link would
+            # overwrite the machine's own program (CI runs as root)
+            path.unlink(missing_ok=True)
             path.write_text(f"#!/bin/bash\n{body}\n")
             path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
@@ -370,6 +373,18 @@ def test_the_azure_lustre_client_is_the_newest_built_for_the_running_kernel(
     else:
         assert len(installs) == 1 and installs[0].endswith(f" {package}"), installs
         assert (node.root / "var/lib/gpufleet/mounts-ready").exists()
+
+
+def test_a_stubbed_tool_leaves_the_real_one_alone(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tmp_path / "real-uname"
+    real.write_text("#!/bin/bash\necho 6.8.0-1-real\n")
+    which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool: str(real) if tool == "uname" else which(tool))
+    (tmp_path / "node").mkdir()
+    node = Node(tmp_path / "node", stubs={"uname": "echo 6.8.0-2-stub"})
+    assert real.read_text() == "#!/bin/bash\necho 6.8.0-1-real\n"
+    assert not (node.bin / "uname").is_symlink()
 
 
 def test_a_filesystem_that_never_mounts_leaves_the_failure_marker(tmp_path: Path) -> None:
