@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from gpufleet.cli import cli, main
-from gpufleet.evidence import append_entry, judge_storage, storage_tasks, verify
+from gpufleet.evidence import append_entry, judge_storage, storage, storage_tasks, verify
 from gpufleet.evidence.storage import PREFIX
 
 from planutil import EXAMPLES, plan_files
@@ -99,7 +99,11 @@ def test_an_incomplete_or_unreadable_log_gives_no_verdict(fleet: Any, mutate: An
     assert lines[-1] == "no verdict: the storage log is incomplete"
 
 
-def test_the_tasks_commands_run_in_bash_against_a_stand_in(fleet: Any, tmp_path: Path) -> None:
+def test_the_tasks_commands_run_in_bash_against_a_stand_in(
+        fleet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the task scaled down as its fio size is: 500 small files, not 20,000 (14 s of bash and
+    # Python on the 2-core machine, twice); the judged line reads the same figure
+    monkeypatch.setattr(storage, "META_FILES", 500)
     (fs,) = fleet.filesystems
     mount = tmp_path / "mnt"
     mount.mkdir()
@@ -120,6 +124,7 @@ def test_the_tasks_commands_run_in_bash_against_a_stand_in(fleet: Any, tmp_path:
     code, lines, figures = judge_storage(out.stdout, 1, plan.filesystems[0], 0.1)
     assert code == 0, (lines, out.stdout[-2000:])
     assert figures["metadata_s"]["import_s"] > 0 and figures["write_mbps_all"] == 1300.0
+    assert f"{PREFIX} meta node=0 fs={fs.name} files=500 " in out.stdout
     assert not any(mount.joinpath(".gpufleet-storage", "t1").glob("0/*"))  # cleaned up
     env["FAKE_ERROR"] = "5"
     out = subprocess.run(["bash", "-c", task["commands"][-1]], env=env, capture_output=True,
