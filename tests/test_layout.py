@@ -86,7 +86,7 @@ def imported_modules(path: Path, own: str | None = None) -> Iterator[tuple[int, 
     own = own or module_of(path)
     package = own if path.name == "__init__.py" else own.rsplit(".", 1)[0]
     known = known_modules()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -107,6 +107,19 @@ def imported_modules(path: Path, own: str | None = None) -> Iterator[tuple[int, 
 
 
 @functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once per process: the checks below read every source
+    file, a dozen times over (read only: no check changes a tree)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def walked(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the file's tree (``ast.walk``'s order), listed once per process."""
+    return tuple(ast.walk(parsed(path)))
+
+
+@functools.cache
 def known_modules() -> frozenset[str]:
     return frozenset(module_of(p) for p in sources())
 
@@ -114,7 +127,7 @@ def known_modules() -> frozenset[str]:
 def test_every_stage_is_a_package_with_a_one_line_docstring() -> None:
     for stage in CORE_STAGES:
         init = ROOT / "gpufleet" / stage / "__init__.py"
-        doc = ast.get_docstring(ast.parse(init.read_text()))
+        doc = ast.get_docstring(parsed(init))
         assert doc and "->" in doc, f"{stage}: say what the stage takes and gives"
 
 
@@ -191,7 +204,7 @@ def _reexported(module: str) -> bool:
     init = ROOT / Path(*package.split(".")) / "__init__.py"
     return init.exists() and any(
         isinstance(n, ast.ImportFrom) and n.module == package and not n.level
-        and name in {a.name for a in n.names} for n in ast.parse(init.read_text()).body)
+        and name in {a.name for a in n.names} for n in parsed(init).body)
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -254,7 +267,7 @@ def test_no_module_over_400_lines() -> None:
 
 def test_no_function_over_60_lines() -> None:
     long = {f"{p.relative_to(ROOT)}:{node.lineno} {node.name}": n for p in sources()
-            for node in ast.walk(ast.parse(p.read_text()))
+            for node in walked(p)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
             and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES}
     assert long == {}
@@ -309,7 +322,7 @@ def test_no_backend_name_outside_its_folder() -> None:
             seen += 1
             continue
         bad += [f"{path.relative_to(ROOT)}:{line}: {what}"
-                for line, what in backend_name_uses(ast.parse(path.read_text()), names)]
+                for line, what in backend_name_uses(parsed(path), names)]
     assert seen >= 3 * len(names)  # every cloud's traits, planner and components were skipped
     assert bad == []
 
@@ -334,7 +347,7 @@ def test_the_core_names_no_cloud_type_and_no_backend_outside_the_cloud_folders()
         rel = path.relative_to(ROOT).parts
         if rel[1] == "backends" and len(rel) > 3 and rel[2] in folders:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 continue
             where = f"{'/'.join(rel)}:{node.lineno}: {node.value}"
@@ -406,7 +419,7 @@ def test_no_code_is_loaded_by_a_string() -> None:
     for path in sources():
         if path in (ROOT / "components" / "sdk.py", ROOT / "components" / "lazyinputs.py"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in walked(path):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
                     node.func, "id", "")) in ("import_module", "__import__"):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
@@ -454,7 +467,7 @@ def test_one_registry_lists_the_backends() -> None:
 
 
 def test_the_package_docstring_tells_the_truth() -> None:
-    doc = ast.get_docstring(ast.parse((ROOT / "gpufleet" / "__init__.py").read_text()))
+    doc = ast.get_docstring(parsed(ROOT / "gpufleet" / "__init__.py"))
     assert doc and "never imports" in doc and "pulumi" in doc
 
 
@@ -485,8 +498,7 @@ def test_every_diagnostic_code_is_registered_and_documented(update_golden: bool)
     for path in sources():
         if path in (ROOT / "gpufleet" / "codes.py", ROOT / "gpufleet" / "codetable.py"):
             continue
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
+        for node in walked(path):
             if isinstance(node, ast.ImportFrom) and node.module == "gpufleet.codes":
                 used |= {a.name for a in node.names}
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
@@ -511,7 +523,7 @@ def test_no_module_branches_on_a_code() -> None:
 
     bad = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sources()
            if path.name not in ("codes.py", "codetable.py")
-           for node in ast.walk(ast.parse(path.read_text()))
+           for node in walked(path)
            if isinstance(node, ast.Compare)
            and any(is_code(x) for x in (node.left, *node.comparators))]
     assert bad == []
