@@ -25,11 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["GPUFLEET_CACHE"] = "off"
 
 
-# Modules whose module-scoped fixture starts a dstack server (tests/dstackserver.py, about
-# 8 s): under `pytest -n`, all of each one's tests go to one worker, which starts it once.
-# xdist's own `--dist loadgroup` cannot be used: it marks a test's group by rewriting the
-# item's `_nodeid`, which pytest 9 no longer reads.
-ONE_WORKER = frozenset({"tests/test_health.py", "tests/test_gateway_sync.py"})
+# Modules whose module-scoped fixture costs seconds: a dstack server (tests/dstackserver.py,
+# about 4 s), the examples exported for SkyPilot and loaded by its own code (5 s). Under
+# `pytest -n`, all of each one's tests go to one worker, which makes it once (each worker
+# made its own before). xdist's own `--dist loadgroup` cannot be used: it marks a test's
+# group by rewriting the item's `_nodeid`, which pytest 9 no longer reads.
+ONE_WORKER = frozenset({"tests/test_health.py", "tests/test_gateway_sync.py",
+                        "tests/test_skypilot.py"})
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
