@@ -1,0 +1,62 @@
+"""The rows offer selection hands to gpuhunt's ``matches`` (``select._candidates``): a query
+that names GPUs reaches only GPU rows of those names, and CPU-only rows where it may take
+none. The matches must be exactly those of every row matched, in the same order, for any
+query: named GPUs in any case, unknown names, counts from none to many, open ranges,
+memory-only and GPU-less queries, priced and unpriced rows."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gpuhunt import QueryFilter, matches
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.offers.catalog import load_catalog
+
+# the module (the package's `select` is its function)
+select = importlib.import_module("gpufleet.offers.select")
+
+CATALOG = load_catalog()
+NAMES = sorted({(item.gpu_name or "") for item, _ in select._items(CATALOG, False, True)})
+
+
+def _every_row(unpriced: bool, q: QueryFilter) -> list[Any]:
+    return [o for item, o in select._items(CATALOG, unpriced, None) if matches(item, q)]
+
+
+def _picked(unpriced: bool, q: QueryFilter) -> list[Any]:
+    side = select._gpu_side(q)
+    return [o for item, o in select._candidates(CATALOG, unpriced, side, q.gpu_name)
+            if matches(item, q) and (side is None or bool(item.gpu_count) == side)]
+
+
+names = st.lists(st.one_of(st.sampled_from(NAMES), st.sampled_from(NAMES).map(str.upper),
+                           st.sampled_from(NAMES).map(str.swapcase),
+                           st.sampled_from(["", "nosuchgpu", "H100 ", "a100-80gb"])),
+                 max_size=3).map(lambda xs: xs or None)
+counts = st.sampled_from([None, 0, 1, 2, 8])
+
+
+@settings(max_examples=150)
+@given(names, counts, counts, st.sampled_from([None, 16.0, 80.0, 200.0]),
+       st.sampled_from([None, 4, 64]), st.booleans())
+def test_the_candidates_match_exactly_what_every_row_matches(
+        gpu_name: list[str] | None, low: int | None, high: int | None,
+        gpu_memory: float | None, cpu: int | None, unpriced: bool) -> None:
+    if low is not None and high is not None and high < low:
+        low, high = high, low
+    q = QueryFilter(gpu_name=gpu_name, min_gpu_count=low, max_gpu_count=high,
+                    min_gpu_memory=gpu_memory, min_cpu=cpu)
+    side = select._gpu_side(q)
+    every = [o for o in _every_row(unpriced, q) if side is None or bool(o.gpu_count) == side]
+    assert _picked(unpriced, q) == every
+
+
+def test_a_named_gpu_skips_the_rows_of_other_gpus() -> None:
+    q = QueryFilter(gpu_name=["h100"], min_gpu_count=8, max_gpu_count=8)
+    rows = select._candidates(CATALOG, False, select._gpu_side(q), q.gpu_name)
+    assert rows and {item.gpu_name.lower() for item, _ in rows} == {"h100"}
+    assert len(rows) < len(select._items(CATALOG, False, True)) / 5
+    assert _picked(False, q) == _every_row(False, q) != []
