@@ -352,9 +352,9 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as cache:
         COLD.update(cold_env(Path(cache)))
-        prime = [sys.executable, "-m", "gpufleet", "plan", str(ROOT / "examples")]
         if not args.smoke:  # the three clouds' indexes (a smoke run's figures are not judged)
-            run_measured(prime, stdout=subprocess.DEVNULL, env=COLD)
+            run_measured([sys.executable, "-m", "gpufleet", "plan", str(ROOT / "examples")],
+                         stdout=subprocess.DEVNULL, env=COLD)
         measure_all(args, sizes)
 
 

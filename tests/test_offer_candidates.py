@@ -27,9 +27,8 @@ def _every_row(unpriced: bool, q: QueryFilter) -> list[Any]:
 
 
 def _picked(unpriced: bool, q: QueryFilter) -> list[Any]:
-    side = select._gpu_side(q)
-    return [o for item, o in select._candidates(CATALOG, unpriced, side, q.gpu_name)
-            if matches(item, q) and (side is None or bool(item.gpu_count) == side)]
+    return [o for item, o in select._candidates(CATALOG, unpriced, select._gpu_side(q),
+                                                q.gpu_name) if matches(item, q)]
 
 
 names = st.lists(st.one_of(st.sampled_from(NAMES), st.sampled_from(NAMES).map(str.upper),
