@@ -13,12 +13,16 @@ the classes its text names, when it is first read -- an output type when the SDK
 ``'outputs.Foo'`` -- or when a module of the service is imported: that module's
 ``import *`` of ``_inputs`` is given exactly the input types its source names, so
 ``typing.get_type_hints`` on its argument types (which the SDK calls to serialize a
-resource) finds every name it would have found.
+resource) finds every name it would have found. But for the ``FooArgsDict`` TypedDicts: a
+resource module names them only in its signatures' string annotations, which the SDK never
+evaluates, and each costs a ``typing`` check per field (half the classes a plan made, 5% of
+a cold ``plan examples/``), so they are left out unless the text names one outside a
+string, and made, with what they name, when read from ``_inputs`` (or the service).
 
-A module of any other shape (a statement at column 0 that is not one class, a decorator
-other than ``@pulumi.input_type``/``@pulumi.output_type``) runs whole, as without this
-module, and is counted in ``WHOLE``: slower, never wrong. A service whose own ``__init__``
-must run (``sdk.FULL_LOADS``) first gets every class (``make_all``).
+A module of any other shape (a statement at column 0 that is not one class, another
+decorator than ``@pulumi.input_type``/``output_type``) runs whole, as without this module
+(``WHOLE``): slower, never wrong. A service whose ``__init__`` must run (``sdk.FULL_LOADS``)
+first gets every class (``make_all``).
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import typestore
+from .sdktext import bare_dict, imported, source_of
 
-# ``_inputs`` and ``outputs`` modules that ran whole: their shape was not the one this
-# module knows
+# ``_inputs`` and ``outputs`` modules that ran whole (a shape this module does not know)
 WHOLE: list[str] = []
 # ``_inputs`` and ``outputs`` modules whose index was read from the store (``typestore``)
 STORED: list[str] = []
@@ -49,6 +53,7 @@ _CLASS = re.compile(r"class (\w+)(?:\(([\w, ]*)\))?:\s*$")
 # the modules of a service made class by class, with the decorator their classes may have
 _DECORATORS = {"_inputs": "input_type", "outputs": "output_type"}
 _NAME = re.compile(r"[A-Z]\w*")  # what an input type's name looks like in a text
+_DICT = "ArgsDict"  # an input type's TypedDict twin ends so
 _SERVICES: set[str] = set()  # the services whose modules this module loads
 
 
@@ -197,14 +202,14 @@ def _split(source: str, code: types.CodeType, decorator: str
     return source[: tops[first][0]], _TextIndex(source, classes, bodies, texts)
 
 
-def _closure(index: _Index, names: Iterable[str]) -> list[str]:
+def _closure(index: _Index, names: Iterable[str], dicts: bool = True) -> list[str]:
     """``names`` (those the index holds) with every class their definitions name, in the
-    source's order."""
-    todo = [n for n in names if n in index.classes]
+    source's order (``dicts=False``: no ``ArgsDict`` taken or followed)."""
+    todo = [n for n in names if n in index.classes and (dicts or not n.endswith(_DICT))]
     seen = set(todo)
     while todo:
         for ref in index.refs(todo.pop()):
-            if ref not in seen:
+            if ref not in seen and (dicts or not ref.endswith(_DICT)):
                 seen.add(ref)
                 todo.append(ref)
     return sorted(seen, key=lambda n: index.classes[n].position)
@@ -231,25 +236,8 @@ def _make_unlocked(space: dict[str, Any], index: _Index, names: Sequence[str]) -
         space[name] = made
 
 
-def _source(loader: importlib.machinery.SourceFileLoader) -> str | None:
-    """A generated module's text, read as UTF-8 (its declared coding) without the tokenizer
-    ``get_source`` runs to find the coding (twice as fast on 4.8 MB); None if it is not."""
-    try:
-        return loader.get_data(loader.path).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def imported(name: str) -> types.ModuleType:
-    """Module ``name``, imported the way an ``import`` statement imports it, so that
-    ``python -X importtime`` reports it (``importlib.import_module`` is not seen there)."""
-    __import__(name)
-    return sys.modules[name]
-
-
 class _Types(types.ModuleType):
-    """An ``_inputs`` or ``outputs`` whose classes are made when first read; see the
-    module's docstring."""
+    """An ``_inputs`` or ``outputs`` whose classes are made when first read."""
 
     def __getattr__(self, attr: str) -> Any:
         index = _INDEXES.get(self.__name__)
@@ -260,9 +248,8 @@ class _Types(types.ModuleType):
 
 
 def make_all(service: str) -> None:
-    """Every class of ``service``'s ``_inputs`` and ``outputs`` made and ``__all__`` whole,
-    as a plain import leaves them (before the service's own ``__init__`` runs ``import *``
-    on them)."""
+    """Every class of ``service``'s ``_inputs`` and ``outputs`` made and ``__all__`` whole, as
+    a plain import leaves them (before the service's ``__init__`` runs ``import *`` on them)."""
     for leaf in _DECORATORS:
         name = f"{service}.{leaf}"
         module, index = sys.modules.get(name), _INDEXES.pop(name, None)
@@ -315,7 +302,7 @@ class _TypesLoader(importlib.abc.Loader):
         code = self.plain.get_code(name)
         if code is None:
             raise ImportError(f"no code for {name}", name=name)
-        source = _source(self.plain)
+        source = source_of(self.plain)
         split = None if source is None else _split(source, code, self.decorator)
         if split is None:
             return code, None
@@ -343,7 +330,7 @@ class _ModuleLoader(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         inputs_name = f"{self.service}._inputs"
-        source = _source(self.plain)
+        source = source_of(self.plain)
         index = None
         if source is None:  # what it names is unknown: its ``import *`` takes every type
             _whole(self.service)
@@ -353,7 +340,8 @@ class _ModuleLoader(importlib.abc.Loader):
         if source is None or index is None:
             self.plain.exec_module(module)
             return
-        names = _closure(index, set(_NAME.findall(source)))
+        names = _closure(index, set(_NAME.findall(source)),
+                         dicts=bare_dict(source))
         _make(inputs, index, names)
         inputs.__dict__["__all__"] = names
         try:

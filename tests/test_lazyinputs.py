@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # ``typing.get_type_hints`` on the getters in the defining module's globals).
 WALK = textwrap.dedent("""
     import json, sys, typing
+    import pulumi
     from pulumi import _types
     LAZY = sys.argv[1] == "lazy"
     if LAZY:
@@ -72,6 +74,19 @@ WALK = textwrap.dedent("""
         out[f"{cls.__module__}.{cls.__qualname__}"] = {k: repr(v) for k, v in types.items()}
         todo.extend(x for t in types.values() for x in inner(t)
                     if isinstance(x, type) and _types.is_output_type(x))
+    # TypedDicts a resource module names only in strings, read from ``_inputs``: made then,
+    # their hints resolved in ``_inputs`` as a whole import resolves them
+    # (``pulumi.Input`` names ``'Output[T]'``: the SDK resolves it with these locals)
+    hint_locals = {"Output": pulumi.Output, "T": type(None)}
+    dicts = {f"{m}.{n}": repr(typing.get_type_hints(getattr(sys.modules[m], n),
+                                                    localns=hint_locals))
+             for m, names in (("pulumi_gcp.compute._inputs", ("InstanceBootDiskArgsDict",
+                                                              "InstanceNetworkInterfaceArgsDict",
+                                                              "FirewallAllowArgsDict")),
+                              ("pulumi_azure_native.network._inputs", ("SecurityRuleArgsDict",)),
+                              ("pulumi_azure_native.compute._inputs",
+                               ("VirtualMachineScaleSetOSProfileArgsDict",)))
+             for n in names}
     made = {}
     if LAZY:
         from gpufleet.components import lazyinputs
@@ -82,7 +97,7 @@ WALK = textwrap.dedent("""
             made[name] = [sum(n in vars(module) for n in index.names), len(index.names)]
         made["whole"] = lazyinputs.WHOLE
         made["stored"] = lazyinputs.STORED
-    print(json.dumps({"types": out, "made": made}))
+    print(json.dumps({"types": out, "made": made, "dicts": dicts}))
 """)
 
 
@@ -97,6 +112,7 @@ def walk(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
 def test_the_types_a_resource_reaches_resolve_as_a_whole_import_resolves_them() -> None:
     lazy, whole = walk("lazy"), walk("whole")
     assert lazy["types"] == whole["types"]
+    assert lazy["dicts"] == whole["dicts"] and len(whole["dicts"]) == 5  # type: ignore[arg-type]
     assert len(whole["types"]) > 100  # type: ignore[arg-type]
     made = lazy["made"]
     assert isinstance(made, dict) and made["whole"] == []
@@ -207,8 +223,10 @@ def test_a_module_gets_the_types_its_text_names_and_no_other(
     sdk.by_class(name, ["svc"])
     thing = importlib.import_module(f"{name}.svc.thing")
     inputs = sys.modules[f"{name}.svc._inputs"]
-    # named in the text (MidArgs, MidArgsDict), and what those name (LeafArgs, BaseArgs)
-    assert {"MidArgs", "MidArgsDict", "LeafArgs", "BaseArgs"} <= set(vars(thing))
+    # named in the text (MidArgs), and what it names (LeafArgs, BaseArgs); MidArgsDict is
+    # named only inside a string, so neither the module nor ``_inputs`` has it yet
+    assert {"MidArgs", "LeafArgs", "BaseArgs"} <= set(vars(thing))
+    assert "MidArgsDict" not in vars(thing) and "MidArgsDict" not in vars(inputs)
     assert "UnusedArgs" not in vars(thing) and "UnusedArgs" not in vars(inputs)
     assert thing.MidArgs is inputs.MidArgs and issubclass(thing.MidArgs, thing.BaseArgs)
     assert inputs.__all__ == []  # given to each importer's ``import *`` while it runs
@@ -216,13 +234,52 @@ def test_a_module_gets_the_types_its_text_names_and_no_other(
     assert _types.is_input_type(thing.MidArgs) and not _types.is_input_type(thing.BaseArgs)
     assert _types.input_type_types(thing.MidArgs) == {"leaf": thing.LeafArgs}
     assert thing.MidArgs.__module__ == f"{name}.svc._inputs"
-    assert thing.MidArgsDict.__annotations__.keys() == {"leaf"}
+    # a TypedDict read from ``_inputs`` is made then, and its hints resolve there
+    assert inputs.MidArgsDict.__annotations__.keys() == {"leaf"}
+    assert typing.get_type_hints(inputs.MidArgsDict) == {"leaf": inputs.LeafArgs}
     # a class read later is made then, once
     unused = inputs.UnusedArgs
     assert unused is inputs.UnusedArgs and _types.is_input_type(unused)
     with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
         inputs.Nothing  # noqa: B018
     assert f"{name}.svc._inputs" not in lazyinputs.WHOLE
+
+
+DICTS = '''\
+# coding=utf-8
+import pulumi
+from typing import TypedDict
+
+class LeafArgsDict(TypedDict):
+    size: int
+
+class MidArgsDict(TypedDict):
+    leaf: 'LeafArgsDict'
+
+class OtherArgsDict(TypedDict):
+    size: int
+'''
+
+
+@pytest.mark.parametrize("text", ["Alias = MidArgsDict\n",
+                                  "def f(m: 'MidArgsDict') -> None: ...\n"])
+def test_a_typed_dict_is_imported_where_a_module_names_it_outside_a_string(
+        fake_sdk: tuple[str, Path], text: str) -> None:
+    """A module that reads an ``ArgsDict`` when it runs gets it, with the TypedDicts it
+    names; one naming it only in a string gets none, and reading it from ``_inputs`` makes it
+    and what it names."""
+    name, service = fake_sdk
+    (service / "_inputs.py").write_text(DICTS)
+    (service / "user.py").write_text(f"from ._inputs import *\n{text}")
+    sdk.by_class(name, ["svc"])
+    user = importlib.import_module(f"{name}.svc.user")
+    inputs = sys.modules[f"{name}.svc._inputs"]
+    bare = text.startswith("Alias")
+    assert ("MidArgsDict" in vars(user)) == bare and ("LeafArgsDict" in vars(user)) == bare
+    assert "OtherArgsDict" not in vars(inputs)
+    assert typing.get_type_hints(inputs.MidArgsDict) == {"leaf": inputs.LeafArgsDict}
+    if bare:
+        assert user.Alias is inputs.MidArgsDict
 
 
 def test_a_service_loaded_whole_afterwards_keeps_the_classes_made_before(

@@ -69,8 +69,10 @@ def test_an_index_read_back_makes_the_classes_a_fresh_one_makes(
     fresh = {n: _types.input_type_types(getattr(thing, n)) for n in ("MidArgs", "LeafArgs")}
     thing, inputs = _load(name)
     assert _stored(name)
-    assert {"MidArgs", "MidArgsDict", "LeafArgs", "BaseArgs"} <= set(vars(thing))
-    assert "UnusedArgs" not in vars(inputs)  # read back, still made only when named
+    assert {"MidArgs", "LeafArgs", "BaseArgs"} <= set(vars(thing))
+    # read back, still made only when named (MidArgsDict: only inside a string)
+    assert "UnusedArgs" not in vars(inputs) and "MidArgsDict" not in vars(inputs)
+    assert inputs.MidArgsDict.__annotations__.keys() == {"leaf"}  # type: ignore[attr-defined]
     mid = thing.MidArgs  # type: ignore[attr-defined]
     assert _types.is_input_type(mid) and issubclass(mid, thing.BaseArgs)  # type: ignore[attr-defined]
     assert mid.__module__ == f"{name}.svc._inputs"
