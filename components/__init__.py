@@ -5,3 +5,7 @@ the stack program (``program``) and the runners of it (``run``).
 implements it; modules load on first use, so a fleet on one cloud never loads another
 cloud's SDK.
 """
+
+from .sdk import defer_unread
+
+defer_unread()  # before the Pulumi SDK is first imported: what no run reads loads when read

@@ -31,8 +31,12 @@ PROBE = textwrap.dedent("""
     report, diags = build_report(validate_paths(paths), load_catalog(), paths, "dev", None,
                                  None)
     assert report is not None, diags
+    deferred = {m: type(sys.modules[m]).__name__ for m in sdk.DEFERRED}
+    from pulumi import automation  # read now: loaded whole
+    read = [automation.LocalWorkspace.__name__, type(automation).__name__]
     print(json.dumps({"full_loads": sdk.FULL_LOADS, "resources": len(report.resources),
-                      "modules": sorted(m for m in sys.modules if m.startswith("pulumi_"))}))
+                      "modules": sorted(m for m in sys.modules if m.startswith("pulumi_")),
+                      "deferred": deferred, "read": read}))
 """)
 
 
@@ -57,6 +61,9 @@ def test_the_examples_plan_without_loading_a_whole_provider_service() -> None:
     assert "pulumi_azure_native.network.express_route_circuit" not in modules
     compute = [m for m in modules if m.startswith("pulumi_gcp.compute.")]
     assert 5 < len(compute) < 40  # of 290 the service's __init__ would import
+    # the Automation API the SDK's package imports is not run by the plan, and whole when read
+    assert got["deferred"] == {"pulumi.automation": "_LazyModule"}
+    assert got["read"] == ["LocalWorkspace", "module"]
 
 
 def test_a_plan_imports_the_sdks_of_its_own_clouds_only(tmp_path: Path) -> None:
