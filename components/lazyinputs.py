@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import typestore
-from .sdktext import bare_dict, imported, source_of
+from .sdktext import bare_dict, source_of
 
 # ``_inputs`` and ``outputs`` modules that ran whole (a shape this module does not know)
 WHOLE: list[str] = []
@@ -236,6 +236,13 @@ def _make_unlocked(space: dict[str, Any], index: _Index, names: Sequence[str]) -
         space[name] = made
 
 
+def imported(name: str) -> types.ModuleType:
+    """Module ``name``, imported the way an ``import`` statement imports it, so that
+    ``python -X importtime`` reports it (``importlib.import_module`` is not seen there)."""
+    __import__(name)
+    return sys.modules[name]
+
+
 class _Types(types.ModuleType):
     """An ``_inputs`` or ``outputs`` whose classes are made when first read."""
 
@@ -340,8 +347,7 @@ class _ModuleLoader(importlib.abc.Loader):
         if source is None or index is None:
             self.plain.exec_module(module)
             return
-        names = _closure(index, set(_NAME.findall(source)),
-                         dicts=bare_dict(source))
+        names = _closure(index, set(_NAME.findall(source)), dicts=bare_dict(source))
         _make(inputs, index, names)
         inputs.__dict__["__all__"] = names
         try:

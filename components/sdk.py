@@ -27,8 +27,7 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .lazyinputs import lazy, make_all
-from .sdktext import imported
+from .lazyinputs import imported, lazy, make_all
 
 # services whose own __init__ had to run, with the name that made it (for tests and benches)
 FULL_LOADS: list[tuple[str, str]] = []

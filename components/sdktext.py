@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import re
-import sys
-import types
 
 # the end of an input type's TypedDict twin's name (``FooArgsDict``); in the 1,208 resource
 # modules of the services the components use, every one is named inside a string
@@ -32,9 +30,3 @@ def bare_dict(source: str) -> bool:
             return True
     return False
 
-
-def imported(name: str) -> types.ModuleType:
-    """Module ``name``, imported the way an ``import`` statement imports it, so that
-    ``python -X importtime`` reports it (``importlib.import_module`` is not seen there)."""
-    __import__(name)
-    return sys.modules[name]

@@ -36,7 +36,6 @@ def cache_dir(kind: str = "runs") -> Path | None:
     return Path(base) / "gpufleet" / kind
 
 
-
 def write_entry(path: Path, data: bytes) -> bool:
     """Write a cache entry whole or not at all (``fileio``'s atomic write), readable by its
     owner only, its folder made so too. False when it could not be written: a cache that

@@ -412,13 +412,12 @@ def test_the_pulumi_layer_runs_the_program_and_nothing_else() -> None:
 def test_no_code_is_loaded_by_a_string() -> None:
     """A cloud's roles come from its plugin object (typed loaders), its components from
     their entry point: no module is imported by a name built at run time. The one
-    exceptions are the provider SDKs' lazy class loaders (components/sdk.py,
-    components/lazyinputs.py and its components/sdktext.py), which import the Pulumi SDKs'
-    own service modules, not gpufleet's."""
+    exceptions are the provider SDKs' lazy class loaders (components/sdk.py and
+    components/lazyinputs.py), which import the Pulumi SDKs' own service modules, not
+    gpufleet's."""
     bad = []
     for path in sources():
-        if path in (ROOT / "components" / "sdk.py", ROOT / "components" / "lazyinputs.py",
-                    ROOT / "components" / "sdktext.py"):
+        if path in (ROOT / "components" / "sdk.py", ROOT / "components" / "lazyinputs.py"):
             continue
         for node in walked(path):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
