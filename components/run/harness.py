@@ -29,6 +29,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 
 from .exports import resolved as resolved_exports
+from .gettertypes import quick_hints
 from .runloop import run_loop
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -292,11 +293,10 @@ class RunResult:
         return sorted(self.registrations, key=lambda r: r.urn)
 
 
-# The collector's thresholds while a program runs. The SDK makes a task, futures and
-# callbacks for every output (some 60,000 objects for the examples' 128 resources), so the
-# default (700, 10, 10) runs a full collection over the loaded SDKs' 350,000 objects every
-# few thousand outputs: half of the run's time on the examples (bench/startup.py). A young
-# generation of 10,000 and rare full collections keep the same peak memory there.
+# The collector's thresholds while a program runs. The SDK makes a task, futures and callbacks
+# for every output (some 60,000 objects for the examples' 128 resources), so the default (700,
+# 10, 10) runs a full collection over the loaded SDKs' 350,000 objects every few thousand
+# outputs: half of the run on the examples. 10,000 young, rare full ones: the same peak memory.
 RUN_GC_THRESHOLDS = (10_000, 100, 100)
 
 
@@ -344,8 +344,9 @@ def run_program(program: Callable[[], None], config: Mapping[str, str], mocks: S
         asyncio.set_event_loop(loop)
         pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview,
                                  monitor=monitor, logger=quiet)
-        loop.run_until_complete(run_pulumi_func(lambda: _without_type_aliases(program)))
-        exports = loop.run_until_complete(_exports())
+        with quick_hints():  # the SDK's getter types, each annotation evaluated once
+            loop.run_until_complete(run_pulumi_func(lambda: _without_type_aliases(program)))
+            exports = loop.run_until_complete(_exports())
     finally:
         pending = run.pending()
         for task in pending:
