@@ -109,6 +109,21 @@ def test_alike_annotations_resolve_in_their_own_module(monkeypatch: pytest.Monke
         del sys.modules["gpufleet_test_sdk_a"], sys.modules["gpufleet_test_sdk_b"]
 
 
+def test_a_module_made_again_under_its_name_is_another_scope() -> None:
+    """A module replaced in ``sys.modules`` by one of the same name (a test's fake SDK made
+    again, a module reloaded): its classes' ``'Disk'`` is its own, not the first one's."""
+    try:
+        first = _sdk_module("gpufleet_test_sdk_again", "int")
+        got_first = gettertypes.return_hints(first.Machine)
+        second = _sdk_module("gpufleet_test_sdk_again", "str")
+        got_second = gettertypes.return_hints(second.Machine)
+        assert got_first["disk"] == pulumi.Output[first.Disk | None]
+        assert got_second["disk"] == pulumi.Output[second.Disk | None] != got_first["disk"]
+        assert got_second == SDK_OWN(second.Machine)
+    finally:
+        del sys.modules["gpufleet_test_sdk_again"]
+
+
 def test_the_sdks_function_is_back_after_a_failed_run() -> None:
     original = sdk_types._raw_return_hints
     seen: list[Any] = []

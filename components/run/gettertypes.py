@@ -11,14 +11,16 @@ or forward reference (``'outputs.InstanceNetworkInterface'``) recurs within its 
 ``return_hints`` computes what the SDK's function computes, with the SDK's own helpers and
 ``typing.get_type_hints`` on the first getter of each annotation, and reuses that result for
 the others whose annotation is equal and whose class reads the same module globals (the same
-modules in its MRO: what ``_globals_for_cls`` merges); ``tests/test_gettertypes.py`` compares it
-with the SDK's function on every class of the services the components use.
+module objects in its MRO: what ``_globals_for_cls`` merges). ``tests/test_gettertypes.py``
+compares it with the SDK's function on every class a plan of the examples reads.
 ``quick_hints`` puts it in place of the SDK's for the time a run takes.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import types
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -28,8 +30,10 @@ import pulumi
 from pulumi import _types as sdk_types
 
 _MISSING = object()
-# (annotation, the modules of the class's MRO) -> its evaluated return type (None: none)
-_EVALUATED: dict[tuple[Any, tuple[str, ...]], Any] = {}
+# (annotation, the modules of the class's MRO) -> its evaluated return type (None: none).
+# The module objects, not their names: a module made again under a name (a test's fake SDK)
+# is another scope.
+_EVALUATED: dict[tuple[Any, tuple[types.ModuleType | None, ...]], Any] = {}
 
 
 @functools.cache
@@ -38,7 +42,7 @@ def return_hints(cls: type) -> dict[str, Any]:
     return annotation, before any Output/Optional unwrapping."""
     globalns = sdk_types._globals_for_cls(cls)
     localns = {"Output": pulumi.Output, "T": type(None)}  # as the SDK passes them
-    scope = tuple(base.__module__ for base in cls.__mro__)
+    scope = tuple(sys.modules.get(base.__module__) for base in cls.__mro__)
     hints: dict[str, Any] = {}
     for _, pulumi_name, prop in sdk_types._py_properties(cls):
         annotation = getattr(prop.fget, "__annotations__", {}).get("return", _MISSING)
