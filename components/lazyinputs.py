@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import typestore
-from .sdktext import bare_dict, source_of
+from .sdktext import DICT, bare_dict, source_of
 
 # ``_inputs`` and ``outputs`` modules that ran whole (a shape this module does not know)
 WHOLE: list[str] = []
@@ -53,7 +53,6 @@ _CLASS = re.compile(r"class (\w+)(?:\(([\w, ]*)\))?:\s*$")
 # the modules of a service made class by class, with the decorator their classes may have
 _DECORATORS = {"_inputs": "input_type", "outputs": "output_type"}
 _NAME = re.compile(r"[A-Z]\w*")  # what an input type's name looks like in a text
-_DICT = "ArgsDict"  # an input type's TypedDict twin ends so
 _SERVICES: set[str] = set()  # the services whose modules this module loads
 
 
@@ -205,11 +204,13 @@ def _split(source: str, code: types.CodeType, decorator: str
 def _closure(index: _Index, names: Iterable[str], dicts: bool = True) -> list[str]:
     """``names`` (those the index holds) with every class their definitions name, in the
     source's order (``dicts=False``: no ``ArgsDict`` taken or followed)."""
-    todo = [n for n in names if n in index.classes and (dicts or not n.endswith(_DICT))]
+    def taken(n: str) -> bool:
+        return dicts or not n.endswith(DICT)
+    todo = [n for n in names if n in index.classes and taken(n)]
     seen = set(todo)
     while todo:
         for ref in index.refs(todo.pop()):
-            if ref not in seen and (dicts or not ref.endswith(_DICT)):
+            if ref not in seen and taken(ref):
                 seen.add(ref)
                 todo.append(ref)
     return sorted(seen, key=lambda n: index.classes[n].position)

@@ -7,7 +7,8 @@ import re
 
 # the end of an input type's TypedDict twin's name (``FooArgsDict``); in the 1,208 resource
 # modules of the services the components use, every one is named inside a string
-_DICT_END = re.compile(r"ArgsDict\b")
+DICT = "ArgsDict"
+_DICT_END = re.compile(DICT + r"\b")
 
 
 def source_of(loader: importlib.machinery.SourceFileLoader) -> str | None:
@@ -29,4 +30,3 @@ def bare_dict(source: str) -> bool:
         if source[start - 1:start] != "'" or source[match.end():match.end() + 1] != "'":
             return True
     return False
-

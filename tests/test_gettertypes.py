@@ -106,7 +106,8 @@ def test_alike_annotations_resolve_in_their_own_module(monkeypatch: pytest.Monke
         assert got_a["name"] == pulumi.Output[str]
         assert gettertypes.return_hints(b.Disk) == {"size": str} == SDK_OWN(b.Disk)
     finally:
-        del sys.modules["gpufleet_test_sdk_a"], sys.modules["gpufleet_test_sdk_b"]
+        sys.modules.pop("gpufleet_test_sdk_a", None)
+        sys.modules.pop("gpufleet_test_sdk_b", None)
 
 
 def test_a_module_made_again_under_its_name_is_another_scope() -> None:
@@ -121,7 +122,7 @@ def test_a_module_made_again_under_its_name_is_another_scope() -> None:
         assert got_second["disk"] == pulumi.Output[second.Disk | None] != got_first["disk"]
         assert got_second == SDK_OWN(second.Machine)
     finally:
-        del sys.modules["gpufleet_test_sdk_again"]
+        sys.modules.pop("gpufleet_test_sdk_again", None)
 
 
 def test_the_sdks_function_is_back_after_a_failed_run() -> None:
