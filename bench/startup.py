@@ -11,7 +11,11 @@ counted, as a user or a pre-commit hook sees it); medians are printed. Then one
 and the largest imports. Targets (issue 60): `plan examples/` <= 1.2 s, `quota`, `export
 skypilot` and `health` <= 1 s, on an idle 2-core machine; the cold plan is printed beside
 the warm one (the provider SDK modules it loads: about 0.75 s of `-X importtime` self time,
-which sees every one since stop 68). Runs keep Python's .pyc files as a user's shell does.
+which sees every one since stop 68). A cold plan runs each cloud's part of the program in a
+process of its own on the processors it may use (``components/run/parallel.py``); the
+cold plan with `GPUFLEET_JOBS=1` (one process, as on a machine of one processor or a
+library call) is printed beside it, and the import times are read from such a run. Runs
+keep Python's .pyc files as a user's shell does.
 
     python bench/startup.py [--rounds 7] [--smoke]
 """
@@ -40,6 +44,7 @@ ENV = USER_ENV
 
 
 OFF = {"GPUFLEET_CACHE": "off"}  # no cache at all
+ONE_JOB = {"GPUFLEET_JOBS": "1"}  # the program's run in one process, not a cloud's part each
 
 
 def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -57,6 +62,8 @@ def commands(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
         "gpufleet plan examples/ (first run)": ([*gpufleet, "plan", EXAMPLES],
                                                 first_env(tmp / "first")),
         "gpufleet plan examples/ (cold)": ([*gpufleet, "plan", EXAMPLES], cold),
+        "gpufleet plan examples/ (cold, 1 job)": ([*gpufleet, "plan", EXAMPLES],
+                                                  {**cold, **ONE_JOB}),
         "gpufleet plan examples/ (warm)": ([*gpufleet, "plan", EXAMPLES], warm),
         "gpufleet quota examples/ (cold)": ([*gpufleet, "quota", EXAMPLES], cold),
         "gpufleet quota examples/ (warm)": ([*gpufleet, "quota", EXAMPLES], warm),
@@ -129,11 +136,11 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 
 def import_times(cold: dict[str, str]) -> tuple[dict[str, float], list[tuple[float, str]]]:
     """Self import time per provider SDK, and the ten largest imports (cumulative, s), of a
-    cold plan (``cold``: its environment)."""
+    cold plan (``cold``: its environment) in one process (-X importtime sees no child's)."""
     forget_runs(cold)
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpufleet", "plan",
                            EXAMPLES], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, check=True, cwd=ROOT, env={**ENV, **cold})
+                          text=True, check=True, cwd=ROOT, env={**ENV, **cold, **ONE_JOB})
     per_sdk = dict.fromkeys(SDKS, 0.0)
     top: list[tuple[float, str]] = []
     for line in done.stderr.splitlines():
@@ -155,7 +162,8 @@ def main() -> None:
                     help="one round, no target: proves the benchmark still runs (CI)")
     args = ap.parse_args()
     rounds = 1 if args.smoke else args.rounds
-    env_note = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "all"
+    env_note = f"{os.cpu_count()} cores, {usable} usable, Python {sys.version.split()[0]}"
     print(f"start-up, whole process, median of {rounds} ({env_note})")
     medians = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -166,7 +174,7 @@ def main() -> None:
         health = table.pop("gpufleet health")
 
         def measure(label: str, cmd: list[str], env: dict[str, str]) -> None:
-            if ("(warm)" in label or "(cold)" in label) and not args.smoke:
+            if ("(warm)" in label or "(cold" in label) and not args.smoke:
                 timed(cmd, env)  # a first run fills the cache (cold: the SDKs' indexes)
             medians[label] = statistics.median(timed(cmd, env) for _ in range(rounds))
             print(f"  {label:<36} {medians[label]:6.2f} s")

@@ -344,6 +344,9 @@ class BackendTraits:
     family: Callable[[str], str] = _whole_name
     # tags as the cloud accepts them as labels
     labels: Callable[[Mapping[str, str]], dict[str, str]] = _as_is
+    # what the cloud's part of an offline run costs, in hundredths of a second (its SDK
+    # modules loaded, their classes made): how `plan` spreads a run over processes
+    offline_run_cost: int = 35
 
     @property
     def folder(self) -> str:

@@ -14,6 +14,7 @@ from types import ModuleType
 import click
 
 from gpufleet import __version__
+from gpufleet.cli import processors
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from gpufleet.fileio import WriteError
 from gpufleet.outbound import HttpError, scrub
@@ -149,10 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     which exits when this returns."""
     _freeze_at_exit()
     args = list(argv) if argv is not None else sys.argv[1:]
-    if argv is None and next((a for a in args if not a.startswith("-")), None) in ONE_SHOT:
+    one_shot = argv is None and next((a for a in args if not a.startswith("-")), None) \
+        in ONE_SHOT
+    if one_shot:
         gc.disable()
     verbose = "-v" in args or "--verbose" in args
     try:
+        if one_shot:  # and may fork a process per cloud's part of a program run
+            processors.grant()
         cli.main(args=args, prog_name="gpufleet", standalone_mode=False)
     except click.exceptions.Exit as e:
         return int(e.exit_code)

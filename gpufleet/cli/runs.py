@@ -9,13 +9,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpufleet.cli import processors
 from gpufleet.cli.runcache import cached, cached_policies
+from gpufleet.compile import Compiled
 from gpufleet.compile.runs import (
     Finding,
     PolicyRun,
     PolicySubject,
     ProgramRun,
     Progress,
+    Registered,
     RunInputs,
 )
 from gpufleet.diagnostics import Diagnostic
@@ -58,8 +61,16 @@ def _no_rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> l
 def _program() -> ProgramRun:
     from gpufleet.components.run import plan
 
-    run: ProgramRun = plan.registered
-    return run
+    jobs = processors.jobs()
+    if jobs == 1:
+        run: ProgramRun = plan.registered
+        return run
+
+    def on_processors(run: RunInputs, compiled: Compiled, progress: Progress | None = None
+                      ) -> Registered:
+        done: Registered = plan.registered(run, compiled, progress, jobs=jobs)
+        return done
+    return on_processors
 
 
 def _rules() -> PolicyRun:

@@ -191,4 +191,5 @@ TRAITS = BackendTraits(
     # blocks per VPC"; docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html):
     # its own and one per fleet that joins it
     shared_network_limit=4,
+    offline_run_cost=35,  # pulumi-aws's ec2 modules, 2026-11-28
 )

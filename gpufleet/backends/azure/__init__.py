@@ -168,4 +168,5 @@ TRAITS = BackendTraits(
     quota_lag=("minutes when the request is approved automatically; a support request, usually "
                "days, when it is not (learn.microsoft.com/azure/quotas/per-vm-quota-requests); "
                "meanwhile keep the fleet at `nodes: 0`, or plan it on another offer"),
+    offline_run_cost=35,  # azure-native's compute, network and resources modules
 )

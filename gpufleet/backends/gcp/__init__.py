@@ -230,4 +230,5 @@ TRAITS = BackendTraits(
     quota_lag=("hours to days: Google reviews GPU quota increases "
                "(cloud.google.com/docs/quotas/help/request_increase); meanwhile keep the fleet "
                "at `nodes: 0`, or plan it on another offer"),
+    offline_run_cost=36,  # pulumi-gcp's compute modules, 2026-11-28
 )

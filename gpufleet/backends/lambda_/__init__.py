@@ -98,4 +98,5 @@ TRAITS = BackendTraits(
         CapacityCode("lambda", "instance-operations/launch/insufficient-capacity", _API),),
     name_rules=_names.NAME_RULES, name_budgets=_names.NAME_BUDGETS,
     labels=_names.tags,
+    offline_run_cost=3,  # a dynamic provider of gpufleet's own: no SDK modules
 )

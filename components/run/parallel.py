@@ -1,0 +1,261 @@
+"""One offline run of the stack program in several processes, a cloud's part in each.
+
+Most of a cold `gpufleet plan` is the program's run, and most of that is per cloud: each
+cloud's provider SDK modules load, their classes are made, its resources registered. The
+clouds' parts share nothing: a fleet, its gateway, filesystems, buckets and quota requests
+reach one another through the program's dicts of fleets, networks and providers, always
+within one cloud (R2 joins its fleets' clouds: the Cloudflare provider is one per run). So a
+process forked after compiling runs each part but the first, the first runs in this process,
+and their registrations, invokes and exports come back (``pickle`` through a pipe) to be
+joined as one run of the whole program would make them.
+
+Nothing here changes what a plan says: a part that fails in any way (its program raises, a
+child dies or sends nothing readable), or parts whose URNs meet, give None and the caller
+runs the whole program in this process, as without this module, so an error is the whole
+run's own. Only a process with no other thread forks (a forked thread's locks stay held);
+the CLI's one-shot commands ask for it (``jobs``), the library and the tests' workers run
+whole.
+
+Costs (each backend's ``offline_run_cost``): a cloud's part of the examples' cold plan,
+each cloud planned alone in a fresh process against a plan of nothing (2026-11-28, 2 cores):
+AWS, Azure and GCP 0.35 s each, mostly their SDK modules, Lambda 0.03 s; each fleet,
+gateway, volume or bucket about 0.02 s more. A fork and the pickle back cost about 0.02 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from gpufleet.backends import find
+from gpufleet.compile import Compiled, emission_order
+from gpufleet.objectstores import R2_CLOUD
+
+from .harness import Registration, RunResult
+
+# a part's cost in hundredths of a second: each cloud's own (its traits say), an item's
+R2_COST = 5  # Cloudflare's two modules
+ITEM = 2
+OTHER = 35  # a backend no plugin builds here (the run refuses it; the cost is moot)
+FORK = 2  # a process more: the fork, the child's exit, the result back
+MAX_JOBS = 8
+R2 = R2_CLOUD
+
+
+def cost_of(cloud: str) -> int:
+    """A cloud's own cost in an offline run (hundredths of a second)."""
+    if cloud == R2:
+        return R2_COST
+    traits = find(cloud)
+    return OTHER if traits is None else traits.offline_run_cost
+
+
+def _joined(compiled: Compiled) -> dict[str, str]:
+    """Each cloud the run touches -> the first cloud of the part it belongs to (union-find:
+    a bucket joins its readers' clouds, a mount its bucket's, a gateway its fleet's)."""
+    root: dict[str, str] = {}
+
+    def find(c: str) -> str:
+        root.setdefault(c, c)
+        while root[c] != c:
+            c = root[c]
+        return c
+
+    def join(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            root[max(ra, rb)] = min(ra, rb)
+    cloud_of = {p.name: p.backend for p in compiled.plans}
+    for p in compiled.plans:
+        find(p.backend)
+        for m in p.buckets:
+            join(p.backend, R2 if m.secret is not None else m.cloud)
+        for fs in p.filesystems:
+            join(p.backend, fs.backend)
+    for g in compiled.gateways:
+        find(g.backend)
+        if g.fleet:
+            join(g.backend, cloud_of.get(g.fleet, g.backend))
+    for b in compiled.buckets:
+        own = find(b.cloud if b.provider is not None else R2)
+        for r in b.readers:
+            join(own, r.backend)
+            join(own, cloud_of.get(r.fleet, r.backend))
+    for v in compiled.volumes:
+        find(v.backend)
+    for q in compiled.quota_requests:
+        find(q.backend)
+    return {c: find(c) for c in list(root)}
+
+
+def _items(compiled: Compiled) -> list[tuple[str, str]]:
+    """(kind, cloud) of everything the program builds."""
+    return ([("plan", p.backend) for p in compiled.plans]
+            + [("gateway", g.backend) for g in compiled.gateways]
+            + [("volume", v.backend) for v in compiled.volumes]
+            + [("quota", q.backend) for q in compiled.quota_requests]
+            + [("bucket", b.cloud if b.provider is not None else R2)
+               for b in compiled.buckets])
+
+
+def groups(compiled: Compiled) -> dict[str, int]:
+    """Each part that must run in one process (named by its first cloud) -> its cost."""
+    part = _joined(compiled)
+    cost: dict[str, int] = {}
+    for cloud, first in part.items():
+        cost[first] = cost.get(first, 0) + cost_of(cloud)
+    for _, cloud in _items(compiled):
+        cost[part[cloud]] += ITEM
+    return cost
+
+
+def _packed(cost: dict[str, int], bins: int) -> list[list[str]]:
+    """Largest first into the lightest bin; empty bins dropped."""
+    load = [0] * bins
+    out: list[list[str]] = [[] for _ in range(bins)]
+    for name in sorted(cost, key=lambda n: (-cost[n], n)):
+        i = load.index(min(load))
+        load[i] += cost[name]
+        out[i].append(name)
+    return [sorted(b) for b in out if b]
+
+
+def plan_parts(compiled: Compiled, cpus: int) -> list[list[str]]:
+    """The parts (lists of first clouds) whose estimated wall time on ``cpus`` processors is
+    least: the largest part, or the whole spread over the processors, plus a fork each."""
+    cost = groups(compiled)
+    if cpus < 2 or len(cost) < 2:
+        return [sorted(cost)]
+    total = sum(cost.values())
+    best: tuple[float, list[list[str]]] = (float(total), [sorted(cost)])
+    for k in range(2, min(len(cost), MAX_JOBS) + 1):
+        parts = _packed(cost, k)
+        longest = max(sum(cost[n] for n in p) for p in parts)
+        wall = max(longest, total / min(k, cpus)) + FORK * (len(parts) - 1)
+        if wall < best[0]:
+            best = (wall, parts)
+    return best[1]
+
+
+def subset(compiled: Compiled, clouds: set[str]) -> Compiled:
+    """The compiled plans of the part whose (first) clouds are ``clouds``."""
+    part = _joined(compiled)
+
+    def mine(cloud: str) -> bool:
+        return part.get(cloud, cloud) in clouds
+    return dataclasses.replace(
+        compiled, plans=tuple(p for p in compiled.plans if mine(p.backend)),
+        gateways=tuple(g for g in compiled.gateways if mine(g.backend)),
+        volumes=tuple(v for v in compiled.volumes if mine(v.backend)),
+        quota_requests=tuple(q for q in compiled.quota_requests if mine(q.backend)),
+        buckets=tuple(b for b in compiled.buckets
+                      if mine(b.cloud if b.provider is not None else R2)))
+
+
+def export_order(compiled: Compiled) -> list[str]:
+    """The stack's exports in the order the program makes them (``program.emit``)."""
+    return ([p.name for p in emission_order(compiled.plans)]
+            + [f"gateway-{g.name}" for g in compiled.gateways]
+            + [f"volume-{v.name}" for v in compiled.volumes])
+
+
+def joined(compiled: Compiled, results: Sequence[RunResult]) -> RunResult | None:
+    """The parts' results as one run's; None when two parts registered one URN or the
+    exports are not the ones the whole program makes."""
+    regs: list[Registration] = [r for res in results for r in res.registrations]
+    if len({r.urn for r in regs}) != len(regs):
+        return None
+    exports = {k: v for res in results for k, v in res.exports.items()}
+    order = export_order(compiled)
+    if sorted(order) != sorted(exports):
+        return None
+    return RunResult(regs, {k: exports[k] for k in order},
+                     [i for res in results for i in res.invokes])
+
+
+def run_parts(compiled: Compiled, run_part: Callable[[Compiled], RunResult],
+              jobs: int) -> RunResult | None:
+    """The program's run over ``compiled`` as parts in forked processes (at most ``jobs``
+    processors counted), or None: not worth it, not possible, or a part failed."""
+    parts = plan_parts(compiled, jobs)
+    if len(parts) < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
+        return None
+    subsets = [subset(compiled, set(p)) for p in parts]
+    with _children(subsets[1:], run_part) as children:
+        try:
+            mine = run_part(subsets[0])
+        except Exception:
+            return None
+        theirs = [_collect(pid, fd) for pid, fd in children]
+    if any(r is None for r in theirs):
+        return None
+    return joined(compiled, [mine, *[r for r in theirs if r is not None]])
+
+
+@contextlib.contextmanager
+def _children(subsets: Sequence[Compiled], run_part: Callable[[Compiled], RunResult]
+              ) -> Iterator[list[tuple[int, int]]]:
+    """A forked process per subset, each writing its result to a pipe: (pid, read end).
+    Children still running when the block ends (an error, Ctrl-C) are killed and reaped."""
+    children: list[tuple[int, int]] = []
+    try:
+        for sub in subsets:
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: never returns into the caller's code
+                _child(sub, run_part, write, [fd for _, fd in children] + [read])
+            os.close(write)
+            children.append((pid, read))
+        yield children
+    finally:
+        for pid, fd in children:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+
+
+def _child(sub: Compiled, run_part: Callable[[Compiled], RunResult], write: int,
+           inherited: Sequence[int]) -> None:
+    """Run one part and send ``("ok", result)``, or ``("failed", None)``; then end the
+    process at once (no atexit handlers, no buffers of the parent's flushed twice)."""
+    status = 1
+    try:
+        for fd in inherited:
+            os.close(fd)
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        try:
+            message: tuple[str, RunResult | None] = ("ok", run_part(sub))
+        except BaseException:
+            message = ("failed", None)
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view):]
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _collect(pid: int, fd: int) -> RunResult | None:
+    """A child's result, once it has sent all of it and ended well; else None."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
+    try:
+        kind, result = pickle.loads(b"".join(chunks))
+    except Exception:
+        return None
+    return result if kind == "ok" and isinstance(result, RunResult) else None
