@@ -29,10 +29,12 @@ from planutil import ROOT
 EXAMPLES = str(ROOT / "examples")
 
 # Compiles the files (argv[1], JSON), then for each mode runs the program split (jobs 2),
-# compares it with the whole run (made after the first mode), and prints what it saw: whether the two agree (resources, exports in order,
-# invokes), how many processes forked, whether any child is left unreaped.
+# compares it with the whole run (made after the first mode), and prints what it saw:
+# whether the two agree (resources, exports in order, invokes), how many processes forked,
+# whether any child is left unreaped. Mode "seeded": `gpufleet diff`'s preview over the
+# state a whole run leaves, its first fleet edited.
 SCRIPT = r"""
-import json, os, sys
+import dataclasses, json, os, sys
 from gpufleet.compile.compiler import compile_inputs
 from gpufleet.compile.runs import RunInputs
 from gpufleet.components.run import parallel, plan
@@ -65,8 +67,25 @@ def failing(where):
         return real_run(*a, **k)
     return run_offline
 
+def seeded():
+    from gpufleet.components.run.diff import run_seeded
+    state = plan.run_offline(run, compiled, record_outputs=True)
+    seed = {r.urn: (r.id, r.outputs) for r in state.registrations}
+    before = {r.urn: r.inputs for r in state.registrations}
+    first = compiled.plans[0]
+    edited = dataclasses.replace(compiled, plans=(dataclasses.replace(
+        first, disk_gib=first.disk_gib + 1), *compiled.plans[1:]))
+    del forks[:]
+    split = run_seeded(run, edited, seed, "gpufleet", jobs=2)
+    same = split == run_seeded(run, edited, seed, "gpufleet")
+    return {"same": same, "forks": len(forks), "left": False, "resources": len(split),
+            "edited": sum(r["inputs"] != before.get(r["urn"]) for r in split)}
+
 out, whole = {"parts": parallel.plan_parts(compiled, 2)}, None
-for mode in sys.argv[2:]:  # "ok" first: its children load their SDKs, as a plan's do
+for mode in sys.argv[2:]:
+    if mode == "seeded":
+        out[mode] = seeded()
+        continue  # "ok" first: its children load their SDKs, as a plan's do
     plan.run_offline = real_run if mode == "ok" else failing(mode)
     del forks[:]
     split = doc(plan.registered(run, compiled, jobs=2))
@@ -96,7 +115,7 @@ def _compiled(paths: list[str]) -> Compiled:
 
 
 def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
-    seen = _in_fresh_process([EXAMPLES], "ok", "child", "parent")
+    seen = _in_fresh_process([EXAMPLES], "ok", "child", "parent", "seeded")
     parts = seen["parts"]
     assert sorted(c for p in parts for c in p) == ["aws", "azure", "gcp", "lambda"]
     assert len(parts) >= 2
@@ -107,6 +126,10 @@ def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
     # here instead, with the same result, and no child is left behind
     for failed in (seen["child"], seen["parent"]):
         assert failed["same"] and failed["forks"] == len(parts) - 1 and not failed["left"]
+    # `gpufleet diff`'s preview over a state: the same split, the edited fleet's nodes differ
+    diff = seen["seeded"]
+    assert diff["same"] and diff["forks"] == len(parts) - 1 and diff["resources"] > 100
+    assert diff["edited"] > 0
 
 
 def test_clouds_a_bucket_or_mount_reaches_run_in_one_part(tmp_path: Path) -> None:

@@ -19,18 +19,38 @@ if TYPE_CHECKING:
 
 def run_seeded(run: RunInputs, compiled: Compiled,
                seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str,
-               sample: bool = True) -> tuple[dict[str, Any], ...]:
+               sample: bool = True, jobs: int = 1) -> tuple[dict[str, Any], ...]:
     """The pipeline's ``SeededRun``; with ``sample``, each fleet's nodes the state holds and
-    its new ones are sampled apart and the rest derived (``derive``)."""
+    its new ones are sampled apart and the rest derived (``derive``). ``jobs`` above 1: the
+    clouds' parts may run in forked processes (``parallel``)."""
     if not compiled.plans and not compiled.gateways and not compiled.buckets:
         return ()  # nothing to run: every fleet, gateway and bucket was skipped
     # the Pulumi SDK only where something runs: an unchanged stack is compared without it
-    from .. import program
-    from . import harness, offline
-    from .derive import NotDerivable, derive
+    from . import parallel
     from .plan import offline_config
 
     seeded = {urn: (i, dict(outputs)) for urn, (i, outputs) in seed.items()}
+    config = offline_config(run, compiled)
+    result = None
+    if jobs > 1:
+        result = parallel.run_parts(compiled, lambda part: _preview(
+            run, part, seeded, project, sample, config), jobs)
+    if result is None:
+        try:
+            result = _preview(run, compiled, seeded, project, sample, config)
+        except Exception as e:  # the SDK refused a value the export recorded
+            raise RunRefused(f"{type(e).__name__}: {str(e).strip()[-300:]}") from None
+    return tuple(r.to_json() for r in result.sorted())
+
+
+def _preview(run: RunInputs, compiled: Compiled,
+             seeded: dict[str, tuple[str, dict[str, Any]]], project: str, sample: bool,
+             config: dict[str, str]) -> RunResult:
+    """One preview run of ``compiled`` (the whole stack's or a part) over the seed."""
+    from .. import program
+    from . import harness, offline
+    from .derive import NotDerivable, derive
+
     names = [urn.rsplit("::", 1)[-1] for urn in seeded]
 
     def once(sampled: bool) -> RunResult:
@@ -38,18 +58,13 @@ def run_seeded(run: RunInputs, compiled: Compiled,
                                     seed=seeded)
 
         def go() -> RunResult:
-            return harness.run_program(lambda: program.main(compiled=compiled),
-                                       offline_config(run, compiled), mocks, stack=run.stack,
-                                       project=project, preview=True)
+            return harness.run_program(lambda: program.main(compiled=compiled), config,
+                                       mocks, stack=run.stack, project=project, preview=True)
         if not sampled:
             return go()
         with sampling(names):  # nodes the state holds, and new ones, sampled apart
             return derive(go(), compiled.plans, mocks)
     try:
-        try:
-            result = once(sample)
-        except NotDerivable:
-            result = once(False)
-    except Exception as e:  # the SDK refused a value the export recorded
-        raise RunRefused(f"{type(e).__name__}: {str(e).strip()[-300:]}") from None
-    return tuple(r.to_json() for r in result.sorted())
+        return once(sample)
+    except NotDerivable:
+        return once(False)

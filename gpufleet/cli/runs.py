@@ -100,7 +100,14 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
 
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, state.stack or "dev", lock,
                     locked, dict(synced or {}), ssh_public_key)
-    return pipeline.diff(validated, run, state, guards, run_seeded, full)
+    jobs = processors.jobs()
+
+    def seeded(run: RunInputs, compiled: Compiled,
+               seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str
+               ) -> tuple[dict[str, Any], ...]:
+        done: tuple[dict[str, Any], ...] = run_seeded(run, compiled, seed, project, jobs=jobs)
+        return done
+    return pipeline.diff(validated, run, state, guards, seeded, full)
 
 
 def run_policies(resources: Sequence[Mapping[str, Any]], inputs: Inputs,
