@@ -62,6 +62,8 @@ def failing(where):
     def run_offline(*a, **k):
         calls.append(1)
         here = "child" if os.getpid() != parent else "parent"
+        if where == "killed" and here == "child":  # dies sending nothing (OOM-killed, ...)
+            os.kill(os.getpid(), 9)
         if here == where and (here == "child" or len(calls) == 1):
             raise RuntimeError("a part that fails")
         return real_run(*a, **k)
@@ -115,16 +117,16 @@ def _compiled(paths: list[str]) -> Compiled:
 
 
 def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
-    seen = _in_fresh_process([EXAMPLES], "ok", "child", "parent", "seeded")
+    seen = _in_fresh_process([EXAMPLES], "ok", "child", "killed", "parent", "seeded")
     parts = seen["parts"]
     assert sorted(c for p in parts for c in p) == ["aws", "azure", "gcp", "lambda"]
     assert len(parts) >= 2
     ok = seen["ok"]
     assert ok["same"] and ok["forks"] == len(parts) - 1 and not ok["left"]
     assert ok["resources"] > 100
-    # a child whose part raises, and this process's own part raising: the whole program runs
-    # here instead, with the same result, and no child is left behind
-    for failed in (seen["child"], seen["parent"]):
+    # a child whose part raises or that is killed, and this process's own part raising: the
+    # whole program runs here instead, with the same result, and no child is left behind
+    for failed in (seen["child"], seen["killed"], seen["parent"]):
         assert failed["same"] and failed["forks"] == len(parts) - 1 and not failed["left"]
     # `gpufleet diff`'s preview over a state: the same split, the edited fleet's nodes differ
     diff = seen["seeded"]
