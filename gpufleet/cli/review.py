@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -35,7 +35,8 @@ from gpufleet.cli.progress import cost_warning, progress_line
 from gpufleet.diagnostics import render_folded
 
 if TYPE_CHECKING:
-    from gpufleet.input import SyncedGateway
+    from gpufleet.diagnostics import Diagnostic
+    from gpufleet.input import SyncedGateway, Validated
 
 
 @click.command()
@@ -145,11 +146,34 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
 
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
-    from gpufleet.cli.runs import offline_diff
-    from gpufleet.input import JsonInputError, read_bounded, uncollected
-    from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
+    from gpufleet.cli.runs import diff_runner
+    from gpufleet.review import DIFF_NOTE
 
     check_out(out)
+    with diff_runner(paths, profile, catalog_dir) as runner:  # loads the SDKs meanwhile
+        report, diags, result = _diff_report(
+            paths, state_file, profile, catalog_dir, forbid, allow, max_instances, fmt,
+            lock_file, locked, full, stack_config, cwd, max_cost_per_hour, max_cost_increase,
+            runner)
+    if report is None:
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags:  # warnings: said once, on standard error, whatever the format of the report
+        click.echo(render_folded(diags, result.sources), err=True)
+    finish_report(report, DIFF_NOTE, fmt, out)
+
+
+def _diff_report(paths: Sequence[str], state_file: str, profile: str | None,
+                 catalog_dir: str | None, forbid: str, allow: Sequence[str],
+                 max_instances: int | None, fmt: str, lock_file: str | None, locked: bool,
+                 full: bool, stack_config: str | None, cwd: str,
+                 max_cost_per_hour: float | None, max_cost_increase: float | None,
+                 runner: Any) -> tuple[Any, list[Diagnostic], Validated]:
+    """`gpufleet diff`'s report, diagnostics and validated files (exits on bad input)."""
+    from gpufleet.cli.runs import offline_diff
+    from gpufleet.input import JsonInputError, read_bounded, uncollected
+    from gpufleet.review import GuardOptions, StateError, parse_export
+
     guards = GuardOptions(parse_forbid(forbid), tuple(allow), max_instances,
                           max_cost_per_hour, max_cost_increase)
     try:
@@ -168,15 +192,10 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
         cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
     try:
         report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                     guards, lock, locked, full, key, synced)
+                                     guards, lock, locked, full, key, synced, runner)
     except StateError as e:
         raise click.ClickException(str(e)) from None
-    if report is None:
-        compile_errors_exit(diags, result.sources, fmt)
-        return
-    if diags:  # warnings: said once, on standard error, whatever the format of the report
-        click.echo(render_folded(diags, result.sources), err=True)
-    finish_report(report, DIFF_NOTE, fmt, out)
+    return report, diags, result
 
 
 def _stack_settings(path: str) -> tuple[str | None, Mapping[str, SyncedGateway]]:

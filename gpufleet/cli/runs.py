@@ -5,7 +5,8 @@ reports here too, the way the commands do."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,29 @@ def _components() -> tuple[Path, ...]:
     return tuple(Path(p) for p in (spec.submodule_search_locations or ())) if spec else ()
 
 
+@contextlib.contextmanager
+def diff_runner(paths: Sequence[str], profile: str | None, catalog_dir: str | None
+                ) -> Iterator[Any]:
+    """A process that loads the SDKs a diff's preview of ``paths`` uses while the command
+    reads the export (``gpufleet.components.run.runner``; None with one processor), for
+    ``offline_diff``'s ``runner``. Ended when the block ends."""
+    from gpufleet.components.run import runner
+
+    def prepare(asked: Callable[[], bool]) -> None:
+        runner.warm(paths, profile, catalog_dir, asked)
+    with runner.runner(prepare, processors.jobs()) as end:
+        yield end
+
+
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
                  profile: str | None, catalog_dir: str | None, guards: GuardOptions,
                  lock: Lock | None = None, locked: bool = False, full: bool = False,
                  ssh_public_key: str | None = None,
-                 synced: Mapping[str, SyncedGateway] | None = None
+                 synced: Mapping[str, SyncedGateway] | None = None, runner: Any = None
                  ) -> tuple[Report | None, list[Diagnostic]]:
     """The diff against ``state`` (``pipeline.diff``); ``ssh_public_key``, ``synced``: the
-    stack config's key and gateways' addresses, where the stack's config was found."""
+    stack config's key and gateways' addresses, where the stack's config was found;
+    ``runner``: a ``diff_runner``'s, which runs the preview when it is worth it."""
     from gpufleet.components.run.diff import run_seeded
 
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, state.stack or "dev", lock,
@@ -105,7 +121,11 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     def seeded(run: RunInputs, compiled: Compiled,
                seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str
                ) -> tuple[dict[str, Any], ...]:
-        done: tuple[dict[str, Any], ...] = run_seeded(run, compiled, seed, project, jobs=jobs)
+        done: tuple[dict[str, Any], ...] | None = None
+        if runner is not None and compiled.plans:
+            done = runner.preview(run, compiled, seed, project)
+        if done is None:
+            done = run_seeded(run, compiled, seed, project, jobs=jobs)
         return done
     return pipeline.diff(validated, run, state, guards, seeded, full)
 

@@ -87,6 +87,31 @@ def choose_skips(compiled: Compiled, state: State, full: bool) -> Skips:
     return Skips(frozenset(names), tuple(reasons[k] for _, k, _ in items))
 
 
+def seed_for(state: State, skips: Skips) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The mocks' seed of the program that runs what ``skips`` leaves: each resource's id
+    and outputs by URN, but for the stack and the resources under a skipped fleet's, gateway's
+    or bucket's component, which that program never registers (their components are not
+    built; a running item that shares with a skipped one makes it run, ``_run_together``)."""
+    skipped = {r.urn for r in state.resources
+               if not r.custom and is_top(r.type) and top_name(r.type, r.name) in skips.names}
+    parent = {r.urn: r.parent for r in state.resources}
+    under: dict[str, bool] = {}
+
+    def is_under(urn: str) -> bool:
+        chain = []
+        while urn and urn not in under and urn not in skipped:
+            chain.append(urn)
+            urn = parent.get(urn, "")
+            if len(chain) > len(parent):  # a parent loop in a hand-made export
+                break
+        found = urn in skipped or under.get(urn, False)
+        for u in chain:
+            under[u] = found
+        return found
+    return {r.urn: (r.id, dict(r.outputs)) for r in state.resources
+            if r.type != STACK_TYPE and not is_under(r.urn)}
+
+
 def _run_together(compiled: Compiled, skipped: set[str]) -> dict[str, str]:
     """A bucket and the fleets that mount it are built from each other (grants, the
     fleets' subnets on the bucket's account): when one runs, the others run too."""

@@ -24,14 +24,20 @@ from gpufleet.diagnostics import Diagnostic
 from gpufleet.input import Inputs, Validated
 from gpufleet.review.changes import Report
 from gpufleet.review.costs import cost_violations, fleet_costs
-from gpufleet.review.diff import GuardOptions, choose_skips, diff_report, running_nodes
+from gpufleet.review.diff import (
+    GuardOptions,
+    choose_skips,
+    diff_report,
+    running_nodes,
+    seed_for,
+)
 from gpufleet.review.memory import available_mb, memory_refusal
 from gpufleet.review.names import name_diagnostics
 from gpufleet.review.owners import BUCKET_OWNER
 from gpufleet.review.policy import Violation, policy_subjects, violations
 from gpufleet.review.quotas import quota_warnings
 from gpufleet.review.report import PlanReport, plan_report
-from gpufleet.review.state import STACK_TYPE, State, StateError
+from gpufleet.review.state import State, StateError
 
 
 def compiled_for(validated: Validated, run: RunInputs) -> Compiled:
@@ -90,7 +96,7 @@ def diff(validated: Validated, run: RunInputs, state: State, guards: GuardOption
         compiled, plans=tuple(p for p in compiled.plans if p.name not in skips.names),
         gateways=tuple(g for g in compiled.gateways if g.name not in skips.names),
         buckets=tuple(b for b in compiled.buckets if BUCKET_OWNER + b.name not in skips.names))
-    seed = {r.urn: (r.id, dict(r.outputs)) for r in state.resources if r.type != STACK_TYPE}
+    seed = seed_for(state, skips)
     where = dataclasses.replace(run, paths=tuple(os.path.abspath(p) for p in run.paths),
                                 stack=state.stack or "dev")
     try:

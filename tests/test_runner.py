@@ -1,0 +1,120 @@
+"""`gpufleet diff` gets the program ready in a runner process while it reads the export
+(issue 60): the same report and exit code as one process, a runner that fails or is not
+needed changes nothing and is never left behind; the preview's seed leaves out what the
+skipped fleets hold and nothing the running ones register."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from exportutil import export, write_export
+from test_diff import files
+
+from gpufleet.compile.compiler import compile_inputs
+from gpufleet.input.validate import validate_paths
+from gpufleet.offers.catalog import load_catalog
+from gpufleet.review.diff import Skips, choose_skips, seed_for
+from gpufleet.review.state import STACK_TYPE, parse_export
+
+from planutil import ROOT
+
+# `gpufleet diff ARGS` as the process's own command line (the CLI grants the processors),
+# counting forks and what the runner answered; the counts on standard error's last line.
+SCRIPT = r"""
+import json, os, sys
+from gpufleet.components.run import diff, runner
+from gpufleet.cli.app import main
+
+seen, real_fork, real_preview, parent = {"forks": 0, "answered": []}, os.fork, \
+    runner.Runner.preview, os.getpid()
+
+def fork():
+    pid = real_fork()
+    if pid:
+        seen["forks"] += 1
+    return pid
+os.fork = fork
+
+def preview(self, *a):
+    out = real_preview(self, *a)
+    seen["answered"].append(out is not None)
+    return out
+runner.Runner.preview = preview
+
+if os.environ.get("FAIL_IN_RUNNER"):
+    real = diff.run_seeded
+    def failing(*a, **k):
+        if os.getpid() != parent:
+            raise RuntimeError("the runner fails")
+        return real(*a, **k)
+    diff.run_seeded = failing
+sys.argv = ["gpufleet", *sys.argv[1:]]
+code = main()
+try:
+    left = os.waitpid(-1, os.WNOHANG) is not None
+except ChildProcessError:
+    left = False
+print(json.dumps({**seen, "code": code, "left": left}), file=sys.stderr)
+"""
+
+
+def _diff(args: list[str], **env: str) -> tuple[str, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, "diff", *args, "--format", "json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GPUFLEET_CACHE": "off", **env})
+    seen: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
+    return done.stdout, seen
+
+
+def test_a_changed_fleet_is_previewed_by_the_runner_with_the_same_report(
+        tmp_path: Path) -> None:
+    for folder in ("before", "after", "same"):
+        (tmp_path / folder).mkdir()
+    state = write_export(tmp_path / "state.json", export(files(tmp_path / "before")))
+    edited = files(tmp_path / "after", nodes=2)  # one node less in the GCP fleet
+    alone, one = _diff([*edited, "--state", state], GPUFLEET_JOBS="1")
+    assert one == {"forks": 0, "answered": [], "code": 7, "left": False}
+    report = json.loads(alone)
+    assert [c["op"] for c in report["changes"]] == ["delete"]
+    helped, seen = _diff([*edited, "--state", state])
+    assert helped == alone and seen["code"] == 7 and not seen["left"]
+    assert seen["answered"] == [True] and seen["forks"] >= 1
+    # a runner whose preview fails: the command runs it itself, with the same answer
+    failed, seen = _diff([*edited, "--state", state], FAIL_IN_RUNNER="1")
+    assert failed == alone and seen["answered"] == [False] and not seen["left"]
+    # nothing changed: no preview is asked for, the runner is ended, the answer unchanged
+    same = files(tmp_path / "same")
+    quiet, seen = _diff([*same, "--state", state])
+    assert seen == {**seen, "answered": [], "code": 0, "left": False}
+    assert quiet == _diff([*same, "--state", state], GPUFLEET_JOBS="1")[0]
+
+
+def test_the_seed_leaves_out_what_the_skipped_fleets_hold(tmp_path: Path) -> None:
+    paths = files(tmp_path)
+    state = parse_export(json.dumps(export(paths)))
+    compiled = compile_inputs(validate_paths(paths).inputs, load_catalog())
+    whole = seed_for(state, Skips())
+    assert set(whole) == {r.urn for r in state.resources if r.type != STACK_TYPE}
+    skips = choose_skips(compiled, state, full=False)
+    assert skips.names == {"a4", "trainer", "gw1"}  # nothing changed: every item skipped
+    kept = seed_for(state, Skips(frozenset({"a4"})))
+    a4 = next(r.urn for r in state.resources if r.type == "gpufleet:gcp:Fleet")
+    by_urn = {r.urn: r for r in state.resources}
+
+    def under_a4(urn: str) -> bool:
+        while urn:
+            if urn == a4:
+                return True
+            urn = by_urn[urn].parent if urn in by_urn else ""
+        return False
+    dropped = set(whole) - set(kept)
+    assert dropped and dropped == {u for u in whole if under_a4(u)}
+    # what is kept: the other fleet's, the gateway's and the providers at the top
+    assert any(":providers:" in u for u in kept)
+    assert any("gpufleet:aws:Fleet" in u for u in kept)
+    assert kept == {u: whole[u] for u in kept}
