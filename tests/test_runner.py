@@ -41,6 +41,9 @@ def fork():
 os.fork = fork
 
 def preview(self, *a):
+    if os.environ.get("SLOW_EXPORT"):  # as a large export is read: the runner gets ready
+        import select
+        select.select([self.fds["answers"]], [], [], 60)
     out = real_preview(self, *a)
     seen["answered"].append(out is not None)
     return out
@@ -81,11 +84,15 @@ def test_a_changed_fleet_is_previewed_by_the_runner_with_the_same_report(
     assert one == {"forks": 0, "answered": [], "code": 7, "left": False}
     report = json.loads(alone)
     assert [c["op"] for c in report["changes"]] == ["delete"]
-    helped, seen = _diff([*edited, "--state", state])
+    helped, seen = _diff([*edited, "--state", state], SLOW_EXPORT="1")
     assert helped == alone and seen["code"] == 7 and not seen["left"]
     assert seen["answered"] == [True] and seen["forks"] >= 1
+    # a small export is read before the runner is ready (the command then runs the preview;
+    # on a fast enough machine the runner may be ready): the same answer either way
+    quick, seen = _diff([*edited, "--state", state])
+    assert quick == alone and len(seen["answered"]) == 1 and not seen["left"]
     # a runner whose preview fails: the command runs it itself, with the same answer
-    failed, seen = _diff([*edited, "--state", state], FAIL_IN_RUNNER="1")
+    failed, seen = _diff([*edited, "--state", state], FAIL_IN_RUNNER="1", SLOW_EXPORT="1")
     assert failed == alone and seen["answered"] == [False] and not seen["left"]
     # nothing changed: no preview is asked for, the runner is ended, the answer unchanged
     same = files(tmp_path / "same")

@@ -9,7 +9,9 @@ program once over a fleet of each cloud the files name (``warm``; its result is 
 away) while the command reads the export. The diff then sends it the preview to run: the
 compiled plans that run and the part of the export's state they can register (a small part
 when few fleets changed; `diff --full` runs in the command's own process instead), and it
-sends back what the preview registered.
+sends back what the preview registered. The runner works at a lower priority (nice 10), so
+it takes only a processor the command leaves idle; one that has not finished loading when
+the preview is asked for (the processors were busy) is not sent it.
 
 Nothing here changes a diff's answer: the runner runs ``run_seeded`` on what it is sent; if
 it fails in any way (its warm-up included, which only costs time), the command runs the
@@ -38,6 +40,7 @@ from gpufleet.compile.runs import RunInputs
 # sending them would cost what the runner saves (bench/diff.py's 5,000: 48 MB, pickled in
 # 0.18 s and read back in 0.39 s)
 MAX_SENT = 1000
+READY = b"r"  # what the runner sends when it has loaded the SDKs and waits
 
 
 def read_only(d: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
@@ -92,7 +95,7 @@ class Runner:
         """What ``run_seeded`` returns for these arguments, run by the runner (its clouds'
         parts in processes of their own, as the command would); None when it is not worth
         sending, already used, or the runner failed."""
-        if self.done or len(seed) > MAX_SENT or not self.pid:
+        if self.done or len(seed) > MAX_SENT or not self.pid or not self._ready():
             return None
         self.done = True
         try:
@@ -112,6 +115,13 @@ class Runner:
         except Exception:
             return None
         return result if kind == "ok" and isinstance(result, tuple) else None
+
+    def _ready(self) -> bool:
+        """Whether the runner has loaded what it loads (at its lower priority, it has not
+        when the processors are busy: then it would run the preview slower than this
+        process, which runs it instead)."""
+        fd = self.fds["answers"]
+        return bool(select.select([fd], [], [], 0)[0]) and os.read(fd, len(READY)) == READY
 
     def close(self) -> None:
         """End the runner, whatever it is doing, and reap it."""
@@ -166,6 +176,7 @@ def _serve(prepare: Callable[[Callable[[], bool]], None], requests: int, answers
         os.dup2(quiet, 2)
         with contextlib.suppress(Exception):
             prepare(lambda: bool(select.select([requests], [], [], 0)[0]))
+        _write_all(answers, READY)
         request = _read_all(requests)
         if request:
             from .diff import run_seeded
