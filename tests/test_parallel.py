@@ -19,6 +19,7 @@ from test_buckets import _files as bucket_files
 from gpufleet.cli import processors, runs
 from gpufleet.compile import Compiled
 from gpufleet.compile.compiler import compile_inputs
+from gpufleet.compile.runs import Registered, RunInputs
 from gpufleet.components.run import parallel, plan
 from gpufleet.components.run.harness import Registration, RunResult
 from gpufleet.input.validate import validate_paths
@@ -199,12 +200,21 @@ def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_the_cli_grants_processors_and_refuses_a_bad_count(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    def registered(run: object, compiled: object, progress: object = None,
+                   jobs: int = 1) -> Registered:
+        asked.append(jobs)
+        return Registered(())
+    monkeypatch.setattr(plan, "registered", registered)
     monkeypatch.setattr(processors, "_GRANTED", [])
     assert processors.jobs() == 1  # the library: one process
-    assert runs._program() is plan.registered
+    runs._program()(RunInputs(()), _compiled([EXAMPLES]))
     monkeypatch.setenv(processors.ENV, "3")
     processors.grant()
-    assert processors.jobs() == 3 and runs._program() is not plan.registered
+    assert processors.jobs() == 3
+    runs._program()(RunInputs(()), _compiled([EXAMPLES]))
+    assert asked == [1, 3]
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(processors.ENV, bad)
         with pytest.raises(Exception, match="whole number of processors"):

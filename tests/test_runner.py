@@ -23,15 +23,15 @@ from gpufleet.review.state import STACK_TYPE, parse_export
 
 from planutil import ROOT
 
-# `gpufleet diff ARGS` as the process's own command line (the CLI grants the processors),
+# `gpufleet ARGS` as the process's own command line (the CLI grants the processors),
 # counting forks and what the runner answered; the counts on standard error's last line.
 SCRIPT = r"""
 import json, os, sys
-from gpufleet.components.run import diff, runner
+from gpufleet.components.run import runner
 from gpufleet.cli.app import main
 
-seen, real_fork, real_preview, parent = {"forks": 0, "answered": []}, os.fork, \
-    runner.Runner.preview, os.getpid()
+seen, real_fork, real_call, parent = {"forks": 0, "answered": [], "calls": []}, os.fork, \
+    runner.Runner.call, os.getpid()
 
 def fork():
     pid = real_fork()
@@ -40,22 +40,22 @@ def fork():
     return pid
 os.fork = fork
 
-def preview(self, *a):
+def call(self, name, *a, **k):
     if os.environ.get("SLOW_EXPORT"):  # as a large export is read: the runner gets ready
         import select
         select.select([self.fds["answers"]], [], [], 60)
-    out = real_preview(self, *a)
+    out = real_call(self, name, *a, **k)
     seen["answered"].append(out is not None)
+    seen["calls"].append([name, out is not None])
     return out
-runner.Runner.preview = preview
+runner.Runner.call = call
 
-if os.environ.get("FAIL_IN_RUNNER"):
-    real = diff.run_seeded
+if os.environ.get("FAIL_IN_RUNNER"):  # every call the runner makes raises there
     def failing(*a, **k):
-        if os.getpid() != parent:
-            raise RuntimeError("the runner fails")
-        return real(*a, **k)
-    diff.run_seeded = failing
+        assert os.getpid() != parent
+        raise RuntimeError("the runner fails")
+    for name in runner.CALLS:
+        runner.CALLS[name] = failing
 sys.argv = ["gpufleet", *sys.argv[1:]]
 code = main()
 try:
@@ -67,7 +67,11 @@ print(json.dumps({**seen, "code": code, "left": left}), file=sys.stderr)
 
 
 def _diff(args: list[str], **env: str) -> tuple[str, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, "diff", *args, "--format", "json"],
+    return _command(["diff", *args], **env)
+
+
+def _command(args: list[str], **env: str) -> tuple[str, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, *args, "--format", "json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "GPUFLEET_CACHE": "off", **env})
     seen: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
@@ -81,12 +85,12 @@ def test_a_changed_fleet_is_previewed_by_the_runner_with_the_same_report(
     state = write_export(tmp_path / "state.json", export(files(tmp_path / "before")))
     edited = files(tmp_path / "after", nodes=2)  # one node less in the GCP fleet
     alone, one = _diff([*edited, "--state", state], GPUFLEET_JOBS="1")
-    assert one == {"forks": 0, "answered": [], "code": 7, "left": False}
+    assert one == {"forks": 0, "answered": [], "calls": [], "code": 7, "left": False}
     report = json.loads(alone)
     assert [c["op"] for c in report["changes"]] == ["delete"]
     helped, seen = _diff([*edited, "--state", state], SLOW_EXPORT="1")
     assert helped == alone and seen["code"] == 7 and not seen["left"]
-    assert seen["answered"] == [True] and seen["forks"] >= 1
+    assert seen["calls"] == [["seeded", True]] and seen["forks"] >= 1
     # a small export is read before the runner is ready (the command then runs the preview;
     # on a fast enough machine the runner may be ready): the same answer either way
     quick, seen = _diff([*edited, "--state", state])
@@ -125,3 +129,22 @@ def test_the_seed_leaves_out_what_the_skipped_fleets_hold(tmp_path: Path) -> Non
     assert any(":providers:" in u for u in kept)
     assert any("gpufleet:aws:Fleet" in u for u in kept)
     assert kept == {u: whole[u] for u in kept}
+
+
+def test_plan_and_quota_run_the_program_and_the_rules_in_the_runner() -> None:
+    """The runner imports the program while the command compiles; the run and the policy
+    pack's rules are sent to it; a runner whose calls fail changes nothing."""
+    examples = str(ROOT / "examples")
+    alone, one = _command(["plan", examples], GPUFLEET_JOBS="1")
+    assert one == {"forks": 0, "answered": [], "calls": [], "code": 0, "left": False}
+    helped, seen = _command(["plan", examples])
+    assert helped == alone and seen["code"] == 0 and not seen["left"]
+    assert seen["calls"] == [["registered", True], ["rules", True]]
+    # the runner forks the clouds' parts too: the runner and two parts at least
+    assert seen["forks"] >= 1
+    failed, seen = _command(["plan", examples], FAIL_IN_RUNNER="1")
+    assert failed == alone and not seen["left"]
+    assert seen["calls"] == [["registered", False], ["rules", False]]  # not sent: broken
+    quota_alone, _ = _command(["quota", examples], GPUFLEET_JOBS="1")
+    quota, seen = _command(["quota", examples])
+    assert quota == quota_alone and seen["calls"] == [["registered", True]]

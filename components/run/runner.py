@@ -1,22 +1,26 @@
-"""A process that gets the stack program ready while `gpufleet diff` reads the stack export,
-then runs the preview the diff sends it.
+"""A process that gets the stack program ready while a command does what comes before it
+(`gpufleet diff` reads the stack export; `plan` and `quota` validate and compile their
+files), then runs the calls the command sends it.
 
-Half a one-fleet diff's time is reading a large export (the JSON parse and its checks) and
-the other half running the changed fleet's program: loading the Pulumi SDK and the provider
-SDK modules, making their classes, registering. The two do not depend on each other until
-the preview starts, so a process forked when the command starts loads the SDKs and runs the
-program once over a fleet of each cloud the files name (``warm``; its result is thrown
-away) while the command reads the export. The diff then sends it the preview to run: the
-compiled plans that run and the part of the export's state they can register (a small part
-when few fleets changed; `diff --full` runs in the command's own process instead), and it
-sends back what the preview registered. The runner works at a lower priority (nice 10), so
-it takes only a processor the command leaves idle; one that has not finished loading when
-the preview is asked for (the processors were busy) is not sent it.
+A one-fleet diff reads a large export (the JSON parse and its checks) and then runs the
+changed fleet's program (loading the Pulumi SDK and the provider SDK modules, making their
+classes, registering); a cold plan validates and compiles its files and then loads the
+Pulumi SDK (0.15-0.2 s) before its run. Neither half depends on the other until the run
+starts, so a process forked when the command starts loads what the run needs while the
+command does the rest: for the diff it also runs the program once over a fleet of each
+cloud the files name (``warm``; the result is thrown away) at a lower priority (nice 10:
+speculative work only takes a processor the command leaves idle), and is sent the preview
+only if it says it is ready by then (else it was starved, and the command runs the preview
+itself); for plan and quota it imports the program and the policy pack at the command's
+own priority, and the command waits for it. The command then sends it calls by name
+(``CALLS``: the run, the preview, the policy pack's rules) with their arguments, and reads
+back each answer.
 
-Nothing here changes a diff's answer: the runner runs ``run_seeded`` on what it is sent; if
-it fails in any way (its warm-up included, which only costs time), the command runs the
-preview itself. Only a process of one thread forks, and only when the CLI grants more than
-one processor (``gpufleet.cli.processors``).
+Nothing here changes an answer: the runner calls the function the command would; if a call
+fails in any way (the runner dead, an answer that does not read back, the function
+raising), the command makes that call itself and sends the runner nothing more. Only a
+process of one thread forks, and only when the CLI grants more than one processor
+(``gpufleet.cli.processors``).
 """
 
 from __future__ import annotations
@@ -30,17 +34,17 @@ import select
 import signal
 import threading
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from gpufleet.compile import Compiled, FleetDesign
+from gpufleet.compile import FleetDesign
 from gpufleet.compile.runs import RunInputs
 
 # a preview whose seed holds more resources than this runs in the command's process:
 # sending them would cost what the runner saves (bench/diff.py's 5,000: 48 MB, pickled in
 # 0.18 s and read back in 0.39 s)
 MAX_SENT = 1000
-READY = b"r"  # what the runner sends when it has loaded the SDKs and waits
+READY = b"r"  # what the runner sends when it has loaded what it loads, before any answer
 
 
 def read_only(d: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
@@ -81,72 +85,96 @@ def warm(paths: Sequence[str], profile: str | None, catalog_dir: str | None,
             compiled, plans=(plan,), gateways=(), volumes=(), buckets=(), quota_requests=()))
 
 
+def load_program(asked: Callable[[], bool]) -> None:
+    """Import the stack program and the policy pack (the Pulumi SDK and pulumi-policy)."""
+    from . import plan, policy  # noqa: F401
+
+
+def _registered(*args: Any) -> Any:
+    from .plan import registered
+
+    return registered(*args)
+
+
+def _seeded(*args: Any) -> Any:
+    from .diff import run_seeded
+
+    return run_seeded(*args)
+
+
+def _rules(*args: Any) -> Any:
+    from .policy import run_rules
+
+    return run_rules(*args)
+
+
+# what a command may ask the runner to call, by name
+CALLS: dict[str, Callable[..., Any]] = {
+    "registered": _registered, "seeded": _seeded, "rules": _rules}
+_LENGTH = 8  # bytes of a message's length, before its pickle
+
+
 class Runner:
-    """The parent's end: ``preview`` sends one request; ``close`` ends the process."""
+    """The command's end: ``call`` sends one call and reads its answer; ``close`` ends the
+    process."""
 
     def __init__(self, pid: int, requests: int, answers: int, jobs: int) -> None:
         self.pid, self.jobs = pid, jobs
         self.fds = {"requests": requests, "answers": answers}  # closed: removed
-        self.done = False
+        self.ready = False
+        self.broken = False
 
-    def preview(self, run: RunInputs, compiled: Compiled,
-                seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str
-                ) -> tuple[dict[str, Any], ...] | None:
-        """What ``run_seeded`` returns for these arguments, run by the runner (its clouds'
-        parts in processes of their own, as the command would); None when it is not worth
-        sending, already used, or the runner failed."""
-        if self.done or len(seed) > MAX_SENT or not self.pid or not self._ready():
+    def call(self, name: str, *args: Any, wait: bool = True,
+             tick: Callable[[], None] | None = None) -> Any:
+        """``CALLS[name](*args)`` in the runner; None when the runner failed or failed a
+        call before, or (``wait`` False) has not said it is ready. The runner's arguments
+        must pickle (a run's inputs without the catalog, compiled plans, plain data).
+        ``tick`` is called about four times a second while the answer is awaited."""
+        if self.broken or not self.pid or not self._is_ready(wait):
             return None
-        self.done = True
         try:
-            data = pickle.dumps((dataclasses.replace(run, catalog=None), compiled, dict(seed),
-                                 project, True, self.jobs), protocol=pickle.HIGHEST_PROTOCOL)
-            _write_all(self.fds["requests"], data)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
-            return None
-        finally:
-            self._close("requests")
-        answer = _read_all(self.fds["answers"])
-        self._close("answers")
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        try:
-            kind, result = pickle.loads(answer) if status == 0 else ("failed", None)
+            data = pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL)
+            _write_all(self.fds["requests"], len(data).to_bytes(_LENGTH, "big") + data)
+            while tick is not None and not select.select([self.fds["answers"]], [], [],
+                                                         0.25)[0]:
+                tick()
+            kind, result = pickle.loads(_read_message(self.fds["answers"]))
         except Exception:
+            kind, result = "failed", None
+        if kind != "ok":
+            self.broken = True
             return None
-        return result if kind == "ok" and isinstance(result, tuple) else None
+        return result
 
-    def _ready(self) -> bool:
-        """Whether the runner has loaded what it loads (at its lower priority, it has not
-        when the processors are busy: then it would run the preview slower than this
-        process, which runs it instead)."""
-        fd = self.fds["answers"]
-        return bool(select.select([fd], [], [], 0)[0]) and os.read(fd, len(READY)) == READY
+    def _is_ready(self, wait: bool) -> bool:
+        if not self.ready:
+            fd = self.fds["answers"]
+            if wait or select.select([fd], [], [], 0)[0]:
+                self.ready = os.read(fd, len(READY)) == READY
+                self.broken = not self.ready
+        return self.ready
 
     def close(self) -> None:
         """End the runner, whatever it is doing, and reap it."""
         for name in list(self.fds):
-            self._close(name)
+            fd = self.fds.pop(name)
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if self.pid:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
             self.pid = 0
 
-    def _close(self, name: str) -> None:
-        fd = self.fds.pop(name, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
 
 @contextlib.contextmanager
-def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int
+def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int, nice: bool = False
            ) -> Iterator[Runner | None]:
     """A runner forked now that runs ``prepare`` (given a function that says whether a
-    request has come, to stop early) and waits for a request; None when only
-    one processor is granted, or this process has another thread (its locks could be held
-    in the child). Ended, whatever it was doing, when the block ends."""
+    call has come, to stop early), says it is ready and serves calls (at nice 10 with
+    ``nice``); None when only one processor is granted, or this process has another thread
+    (its locks could be held in the child). Ended, whatever it was doing, when the block
+    ends."""
     if jobs < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         yield None
         return
@@ -154,7 +182,7 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int
     answers_in, answers_out = os.pipe()
     pid = os.fork()
     if pid == 0:  # the runner: never returns into the caller's code
-        _serve(prepare, requests_in, answers_out, (requests_out, answers_in))
+        _serve(prepare, nice, requests_in, answers_out, (requests_out, answers_in))
     os.close(requests_in)
     os.close(answers_out)
     end = Runner(pid, requests_out, answers_in, jobs)
@@ -164,28 +192,30 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int
         end.close()
 
 
-def _serve(prepare: Callable[[Callable[[], bool]], None], requests: int, answers: int,
-           inherited: Sequence[int]) -> None:
+def _serve(prepare: Callable[[Callable[[], bool]], None], nice: bool, requests: int,
+           answers: int, inherited: Sequence[int]) -> None:
     status = 1
     try:
         for fd in inherited:
             os.close(fd)
-        os.nice(10)  # the command's own work first where they share a processor
+        if nice:
+            os.nice(10)  # the command's own work first where they share a processor
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)
         os.dup2(quiet, 2)
         with contextlib.suppress(Exception):
             prepare(lambda: bool(select.select([requests], [], [], 0)[0]))
         _write_all(answers, READY)
-        request = _read_all(requests)
-        if request:
-            from .diff import run_seeded
-
+        while request := _read_message(requests):
             try:
-                message: tuple[str, Any] = ("ok", run_seeded(*pickle.loads(request)))
+                name, args = pickle.loads(request)
+                message: tuple[str, Any] = ("ok", CALLS[name](*args))
             except BaseException:
                 message = ("failed", None)
-            _write_all(answers, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            _write_all(answers, len(data).to_bytes(_LENGTH, "big") + data)
+            if message[0] != "ok":
+                break
         status = 0
     finally:
         os._exit(status)
@@ -197,9 +227,21 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left and (chunk := os.read(fd, min(left, 1 << 20))):
         chunks.append(chunk)
+        left -= len(chunk)
     return b"".join(chunks)
 
+
+def _read_message(fd: int) -> bytes:
+    """One message: its length, then its pickle; b"" at the end of the stream."""
+    header = _read_exact(fd, _LENGTH)
+    if len(header) < _LENGTH:
+        return b""
+    size = int.from_bytes(header, "big")
+    data = _read_exact(fd, size)
+    if len(data) < size:
+        raise EOFError("a message cut short")
+    return data

@@ -49,7 +49,7 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str
     and the cloud's approval lag.
     """
     from gpufleet.backends import traits_of
-    from gpufleet.cli.runs import build_report
+    from gpufleet.cli.runs import build_report, program_runner
     from gpufleet.compile import compute_rows
     from gpufleet.fileio import WriteError, check_file
     from gpufleet.review import network_rows
@@ -63,6 +63,8 @@ def quota(paths: Sequence[str], stack: str, fmt: str, live: bool, save_file: str
     except WriteError as e:
         raise click.UsageError(str(e)) from None
     paths = paths or (".",)
+    # the program loads in another process meanwhile (ended with the command)
+    click.get_current_context().with_resource(program_runner())
     result = validated_or_exit(paths, fmt, profile)
     lock = lock_or_exit(paths, lock_file, fmt)
     catalog = load_catalog_or_fail(catalog_dir)

@@ -75,7 +75,11 @@ def plan(paths: Sequence[str], stack: str, profile: str | None, catalog_dir: str
     Offers come from the lock where the requirements are unchanged; new or changed fleets
     get the cheapest offer and are marked NEW OFFER.
     """
-    from gpufleet.cli.runs import build_report
+    from gpufleet.cli.runs import build_report, program_runner
+
+    # the program and the policy pack load in another process meanwhile (ended with the
+    # command)
+    click.get_current_context().with_resource(program_runner())
     from gpufleet.policy.rules import rule_levels
     from gpufleet.review import PolicyConfigError, cost_violations, load_levels
     from gpufleet.views import plan_chunks

@@ -6,6 +6,7 @@ reports here too, the way the commands do."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,25 +60,54 @@ def _no_rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> l
     return []
 
 
+# the runner of the command that runs (``program_runner``), while its block lasts
+_RUNNER: list[Any] = []
+
+
+@contextlib.contextmanager
+def program_runner() -> Iterator[None]:
+    """`plan` and `quota`: a process that imports the stack program and the policy pack
+    while the command validates and compiles its files, then runs the program and the
+    rules for it (``gpufleet.components.run.runner``); nothing with one processor."""
+    from gpufleet.components.run import runner
+
+    with runner.runner(runner.load_program, processors.jobs()) as end:
+        _RUNNER[:] = [end] if end is not None else []
+        try:
+            yield
+        finally:
+            _RUNNER.clear()
+
+
 def _program() -> ProgramRun:
-    from gpufleet.components.run import plan
-
     jobs = processors.jobs()
-    if jobs == 1:
-        run: ProgramRun = plan.registered
-        return run
 
-    def on_processors(run: RunInputs, compiled: Compiled, progress: Progress | None = None
-                      ) -> Registered:
-        done: Registered = plan.registered(run, compiled, progress, jobs=jobs)
+    def registered(run: RunInputs, compiled: Compiled, progress: Progress | None = None
+                   ) -> Registered:
+        done = None
+        if _RUNNER:  # its count of resources stays there: the line says where it runs
+
+            def tick() -> None:
+                if progress is not None:
+                    progress("running the stack program: in a second process")
+            done = _RUNNER[0].call("registered", dataclasses.replace(run, catalog=None),
+                                   compiled, None, True, jobs, tick=tick)
+        if not isinstance(done, Registered):  # no runner, or it failed: here
+            from gpufleet.components.run import plan
+
+            done = plan.registered(run, compiled, progress, jobs=jobs)
         return done
-    return on_processors
+    return registered
 
 
 def _rules() -> PolicyRun:
-    from gpufleet.components.run.policy import run_rules
+    def rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> list[Finding]:
+        done = _RUNNER[0].call("rules", list(subjects), dict(levels)) if _RUNNER else None
+        if not isinstance(done, list):  # no runner, or it failed: here
+            from gpufleet.components.run.policy import run_rules
 
-    rules: PolicyRun = run_rules
+            done = run_rules(subjects, levels)
+        return done
     return rules
 
 
@@ -99,7 +129,7 @@ def diff_runner(paths: Sequence[str], profile: str | None, catalog_dir: str | No
 
     def prepare(asked: Callable[[], bool]) -> None:
         runner.warm(paths, profile, catalog_dir, asked)
-    with runner.runner(prepare, processors.jobs()) as end:
+    with runner.runner(prepare, processors.jobs(), nice=True) as end:
         yield end
 
 
@@ -113,6 +143,7 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     stack config's key and gateways' addresses, where the stack's config was found;
     ``runner``: a ``diff_runner``'s, which runs the preview when it is worth it."""
     from gpufleet.components.run.diff import run_seeded
+    from gpufleet.components.run.runner import MAX_SENT
 
     run = RunInputs(tuple(paths), catalog, profile, catalog_dir, state.stack or "dev", lock,
                     locked, dict(synced or {}), ssh_public_key)
@@ -121,10 +152,12 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
     def seeded(run: RunInputs, compiled: Compiled,
                seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str
                ) -> tuple[dict[str, Any], ...]:
-        done: tuple[dict[str, Any], ...] | None = None
-        if runner is not None and compiled.plans:
-            done = runner.preview(run, compiled, seed, project)
-        if done is None:
+        done = None
+        if runner is not None and compiled.plans and len(seed) <= MAX_SENT:
+            # only to a runner ready by now (else it was starved: the processors are busy)
+            done = runner.call("seeded", dataclasses.replace(run, catalog=None), compiled,
+                               dict(seed), project, True, jobs, wait=False)
+        if not isinstance(done, tuple):
             done = run_seeded(run, compiled, seed, project, jobs=jobs)
         return done
     return pipeline.diff(validated, run, state, guards, seeded, full)
