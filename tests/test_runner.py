@@ -5,6 +5,7 @@ skipped fleets hold and nothing the running ones register."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from exportutil import export, write_export
 from test_diff import files
 
@@ -148,3 +150,42 @@ def test_plan_and_quota_run_the_program_and_the_rules_in_the_runner() -> None:
     quota_alone, _ = _command(["quota", examples], GPUFLEET_JOBS="1")
     quota, seen = _command(["quota", examples])
     assert quota == quota_alone and seen["calls"] == [["registered", True]]
+
+
+class _FakeRunner:
+    """Stands in for a runner: records the calls and whether it was ended."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.closed = False
+
+    def call(self, name: str, *args: Any, **kw: Any) -> Any:
+        self.calls.append(name)
+        return None  # as a runner that failed: the command makes the call itself
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_run_of_more_nodes_than_the_cache_keeps_stays_in_the_command(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Its records would cost more to send back than the runner saves: the runner is ended
+    and the program runs in the command; a small run is sent (and made here when the
+    runner fails it)."""
+    from gpufleet.cli import runcache, runs
+    from gpufleet.compile.runs import Registered, RunInputs
+    from gpufleet.components.run import plan
+
+    made: list[int] = []
+    monkeypatch.setattr(plan, "registered", lambda run, compiled, progress=None, jobs=1: (
+        made.append(sum(p.nodes for p in compiled.plans)) or Registered(())))
+    compiled = compile_inputs(validate_paths(files(tmp_path)).inputs, load_catalog())
+    big = dataclasses.replace(compiled, plans=tuple(
+        dataclasses.replace(p, nodes=runcache.MAX_NODES) for p in compiled.plans))
+    fake = _FakeRunner()
+    monkeypatch.setattr(runs, "_RUNNER", [fake])
+    runs._program()(RunInputs(()), compiled)
+    assert fake.calls == ["registered"] and not fake.closed  # sent; it failed: made here
+    runs._program()(RunInputs(()), big)
+    assert fake.calls == ["registered"] and fake.closed
+    assert made == [sum(p.nodes for p in compiled.plans), 2 * runcache.MAX_NODES]

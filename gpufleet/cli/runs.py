@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.cli import processors
-from gpufleet.cli.runcache import cached, cached_policies
+from gpufleet.cli.runcache import MAX_NODES, MAX_SUBJECTS, cached, cached_policies
 from gpufleet.compile import Compiled
 from gpufleet.compile.runs import (
     Finding,
@@ -85,7 +85,12 @@ def _program() -> ProgramRun:
     def registered(run: RunInputs, compiled: Compiled, progress: Progress | None = None
                    ) -> Registered:
         done = None
-        if _RUNNER:  # its count of resources stays there: the line says where it runs
+        # a larger run's records would cost more to send back than the runner saves, and
+        # both processes would hold them (16,000 nodes: 216 MB where one process takes
+        # 130): the runner is ended and the program runs here
+        if _RUNNER and sum(p.nodes for p in compiled.plans) > MAX_NODES:
+            _RUNNER[0].close()
+        elif _RUNNER:  # its count of resources stays there: the line says where it runs
 
             def tick() -> None:
                 if progress is not None:
@@ -102,7 +107,8 @@ def _program() -> ProgramRun:
 
 def _rules() -> PolicyRun:
     def rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> list[Finding]:
-        done = _RUNNER[0].call("rules", list(subjects), dict(levels)) if _RUNNER else None
+        done = _RUNNER[0].call("rules", list(subjects), dict(levels)) \
+            if _RUNNER and len(subjects) <= MAX_SUBJECTS else None
         if not isinstance(done, list):  # no runner, or it failed: here
             from gpufleet.components.run.policy import run_rules
 
