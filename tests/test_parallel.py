@@ -47,7 +47,11 @@ compiled = compile_inputs(validate_paths(paths).inputs, load_catalog())
 run = RunInputs(tuple(paths))
 forks, parent, real_fork, real_run = [], os.getpid(), os.fork, plan.run_offline
 
+refuse = []
+
 def counted():
+    if refuse:  # as a process limit would
+        raise OSError(11, "Resource temporarily unavailable")
     pid = real_fork()
     if pid:
         forks.append(pid)
@@ -85,11 +89,12 @@ def seeded():
             "edited": sum(r["inputs"] != before.get(r["urn"]) for r in split)}
 
 out, whole = {"parts": parallel.plan_parts(compiled, 2)}, None
-for mode in sys.argv[2:]:
+for mode in sys.argv[2:]:  # "ok" first: its children load their SDKs, as a plan's do
+    refuse[:] = [True] if mode == "nofork" else []
     if mode == "seeded":
         out[mode] = seeded()
-        continue  # "ok" first: its children load their SDKs, as a plan's do
-    plan.run_offline = real_run if mode == "ok" else failing(mode)
+        continue
+    plan.run_offline = real_run if mode in ("ok", "nofork") else failing(mode)
     del forks[:]
     split = doc(plan.registered(run, compiled, jobs=2))
     plan.run_offline = real_run
@@ -118,7 +123,8 @@ def _compiled(paths: list[str]) -> Compiled:
 
 
 def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
-    seen = _in_fresh_process([EXAMPLES], "ok", "child", "killed", "parent", "seeded")
+    seen = _in_fresh_process([EXAMPLES], "ok", "child", "killed", "parent", "nofork",
+                             "seeded")
     parts = seen["parts"]
     assert sorted(c for p in parts for c in p) == ["aws", "azure", "gcp", "lambda"]
     assert len(parts) >= 2
@@ -129,6 +135,8 @@ def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
     # whole program runs here instead, with the same result, and no child is left behind
     for failed in (seen["child"], seen["killed"], seen["parent"]):
         assert failed["same"] and failed["forks"] == len(parts) - 1 and not failed["left"]
+    # no process to be had: one process, the same result
+    assert seen["nofork"]["same"] and seen["nofork"]["forks"] == 0
     # `gpufleet diff`'s preview over a state: the same split, the edited fleet's nodes differ
     diff = seen["seeded"]
     assert diff["same"] and diff["forks"] == len(parts) - 1 and diff["resources"] > 100

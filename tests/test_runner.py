@@ -36,6 +36,8 @@ seen, real_fork, real_call, parent = {"forks": 0, "answered": [], "calls": []}, 
     runner.Runner.call, os.getpid()
 
 def fork():
+    if os.environ.get("NO_FORK"):  # as a process limit would
+        raise OSError(11, "Resource temporarily unavailable")
     pid = real_fork()
     if pid:
         seen["forks"] += 1
@@ -147,6 +149,9 @@ def test_plan_and_quota_run_the_program_and_the_rules_in_the_runner() -> None:
     failed, seen = _command(["plan", examples], FAIL_IN_RUNNER="1")
     assert failed == alone and not seen["left"]
     assert seen["calls"] == [["registered", False], ["rules", False]]  # not sent: broken
+    # no process to be had: the command runs everything itself
+    unforked, seen = _command(["plan", examples], NO_FORK="1")
+    assert unforked == alone and seen["calls"] == [] and seen["forks"] == 0
     quota_alone, _ = _command(["quota", examples], GPUFLEET_JOBS="1")
     quota, seen = _command(["quota", examples])
     assert quota == quota_alone and seen["calls"] == [["registered", True]]

@@ -186,12 +186,15 @@ def run_parts(compiled: Compiled, run_part: Callable[[Compiled], RunResult],
     if len(parts) < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         return None
     subsets = [subset(compiled, set(p)) for p in parts]
-    with _children(subsets[1:], run_part) as children:
-        try:
-            mine = run_part(subsets[0])
-        except Exception:
-            return None
-        theirs = [_collect(pid, fd) for pid, fd in children]
+    try:
+        with _children(subsets[1:], run_part) as children:
+            try:
+                mine = run_part(subsets[0])
+            except Exception:
+                return None
+            theirs = [_collect(pid, fd) for pid, fd in children]
+    except OSError:  # no process or pipe to be had (a limit reached, no memory)
+        return None
     if any(r is None for r in theirs):
         return None
     return joined(compiled, [mine, *[r for r in theirs if r is not None]])
@@ -206,7 +209,12 @@ def _children(subsets: Sequence[Compiled], run_part: Callable[[Compiled], RunRes
     try:
         for sub in subsets:
             read, write = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(read)
+                os.close(write)
+                raise
             if pid == 0:  # the child: never returns into the caller's code
                 _child(sub, run_part, write, [fd for _, fd in children] + [read])
             os.close(write)

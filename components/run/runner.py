@@ -178,9 +178,11 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int, nice: bool 
     if jobs < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         yield None
         return
-    requests_in, requests_out = os.pipe()
-    answers_in, answers_out = os.pipe()
-    pid = os.fork()
+    try:
+        pid, (requests_in, requests_out), (answers_in, answers_out) = _forked()
+    except OSError:  # no process or pipe to be had (a limit reached, no memory)
+        yield None
+        return
     if pid == 0:  # the runner: never returns into the caller's code
         _serve(prepare, nice, requests_in, answers_out, (requests_out, answers_in))
     os.close(requests_in)
@@ -190,6 +192,22 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int, nice: bool 
         yield end
     finally:
         end.close()
+
+
+def _forked() -> tuple[int, tuple[int, int], tuple[int, int]]:
+    """The runner's two pipes and its process (0 in the runner); whatever was opened is
+    closed again when a pipe or the fork cannot be had."""
+    opened: list[int] = []
+    try:
+        requests = os.pipe()
+        opened += requests
+        answers = os.pipe()
+        opened += answers
+        return os.fork(), requests, answers
+    except OSError:
+        for fd in opened:
+            os.close(fd)
+        raise
 
 
 def _serve(prepare: Callable[[Callable[[], bool]], None], nice: bool, requests: int,
