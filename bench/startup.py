@@ -162,8 +162,10 @@ def main() -> None:
                     help="one round, no target: proves the benchmark still runs (CI)")
     args = ap.parse_args()
     rounds = 1 if args.smoke else args.rounds
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "all"
-    env_note = f"{os.cpu_count()} cores, {usable} usable, Python {sys.version.split()[0]}"
+    from gpufleet.cli.processors import available
+
+    env_note = (f"{os.cpu_count()} cores, {available()} usable, "
+                f"Python {sys.version.split()[0]}")
     print(f"start-up, whole process, median of {rounds} ({env_note})")
     medians = {}
     with tempfile.TemporaryDirectory() as folder:

@@ -29,13 +29,13 @@ import dataclasses
 import os
 import pickle
 import signal
-import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from gpufleet.backends import find
-from gpufleet.compile import Compiled, emission_order
+from gpufleet.compile import BucketDesign, Compiled, emission_order
 from gpufleet.objectstores import R2_CLOUD
 
+from . import forks
 from .harness import Registration, RunResult
 
 # a part's cost in hundredths of a second: each cloud's own (its traits say), an item's
@@ -44,15 +44,19 @@ ITEM = 2
 OTHER = 35  # a backend no plugin builds here (the run refuses it; the cost is moot)
 FORK = 2  # a process more: the fork, the child's exit, the result back
 MAX_JOBS = 8
-R2 = R2_CLOUD
 
 
 def cost_of(cloud: str) -> int:
     """A cloud's own cost in an offline run (hundredths of a second)."""
-    if cloud == R2:
+    if cloud == R2_CLOUD:
         return R2_COST
     traits = find(cloud)
     return OTHER if traits is None else traits.offline_run_cost
+
+
+def _bucket_cloud(b: BucketDesign) -> str:
+    """The cloud whose part builds a bucket (R2's: the program's Cloudflare provider)."""
+    return b.cloud if b.provider is not None else R2_CLOUD
 
 
 def _joined(compiled: Compiled) -> dict[str, str]:
@@ -60,37 +64,37 @@ def _joined(compiled: Compiled) -> dict[str, str]:
     a bucket joins its readers' clouds, a mount its bucket's, a gateway its fleet's)."""
     root: dict[str, str] = {}
 
-    def find(c: str) -> str:
+    def root_of(c: str) -> str:
         root.setdefault(c, c)
         while root[c] != c:
             c = root[c]
         return c
 
     def join(a: str, b: str) -> None:
-        ra, rb = find(a), find(b)
+        ra, rb = root_of(a), root_of(b)
         if ra != rb:
             root[max(ra, rb)] = min(ra, rb)
     cloud_of = {p.name: p.backend for p in compiled.plans}
     for p in compiled.plans:
-        find(p.backend)
+        root_of(p.backend)
         for m in p.buckets:
-            join(p.backend, R2 if m.secret is not None else m.cloud)
+            join(p.backend, R2_CLOUD if m.secret is not None else m.cloud)
         for fs in p.filesystems:
             join(p.backend, fs.backend)
     for g in compiled.gateways:
-        find(g.backend)
+        root_of(g.backend)
         if g.fleet:
             join(g.backend, cloud_of.get(g.fleet, g.backend))
     for b in compiled.buckets:
-        own = find(b.cloud if b.provider is not None else R2)
+        own = root_of(_bucket_cloud(b))
         for r in b.readers:
             join(own, r.backend)
             join(own, cloud_of.get(r.fleet, r.backend))
     for v in compiled.volumes:
-        find(v.backend)
+        root_of(v.backend)
     for q in compiled.quota_requests:
-        find(q.backend)
-    return {c: find(c) for c in list(root)}
+        root_of(q.backend)
+    return {c: root_of(c) for c in list(root)}
 
 
 def _items(compiled: Compiled) -> list[tuple[str, str]]:
@@ -99,8 +103,7 @@ def _items(compiled: Compiled) -> list[tuple[str, str]]:
             + [("gateway", g.backend) for g in compiled.gateways]
             + [("volume", v.backend) for v in compiled.volumes]
             + [("quota", q.backend) for q in compiled.quota_requests]
-            + [("bucket", b.cloud if b.provider is not None else R2)
-               for b in compiled.buckets])
+            + [("bucket", _bucket_cloud(b)) for b in compiled.buckets])
 
 
 def groups(compiled: Compiled) -> dict[str, int]:
@@ -153,8 +156,7 @@ def subset(compiled: Compiled, clouds: set[str]) -> Compiled:
         gateways=tuple(g for g in compiled.gateways if mine(g.backend)),
         volumes=tuple(v for v in compiled.volumes if mine(v.backend)),
         quota_requests=tuple(q for q in compiled.quota_requests if mine(q.backend)),
-        buckets=tuple(b for b in compiled.buckets
-                      if mine(b.cloud if b.provider is not None else R2)))
+        buckets=tuple(b for b in compiled.buckets if mine(_bucket_cloud(b))))
 
 
 def export_order(compiled: Compiled) -> list[str]:
@@ -183,7 +185,7 @@ def run_parts(compiled: Compiled, run_part: Callable[[Compiled], RunResult],
     """The program's run over ``compiled`` as parts in forked processes (at most ``jobs``
     processors counted), or None: not worth it, not possible, or a part failed."""
     parts = plan_parts(compiled, jobs)
-    if len(parts) < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
+    if len(parts) < 2 or not forks.forkable():
         return None
     subsets = [subset(compiled, set(p)) for p in parts]
     try:
@@ -236,19 +238,12 @@ def _child(sub: Compiled, run_part: Callable[[Compiled], RunResult], write: int,
     process at once (no atexit handlers, no buffers of the parent's flushed twice)."""
     status = 1
     try:
-        for fd in inherited:
-            os.close(fd)
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(quiet, 1)
-        os.dup2(quiet, 2)
+        forks.detach(inherited)
         try:
             message: tuple[str, RunResult | None] = ("ok", run_part(sub))
         except BaseException:
             message = ("failed", None)
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view):]
+        forks.send(write, message)
         status = 0
     finally:
         os._exit(status)
@@ -256,14 +251,15 @@ def _child(sub: Compiled, run_part: Callable[[Compiled], RunResult], write: int,
 
 def _collect(pid: int, fd: int) -> RunResult | None:
     """A child's result, once it has sent all of it and ended well; else None."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
+    try:
+        data = forks.receive(fd)
+    except EOFError:
+        data = b""
     _, status = os.waitpid(pid, 0)
     if status != 0:
         return None
     try:
-        kind, result = pickle.loads(b"".join(chunks))
+        kind, result = pickle.loads(data)
     except Exception:
         return None
     return result if kind == "ok" and isinstance(result, RunResult) else None

@@ -32,13 +32,14 @@ import os
 import pickle
 import select
 import signal
-import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gpufleet.compile import FleetDesign
 from gpufleet.compile.runs import RunInputs
+
+from . import forks
 
 # a preview whose seed holds more resources than this runs in the command's process:
 # sending them would cost what the runner saves (bench/diff.py's 5,000: 48 MB, pickled in
@@ -111,15 +112,14 @@ def _rules(*args: Any) -> Any:
 # what a command may ask the runner to call, by name
 CALLS: dict[str, Callable[..., Any]] = {
     "registered": _registered, "seeded": _seeded, "rules": _rules}
-_LENGTH = 8  # bytes of a message's length, before its pickle
 
 
 class Runner:
     """The command's end: ``call`` sends one call and reads its answer; ``close`` ends the
     process."""
 
-    def __init__(self, pid: int, requests: int, answers: int, jobs: int) -> None:
-        self.pid, self.jobs = pid, jobs
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
         self.fds = {"requests": requests, "answers": answers}  # closed: removed
         self.ready = False
         self.broken = False
@@ -133,12 +133,11 @@ class Runner:
         if self.broken or not self.pid or not self._is_ready(wait):
             return None
         try:
-            data = pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL)
-            _write_all(self.fds["requests"], len(data).to_bytes(_LENGTH, "big") + data)
+            forks.send(self.fds["requests"], (name, args))
             while tick is not None and not select.select([self.fds["answers"]], [], [],
                                                          0.25)[0]:
                 tick()
-            kind, result = pickle.loads(_read_message(self.fds["answers"]))
+            kind, result = pickle.loads(forks.receive(self.fds["answers"]))
         except Exception:
             kind, result = "failed", None
         if kind != "ok":
@@ -175,7 +174,7 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int, nice: bool 
     ``nice``); None when only one processor is granted, or this process has another thread
     (its locks could be held in the child). Ended, whatever it was doing, when the block
     ends."""
-    if jobs < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
+    if jobs < 2 or not forks.forkable():
         yield None
         return
     try:
@@ -187,7 +186,7 @@ def runner(prepare: Callable[[Callable[[], bool]], None], jobs: int, nice: bool 
         _serve(prepare, nice, requests_in, answers_out, (requests_out, answers_in))
     os.close(requests_in)
     os.close(answers_out)
-    end = Runner(pid, requests_out, answers_in, jobs)
+    end = Runner(pid, requests_out, answers_in)
     try:
         yield end
     finally:
@@ -214,52 +213,21 @@ def _serve(prepare: Callable[[Callable[[], bool]], None], nice: bool, requests: 
            answers: int, inherited: Sequence[int]) -> None:
     status = 1
     try:
-        for fd in inherited:
-            os.close(fd)
+        forks.detach(inherited)
         if nice:
             os.nice(10)  # the command's own work first where they share a processor
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(quiet, 1)
-        os.dup2(quiet, 2)
         with contextlib.suppress(Exception):
             prepare(lambda: bool(select.select([requests], [], [], 0)[0]))
-        _write_all(answers, READY)
-        while request := _read_message(requests):
+        forks.write_all(answers, READY)
+        while request := forks.receive(requests):
             try:
                 name, args = pickle.loads(request)
                 message: tuple[str, Any] = ("ok", CALLS[name](*args))
             except BaseException:
                 message = ("failed", None)
-            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-            _write_all(answers, len(data).to_bytes(_LENGTH, "big") + data)
+            forks.send(answers, message)
             if message[0] != "ok":
                 break
         status = 0
     finally:
         os._exit(status)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left and (chunk := os.read(fd, min(left, 1 << 20))):
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_message(fd: int) -> bytes:
-    """One message: its length, then its pickle; b"" at the end of the stream."""
-    header = _read_exact(fd, _LENGTH)
-    if len(header) < _LENGTH:
-        return b""
-    size = int.from_bytes(header, "big")
-    data = _read_exact(fd, size)
-    if len(data) < size:
-        raise EOFError("a message cut short")
-    return data

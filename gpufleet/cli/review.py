@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -35,8 +35,7 @@ from gpufleet.cli.progress import cost_warning, progress_line
 from gpufleet.diagnostics import render_folded
 
 if TYPE_CHECKING:
-    from gpufleet.diagnostics import Diagnostic
-    from gpufleet.input import SyncedGateway, Validated
+    from gpufleet.input import SyncedGateway
 
 
 @click.command()
@@ -150,34 +149,13 @@ def diff(paths: Sequence[str], state_file: str, profile: str | None, catalog_dir
 
     Exit codes: 0 no changes, 7 changes, 1 invalid input or forbidden changes, 2 usage.
     """
-    from gpufleet.cli.runs import diff_runner
-    from gpufleet.review import DIFF_NOTE
+    from gpufleet.cli.runs import diff_runner, offline_diff
+    from gpufleet.input import JsonInputError, read_bounded, uncollected
+    from gpufleet.review import DIFF_NOTE, GuardOptions, StateError, parse_export
 
     check_out(out)
-    with diff_runner(paths, profile, catalog_dir) as runner:  # loads the SDKs meanwhile
-        report, diags, result = _diff_report(
-            paths, state_file, profile, catalog_dir, forbid, allow, max_instances, fmt,
-            lock_file, locked, full, stack_config, cwd, max_cost_per_hour, max_cost_increase,
-            runner)
-    if report is None:
-        compile_errors_exit(diags, result.sources, fmt)
-        return
-    if diags:  # warnings: said once, on standard error, whatever the format of the report
-        click.echo(render_folded(diags, result.sources), err=True)
-    finish_report(report, DIFF_NOTE, fmt, out)
-
-
-def _diff_report(paths: Sequence[str], state_file: str, profile: str | None,
-                 catalog_dir: str | None, forbid: str, allow: Sequence[str],
-                 max_instances: int | None, fmt: str, lock_file: str | None, locked: bool,
-                 full: bool, stack_config: str | None, cwd: str,
-                 max_cost_per_hour: float | None, max_cost_increase: float | None,
-                 runner: Any) -> tuple[Any, list[Diagnostic], Validated]:
-    """`gpufleet diff`'s report, diagnostics and validated files (exits on bad input)."""
-    from gpufleet.cli.runs import offline_diff
-    from gpufleet.input import JsonInputError, read_bounded, uncollected
-    from gpufleet.review import GuardOptions, StateError, parse_export
-
+    # the SDKs load in another process meanwhile (ended with the command)
+    click.get_current_context().with_resource(diff_runner(paths, profile, catalog_dir))
     guards = GuardOptions(parse_forbid(forbid), tuple(allow), max_instances,
                           max_cost_per_hour, max_cost_increase)
     try:
@@ -196,10 +174,15 @@ def _diff_report(paths: Sequence[str], state_file: str, profile: str | None,
         cwd, f"Pulumi.{state.stack or 'dev'}.yaml"))
     try:
         report, diags = offline_diff(result, catalog, paths, state, profile, catalog_dir,
-                                     guards, lock, locked, full, key, synced, runner)
+                                     guards, lock, locked, full, key, synced)
     except StateError as e:
         raise click.ClickException(str(e)) from None
-    return report, diags, result
+    if report is None:
+        compile_errors_exit(diags, result.sources, fmt)
+        return
+    if diags:  # warnings: said once, on standard error, whatever the format of the report
+        click.echo(render_folded(diags, result.sources), err=True)
+    finish_report(report, DIFF_NOTE, fmt, out)
 
 
 def _stack_settings(path: str) -> tuple[str | None, Mapping[str, SyncedGateway]]:

@@ -60,23 +60,43 @@ def _no_rules(subjects: Sequence[PolicySubject], levels: Mapping[str, str]) -> l
     return []
 
 
-# the runner of the command that runs (``program_runner``), while its block lasts
+# the runner of the command that runs (``program_runner``, ``diff_runner``), while it lasts
 _RUNNER: list[Any] = []
 
 
 @contextlib.contextmanager
-def program_runner() -> Iterator[None]:
-    """`plan` and `quota`: a process that imports the stack program and the policy pack
-    while the command validates and compiles its files, then runs the program and the
-    rules for it (``gpufleet.components.run.runner``); nothing with one processor."""
+def _command_runner(prepare: Callable[[Callable[[], bool]], None], nice: bool = False
+                    ) -> Iterator[None]:
+    """The command's runner (``gpufleet.components.run.runner``) while the block lasts;
+    none with one processor."""
     from gpufleet.components.run import runner
 
-    with runner.runner(runner.load_program, processors.jobs()) as end:
+    with runner.runner(prepare, processors.jobs(), nice) as end:
         _RUNNER[:] = [end] if end is not None else []
         try:
             yield
         finally:
             _RUNNER.clear()
+
+
+def program_runner() -> contextlib.AbstractContextManager[None]:
+    """`plan` and `quota`: a process that imports the stack program and the policy pack
+    while the command validates and compiles its files, then runs the program and the
+    rules for it."""
+    from gpufleet.components.run import runner
+
+    return _command_runner(runner.load_program)
+
+
+def diff_runner(paths: Sequence[str], profile: str | None, catalog_dir: str | None
+                ) -> contextlib.AbstractContextManager[None]:
+    """`diff`: a process that loads the SDKs a preview of ``paths`` uses (at a lower
+    priority) while the command reads the export, then runs the preview if it is ready."""
+    from gpufleet.components.run import runner
+
+    def prepare(asked: Callable[[], bool]) -> None:
+        runner.warm(paths, profile, catalog_dir, asked)
+    return _command_runner(prepare, nice=True)
 
 
 def _program() -> ProgramRun:
@@ -125,29 +145,15 @@ def _components() -> tuple[Path, ...]:
     return tuple(Path(p) for p in (spec.submodule_search_locations or ())) if spec else ()
 
 
-@contextlib.contextmanager
-def diff_runner(paths: Sequence[str], profile: str | None, catalog_dir: str | None
-                ) -> Iterator[Any]:
-    """A process that loads the SDKs a diff's preview of ``paths`` uses while the command
-    reads the export (``gpufleet.components.run.runner``; None with one processor), for
-    ``offline_diff``'s ``runner``. Ended when the block ends."""
-    from gpufleet.components.run import runner
-
-    def prepare(asked: Callable[[], bool]) -> None:
-        runner.warm(paths, profile, catalog_dir, asked)
-    with runner.runner(prepare, processors.jobs(), nice=True) as end:
-        yield end
-
-
 def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], state: State,
                  profile: str | None, catalog_dir: str | None, guards: GuardOptions,
                  lock: Lock | None = None, locked: bool = False, full: bool = False,
                  ssh_public_key: str | None = None,
-                 synced: Mapping[str, SyncedGateway] | None = None, runner: Any = None
+                 synced: Mapping[str, SyncedGateway] | None = None
                  ) -> tuple[Report | None, list[Diagnostic]]:
     """The diff against ``state`` (``pipeline.diff``); ``ssh_public_key``, ``synced``: the
-    stack config's key and gateways' addresses, where the stack's config was found;
-    ``runner``: a ``diff_runner``'s, which runs the preview when it is worth it."""
+    stack config's key and gateways' addresses, where the stack's config was found. The
+    preview runs in the command's runner (``diff_runner``) when it is worth it."""
     from gpufleet.components.run.diff import run_seeded
     from gpufleet.components.run.runner import MAX_SENT
 
@@ -159,9 +165,9 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
                seed: Mapping[str, tuple[str, Mapping[str, Any]]], project: str
                ) -> tuple[dict[str, Any], ...]:
         done = None
-        if runner is not None and compiled.plans and len(seed) <= MAX_SENT:
+        if _RUNNER and compiled.plans and len(seed) <= MAX_SENT:
             # only to a runner ready by now (else it was starved: the processors are busy)
-            done = runner.call("seeded", dataclasses.replace(run, catalog=None), compiled,
+            done = _RUNNER[0].call("seeded", dataclasses.replace(run, catalog=None), compiled,
                                dict(seed), project, True, jobs, wait=False)
         if not isinstance(done, tuple):
             done = run_seeded(run, compiled, seed, project, jobs=jobs)
