@@ -2,6 +2,12 @@
 a regular file of at most ``MAX_JSON_BYTES``, UTF-8, nested at most ``MAX_JSON_DEPTH``
 levels, integers of at most 30 digits and no NaN or Infinity. Anything else is a
 ``JsonInputError`` saying what is wrong, never an exception of the parser's.
+
+A large input (``FAST_FROM`` bytes on) is first read by msgspec's parser, about twice as
+fast as the standard library's on a stack export (0.19 against 0.46 s for 125 MB, the
+text's decoding included), and its value walked once for the bounds (``within``); a text
+msgspec refuses, or a value outside the bounds, is read again the standard library's way,
+which decides and says why: what is accepted, and every message, is the same either way.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a stack of thousands of resources stays far below
 MAX_JSON_DEPTH = 100  # Pulumi's own documents nest a few tens of levels
 MAX_INT_DIGITS = 30
+FAST_FROM = 1 << 20  # below, the standard library's parser takes a few milliseconds at most
+_INT_BOUND = 10 ** MAX_INT_DIGITS
 
 
 class JsonInputError(ValueError):
@@ -55,6 +63,10 @@ def parse_json(raw: bytes, source: str, what: str) -> Any:
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise JsonInputError(f"{source}: UTF-16 text; {what} is UTF-8 (PowerShell's `>` "
                              "writes UTF-16: use `--file` or `Out-File -Encoding utf8`)")
+    with uncollected():
+        data = _fast(raw) if len(raw) >= FAST_FROM else _REFUSED
+    if data is not _REFUSED:
+        return data
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -91,6 +103,45 @@ def uncollected(freeze: bool = False) -> Iterator[None]:
             gc.freeze()
         if was:
             gc.enable()
+
+
+_REFUSED = object()
+
+
+def _fast(raw: bytes) -> Any:
+    """The value msgspec reads, where the bounds hold for it; ``_REFUSED`` otherwise (the
+    standard library's path then decides). msgspec stops at the interpreter's recursion
+    limit itself (a RecursionError), so a deep text costs it nothing."""
+    import msgspec
+
+    body = memoryview(raw)[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    try:
+        data = msgspec.json.decode(body)
+    except (msgspec.MsgspecError, ValueError, RecursionError):
+        return _REFUSED
+    return data if within(data) else _REFUSED
+
+
+def within(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed value nests at most ``limit`` levels and holds no integer of over
+    ``MAX_INT_DIGITS`` digits: one level at a time, like ``nesting`` (0.12 s over a 125 MB
+    export)."""
+    depth = 0
+    level = [value] if type(value) is dict or type(value) is list else []
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        below: list[Any] = []
+        for item in level:
+            for v in (item.values() if type(item) is dict else item):
+                kind = type(v)
+                if kind is dict or kind is list:
+                    below.append(v)
+                elif kind is int and not -_INT_BOUND < v < _INT_BOUND:
+                    return False
+        level = below
+    return type(value) is not int or -_INT_BOUND < value < _INT_BOUND
 
 
 def _loads(text: str, source: str) -> tuple[Any, int | None]:
