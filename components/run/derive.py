@@ -142,16 +142,30 @@ def _build(compiled: Any, names: _Names, values: dict[str, str]) -> Any:
 
 def _pairs(a: Any, b: Any, out: dict[str, str]) -> None:
     """Pairs of string leaves at the same place in two outcomes (equal ones too: a value
-    node k shares with node B is known, not missing)."""
-    if isinstance(a, str) and isinstance(b, str):
-        out.setdefault(a, b)
-    elif isinstance(a, dict) and isinstance(b, dict):
-        for k in a:  # a's order: the first pair of a value is the same in every process
-            if k in b:
-                _pairs(a[k], b[k], out)
+    node k shares with node B is known, not missing). A pair of exact strings is taken
+    without a call, and a leaf that is neither a string nor a container is passed over
+    (the seeded states of a 5,000-node diff: 0.17 s of its derivation, before)."""
+    if isinstance(a, str):
+        if isinstance(b, str):
+            out.setdefault(a, b)
+    elif isinstance(a, dict):
+        if isinstance(b, dict):
+            for k, x in a.items():  # a's order: a value's first pair, in every process
+                if k in b:
+                    y = b[k]
+                    if type(x) is str and type(y) is str:
+                        out.setdefault(x, y)
+                    elif type(x) not in _LEAVES:
+                        _pairs(x, y, out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for x, y in zip(a, b, strict=True):
-            _pairs(x, y, out)
+            if type(x) is str and type(y) is str:
+                out.setdefault(x, y)
+            elif type(x) not in _LEAVES:
+                _pairs(x, y, out)
+
+
+_LEAVES = frozenset({int, float, bool, type(None)})  # no string in them to pair
 
 
 _FIELDS = ("urn", "name", "parent", "inputs", "dependencies", "property_dependencies",

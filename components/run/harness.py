@@ -72,8 +72,28 @@ class Registration:
                 "state_urn": self.state_urn}
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
-    """Deserialized wire values -> JSON-ready data (secrets marked, unknowns spelled out)."""
+    """Deserialized wire values -> JSON-ready data (secrets marked, unknowns spelled out).
+    Exact built-in types are looked at by type, a scalar never called for (a derived
+    node's seeded state is mostly strings: half the time of the isinstance chain, which
+    every other value still takes)."""
+    kind = type(value)
+    if kind is dict:
+        if value.get(_SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return {"secret": plain(value.get("value"))}
+        return {k if type(k) is str else str(k): v if type(v) in _SCALARS else plain(v)
+                for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else plain(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    return _plain_other(value)
+
+
+def _plain_other(value: Any) -> Any:
     if isinstance(value, dict):
         if value.get(_SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
             return {"secret": plain(value.get("value"))}
