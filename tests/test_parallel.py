@@ -5,6 +5,7 @@ process. The forks happen in a fresh process of one thread (a test worker has ot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -74,18 +75,32 @@ def failing(where):
         return real_run(*a, **k)
     return run_offline
 
+ran = []
+
+def counted_run(real):  # the runs this process makes: 1 when the parts' join is used
+    def run(*a, **k):
+        ran.append(1)
+        return real(*a, **k)
+    return run
+
 def seeded():
+    from gpufleet.components.run import diff
     from gpufleet.components.run.diff import run_seeded
+    real_preview = diff._preview
     state = plan.run_offline(run, compiled, record_outputs=True)
     seed = {r.urn: (r.id, r.outputs) for r in state.registrations}
     before = {r.urn: r.inputs for r in state.registrations}
     first = compiled.plans[0]
     edited = dataclasses.replace(compiled, plans=(dataclasses.replace(
         first, disk_gib=first.disk_gib + 1), *compiled.plans[1:]))
-    del forks[:]
+    del forks[:], ran[:]
+    diff._preview = counted_run(real_preview)
     split = run_seeded(run, edited, seed, "gpufleet", jobs=2)
+    runs = len(ran)
+    diff._preview = real_preview
     same = split == run_seeded(run, edited, seed, "gpufleet")
     return {"same": same, "forks": len(forks), "left": False, "resources": len(split),
+            "runs": runs,
             "edited": sum(r["inputs"] != before.get(r["urn"]) for r in split)}
 
 out, whole = {"parts": parallel.plan_parts(compiled, 2)}, None
@@ -94,9 +109,10 @@ for mode in sys.argv[2:]:  # "ok" first: its children load their SDKs, as a plan
     if mode == "seeded":
         out[mode] = seeded()
         continue
-    plan.run_offline = real_run if mode in ("ok", "nofork") else failing(mode)
-    del forks[:]
+    plan.run_offline = counted_run(real_run if mode in ("ok", "nofork") else failing(mode))
+    del forks[:], ran[:]
     split = doc(plan.registered(run, compiled, jobs=2))
+    runs = len(ran)
     plan.run_offline = real_run
     whole = whole or doc(plan.registered(run, compiled))
     try:
@@ -104,7 +120,7 @@ for mode in sys.argv[2:]:  # "ok" first: its children load their SDKs, as a plan
     except ChildProcessError:
         left = False
     out[mode] = {"same": split == whole, "forks": len(forks), "left": left,
-                 "resources": len(whole["resources"])}
+                 "resources": len(whole["resources"]), "runs": runs}
 print(json.dumps(out))
 """
 
@@ -130,6 +146,7 @@ def test_the_examples_split_by_cloud_and_join_to_the_whole_run() -> None:
     assert len(parts) >= 2
     ok = seen["ok"]
     assert ok["same"] and ok["forks"] == len(parts) - 1 and not ok["left"]
+    assert ok["runs"] == 1 and seen["seeded"]["runs"] == 1 and seen["child"]["runs"] == 2
     assert ok["resources"] > 100
     # a child whose part raises or that is killed, and this process's own part raising: the
     # whole program runs here instead, with the same result, and no child is left behind
@@ -187,8 +204,62 @@ def test_joined_refuses_parts_that_met_and_orders_the_exports_as_the_program() -
     both = parallel.joined(compiled, [a, b])
     assert both is not None and list(both.exports) == order
     assert [r.urn for r in both.registrations] == ["u1", "u2"] and len(both.invokes) == 1
-    assert parallel.joined(compiled, [a, RunResult([_reg("u1")], b.exports, [])]) is None
+    # what two halves of a cloud's part both register (its provider) alike: kept once;
+    # one URN with different values: the whole program runs instead
+    again = parallel.joined(compiled, [a, RunResult([_reg("u1"), _reg("u2")], b.exports, [])])
+    assert again is not None and [r.urn for r in again.registrations] == ["u1", "u2"]
+    other = dataclasses.replace(_reg("u1"), inputs={"region": "elsewhere"})
+    assert parallel.joined(compiled, [a, RunResult([other], b.exports, [])]) is None
     assert parallel.joined(compiled, [a]) is None  # an export missing
+
+
+def _many_fleets(folder: Path, count: int, backend: str, nodes: int = 3) -> list[str]:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from diff import fleet_yaml
+
+    folder.mkdir(exist_ok=True)
+    for i in range(count):
+        (folder / f"f{i:02d}.yml").write_text(fleet_yaml(i, nodes, backend))
+    return [str(folder)]
+
+
+def test_many_fleets_of_one_cloud_split_in_two_and_join_to_the_whole_run(
+        tmp_path: Path) -> None:
+    """Twelve AWS fleets: the cloud's part in two halves, each registering the region's
+    provider and key pair alike (kept once); plan and diff preview as the whole run's."""
+    paths = _many_fleets(tmp_path / "fleets", 12, "aws")
+    compiled = _compiled(paths)
+    assert parallel.plan_parts(compiled, 2) == [["aws#0"], ["aws#1"]]
+    halves = [parallel.subset(compiled, {u}) for u in ("aws#0", "aws#1")]
+    assert [[p.name for p in h.plans] for h in halves] == [
+        [p.name for p in compiled.plans[:6]], [p.name for p in compiled.plans[6:]]]
+    seen = _in_fresh_process(paths, "ok", "child", "seeded")
+    for mode in ("ok", "child", "seeded"):
+        assert seen[mode]["same"] and seen[mode]["forks"] == 1, (mode, seen[mode])
+    # the halves' join is what came back (this process ran its own half only); a half
+    # that failed: the whole program ran here after it
+    assert seen["ok"]["runs"] == 1 and seen["seeded"]["runs"] == 1
+    assert seen["child"]["runs"] == 2
+    assert seen["seeded"]["edited"] > 0
+    # fewer fleets: a half would not pay for its second load of the cloud's SDK
+    few = _compiled(_many_fleets(tmp_path / "few", 6, "aws"))
+    assert parallel.plan_parts(few, 2) == [["aws"]]
+    assert parallel.plan_parts(compiled, 1) == [["aws"]]
+
+
+def test_only_fleets_nothing_reaches_move_to_a_half(tmp_path: Path) -> None:
+    """A fleet with a filesystem, a bucket mount, a joined network, or a gateway or bucket
+    reader naming it, stays in the half that runs the rest of its cloud."""
+    compiled = _compiled([EXAMPLES])
+    assert parallel.shardable(compiled) == ["dev-l4", "a3mega", "lambda-h100", "a100-any"]
+    named = dataclasses.replace(compiled, gateways=(dataclasses.replace(
+        compiled.gateways[0], fleet="dev-l4"),))
+    assert "dev-l4" not in parallel.shardable(named)
+    mounting = _compiled(bucket_files(tmp_path))
+    assert parallel.shardable(mounting) == []
+    # the examples' groups are not split: a half of any cloud would cost more than it saves
+    assert not [u for p in parallel.plan_parts(compiled, 2) for u in p
+                if parallel.SHARD in u]
 
 
 def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:

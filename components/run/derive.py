@@ -20,7 +20,8 @@ from typing import Any
 from gpufleet.compile import FleetDesign
 
 from ..sampling import existing, registered_nodes
-from .harness import Registration, RunResult, StrictMocks, plain
+from .harness import Registration, RunResult, StrictMocks
+from .plainvalues import plain
 
 
 class NotDerivable(Exception):

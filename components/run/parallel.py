@@ -20,6 +20,12 @@ Costs (each backend's ``offline_run_cost``): a cloud's part of the examples' col
 each cloud planned alone in a fresh process against a plan of nothing (2026-11-28, 2 cores):
 AWS, Azure and GCP 0.35 s each, mostly their SDK modules, Lambda 0.03 s; each fleet,
 gateway, volume or bucket about 0.02 s more. A fork and the pickle back cost about 0.02 s.
+
+A part of one cloud may itself be split in two (``SHARD``) by its fleets that nothing
+else in the run reaches (``shardable``): many fleets on one cloud (a `diff --full` of 20
+GCP fleets ran 1.5 s in one process). Both halves register what the cloud's fleets share
+(a region's provider, AWS's key pair) alike, so a URN two parts register with the same
+values is kept once; with different values, the whole run is the program's again.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 
 from gpufleet.backends import find
-from gpufleet.compile import BucketDesign, Compiled, emission_order
+from gpufleet.compile import BucketDesign, Compiled, FleetDesign, emission_order
 from gpufleet.objectstores import R2_CLOUD
 
 from . import forks
@@ -44,6 +50,8 @@ ITEM = 2
 OTHER = 35  # a backend no plugin builds here (the run refuses it; the cost is moot)
 FORK = 2  # a process more: the fork, the child's exit, the result back
 MAX_JOBS = 8
+SHARD = "#"  # "gcp#0", "gcp#1": the part of the group "gcp" split in two by its fleets
+SPLIT_GAIN = 0.85  # a split is taken where it promises this much of the wall time or less
 
 
 def cost_of(cloud: str) -> int:
@@ -128,12 +136,8 @@ def _packed(cost: dict[str, int], bins: int) -> list[list[str]]:
     return [sorted(b) for b in out if b]
 
 
-def plan_parts(compiled: Compiled, cpus: int) -> list[list[str]]:
-    """The parts (lists of first clouds) whose estimated wall time on ``cpus`` processors is
-    least: the largest part, or the whole spread over the processors, plus a fork each."""
-    cost = groups(compiled)
-    if cpus < 2 or len(cost) < 2:
-        return [sorted(cost)]
+def _best(cost: dict[str, int], cpus: int) -> tuple[float, list[list[str]]]:
+    """The estimated wall time and the packing of ``cost``'s parts that makes it least."""
     total = sum(cost.values())
     best: tuple[float, list[list[str]]] = (float(total), [sorted(cost)])
     for k in range(2, min(len(cost), MAX_JOBS) + 1):
@@ -142,17 +146,82 @@ def plan_parts(compiled: Compiled, cpus: int) -> list[list[str]]:
         wall = max(longest, total / min(k, cpus)) + FORK * (len(parts) - 1)
         if wall < best[0]:
             best = (wall, parts)
+    return best
+
+
+def plan_parts(compiled: Compiled, cpus: int) -> list[list[str]]:
+    """The parts (lists of first clouds, or of a group's two halves) whose estimated wall
+    time on ``cpus`` processors is least: the largest part, or the whole spread over the
+    processors, plus a fork each; the largest group split in two where that is far less."""
+    cost = groups(compiled)
+    if cpus < 2:
+        return [sorted(cost)]
+    best = _best(cost, cpus)
+    split = _split_largest(compiled, cost)
+    if split is not None:
+        other = _best(split, cpus)
+        if other[0] <= SPLIT_GAIN * best[0]:
+            best = other
     return best[1]
 
 
-def subset(compiled: Compiled, clouds: set[str]) -> Compiled:
-    """The compiled plans of the part whose (first) clouds are ``clouds``."""
+def shardable(compiled: Compiled) -> list[str]:
+    """The fleets nothing else in the run reaches, in the order the program builds them: no
+    filesystem, bucket mount or joined network of their own, mounting or joined by no
+    other, named by no gateway and no bucket's reader."""
+    tied: set[str] = set()
+    for p in compiled.plans:
+        joins = {n.joins for n in p.networks if n.joins}
+        if p.filesystems or p.buckets or joins:
+            tied |= {p.name, *joins, *(x for fs in p.filesystems for x in fs.peers)}
+    tied |= {g.fleet for g in compiled.gateways if g.fleet}
+    tied |= {r.fleet for b in compiled.buckets for r in b.readers}
+    return [p.name for p in emission_order(compiled.plans) if p.name not in tied]
+
+
+def _second_half(compiled: Compiled, group: str) -> list[str]:
+    """The fleets the second half of ``group`` (one cloud's part) runs: the last of its
+    shardable ones, as many as make the halves' items even; none for a group of clouds."""
     part = _joined(compiled)
+    if [c for c, first in part.items() if first == group] != [group]:
+        return []
+    backend = {p.name: p.backend for p in compiled.plans}
+    movable = [n for n in shardable(compiled) if part.get(backend[n]) == group]
+    items = sum(1 for _, cloud in _items(compiled) if part[cloud] == group)
+    take = min(len(movable), items // 2)
+    return movable[len(movable) - take:] if take and len(movable) >= 2 else []
+
+
+def _split_largest(compiled: Compiled, cost: dict[str, int]) -> dict[str, int] | None:
+    """``cost`` with its largest group as two halves (each its cloud's own cost and its
+    items'), or None where that group cannot be split."""
+    group = min(cost, key=lambda n: (-cost[n], n))
+    moved = _second_half(compiled, group)
+    if not moved:
+        return None
+    out = {n: c for n, c in cost.items() if n != group}
+    out[group + SHARD + "0"] = cost[group] - ITEM * len(moved)
+    out[group + SHARD + "1"] = cost_of(group) + ITEM * len(moved)
+    return out
+
+
+def subset(compiled: Compiled, units: set[str]) -> Compiled:
+    """The compiled plans of the part whose units are ``units``: first clouds (their whole
+    group), or a group's halves (``gcp#0``: all but the fleets of ``gcp#1``)."""
+    part = _joined(compiled)
+    whole = {u for u in units if SHARD not in u}
+    halves = {u.rsplit(SHARD, 1)[0]: u.rsplit(SHARD, 1)[1] for u in units if SHARD in u}
+    moved = {n for g in halves for n in _second_half(compiled, g)}
 
     def mine(cloud: str) -> bool:
-        return part.get(cloud, cloud) in clouds
+        group = part.get(cloud, cloud)
+        return group in whole or halves.get(group) == "0"
+
+    def fleet_mine(p: FleetDesign) -> bool:
+        half = halves.get(part.get(p.backend, p.backend))
+        return (mine(p.backend) and p.name not in moved) or (half == "1" and p.name in moved)
     return dataclasses.replace(
-        compiled, plans=tuple(p for p in compiled.plans if mine(p.backend)),
+        compiled, plans=tuple(p for p in compiled.plans if fleet_mine(p)),
         gateways=tuple(g for g in compiled.gateways if mine(g.backend)),
         volumes=tuple(v for v in compiled.volumes if mine(v.backend)),
         quota_requests=tuple(q for q in compiled.quota_requests if mine(q.backend)),
@@ -167,11 +236,18 @@ def export_order(compiled: Compiled) -> list[str]:
 
 
 def joined(compiled: Compiled, results: Sequence[RunResult]) -> RunResult | None:
-    """The parts' results as one run's; None when two parts registered one URN or the
-    exports are not the ones the whole program makes."""
-    regs: list[Registration] = [r for res in results for r in res.registrations]
-    if len({r.urn for r in regs}) != len(regs):
-        return None
+    """The parts' results as one run's; None when two parts registered one URN with
+    different values (the same values: kept once) or the exports are not the ones the
+    whole program makes."""
+    seen: dict[str, Registration] = {}
+    regs: list[Registration] = []
+    for r in (r for res in results for r in res.registrations):
+        if r.urn in seen:
+            if seen[r.urn] != r:
+                return None
+            continue
+        seen[r.urn] = r
+        regs.append(r)
     exports = {k: v for res in results for k, v in res.exports.items()}
     order = export_order(compiled)
     if sorted(order) != sorted(exports):
