@@ -130,3 +130,67 @@ def real_export() -> Iterator[dict[str, Any]]:
     from planutil import EXAMPLES, SHARED
 
     yield export([EXAMPLES / "fleets" / "gcp-a4.dstack.yml", *SHARED])
+
+
+def _holding(value: Any, key: str) -> list[int]:
+    """The reference: ids of every object holding ``key``, one value at a time."""
+    found = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if key in v:
+                found.append(id(v))
+            stack += v.values()
+        elif isinstance(v, list):
+            stack += v
+    return sorted(found)
+
+
+@settings(deadline=None, max_examples=300, suppress_health_check=list(HealthCheck))
+@given(st.recursive(st.none() | st.integers(0, 9) | st.fixed_dictionaries({"k": st.none()}),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.sampled_from(["k", "a", "b"]), inner, max_size=3),
+                    max_leaves=25))
+def test_the_bounds_walk_marks_every_object_holding_the_key(value: Any) -> None:
+    marked: list[dict[str, Any]] = []
+    assert jsonfile.within(value, key="k", marked=marked)
+    assert sorted(map(id, marked)) == _holding(value, "k")
+
+
+def _export_outcome(text: str, fast: bool) -> tuple[str, str]:
+    from gpufleet.review import StateError, parse_export
+
+    with mock.patch.object(jsonfile, "FAST_FROM", 0 if fast else 1 << 62):
+        try:
+            return "ok", repr(parse_export(text))
+        except StateError as e:
+            return "refused", str(e)
+
+
+def test_secrets_are_checked_the_same_when_the_parse_marked_them(
+        real_export: dict[str, Any]) -> None:
+    """Where msgspec's path marks the objects holding the signature, a well-formed set
+    spares the walk; a malformed one inside a resource is named as the walk names it, one
+    outside every resource's values is let be, as the walk lets it be."""
+    import copy
+
+    from gpufleet.review.state import SECRET_SIG, SECRET_VALUE
+
+    data = copy.deepcopy(real_export)
+    resources = data["deployment"]["resources"]
+    i = next(i for i, r in enumerate(resources) if r.get("outputs"))
+    resources[i]["outputs"]["ok"] = {SECRET_SIG: SECRET_VALUE, "ciphertext": "v1:x"}
+    cases = {"good": json.dumps(data)}
+    resources[i]["outputs"]["leak"] = {SECRET_SIG: SECRET_VALUE}
+    cases["leak"] = json.dumps(data)
+    del resources[i]["outputs"]["leak"]
+    data["deployment"]["manifest"] = {"note": {SECRET_SIG: "x"}}
+    cases["outside"] = json.dumps(data)
+    seen = {}
+    for name, text in cases.items():
+        seen[name] = _export_outcome(text, True)
+        assert seen[name] == _export_outcome(text, False), name
+    assert seen["good"][0] == "ok" and seen["outside"][0] == "ok"
+    assert seen["leak"][0] == "refused"
+    assert f"resource #{i} is malformed (a secret in outputs)" in seen["leak"][1]

@@ -8,6 +8,7 @@ from gpufleet.input.files import read_small_text
 from gpufleet.input.jsonfile import (
     JsonInputError,
     parse_json,
+    parse_json_marked,
     read_bounded,
     read_json_file,
     uncollected,
@@ -82,6 +83,7 @@ __all__ = [
     "offer_place",
     "parse_gateways",
     "parse_json",
+    "parse_json_marked",
     "parse_time",
     "read_bounded",
     "read_json_file",

@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -57,16 +57,24 @@ def read_json_file(path: str, what: str) -> Any:
 
 
 def parse_json(raw: bytes, source: str, what: str) -> Any:
+    return parse_json_marked(raw, source, what, None)[0]
+
+
+def parse_json_marked(raw: bytes, source: str, what: str, key: str | None
+                      ) -> tuple[Any, list[dict[str, Any]] | None]:
+    """``parse_json``, and every object holding ``key`` where the bounds' walk found them
+    on the way (msgspec's path); None where nothing was looked for (the caller looks)."""
     if len(raw) > MAX_JSON_BYTES:
         raise JsonInputError(f"{source}: larger than {MAX_JSON_BYTES // (1 << 20)} MB; this "
                              f"is not {what}")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise JsonInputError(f"{source}: UTF-16 text; {what} is UTF-8 (PowerShell's `>` "
                              "writes UTF-16: use `--file` or `Out-File -Encoding utf8`)")
+    marked: list[dict[str, Any]] | None = None if key is None else []
     with uncollected():
-        data = _fast(raw) if len(raw) >= FAST_FROM else _REFUSED
+        data = _fast(raw, key, marked) if len(raw) >= FAST_FROM else _REFUSED
     if data is not _REFUSED:
-        return data
+        return data, marked
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -83,7 +91,7 @@ def parse_json(raw: bytes, source: str, what: str) -> Any:
     if offset is not None:
         raise JsonInputError(f"{source}: nested deeper than {MAX_JSON_DEPTH} levels (at offset "
                              f"{offset}); this is not {what}")
-    return data
+    return data, None
 
 
 @contextmanager
@@ -108,7 +116,8 @@ def uncollected(freeze: bool = False) -> Iterator[None]:
 _REFUSED = object()
 
 
-def _fast(raw: bytes) -> Any:
+def _fast(raw: bytes, key: str | None = None, marked: list[dict[str, Any]] | None = None
+          ) -> Any:
     """The value msgspec reads, where the bounds hold for it; ``_REFUSED`` otherwise (the
     standard library's path then decides). msgspec stops at the interpreter's recursion
     limit itself (a RecursionError), so a deep text costs it nothing."""
@@ -119,13 +128,14 @@ def _fast(raw: bytes) -> Any:
         data = msgspec.json.decode(body)
     except (msgspec.MsgspecError, ValueError, RecursionError):
         return _REFUSED
-    return data if within(data) else _REFUSED
+    return data if within(data, key=key, marked=marked) else _REFUSED
 
 
-def within(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+def within(value: Any, limit: int = MAX_JSON_DEPTH, key: str | None = None,
+           marked: list[dict[str, Any]] | None = None) -> bool:
     """Whether a parsed value nests at most ``limit`` levels and holds no integer of over
     ``MAX_INT_DIGITS`` digits: one level at a time, like ``nesting`` (0.12 s over a 125 MB
-    export)."""
+    export). The objects holding ``key`` are added to ``marked`` on the way."""
     depth = 0
     level = [value] if type(value) is dict or type(value) is list else []
     while level:
@@ -134,7 +144,14 @@ def within(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
             return False
         below: list[Any] = []
         for item in level:
-            for v in (item.values() if type(item) is dict else item):
+            values: Iterable[Any]
+            if type(item) is dict:
+                if key is not None and key in item and marked is not None:
+                    marked.append(item)
+                values = item.values()
+            else:
+                values = item
+            for v in values:
                 kind = type(v)
                 if kind is dict or kind is list:
                     below.append(v)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.input import JsonInputError, parse_json
+from gpufleet.input import JsonInputError, parse_json_marked
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -66,15 +66,20 @@ def parse_export(text: str | bytes, source: str = "export") -> State:
     StateError saying "not a stack export" and why."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        data = parse_json(raw, source, "a stack export")
+        data, marked = parse_json_marked(raw, source, "a stack export", SECRET_SIG)
     except JsonInputError as e:
         raise StateError(f"{NOT_EXPORT}: {e}; write it with `pulumi stack export --file "
                          "FILE`") from None
-    return export_from_data(data, source)
+    return export_from_data(data, source, marked)
 
 
-def export_from_data(data: Any, source: str) -> State:
-    """``data``: a parsed export (parse_json's plain dicts and lists)."""
+def export_from_data(data: Any, source: str,
+                     marked: list[dict[str, Any]] | None = None) -> State:
+    """``data``: a parsed export (parse_json's plain dicts and lists); ``marked``: every
+    object in it holding the secret signature, where the parse found them. When each is
+    a secret as Pulumi writes it, no resource's values are walked for one (the walk finds
+    a subset of them); else they are, and the one at fault is named."""
+    walk = marked is None or not all(_secret_ok(m) for m in marked)
     def bad(why: str) -> StateError:
         return StateError(f"{source}: {NOT_EXPORT}: {why}; export the stack again with "
                           "`pulumi stack export --file FILE`")
@@ -99,7 +104,7 @@ def export_from_data(data: Any, source: str) -> State:
         raise bad("`deployment.resources` is not a list")
     if not isinstance(pending, list):
         raise bad("`deployment.pending_operations` is not a list")
-    resources = tuple(_resource(i, r, bad) for i, r in enumerate(entries))
+    resources = tuple(_resource(i, r, bad, walk) for i, r in enumerate(entries))
     stack, project = "", ""
     root = next((r for r in resources if r.type == STACK_TYPE), None) or \
         (resources[0] if resources else None)
@@ -109,7 +114,8 @@ def export_from_data(data: Any, source: str) -> State:
     return State(resources, int(version), stack, project, len(pending))
 
 
-def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource:
+def _resource(i: int, r: Any, bad: Callable[[str], StateError], walk: bool = True
+              ) -> StateResource:
     if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
             or not isinstance(r.get("type"), str):
         raise bad(f"resource #{i} has no urn or type")
@@ -122,7 +128,7 @@ def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource
     for key in ("dependencies", "ignoreChanges"):
         if isinstance(r.get(key), list) and not all(isinstance(u, str) for u in r[key]):
             wrong.append(key)
-    for key in ("inputs", "outputs"):
+    for key in ("inputs", "outputs") if walk else ():
         if isinstance(r.get(key), dict) and not _secrets_ok(r[key]):
             wrong.append(f"a secret in {key}")
     if wrong or str(r["urn"]).count("::") < 3:
@@ -142,13 +148,18 @@ def _resource(i: int, r: Any, bad: Callable[[str], StateError]) -> StateResource
 SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
 
 
+def _secret_ok(value: dict[str, Any]) -> bool:
+    """A secret as Pulumi writes it: the signature, and a string ciphertext or plaintext
+    (plaintext is JSON-encoded text with --show-secrets)."""
+    return value[SECRET_SIG] == SECRET_VALUE and any(
+        isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
+
+
 def _secrets_ok(value: dict[str, Any]) -> bool:
-    """Every secret as Pulumi writes it: the signature, and a string ciphertext or plaintext
-    (plaintext is JSON-encoded text with --show-secrets). A JSON escape in a key is decoded
-    by then (`\\u0034dabf...` is the signature too)."""
+    """Every secret in ``value`` as Pulumi writes it. A JSON escape in a key is decoded by
+    then (`\\u0034dabf...` is the signature too)."""
     if SECRET_SIG in value:
-        return value[SECRET_SIG] == SECRET_VALUE and any(
-            isinstance(value.get(k), str) for k in ("ciphertext", "plaintext"))
+        return _secret_ok(value)
     return _all_ok(value.values())
 
 
