@@ -3,7 +3,7 @@
 Writes N fleets and their offers lock, an export (deployment v3) of the stack the real
 program makes from them (about --resources resources), then times the whole command,
 `gpufleet diff FOLDER --state EXPORT --locked --format json`, as a fresh process per case
-(start-up and imports included, as CI runs it) for:
+(start-up and imports included, as CI runs it), the median of --rounds, for:
 
   unchanged  the same YAML            (target <= 1 s: no fleet runs, no Pulumi SDK import)
   changed    --changed fleets edited  (target <= 1.5 s: only those fleets run again)
@@ -12,7 +12,7 @@ program makes from them (about --resources resources), then times the whole comm
 Prints time, peak RSS, the fleets run and change counts of each.
 
     python bench/diff.py [--fleets 20] [--resources 5000] [--changed 1] [--backend gcp|aws]
-                         [--smoke]
+                         [--rounds 3] [--smoke]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from measured import USER_ENV, run_measured
 
@@ -39,7 +40,16 @@ def fleet_yaml(i: int, nodes: int, backend: str) -> str:
     return f"type: fleet\nname: bench-{i:02d}\nnodes: {nodes}\n" + FLEET[backend][0]
 
 
-def measure(folder: Path, export_file: Path, full: bool = False) -> dict[str, object]:
+def measure(folder: Path, export_file: Path, full: bool = False, rounds: int = 1
+            ) -> dict[str, object]:
+    """``rounds`` `gpufleet diff` processes: the median wall time, the peak RSS of the
+    median one, what the report says (the same every round)."""
+    runs = sorted((measure_once(folder, export_file, full) for _ in range(rounds)),
+                  key=lambda m: float(cast(float, m["seconds"])))
+    return runs[len(runs) // 2]
+
+
+def measure_once(folder: Path, export_file: Path, full: bool = False) -> dict[str, object]:
     """One `gpufleet diff` process: wall time, its own peak RSS, what the report says."""
     cmd = [sys.executable, "-m", "gpufleet", "diff", str(folder), "--state",
            str(export_file), "--locked", "--format", "json"] + (["--full"] if full else [])
@@ -62,11 +72,12 @@ def main() -> None:
     ap.add_argument("--resources", type=int, default=5000)
     ap.add_argument("--changed", type=int, default=1)
     ap.add_argument("--backend", default="gcp", choices=sorted(FLEET))
+    ap.add_argument("--rounds", type=int, default=3, help="processes per case (the median)")
     ap.add_argument("--smoke", action="store_true",
-                    help="3 fleets, 120 resources: proves the benchmark still runs (CI)")
+                    help="3 fleets, 120 resources, one round: proves the benchmark still runs")
     args = ap.parse_args()
     if args.smoke:
-        args.fleets, args.resources = 3, 120
+        args.fleets, args.resources, args.rounds = 3, 120, 1
     from gpufleet.cli import main as gpufleet
     from gpufleet.compile import compile_inputs
     from gpufleet.compile.runs import RunInputs
@@ -94,12 +105,13 @@ def main() -> None:
         export_file.write_text(json.dumps(data))
         size = export_file.stat().st_size // 1024
         measure(folder, export_file)  # warm: bytecode and the page cache
-        unchanged = measure(folder, export_file)
+        unchanged = measure(folder, export_file, rounds=args.rounds)
         for i in range(args.changed):  # one node less in each changed fleet
             (folder / f"f{i:02d}.yml").write_text(fleet_yaml(i, nodes - 1, args.backend))
-        changed = measure(folder, export_file)
-        full = measure(folder, export_file, full=True)
-    print(f"backend {args.backend}: {args.fleets} fleets x {nodes} nodes, export of "
+        changed = measure(folder, export_file, rounds=args.rounds)
+        full = measure(folder, export_file, full=True, rounds=args.rounds)
+    print(f"backend {args.backend}: {args.fleets} fleets x {nodes} nodes, median of "
+          f"{args.rounds} processes per case, export of "
           f"{unchanged['resources']} resources ({size} KiB), made in {made:.1f} s")
     print(f"unchanged YAML:            {unchanged['seconds']:.2f} s, peak RSS "
           f"{unchanged['peak_rss_mb']:.0f} MB, fleets run {unchanged['ran']}, "
