@@ -80,6 +80,14 @@ def test_the_fast_path_is_the_one_taken_for_a_large_input() -> None:
         assert parse_json(b"[1]", "x.json", "a value") == [1]
 
 
+def test_without_msgspec_a_large_input_reads_the_standard_librarys_way() -> None:
+    raw = b"[" + b", ".join(b'"%d"' % i for i in range(200_000)) + b"]"
+    assert len(raw) >= jsonfile.FAST_FROM
+    with mock.patch.dict("sys.modules", {"msgspec": None}):  # import raises ImportError
+        assert parse_json(raw, "x.json", "a value") == json.loads(raw)
+        assert outcome(b"[" + b"9" * (MAX_INT_DIGITS + 1) + b"]", True)[0] == "refused"
+
+
 def test_the_real_export_reads_the_same_both_ways(real_export: dict[str, Any]) -> None:
     raw = json.dumps(real_export).encode()
     assert same_both_ways(raw)[0] == "ok"

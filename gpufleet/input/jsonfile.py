@@ -120,8 +120,12 @@ def _fast(raw: bytes, key: str | None = None, marked: list[dict[str, Any]] | Non
           ) -> Any:
     """The value msgspec reads, where the bounds hold for it; ``_REFUSED`` otherwise (the
     standard library's path then decides). msgspec stops at the interpreter's recursion
-    limit itself (a RecursionError), so a deep text costs it nothing."""
-    import msgspec
+    limit itself (a RecursionError), so a deep text costs it nothing. An install without
+    msgspec (a dependency) reads the standard library's way, as a smaller text is read."""
+    try:
+        import msgspec
+    except ImportError:
+        return _REFUSED
 
     body = memoryview(raw)[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
     try:
