@@ -194,3 +194,34 @@ def test_a_run_of_more_nodes_than_the_cache_keeps_stays_in_the_command(
     runs._program()(RunInputs(()), big)
     assert fake.calls == ["registered"] and fake.closed
     assert made == [sum(p.nodes for p in compiled.plans), 2 * runcache.MAX_NODES]
+
+
+def test_a_preview_the_runner_does_not_take_ends_it(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """A seed over what is sent, or a runner that did not answer: the runner is ended
+    before the command runs the preview itself (its processor goes to the run's parts)."""
+    from gpufleet.cli import runs
+    from gpufleet.compile.runs import RunInputs
+    from gpufleet.components.run import diff as run_diff
+    from gpufleet.components.run import runner
+    from gpufleet.review import GuardOptions
+
+    made: list[int] = []
+    monkeypatch.setattr(run_diff, "run_seeded", lambda run, compiled, seed, project, jobs=1: (
+        made.append(len(seed)) or ()))
+    got: dict[str, Any] = {}
+    monkeypatch.setattr(runs.pipeline, "diff", lambda validated, run, state, guards, seeded,
+                        full: got.update(seeded=seeded) or (None, []))
+    monkeypatch.setattr(runner, "MAX_SENT", 2)
+    paths = files(tmp_path)
+    validated = validate_paths(paths)
+    runs.offline_diff(validated, load_catalog(), paths, parse_export(json.dumps(export(paths))),
+                      None, None, GuardOptions())
+    compiled = compile_inputs(validated.inputs, load_catalog())
+    small, large = {"a": ("i", {})}, {k: ("i", {}) for k in "abc"}
+    for seed, calls in ((small, ["seeded"]), (large, [])):
+        fake = _FakeRunner()
+        monkeypatch.setattr(runs, "_RUNNER", [fake])
+        got["seeded"](RunInputs(()), compiled, seed, "p")
+        assert fake.calls == calls and fake.closed
+    assert made == [1, 3]

@@ -170,6 +170,8 @@ def offline_diff(validated: Validated, catalog: Catalog, paths: Sequence[str], s
             done = _RUNNER[0].call("seeded", dataclasses.replace(run, catalog=None), compiled,
                                dict(seed), project, True, jobs, wait=False)
         if not isinstance(done, tuple):
+            if _RUNNER:  # not used now: its processor goes to this run's parts
+                _RUNNER[0].close()
             done = run_seeded(run, compiled, seed, project, jobs=jobs)
         return done
     return pipeline.diff(validated, run, state, guards, seeded, full)
