@@ -45,7 +45,7 @@ def measure(folder: Path, export_file: Path, full: bool = False, rounds: int = 1
     """``rounds`` `gpufleet diff` processes: the median wall time, the peak RSS of the
     median one, what the report says (the same every round)."""
     runs = sorted((measure_once(folder, export_file, full) for _ in range(rounds)),
-                  key=lambda m: float(cast(float, m["seconds"])))
+                  key=lambda m: cast(float, m["seconds"]))
     return runs[len(runs) // 2]
 
 

@@ -210,7 +210,7 @@ def subset(compiled: Compiled, units: set[str]) -> Compiled:
     group), or a group's halves (``gcp#0``: all but the fleets of ``gcp#1``)."""
     part = _joined(compiled)
     whole = {u for u in units if SHARD not in u}
-    halves = {u.rsplit(SHARD, 1)[0]: u.rsplit(SHARD, 1)[1] for u in units if SHARD in u}
+    halves = dict(u.rsplit(SHARD, 1) for u in units if SHARD in u)
     moved = {n for g in halves for n in _second_half(compiled, g)}
 
     def mine(cloud: str) -> bool:
