@@ -305,15 +305,18 @@ def in_process(folder: str, dump: str, rounds: int) -> dict[str, float]:
             "rss": statistics.median(r[0]["peak_rss_mb"] for r in runs)}
 
 
-def whole_processes(folder: str, dump: str, rounds: int) -> dict[str, float]:
-    """Medians of fresh processes: `gpufleet plan --format json`, every node, the floor."""
+def whole_processes(folder: str, dump: str, rounds: int, warm: bool = True
+                    ) -> dict[str, float]:
+    """Medians of fresh processes: `gpufleet plan --format json`, every node, the floor
+    (``warm``: after a first, untimed plan; a smoke run's figures are not judged)."""
     py = sys.executable
     cmds = {"derived": [py, "-m", "gpufleet", "plan", "--format", "json", folder],
             "every": [py, __file__, "--child", "every-process", folder],
             "floor": [py, __file__, "--child", "floor-process", dump, "literal"],
             "wired": [py, __file__, "--child", "floor-process", dump, "wired"]}
     times: dict[str, list[float]] = {k: [] for k in cmds}
-    whole(cmds["derived"])  # a first run writes the SDKs' type indexes, as Python its .pyc
+    if warm:
+        whole(cmds["derived"])  # a first run writes the SDKs' type indexes, as Python its .pyc
     for _ in range(rounds):
         for label, cmd in cmds.items():
             times[label].append(whole(cmd))
@@ -373,7 +376,7 @@ def measure_all(args: argparse.Namespace, sizes: list[int]) -> None:
                   f"{f['derived'] / f['floor']:>13.2f} {f['every'] / f['wired']:>11.2f} "
                   f"{f['rss']:>7.0f}")
         n = max(sizes)
-        w = whole_processes(folder, dump, args.rounds)
+        w = whole_processes(folder, dump, args.rounds, warm=not args.smoke)
     print(f"whole processes at {n:,} nodes (fresh, no run cached): gpufleet plan "
           f"{w['derived']:.2f} s, every node registered {w['every']:.2f} s, bare-SDK floor "
           f"{w['floor']:.2f} s (inputs as literals), {w['wired']:.2f} s (inputs from other "

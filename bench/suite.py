@@ -54,11 +54,11 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true",
-                    help="the suite narrowed to tests/test_layout.py on one worker")
+                    help="the suite narrowed to tests/test_healthpolicy.py on one worker")
     args = ap.parse_args()
     steps = recipe()
     if args.smoke:
-        steps = [[*s[:s.index("-n")], "-n", "0", "-q", "tests/test_layout.py"]
+        steps = [[*s[:s.index("-n")], "-n", "0", "-q", "tests/test_healthpolicy.py"]
                  if "pytest" in s else s for s in steps]
     mypy = next((s for s in steps if Path(s[0]).name == "mypy"), None)
     if mypy is not None:

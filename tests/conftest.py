@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +27,52 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["GPUFLEET_CACHE"] = "off"
 
 
-# Modules whose module-scoped fixture costs seconds: a dstack server (tests/dstackserver.py,
-# about 4 s), the examples exported for SkyPilot and loaded by its own code (5 s). Under
-# `pytest -n`, all of each one's tests go to one worker, which makes it once (each worker
-# made its own before). xdist's own `--dist loadgroup` cannot be used: it marks a test's
-# group by rewriting the item's `_nodeid`, which pytest 9 no longer reads.
-ONE_WORKER = frozenset({"tests/test_health.py", "tests/test_gateway_sync.py",
-                        "tests/test_skypilot.py"})
+# Modules whose fixtures cost seconds: a dstack server (tests/dstackserver.py, about 5 s of
+# processor), the examples exported for SkyPilot and loaded by its own code (5 s). Under
+# `pytest -n`, all of a group's tests go to one worker, which makes the fixture once (each
+# worker made its own before); the two modules that talk to a dstack server are one group
+# and share its server (``dstack_home``). xdist's own `--dist loadgroup` cannot be used: it
+# marks a test's group by rewriting the item's `_nodeid`, which pytest 9 no longer reads.
+ONE_WORKER = {"tests/test_health.py": "dstack", "tests/test_gateway_sync.py": "dstack",
+              "tests/test_skypilot.py": "skypilot"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's `load` distribution (each test to the next idle worker), but the tests of a
-    ONE_WORKER module go to one worker together. Other modes are xdist's own."""
+    ONE_WORKER group go to one worker together. Other modes are xdist's own."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return module if module in ONE_WORKER else nodeid
+            return ONE_WORKER.get(nodeid.split("::", 1)[0], nodeid)
     return Scheduling(config, log)
+
+
+# The cyclic collector in a test process: after collection, the loaded SDKs, the test modules
+# and pytest's own objects (some 2.5 million) are frozen out of its walks, and full
+# collections are made rarer. A worker's collections cost 12.8 of 104 s over the six
+# heaviest program-running modules with the interpreter's defaults (700, 10, 10), 9.4 s
+# with these, at the same peak memory (820 MB). A program run sets its own while it runs
+# (components/run/harness.py: RUN_GC_THRESHOLDS).
+TEST_GC_THRESHOLDS = (50_000, 100, 1_000)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*TEST_GC_THRESHOLDS)
+
+
+@pytest.fixture(scope="session")
+def dstack_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One dstack server for the worker's modules that talk to one; each seeds its own
+    projects (``dstackserver.seeded``)."""
+    from dstackserver import started
+
+    with started(tmp_path_factory.mktemp("dstack-home")) as home:
+        yield home
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

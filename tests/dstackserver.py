@@ -2,7 +2,8 @@
 started on 127.0.0.1 from `.venv-dstack` with a temporary home and an admin token, its
 projects created through its API, its database seeded by a helper script that runs in the
 dstack virtualenv with dstack's own test factories, and killed by its process group. A module
-that starts one is run by one worker (tests/conftest.py, ONE_WORKER), which starts it once.
+that talks to one is run by one worker (tests/conftest.py, ONE_WORKER), and the modules there
+share one server (``dstack_home``), each seeding projects of its own.
 
 Each server starts from a copy of an empty database with dstack's migrations applied, made
 once per oracle (``empty_database``): applying them is most of a fresh server's start-up
@@ -27,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +106,18 @@ def _up(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@dataclass(frozen=True)
+class Home:
+    """A running server: its address and admin token, and what seeding its database needs."""
+
+    server: Server
+    env: dict[str, str]
+    db: str  # the database's URL, as dstack's factories open it
+
+
 @contextlib.contextmanager
-def running(home: Path, projects: Sequence[str], script: Path,
-            specs: list[dict[str, Any]]) -> Iterator[Server]:
-    """The server with ``projects`` and ``script seed``'s records of ``specs``."""
+def started(home: Path) -> Iterator[Home]:
+    """A server with no project, in ``home``, killed at the end."""
     token, port = secrets.token_hex(8), free_port()
     env = {**os.environ, "HOME": str(home), "DSTACK_SERVER_ADMIN_TOKEN": token}
     data = home / ".dstack" / "server" / "data"
@@ -124,14 +134,32 @@ def running(home: Path, projects: Sequence[str], script: Path,
             assert proc.poll() is None, (home / "server.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "the dstack server did not start"
             time.sleep(0.3)
-        for p in projects:
-            assert post(f"{url}/api/projects/create", token, {"project_name": p}) == 200
-        db = f"sqlite+aiosqlite:///{home}/.dstack/server/data/sqlite.db"
-        helper(script, "seed", specs, db, env={**env})
-        yield Server(url, Secret(token, "test"), "test")
+        yield Home(Server(url, Secret(token, "test"), "test"), env,
+                   f"sqlite+aiosqlite:///{home}/.dstack/server/data/sqlite.db")
     finally:
         # killed outright: its graceful stop (about 3 s) is not what the tests are about and
         # its home is a temporary folder
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=20)
         log.close()
+
+
+def seeded(home: Home, projects: Sequence[str], script: Path,
+           specs: list[dict[str, Any]]) -> Server:
+    """``projects`` made through the server's API, then ``script seed``'s records of
+    ``specs`` in its database. Projects of one name cannot be made twice: the modules that
+    share a server (tests/conftest.py, ``dstack_home``) each seed projects of their own."""
+    server = home.server
+    for p in projects:
+        assert post(f"{server.url}/api/projects/create", server.token.reveal(),
+                    {"project_name": p}) == 200, p
+    helper(script, "seed", specs, home.db, env=home.env)
+    return server
+
+
+@contextlib.contextmanager
+def running(home: Path, projects: Sequence[str], script: Path,
+            specs: list[dict[str, Any]]) -> Iterator[Server]:
+    """A server of its own with ``projects`` and ``script seed``'s records of ``specs``."""
+    with started(home) as h:
+        yield seeded(h, projects, script, specs)

@@ -174,9 +174,9 @@ def many_headers(count: int = 150) -> Behaviour:
     return raw(b"HTTP/1.1 200 OK\r\n" + lines + b"Content-Length: 2\r\n\r\n{}")
 
 
-def drip(seconds: float = 30.0) -> Behaviour:
-    """A valid answer sent one byte a second (each read succeeds; the whole never ends in
-    time)."""
+def drip(seconds: float = 30.0, every: float = 0.25) -> Behaviour:
+    """A valid answer sent a byte each ``every`` seconds (each read succeeds; the whole never
+    ends in time)."""
     def go(seen: Seen, conn: socket.socket) -> None:
         body = b'{"data": ' + b" " * 200 + b"{}}"
         data = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
@@ -185,7 +185,7 @@ def drip(seconds: float = 30.0) -> Behaviour:
             if time.monotonic() > end:
                 return
             conn.sendall(bytes([byte]))
-            time.sleep(0.25)
+            time.sleep(every)
     return go
 
 

@@ -46,13 +46,27 @@ def _canary() -> str:
     return "canary-" + secrets.token_hex(12)
 
 
-Behaviours = {**{k: v for k, v in HOSTILE.items()}, "drip": lambda: drip(4.0)}
+Behaviours = {**{k: v for k, v in HOSTILE.items()}, "drip": lambda: drip(4.0, every=0.05)}
+# A drip case lasts as long as the client's deadline. Its server sends a byte each 0.05 s,
+# so a deadline of 0.3 s still sees several reads succeed before the whole answer is cut;
+# every other case keeps the test's own, longer deadline (a loaded machine answers late).
+DRIP_DEADLINE = 0.3
+_DRIPPING: set[str] = set()  # the URLs of the drip servers running
+
+
+def _deadline(url: str, usual: float) -> float:
+    return DRIP_DEADLINE if any(url.startswith(d) for d in _DRIPPING) else usual
 
 
 @pytest.fixture(params=sorted(Behaviours))
 def server(request: pytest.FixtureRequest) -> Iterator[Hostile]:
     with hostile(Behaviours[request.param]()) as h:
-        yield h
+        if request.param == "drip":
+            _DRIPPING.add(h.url)
+        try:
+            yield h
+        finally:
+            _DRIPPING.discard(h.url)
 
 
 @pytest.fixture
@@ -86,7 +100,8 @@ def test_the_client_maps_every_hostile_answer_to_an_error_that_names_the_server(
     canary = _canary()
     secret = outbound.Secret(canary, "$CANARY")
     try:
-        resp = outbound.request("GET", server.url + "/x", secret=secret, timeout=2.0,
+        resp = outbound.request("GET", server.url + "/x", secret=secret,
+                                timeout=_deadline(server.url, 2.0),
                                 max_bytes=1 << 20)
     except outbound.HttpError as e:
         assert server.url.replace("http://", "") in str(e) and canary not in str(e)
@@ -164,7 +179,7 @@ def stack(tmp_path: Path) -> Path:
 
 def _sync(stack: Path, monkeypatch: pytest.MonkeyPatch, url: str, token: str,
           via_config: bool) -> int:
-    monkeypatch.setattr(gateways, "TIMEOUT", 0.7)
+    monkeypatch.setattr(gateways, "TIMEOUT", _deadline(url, 0.7))
     for key in ("DSTACK_SERVER_URL", "DSTACK_TOKEN"):
         monkeypatch.delenv(key, raising=False)
     config = stack / "dstack-config.yml"
@@ -228,7 +243,7 @@ def test_drift_reads_the_gateways_through_the_same_guarded_path(
     from gpufleet.cli.gateway import read_dstack
 
     canary = _canary()
-    monkeypatch.setattr(gateways, "TIMEOUT", 0.7)
+    monkeypatch.setattr(gateways, "TIMEOUT", _deadline(server.url, 0.7))
     monkeypatch.setenv("DSTACK_TOKEN", canary)
     wanted = [gateways.Wanted("gw1", "main", "aws", "us-east-1")]
     with pytest.raises(gateways.ServerError) as e:
@@ -239,7 +254,7 @@ def test_drift_reads_the_gateways_through_the_same_guarded_path(
 # --- health: the same token, other endpoints ------------------------------------------------
 
 def _health(tmp: Path, monkeypatch: pytest.MonkeyPatch, url: str, token: str) -> int:
-    monkeypatch.setattr(gateways, "TIMEOUT", 0.7)
+    monkeypatch.setattr(gateways, "TIMEOUT", _deadline(url, 0.7))
     monkeypatch.setenv("DSTACK_SERVER_URL", url)
     monkeypatch.setenv("DSTACK_TOKEN", token)
     outputs = write(tmp, "outputs.json", json.dumps(
@@ -280,7 +295,9 @@ def fast_lambda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lambda_api, "FIND_TRIES", 1)
     made = lambda_api.LambdaApi.from_env.__func__  # type: ignore[attr-defined]
     monkeypatch.setattr(lambda_api.LambdaApi, "from_env", classmethod(
-        lambda cls, key=None: dataclasses.replace(made(cls, key), timeout=0.4, retries=1)))
+        lambda cls, key=None: dataclasses.replace(
+            made(cls, key), timeout=_deadline(os.environ.get("LAMBDA_API_URL", ""), 0.4),
+            retries=1)))
 
 
 def _need() -> Need:
@@ -362,7 +379,7 @@ def test_cloud_reads_against_a_hostile_server(
     canary = _canary()
     session = BearerSession(lambda: outbound.Secret(canary, f"the {cloud} default "
                                                     "credentials"))
-    get = session_get(session, timeout=0.7)
+    get = session_get(session, timeout=_deadline(server.url, 0.7))
     if cloud == "gcp":
         monkeypatch.setattr(gcp_live, "API", server.url)
         probe: Any = gcp_live.GcpProbe(get, "proj")
@@ -435,7 +452,7 @@ def _azure_put(canary: str) -> Any:
     session = BearerSession(lambda: outbound.Secret(canary, "the Azure default credentials"))
 
     def put(url: str, body: dict[str, Any]) -> tuple[int, Any]:
-        answer = session.put(url, body, timeout=0.7)
+        answer = session.put(url, body, timeout=_deadline(url, 0.7))
         try:
             return answer.status_code, answer.json()
         except ValueError:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from dstackserver import free_port, helper, running
+from dstackserver import Home, free_port, helper, seeded
 
 from gpufleet.cli import main
 from gpufleet.input import SyncedGateway, stackconfig
@@ -52,10 +51,10 @@ def dstack_answers(specs: list[dict[str, Any]]) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real dstack server with the gateways of SPECS, stopped by its pid afterwards."""
-    with running(tmp_path_factory.mktemp("dstack-home"), PROJECTS, HELPER, SPECS) as srv:
-        yield srv
+def server(dstack_home: Home) -> Server:
+    """A real dstack server holding the gateways of SPECS (shared with tests/test_health.py,
+    which holds projects of other names)."""
+    return seeded(dstack_home, PROJECTS, HELPER, SPECS)
 
 
 STACK = """\

@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dstackserver import free_port, running
+from dstackserver import Home, free_port, seeded
 
 from gpufleet.cli import main
 from gpufleet.evidence import read_entries
@@ -72,11 +72,8 @@ OUTPUTS = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running(tmp_path_factory.mktemp("dstack-home"), ["mega", "dev", "iso", "a4", "warn"],
-                 HELPER,
-                 SPECS) as srv:
-        yield srv
+def server(dstack_home: Home) -> Server:
+    return seeded(dstack_home, ["mega", "dev", "iso", "a4", "warn"], HELPER, SPECS)
 
 
 @pytest.fixture
