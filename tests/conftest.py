@@ -28,13 +28,16 @@ os.environ["GPUFLEET_CACHE"] = "off"
 
 
 # Modules whose fixtures cost seconds: a dstack server (tests/dstackserver.py, about 5 s of
-# processor), the examples exported for SkyPilot and loaded by its own code (5 s). Under
-# `pytest -n`, all of a group's tests go to one worker, which makes the fixture once (each
-# worker made its own before); the two modules that talk to a dstack server are one group
-# and share its server (``dstack_home``). xdist's own `--dist loadgroup` cannot be used: it
-# marks a test's group by rewriting the item's `_nodeid`, which pytest 9 no longer reads.
+# processor), dstack's parser in a process of its own (test_conformance.oracle, 3 s), the
+# examples exported for SkyPilot and loaded by its own code (5 s). Under `pytest -n`, all of
+# a group's tests go to one worker, which makes the fixture once (each worker made its own
+# before); the two modules that talk to a dstack server are one group and share its server
+# (``dstack_home``). xdist's own `--dist loadgroup` cannot be used: it marks a test's group
+# by rewriting the item's `_nodeid`, which pytest 9 no longer reads.
 ONE_WORKER = {"tests/test_health.py": "dstack", "tests/test_gateway_sync.py": "dstack",
-              "tests/test_skypilot.py": "skypilot"}
+              "tests/test_skypilot.py": "skypilot",
+              **{f"tests/test_{m}.py": "dstack-oracle" for m in (
+                  "conformance", "export", "filesystems", "gpudirect_tcpx", "volumes")}}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -329,6 +329,17 @@ def everything() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     return items, oracle(items)
 
 
+def test_every_module_that_asks_the_oracle_runs_in_its_workers_group() -> None:
+    """Under `pytest -n` the oracle's process is started once, by the worker that runs every
+    module asking it (tests/conftest.py, ONE_WORKER)."""
+    from conftest import ONE_WORKER
+
+    askers = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
+              if "from test_conformance import oracle" in p.read_text()}
+    grouped = {m for m, group in ONE_WORKER.items() if group == "dstack-oracle"}
+    assert grouped == askers | {"tests/test_conformance.py"}
+
+
 def test_the_corpus_agrees_with_dstack() -> None:
     table, wrong = compare(*everything())
     assert wrong == [], "\n".join(wrong)
