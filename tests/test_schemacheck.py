@@ -92,41 +92,47 @@ def _node(node: Any) -> Any:
     return node
 
 
-@st.composite
-def instances(draw: st.DrawFn, node: Any, depth: int = 0) -> Any:
+def _instance(draw: st.DrawFn, node: Any, depth: int = 0) -> Any:
+    """A document for ``node``: one plain recursion inside one composite (a composite per
+    level made Hypothesis build a strategy and a span for each, most of the test's time)."""
     node = _node(node)
     if depth > 5 or not isinstance(node, dict) or draw(st.integers(0, 24)) == 0:
         return draw(LEAVES)
     for key in ("anyOf", "oneOf"):
         if key in node:
-            return draw(instances(draw(st.sampled_from(node[key])), depth + 1))
+            return _instance(draw, draw(st.sampled_from(node[key])), depth + 1)
     if "allOf" in node and draw(st.booleans()):
-        return draw(instances(draw(st.sampled_from(node["allOf"])), depth + 1))
+        return _instance(draw, draw(st.sampled_from(node["allOf"])), depth + 1)
     if "const" in node:
         return node["const"]
     if "enum" in node:
         return draw(st.sampled_from(node["enum"]))
     props = node.get("properties")
     if isinstance(props, dict) and props:
-        keys = draw(st.lists(st.sampled_from(sorted(props)), max_size=6, unique=True))
+        keys = draw(st.lists(st.sampled_from(tuple(sorted(props))), max_size=6, unique=True))
         if draw(st.integers(0, 4)):  # mostly with the keys it requires
             keys = [*dict.fromkeys([*node.get("required", ()), *keys])]
-        out = {k: draw(instances(props[k], depth + 1)) for k in keys}
+        out = {k: _instance(draw, props[k], depth + 1) for k in keys}
         if draw(st.integers(0, 6)) == 0:
-            out[draw(st.sampled_from(["memroy", "nodes", "x", "type"]))] = draw(LEAVES)
+            out[draw(st.sampled_from(("memroy", "nodes", "x", "type")))] = draw(LEAVES)
         return out
     items = node.get("items")
     if isinstance(items, dict):
-        return draw(st.lists(instances(items, depth + 1), max_size=3))
+        return [_instance(draw, items, depth + 1) for _ in range(draw(st.integers(0, 3)))]
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
-        return draw(st.dictionaries(st.sampled_from(["a", "gw", "H100"]),
-                                    instances(extra, depth + 1), max_size=2))
+        names = draw(st.lists(st.sampled_from(("a", "gw", "H100")), max_size=2, unique=True))
+        return {n: _instance(draw, extra, depth + 1) for n in names}
     types = node.get("type")
     if types in ("integer", "number") and draw(st.booleans()):
         low = node.get("minimum", node.get("exclusiveMinimum", 0))
         return draw(st.integers(int(low) - 1, int(low) + 3))
     return draw(LEAVES)
+
+
+@st.composite
+def instances(draw: st.DrawFn, node: Any) -> Any:
+    return _instance(draw, node)
 
 
 @pytest.mark.parametrize("kind", _FILES)
