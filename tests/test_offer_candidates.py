@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from gpuhunt import QueryFilter, matches
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.offers.catalog import load_catalog
@@ -59,3 +59,37 @@ def test_a_named_gpu_skips_the_rows_of_other_gpus() -> None:
     assert rows and {item.gpu_name.lower() for item, _ in rows} == {"h100"}
     assert len(rows) < len(select._items(CATALOG, False, True)) / 5
     assert _picked(False, q) == _every_row(False, q) != []
+
+
+_KEY = ("access: {ssh_public_key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBIQCyff2ckZRUZ6RiZd"
+        "RKLoVIKhAaBehbvNN+zI6TxR x\"}\n")
+_BACKENDS = (_KEY + "backends:\n  - {type: aws}\n  - {type: gcp, project_id: p}\n"
+             "  - {type: azure, subscription_id: s, tenant_id: t}\n")
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(["0", "H100:8", "A100:80GB:8", "L4", "24GB..", "1..", "MI300X:8"]),
+       st.sampled_from([None, "[aws]", "[gcp]", "[azure]", "[aws, gcp]", "[]", "[lambda]"]),
+       st.sampled_from(["", "spot_policy: spot\n", "spot_policy: auto\n",
+                        "placement: cluster\n", "regions: [us-east-1]\n",
+                        "max_price: 1.0\n", "reservation: cr-0123456789abcdef0\n",
+                        "availability_zones: [us-central1-a]\n"]))
+def test_matching_the_fleets_backends_first_selects_what_every_row_selects(
+        gpu: str, backends: str | None, more: str) -> None:
+    """``select`` matches the rows of the fleet's backends first, and every row only when
+    none of theirs matches: the same offers, set-asides and refusals (with the counts its
+    messages give) as matching every row."""
+    import pytest
+
+    from gpufleet.input import validate_texts
+
+    text = (f"type: fleet\nname: ff\nnodes: 1\nresources:\n  gpu: {gpu}\n"
+            + (f"backends: {backends}\n" if backends else "") + more)
+    v = validate_texts({"f.yml": text, "b.yml": _BACKENDS})
+    assume(v.ok)  # a region or zone of another cloud is refused before any offer
+    fleet = v.inputs.fleets[0]
+    got = select.select(fleet, CATALOG, v.inputs)
+    real = select._matching
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(select, "_matching", lambda c, u, q, _backends: real(c, u, q, None))
+        assert select.select(fleet, CATALOG, v.inputs) == got
