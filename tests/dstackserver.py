@@ -119,7 +119,11 @@ class Home:
 def started(home: Path) -> Iterator[Home]:
     """A server with no project, in ``home``, killed at the end."""
     token, port = secrets.token_hex(8), free_port()
-    env = {**os.environ, "HOME": str(home), "DSTACK_SERVER_ADMIN_TOKEN": token}
+    # no background processing: the seeded records are read as seeded (it would find the
+    # test addresses unreachable), and a server the worker keeps for the whole session
+    # takes no processor between its tests
+    env = {**os.environ, "HOME": str(home), "DSTACK_SERVER_ADMIN_TOKEN": token,
+           "DSTACK_SERVER_BACKGROUND_PROCESSING_DISABLED": "1"}
     data = home / ".dstack" / "server" / "data"
     data.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(empty_database(), data / "sqlite.db")
