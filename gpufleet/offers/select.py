@@ -150,7 +150,7 @@ def _matching(catalog: Catalog, unpriced: bool, q: Any, backends: Sequence[str] 
               ) -> list[Offer]:
     """The offers of the rows gpuhunt's ``matches`` accepts for ``q``, in the catalog's
     order; with ``backends``, of those backends' rows only (a CPU-only fleet on one cloud
-    matched the 4,000 CPU rows of every cloud: 24 ms a fleet, 8 ms with its own)."""
+    matched the CPU rows of every cloud: on AWS 8.7 ms a selection, 3.9 ms with its own)."""
     from gpuhunt import matches
 
     return [offer for item, offer in _candidates(catalog, unpriced, _gpu_side(q), q.gpu_name)
