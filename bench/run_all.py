@@ -83,6 +83,10 @@ BENCHES = (
                "whole processes",
                r"every node at [\d,]+ nodes: ([\d.]+)x the floor \(the program", "x",
                "<= 1.1", lambda v: v <= 1.1),
+        Figure("gpufleet plan, every node registered / SDK floor with its dependencies, "
+               "1,000 nodes, whole processes",
+               r"gpufleet plan with every node registered \(the program, its policy rules and "
+               r"its JSON\) at [\d,]+ nodes: ([\d.]+)x", "x", "-", lambda v: True),
         Figure("every node registered / SDK floor with its dependencies, 1,000 nodes, "
                "in-process",
                r"every node at [\d,]+ nodes, in-process: ([\d.]+)x", "x", "-",
