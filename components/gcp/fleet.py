@@ -89,36 +89,39 @@ class Fleet(pulumi.ComponentResource):
 
     def _node(self, plan: FleetDesign, name: str, policies: list[pulumi.Output[str]]
               ) -> gcp.compute.Instance:
+        # The arguments as the SDK's dictionaries (``...ArgsDict``, checked by mypy), not its
+        # ``...Args`` classes: the SDK reads every property of an ``Args`` object, set or not
+        # (an ``InstanceNetworkInterfaceArgs`` has 17), when it sends a registration; a
+        # dictionary holds only what is set. The same registration; 0.5 s less of a
+        # 1,000-node A4 fleet's 5.6 s program run (bench/plan.py's every-node figure).
         options = options_of(plan, GcpOptions)
-        nics = []
+        nics: list[gcp.compute.InstanceNetworkInterfaceArgsDict] = []
         for nic in plan.nics:
             net = self.networks[nic.network]
-            nics.append(gcp.compute.InstanceNetworkInterfaceArgs(
-                network=net.network_id, subnetwork=net.subnet_links[nic.subnet],
-                nic_type=nic.nic_type,
-                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
-                if nic.public_ip else None))
-        if plan.spot:
-            scheduling = gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance="TERMINATE", provisioning_model="SPOT", preemptible=True,
-                automatic_restart=False, instance_termination_action="STOP")
-        else:
-            scheduling = gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance=options.on_host_maintenance or "TERMINATE",
-                provisioning_model="STANDARD", automatic_restart=True)
-        reservation = gcp.compute.InstanceReservationAffinityArgs(
-            type="SPECIFIC_RESERVATION",
-            specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
-                key="compute.googleapis.com/reservation-name", values=[plan.reservation]),
-        ) if plan.reservation else None
+            args: gcp.compute.InstanceNetworkInterfaceArgsDict = {
+                "network": net.network_id, "subnetwork": net.subnet_links[nic.subnet],
+                "nic_type": nic.nic_type}
+            if nic.public_ip:
+                args["access_configs"] = [{}]
+            nics.append(args)
+        scheduling: gcp.compute.InstanceSchedulingArgsDict = {
+            "on_host_maintenance": "TERMINATE", "provisioning_model": "SPOT",
+            "preemptible": True, "automatic_restart": False,
+            "instance_termination_action": "STOP"} if plan.spot else {
+            "on_host_maintenance": options.on_host_maintenance or "TERMINATE",
+            "provisioning_model": "STANDARD", "automatic_restart": True}
+        reservation: gcp.compute.InstanceReservationAffinityArgsDict | None = {
+            "type": "SPECIFIC_RESERVATION",
+            "specific_reservation": {"key": "compute.googleapis.com/reservation-name",
+                                     "values": [plan.reservation]},
+        } if plan.reservation else None
         account = options.service_account
-        service_account = gcp.compute.InstanceServiceAccountArgs(
-            email=account, scopes=["cloud-platform"]) if account else None
+        service_account: gcp.compute.InstanceServiceAccountArgsDict | None = {
+            "email": account, "scopes": ["cloud-platform"]} if account else None
+        disk: gcp.compute.InstanceBootDiskArgsDict = {"initialize_params": {
+            "image": plan.image, "size": plan.disk_gib, "type": plan.disk_type}}
         return gcp.compute.Instance(
-            name, machine_type=plan.instance_type, zone=plan.zone,
-            boot_disk=gcp.compute.InstanceBootDiskArgs(
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=plan.image, size=plan.disk_gib, type=plan.disk_type)),
+            name, machine_type=plan.instance_type, zone=plan.zone, boot_disk=disk,
             network_interfaces=nics, scheduling=scheduling,
             resource_policies=policies[0] if policies else None, labels=dict(plan.labels),
             tags=[options.network_tag], metadata=self.metadata,
