@@ -187,13 +187,11 @@ def child_program_process(folder: str, dump: str) -> None:
     import gc
 
     gc.disable()
-    from gpufleet.components import program
-    from gpufleet.components.run import harness, offline
-    from gpufleet.input import stackconfig
+    from gpufleet.compile.runs import RunInputs
+    from gpufleet.components.run.plan import run_offline
 
-    config = stackconfig.offline_settings([folder], None, None).to_config()
-    run = harness.run_program(program.main, config, harness.StrictMocks(
-        offline.invokes_for(()), offline.outputs), stack="bench")
+    # no compiled plans: the program reads its stack config and compiles, as under `pulumi up`
+    run = run_offline(RunInputs((folder,), stack="bench"))
     assert sorted(r.urn for r in run.registrations) == sorted(r["urn"]
                                                               for r in _registrations(dump))
 
