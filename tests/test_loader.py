@@ -9,11 +9,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.input.expansion import expansion_past_bound
 from gpufleet.input.files import expand_paths, load_paths
 from gpufleet.input.loader import (
     MAX_FILE_BYTES,
     MAX_TEXT_DEPTH,
     LoadResult,
+    _Builder,
     depth_bound,
     load_text,
     nesting_depth,
@@ -160,6 +162,58 @@ def test_alias_expansion_counts_the_scalars_inside() -> None:
     r = _load(text)
     assert [d.code for d in r.diagnostics] == ["L005"]
     assert "expands to more than 100,000 values" in r.diagnostics[0].message
+
+
+def test_a_bomb_is_refused_before_a_value_is_built() -> None:
+    """Nine mappings of nine, each repeating the one before: 9^10 values, refused at the
+    anchor whose repeats pass the bound, without building one of them."""
+    lines = ["a0: &a0 {" + ", ".join(f"k{j}: v" for j in range(9)) + "}"]
+    lines += [f"a{i}: &a{i} {{" + ", ".join(f"m{j}: *a{i - 1}" for j in range(9)) + "}"
+              for i in range(1, 10)]
+    built: list[int] = []  # counts, not nodes: a node's repr would expand the bomb
+    real = _Builder.build
+    try:
+        _Builder.build = lambda self, node, path: built.append(1)  # type: ignore[method-assign]
+        r = _load("\n".join(lines) + "\n")
+    finally:
+        _Builder.build = real  # type: ignore[method-assign]
+    assert built == []
+    assert [(d.code, d.line) for d in r.diagnostics] == [("L005", 5)]
+    assert "expands to more than 100,000 values" in r.diagnostics[0].message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_expansion_measured_over_the_graph_is_the_builders_own_count(
+        data: st.DataObject) -> None:
+    """Anchored lists and mappings repeating earlier ones through aliases and merge keys
+    (`<<: *a`, `<<: [*a, *b]`): the count the graph's measure reaches is the one the
+    builder reaches building every value (the bound is passed at one less, not at it)."""
+    defs: list[str] = []
+    mappings: list[int] = []
+    for i in range(data.draw(st.integers(1, 6))):
+        items = data.draw(st.lists(st.sampled_from(["x", *(f"*d{j}" for j in range(i))]),
+                                   max_size=4))
+        if not data.draw(st.booleans()):
+            defs.append(f"d{i}: &d{i} [{', '.join(items)}]")
+            continue
+        entries = [f"k{k}: {v}" for k, v in enumerate(items)]
+        merged = data.draw(st.lists(st.sampled_from(mappings), max_size=3)) if mappings else []
+        if merged:
+            source = f"*d{merged[0]}" if len(merged) == 1 else \
+                "[" + ", ".join(f"*d{j}" for j in merged) + "]"
+            entries.insert(data.draw(st.integers(0, len(entries))), f"<<: {source}")
+        defs.append(f"d{i}: &d{i} {{{', '.join(entries)}}}")
+        mappings.append(i)
+    top = data.draw(st.lists(st.sampled_from([f"*d{j}" for j in range(len(defs))]),
+                             max_size=5))
+    node = yaml.compose("\n".join(defs) + f"\ntop: [{', '.join(top)}]\n",
+                        Loader=yaml.SafeLoader)
+    builder = _Builder("f.yml")
+    builder.build(node, ())
+    assert expansion_past_bound(node, builder.count) is None
+    if builder.count:
+        assert expansion_past_bound(node, builder.count - 1) is not None
 
 
 def test_a_folder_brings_in_dstacks_profiles_file_but_no_other_hidden_file(

@@ -2,7 +2,8 @@
 
 Builds Python values from PyYAML's composed node graph itself, so that every key keeps its
 position, duplicate keys are caught, and alias expansion is bounded (a "billion laughs" file
-is refused after a fixed number of nodes instead of exhausting memory).
+is refused, measured over the node graph before anything is built, instead of exhausting
+memory).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from gpufleet.codes import L003, L004, L005, L006, L009, L010, L011, L012, L015
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 
+from .expansion import MAX_VALUES, MERGE_TAG, expansion_past_bound
+
 MAX_FILE_BYTES = 10 * 1024 * 1024
-# Values aliases may expand to in one document, scalars included, each time an alias repeats
-# them: an alias or merge bomb is refused after this many, in well under a second.
-MAX_VALUES = 100_000
 MAX_DEPTH = 64
 MAX_TEXT_DEPTH = 200  # refused before parsing: deeper nesting crashes PyYAML's C composer
 # Scalars one file may hold, aliases not expanded (the parse budget): composing costs about
@@ -31,7 +31,6 @@ MAX_INT_DIGITS = 30
 YAML_SUFFIXES = (".yml", ".yaml")
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 _YAML = "tag:yaml.org,2002:"
 _STR_TAGS = {_YAML + "timestamp"}  # dates stay strings
 _SCALAR_TAGS = {_YAML + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
@@ -223,15 +222,18 @@ class _Builder:
         line, col = _pos(node)
         return _Abort(Diagnostic(self.name, line, col, code, message, hint=hint))
 
+    def expanded_past(self, node: Node) -> _Abort:
+        return self.fail(node, L005, f"document expands to more than {MAX_VALUES:,} values "
+                         "(anchors and aliases are expanded)",
+                         hint="this looks like an alias bomb; remove the nested aliases")
+
     def build(self, node: Node, path: KeyPath) -> Any:
         again = id(node) in self.seen  # reached again through an alias
         self.seen.add(id(node))
         if again or self.expanding:
             self.count += 1  # every value an alias expands to, scalars included
         if self.count > MAX_VALUES:
-            raise self.fail(node, L005, f"document expands to more than {MAX_VALUES:,} values "
-                            "(anchors and aliases are expanded)",
-                            hint="this looks like an alias bomb; remove the nested aliases")
+            raise self.expanded_past(node)
         if len(path) > MAX_DEPTH:
             raise self.fail(node, L005, f"document is nested deeper than {MAX_DEPTH} levels")
         self.source.values.setdefault(path, _pos(node))
@@ -316,7 +318,7 @@ class _Builder:
         first: dict[str, Node] = {}
         merged: list[Node] = []
         for knode, vnode in node.value:
-            if knode.tag == _MERGE_TAG:
+            if knode.tag == MERGE_TAG:
                 merged.extend(vnode.value if isinstance(vnode, SequenceNode) else [vnode])
                 continue
             key = self.key_of(knode)
@@ -353,6 +355,9 @@ def _where(path: KeyPath) -> str:
 
 def _build_document(name: str, index: int, node: Node) -> tuple[Document, list[Diagnostic]]:
     builder = _Builder(name)
+    past = expansion_past_bound(node)
+    if past is not None:
+        raise builder.expanded_past(past)
     data = builder.build(node, ())
     return Document(name, index, data, builder.source), builder.warnings
 
