@@ -57,16 +57,29 @@ def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
 
 
 def owner_map(resources: Iterable[tuple[str, str, str]]) -> dict[str, str]:
-    """(urn, type, parent) -> name of the owning fleet or gateway, for every owned URN."""
+    """(urn, type, parent) -> name of the owning fleet or gateway, for every owned URN:
+    ``owner_of`` each, each parent chain walked once (a resource's owner is its parent's,
+    else its own name where it is a top-level component). A chain that loops (a hand-edited
+    state) is walked from each of its URNs, as ``owner_of`` walks it."""
     rows = list(resources)
     parents = {urn: parent for urn, _, parent in rows}
     types = {urn: typ for urn, typ, _ in rows}
-    out: dict[str, str] = {}
+    known: dict[str, str | None] = {}
     for urn in parents:
-        owner = owner_of(urn, parents, types)
-        if owner is not None:
-            out[urn] = owner
-    return out
+        chain, seen, cur = [], set(), urn
+        while cur and cur not in known and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            cur = parents.get(cur, "")
+        if cur in seen:  # a loop: no URN of it has one owner whatever the start
+            known.update((u, owner_of(u, parents, types)) for u in chain)
+            continue
+        owner = known.get(cur) if cur else None
+        for u in reversed(chain):
+            if owner is None and is_top(typ := _type_of(u, types)):
+                owner = top_name(typ, u.rsplit("::", 1)[-1])
+            known[u] = owner
+    return {urn: owner for urn in parents if (owner := known[urn]) is not None}
 
 
 def resource_owners(resources: Iterable[Mapping[str, Any]]) -> dict[str, str]:
