@@ -164,6 +164,7 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
         return
     index = 0
     documents = 0
+    aliased = "*" in text  # without an alias no node is reached twice: nothing to measure
     try:
         for node in yaml.compose_all(text, Loader=_Loader):
             if node is None or (isinstance(node, ScalarNode) and node.tag == _YAML + "null"
@@ -171,7 +172,7 @@ def load_text(name: str, text: str, result: LoadResult) -> None:
                 continue
             documents += 1
             try:
-                doc, warnings = _build_document(name, index, node)
+                doc, warnings = _build_document(name, index, node, aliased)
                 result.documents.append(doc)
                 result.diagnostics.extend(warnings)
             except _Abort as a:
@@ -353,9 +354,10 @@ def _where(path: KeyPath) -> str:
     return ".".join(str(p) for p in path) or "the document"
 
 
-def _build_document(name: str, index: int, node: Node) -> tuple[Document, list[Diagnostic]]:
+def _build_document(name: str, index: int, node: Node, aliased: bool = True
+                    ) -> tuple[Document, list[Diagnostic]]:
     builder = _Builder(name)
-    past = expansion_past_bound(node)
+    past = expansion_past_bound(node) if aliased else None
     if past is not None:
         raise builder.expanded_past(past)
     data = builder.build(node, ())
