@@ -52,7 +52,9 @@ def expansion_past_bound(root: Node, bound: int = MAX_VALUES) -> Node | None:
             if key in active:
                 raise _Unsized  # recursive alias
             active.add(key)
-            sizes[key] = 1 + sum(size(child) for child in _children(node))
+            # held at bound + 1: the count passes the bound either way, and a chain of
+            # anchors each repeating the one before twice stays a small number
+            sizes[key] = min(1 + sum(size(child) for child in _children(node)), bound + 1)
             active.discard(key)
         return sizes[key]
 
