@@ -101,8 +101,9 @@ def _compiled(files: list[str]) -> Any:
 
 
 def _without_outputs(run: Any) -> Any:
-    """A run recording outputs as one that does not records it: the custom resources'
-    outputs left out (a component's, which the engine stores, and the exports are kept)."""
+    """A run that recorded outputs, as a run that did not would have it: the custom
+    resources' outputs left out (a component's, which the engine stores, and the exports
+    are kept)."""
     return dataclasses.replace(run, registrations=[
         dataclasses.replace(r, outputs={}) if r.custom else r for r in run.registrations])
 

@@ -16,24 +16,29 @@ class _Unsized(Exception):
     what is not a mapping)."""
 
 
+def split_merges(node: MappingNode) -> tuple[list[tuple[Node, Node]], list[Node]]:
+    """A mapping's own (key, value) pairs, and what its merge keys (`<<: *a`,
+    `<<: [*a, *b]`) bring in, in order: the loader builds the pairs, then merges the rest."""
+    pairs: list[tuple[Node, Node]] = []
+    merged: list[Node] = []
+    for knode, vnode in node.value:
+        if knode.tag != MERGE_TAG:
+            pairs.append((knode, vnode))
+        else:
+            merged.extend(vnode.value if isinstance(vnode, SequenceNode) else [vnode])
+    return pairs, merged
+
+
 def _children(node: Node) -> list[Node]:
-    """The nodes the builder builds under ``node``, in its order: a mapping's values, then
-    what its merge keys bring in."""
+    """The nodes the builder builds under ``node``, in its order."""
     if isinstance(node, SequenceNode):
         return list(node.value)
     if not isinstance(node, MappingNode):
         return []
-    values, merged = [], []
-    for knode, vnode in node.value:
-        if knode.tag != MERGE_TAG:
-            values.append(vnode)
-        elif isinstance(vnode, SequenceNode):
-            merged.extend(vnode.value)
-        else:
-            merged.append(vnode)
+    pairs, merged = split_merges(node)
     if not all(isinstance(m, MappingNode) for m in merged):
         raise _Unsized
-    return values + merged
+    return [v for _, v in pairs] + merged
 
 
 def expansion_past_bound(root: Node, bound: int = MAX_VALUES) -> Node | None:

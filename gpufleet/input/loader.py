@@ -17,7 +17,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from gpufleet.codes import L003, L004, L005, L006, L009, L010, L011, L012, L015
 from gpufleet.diagnostics import Diagnostic, KeyPath, Severity
 
-from .expansion import MAX_VALUES, MERGE_TAG, expansion_past_bound
+from .expansion import MAX_VALUES, expansion_past_bound, split_merges
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 64
@@ -317,11 +317,8 @@ class _Builder:
     def mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         out: dict[str, Any] = {}
         first: dict[str, Node] = {}
-        merged: list[Node] = []
-        for knode, vnode in node.value:
-            if knode.tag == MERGE_TAG:
-                merged.extend(vnode.value if isinstance(vnode, SequenceNode) else [vnode])
-                continue
+        pairs, merged = split_merges(node)
+        for knode, vnode in pairs:
             key = self.key_of(knode)
             if key in first:
                 line = first[key].start_mark.line + 1
@@ -354,7 +351,7 @@ def _where(path: KeyPath) -> str:
     return ".".join(str(p) for p in path) or "the document"
 
 
-def _build_document(name: str, index: int, node: Node, aliased: bool = True
+def _build_document(name: str, index: int, node: Node, aliased: bool
                     ) -> tuple[Document, list[Diagnostic]]:
     builder = _Builder(name)
     past = expansion_past_bound(node) if aliased else None
