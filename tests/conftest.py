@@ -40,6 +40,7 @@ ONE_WORKER = {"tests/test_health.py": "dstack", "tests/test_gateway_sync.py": "d
                   "conformance", "export", "filesystems", "gpudirect_tcpx", "volumes")}}
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (`-p no:xdist`) has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's `load` distribution (each test to the next idle worker), but the tests of a
     ONE_WORKER group go to one worker together. Other modes are xdist's own."""

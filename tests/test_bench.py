@@ -61,3 +61,16 @@ def test_the_per_file_account_counts_each_process_once(tmp_path: Path,
     rows = [line.split() for line in out.splitlines()[2:]]
     assert rows == [["tests/test_a.py", "3.0", "3.0", "1.0", "2"],
                     ["tests/test_b.py", "4.0", "0.0", "0.5", "1"]]
+
+
+def test_the_suite_collects_without_xdist() -> None:
+    """`pytest -p no:xdist` (one process, no plugin): conftest's scheduler hook is xdist's,
+    and pytest refuses a hook nobody declared unless it is marked optional."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
+                           "no:cacheprovider", "--collect-only", "-q", "tests/test_hints.py"],
+                          cwd=BENCH.parent, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "8 tests collected" in done.stdout
