@@ -302,10 +302,15 @@ def child_floor_process(dump: str, kind: str = "literal") -> None:
     """Whole process: a bare-SDK program, importing each service as such a program does
     (`gcp.compute.Instance`: the service package whole), registering every resource; the
     cyclic collector off, as in gpufleet's whole processes (with it on, the floor took
-    0.3-0.9 s more at 1,000 nodes, which flattered gpufleet's ratios)."""
+    0.3-0.9 s more at 1,000 nodes, which flattered gpufleet's ratios), and its exit without
+    the interpreter's last collections, as gpufleet's program and CLI exit
+    (``gpufleet.exiting``: 1.0 s of the floor's 6.4 s at 1,000 nodes, which any program
+    can skip so; timed with them, the floor would flatter gpufleet's ratio as much)."""
+    import atexit
     import gc
 
     gc.disable()
+    atexit.register(gc.freeze)
     regs = _registrations(dump)
     classes, providers = _floor_classes(regs)
     assert _floor_run(regs, classes, providers, kind == "wired") == len(regs)

@@ -23,6 +23,7 @@ from gpufleet.compile import (
     input_digest,
 )
 from gpufleet.diagnostics import render_text
+from gpufleet.exiting import freeze_at_exit
 from gpufleet.input import stackconfig
 
 from .registry import BackendComponents, FleetResources, GatewayResources, components_for
@@ -225,7 +226,8 @@ def _scale_set(fleet: FleetResources) -> dict[str, Any] | None:
 def main(base_dir: str | None = None, compiled: Compiled | None = None) -> None:
     """The stack program. ``compiled`` lets `gpufleet plan` pass the result it already
     computed from the same files instead of compiling them a second time."""
-    if compiled is None:
+    if compiled is None:  # as `pulumi up` and `pulumi preview` run it: a process of its own
+        freeze_at_exit()  # its exit skips the walk of what the run made (gpufleet.exiting)
         base = Path(pulumi.get_root_directory() or base_dir or os.getcwd())
         compiled = compile_settings(read_settings(), base)
     emit(compiled)

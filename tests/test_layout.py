@@ -37,7 +37,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 SHARED = {"gpufleet", "gpufleet.cachedir", "gpufleet.classcode", "gpufleet.diagnostics",
           "gpufleet.fileio", "gpufleet.traits", "gpufleet.traitparts", "gpufleet.objectstores",
-          "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends", "gpufleet.outbound"}
+          "gpufleet.codes", "gpufleet.codetable", "gpufleet.backends", "gpufleet.outbound",
+          "gpufleet.exiting"}
 FORBIDDEN_IN_CORE = ("pulumi", "pulumi_", "gpufleet.components", "gpufleet.policy")
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import atexit
 import gc
 import sys
 import traceback
@@ -16,6 +15,7 @@ import click
 from gpufleet import __version__
 from gpufleet.cli import processors
 from gpufleet.cli.common import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from gpufleet.exiting import freeze_at_exit
 from gpufleet.fileio import WriteError
 from gpufleet.outbound import HttpError, scrub
 
@@ -122,18 +122,6 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     ctx.obj = {"verbose": verbose}
 
 
-_EXIT_FROZEN: list[bool] = []
-
-
-def _freeze_at_exit() -> None:
-    """At exit, the interpreter's last collections walk every object left, the loaded provider
-    SDKs' 350,000 included: 0.8 s of a 3 s `plan examples/`. Frozen objects are skipped and
-    the OS takes the memory back; files are written and closed before (fileio)."""
-    if not _EXIT_FROZEN:
-        _EXIT_FROZEN.append(True)
-        atexit.register(gc.freeze)  # atexit runs it last: registered before the commands'
-
-
 # Commands whose work is bounded by their input and done offline in a few seconds: run as
 # the process's own command line, they run without the cyclic collector. Its collections walk
 # every object made since the last (the Pulumi SDK's and the provider SDKs' classes, each
@@ -148,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code, never a traceback.
     ``argv`` None: the process's own command line (``gpufleet``, ``python -m gpufleet``),
     which exits when this returns."""
-    _freeze_at_exit()
+    freeze_at_exit()  # gpufleet.exiting: the last collections skipped
     args = list(argv) if argv is not None else sys.argv[1:]
     one_shot = argv is None and next((a for a in args if not a.startswith("-")), None) \
         in ONE_SHOT
