@@ -22,7 +22,9 @@ cold) and times validate, offers, the program under mocks and the JSON. Whole pr
 the largest size: `gpufleet plan --format json`, the stack program, the plan pipeline with
 every node registered, and the floor's program, each a fresh process timed from its start
 to its exit, each with the cyclic collector off (as `gpufleet plan` runs: a one-shot
-command turns it off; the floor with it on took 0.3-0.9 s more at 1,000 nodes),
+command turns it off; the floor with it on took 0.3-0.9 s more at 1,000 nodes) and each
+exiting without the interpreter's last collections (as gpufleet's CLI and its program on
+`pulumi up`'s path exit, ``gpufleet.exiting``; the floor with them took 1.0 s more),
 cold as a user's next plan of new inputs is: no run cached, the provider SDKs' type indexes
 an earlier run wrote (bench/measured.py's `cold_env`; the first run's cost is
 bench/startup.py's "first run"). Medians of --rounds. Targets (issue 60): derived <= 0.15x
