@@ -38,6 +38,12 @@ def _type_of(urn: str, types: Mapping[str, str]) -> str:
     return parts[2].split("$")[-1] if len(parts) >= 4 else ""
 
 
+def _own_name(urn: str, types: Mapping[str, str]) -> str | None:
+    """The owner name ``urn`` gives itself where it is a top-level component, else None."""
+    typ = _type_of(urn, types)
+    return top_name(typ, urn.rsplit("::", 1)[-1]) if is_top(typ) else None
+
+
 def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
              names: Collection[str] = ()) -> str | None:
     """The name of the top-level component above ``urn`` (itself included), else the longest
@@ -45,9 +51,9 @@ def owner_of(urn: str, parents: Mapping[str, str], types: Mapping[str, str],
     cur, top, seen = urn, None, set()
     while cur and cur not in seen:
         seen.add(cur)
-        typ = _type_of(cur, types)
-        if is_top(typ):
-            top = top_name(typ, cur.rsplit("::", 1)[-1])
+        own = _own_name(cur, types)
+        if own is not None:
+            top = own
         cur = parents.get(cur, "")
     if top is not None or not names:
         return top
@@ -76,8 +82,8 @@ def owner_map(resources: Iterable[tuple[str, str, str]]) -> dict[str, str]:
             continue
         owner = known.get(cur) if cur else None
         for u in reversed(chain):
-            if owner is None and is_top(typ := _type_of(u, types)):
-                owner = top_name(typ, u.rsplit("::", 1)[-1])
+            if owner is None:
+                owner = _own_name(u, types)
             known[u] = owner
     return {urn: owner for urn in parents if (owner := known[urn]) is not None}
 
