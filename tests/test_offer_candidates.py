@@ -51,6 +51,9 @@ def test_the_candidates_match_exactly_what_every_row_matches(
     side = select._gpu_side(q)
     every = [o for o in _every_row(unpriced, q) if side is None or bool(o.gpu_count) == side]
     assert _picked(unpriced, q) == every
+    # answered again from what the first asking kept: the same offers
+    for _ in range(2):
+        assert select._matching(CATALOG, unpriced, q, None) == every
 
 
 def test_a_named_gpu_skips_the_rows_of_other_gpus() -> None:
@@ -93,3 +96,28 @@ def test_matching_the_fleets_backends_first_selects_what_every_row_selects(
     with pytest.MonkeyPatch.context() as m:
         m.setattr(select, "_matching", lambda c, u, q, _backends: real(c, u, q, None))
         assert select.select(fleet, CATALOG, v.inputs) == got
+
+
+def test_an_answered_query_is_a_fresh_list_and_other_questions_are_asked_anew(
+        monkeypatch: Any) -> None:
+    """What ``_matching`` keeps per catalog: a caller that extends its list (a reservation's
+    offers) changes no later answer; other backends, unpriced rows or any other field of the
+    query are other questions; it keeps at most MATCHES_KEPT of them."""
+    cpu_only = QueryFilter(min_gpu_count=0, max_gpu_count=0)
+    select._answered(CATALOG).clear()
+    first = select._matching(CATALOG, False, cpu_only, ["gcp"])
+    gcp = [o for o in _every_row(False, cpu_only) if o.backend == "gcp"]
+    assert first == gcp
+    first.append(first[0])
+    assert select._matching(CATALOG, False, cpu_only, ["gcp"]) == gcp
+    assert select._matching(CATALOG, False, cpu_only, ["aws"]) == [
+        o for o in _every_row(False, cpu_only) if o.backend == "aws"]
+    assert select._matching(CATALOG, True, cpu_only, ["gcp"]) == [
+        o for o in _every_row(True, cpu_only) if o.backend == "gcp"]
+    big = QueryFilter(min_gpu_count=0, max_gpu_count=0, min_cpu=64)
+    assert select._matching(CATALOG, False, big, ["gcp"]) == [
+        o for o in gcp if o.vcpus >= 64] != gcp
+    monkeypatch.setattr(select, "MATCHES_KEPT", 3)
+    for cpu in range(1, 10):
+        select._matching(CATALOG, False, QueryFilter(min_cpu=cpu), ["aws"])
+        assert len(select._answered(CATALOG)) <= 3
