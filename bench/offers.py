@@ -3,7 +3,7 @@
 Prints the median time to select offers for each example fleet, and for a generated file of
 100 fleets (mixed GPUs, backends, spot policies). The catalog is loaded once, as a CLI run
 does; its load time is printed separately. Each timed selection starts with no query
-answered (``select._answered``): the first fleet of a run to ask for its resources pays
+answered (``matching.answered_queries``): the first fleet of a run to ask for its resources pays
 that, the ones asking the same after it do not. Target (offers issue): <= 20 ms per fleet, median.
 
     python bench/offers.py [--rounds 20] [--smoke]
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from gpufleet.input.validate import validate_paths
 from gpufleet.offers.catalog import _load_dir, load_catalog
-from gpufleet.offers.select import _answered, select
+from gpufleet.offers.matching import answered_queries
+from gpufleet.offers.select import select
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = ["H100:8", "A100:80GB:8", "B200:8", "L4", "24GB..:2", "A10G,A100", "H200:8", "1..4"]
@@ -46,7 +47,7 @@ def time_fleets(paths: list[str], rounds: int) -> list[tuple[str, float]]:
         select(fleet, catalog, inputs)  # warm per-catalog caches once, as a CLI run does
         samples = []
         for _ in range(rounds):
-            _answered(catalog).clear()
+            answered_queries(catalog).clear()
             t = time.perf_counter()
             select(fleet, catalog, inputs)
             samples.append(time.perf_counter() - t)

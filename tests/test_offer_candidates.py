@@ -1,4 +1,4 @@
-"""The rows offer selection hands to gpuhunt's ``matches`` (``select._candidates``): a query
+"""The rows offer selection hands to gpuhunt's ``matches`` (``matching.candidates``): a query
 that names GPUs reaches only GPU rows of those names, and CPU-only rows where it may take
 none. The matches must be exactly those of every row matched, in the same order, for any
 query: named GPUs in any case, unknown names, counts from none to many, open ranges,
@@ -13,21 +13,22 @@ from gpuhunt import QueryFilter, matches
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from gpufleet.offers import matching
 from gpufleet.offers.catalog import load_catalog
 
 # the module (the package's `select` is its function)
 select = importlib.import_module("gpufleet.offers.select")
 
 CATALOG = load_catalog()
-NAMES = sorted({(item.gpu_name or "") for item, _ in select._items(CATALOG, False, True)})
+NAMES = sorted({(item.gpu_name or "") for item, _ in matching.items(CATALOG, False, True)})
 
 
 def _every_row(unpriced: bool, q: QueryFilter) -> list[Any]:
-    return [o for item, o in select._items(CATALOG, unpriced, None) if matches(item, q)]
+    return [o for item, o in matching.items(CATALOG, unpriced, None) if matches(item, q)]
 
 
 def _picked(unpriced: bool, q: QueryFilter) -> list[Any]:
-    return [o for item, o in select._candidates(CATALOG, unpriced, select._gpu_side(q),
+    return [o for item, o in matching.candidates(CATALOG, unpriced, matching.gpu_side(q),
                                                 q.gpu_name) if matches(item, q)]
 
 
@@ -48,19 +49,19 @@ def test_the_candidates_match_exactly_what_every_row_matches(
         low, high = high, low
     q = QueryFilter(gpu_name=gpu_name, min_gpu_count=low, max_gpu_count=high,
                     min_gpu_memory=gpu_memory, min_cpu=cpu)
-    side = select._gpu_side(q)
+    side = matching.gpu_side(q)
     every = [o for o in _every_row(unpriced, q) if side is None or bool(o.gpu_count) == side]
     assert _picked(unpriced, q) == every
     # answered again from what the first asking kept: the same offers
     for _ in range(2):
-        assert select._matching(CATALOG, unpriced, q, None) == every
+        assert matching.matching(CATALOG, unpriced, q, None) == every
 
 
 def test_a_named_gpu_skips_the_rows_of_other_gpus() -> None:
     q = QueryFilter(gpu_name=["h100"], min_gpu_count=8, max_gpu_count=8)
-    rows = select._candidates(CATALOG, False, select._gpu_side(q), q.gpu_name)
+    rows = matching.candidates(CATALOG, False, matching.gpu_side(q), q.gpu_name)
     assert rows and {item.gpu_name.lower() for item, _ in rows} == {"h100"}
-    assert len(rows) < len(select._items(CATALOG, False, True)) / 5
+    assert len(rows) < len(matching.items(CATALOG, False, True)) / 5
     assert _picked(False, q) == _every_row(False, q) != []
 
 
@@ -92,32 +93,32 @@ def test_matching_the_fleets_backends_first_selects_what_every_row_selects(
     assume(v.ok)  # a region or zone of another cloud is refused before any offer
     fleet = v.inputs.fleets[0]
     got = select.select(fleet, CATALOG, v.inputs)
-    real = select._matching
+    real = matching.matching
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(select, "_matching", lambda c, u, q, _backends: real(c, u, q, None))
+        m.setattr(select, "matching", lambda c, u, q, _backends: real(c, u, q, None))
         assert select.select(fleet, CATALOG, v.inputs) == got
 
 
 def test_an_answered_query_is_a_fresh_list_and_other_questions_are_asked_anew(
         monkeypatch: Any) -> None:
-    """What ``_matching`` keeps per catalog: a caller that extends its list (a reservation's
+    """What ``matching`` keeps per catalog: a caller that extends its list (a reservation's
     offers) changes no later answer; other backends, unpriced rows or any other field of the
     query are other questions; it keeps at most MATCHES_KEPT of them."""
     cpu_only = QueryFilter(min_gpu_count=0, max_gpu_count=0)
-    select._answered(CATALOG).clear()
-    first = select._matching(CATALOG, False, cpu_only, ["gcp"])
+    matching.answered_queries(CATALOG).clear()
+    first = matching.matching(CATALOG, False, cpu_only, ["gcp"])
     gcp = [o for o in _every_row(False, cpu_only) if o.backend == "gcp"]
     assert first == gcp
     first.append(first[0])
-    assert select._matching(CATALOG, False, cpu_only, ["gcp"]) == gcp
-    assert select._matching(CATALOG, False, cpu_only, ["aws"]) == [
+    assert matching.matching(CATALOG, False, cpu_only, ["gcp"]) == gcp
+    assert matching.matching(CATALOG, False, cpu_only, ["aws"]) == [
         o for o in _every_row(False, cpu_only) if o.backend == "aws"]
-    assert select._matching(CATALOG, True, cpu_only, ["gcp"]) == [
+    assert matching.matching(CATALOG, True, cpu_only, ["gcp"]) == [
         o for o in _every_row(True, cpu_only) if o.backend == "gcp"]
     big = QueryFilter(min_gpu_count=0, max_gpu_count=0, min_cpu=64)
-    assert select._matching(CATALOG, False, big, ["gcp"]) == [
+    assert matching.matching(CATALOG, False, big, ["gcp"]) == [
         o for o in gcp if o.vcpus >= 64] != gcp
-    monkeypatch.setattr(select, "MATCHES_KEPT", 3)
+    monkeypatch.setattr(matching, "MATCHES_KEPT", 3)
     for cpu in range(1, 10):
-        select._matching(CATALOG, False, QueryFilter(min_cpu=cpu), ["aws"])
-        assert len(select._answered(CATALOG)) <= 3
+        matching.matching(CATALOG, False, QueryFilter(min_cpu=cpu), ["aws"])
+        assert len(matching.answered_queries(CATALOG)) <= 3
