@@ -127,6 +127,8 @@ BENCHES = (
     Bench("suite.py", "its target: `make test` warm on 2 cores, no test dropped", (
         Figure("make test, warm (ruff, mypy, the suite on one worker per core)",
                r"make test, warm: ([\d.]+) s", "s", "<= 120 s", lambda v: v <= 120.0),
+        Figure("make test, processor time (every process of its three steps)",
+               r"make test, processor time: ([\d.]+) s", "s", "-", lambda v: True),
     )),
     Bench("hostile.py", "no pass on bad evidence, no internal error, bounded bombs", (
         Figure("alias bomb, worst process", r"worst ([\d.]+) s and \d+ MB", "s", "<= 2 s",

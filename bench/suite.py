@@ -4,7 +4,10 @@ suite on one worker per core), each a whole process timed in turn.
 Warm: mypy's cache and the bytecode an earlier run wrote are kept (a first mypy run fills
 its cache before the timed one, as a developer's second `make test` has it); the venvs are
 installed (the Makefile's install steps are not timed). The commands are read from the
-Makefile's `test:` recipe, so this times what CI and the README run.
+Makefile's `test:` recipe, so this times what CI and the README run. Each step's processor
+time is printed beside its wall time (its own and that of every process under it that was
+waited for: pytest's workers and the processes its tests start), and their sum: what two
+minutes on two cores would have to hold.
 
     python bench/suite.py [--smoke] [--per-file]
 
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -48,15 +52,22 @@ def recipe() -> list[list[str]]:
     return out
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    start = time.perf_counter()
+def _reaped() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Wall seconds, processor seconds (the command's and every process under it that was
+    waited for: pytest's workers and their children), standard output."""
+    start, before = time.perf_counter(), _reaped()
     done = subprocess.run(cmd, cwd=ROOT, env={**USER_ENV, **(env or {})},
                           capture_output=True, text=True, check=False)
-    took = time.perf_counter() - start
+    took, used = time.perf_counter() - start, _reaped() - before
     if done.returncode != 0:
         sys.exit(f"bench/suite.py: {shlex.join(cmd)} failed ({done.returncode}):\n"
                  f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return took, done.stdout
+    return took, used, done.stdout
 
 
 def per_file(folder: Path) -> None:
@@ -102,7 +113,7 @@ def main() -> None:
     mypy = next((s for s in steps if Path(s[0]).name == "mypy"), None)
     if mypy is not None:
         timed(mypy)  # its cache, as a second run has it
-    total = 0.0
+    total = processor = 0.0
     print(f"`make test`'s steps, warm ({'smoke: one small test file' if args.smoke else 'whole'})")
     with tempfile.TemporaryDirectory() as records:
         account = args.smoke or args.per_file
@@ -112,13 +123,16 @@ def main() -> None:
                 cmd = [*cmd, "-p", "pertest"]
                 env = {"GPUFLEET_PERTEST_DIR": records, "PYTHONPATH": os.pathsep.join(
                     [str(ROOT / "bench"), *filter(None, [USER_ENV.get("PYTHONPATH")])])}
-            took, out = timed(cmd, env)
+            took, used, out = timed(cmd, env)
             total += took
+            processor += used
             passed = re.search(r"(\d+) passed", out)
             name = "pytest" if "pytest" in cmd else Path(cmd[0]).name
-            print(f"  {name:<8} {took:7.1f} s" + (f"  ({passed.group(1)} passed)" if passed
-                                                   else ""))
+            print(f"  {name:<8} {took:7.1f} s, {used:6.1f} processor-s"
+                  + (f"  ({passed.group(1)} passed)" if passed else ""))
         print(f"make test, warm: {total:.1f} s (target <= {TARGET:.0f} s)")
+        print(f"make test, processor time: {processor:.0f} s on {os.cpu_count()} cores (two "
+              f"minutes of two cores: {2 * TARGET:.0f} processor-seconds)")
         if account:
             per_file(Path(records))
 
