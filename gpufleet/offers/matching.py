@@ -114,7 +114,7 @@ def _query_fields() -> Callable[[Any], tuple[Any, ...]]:
 
 
 def matching(catalog: Catalog, unpriced: bool, q: Any, backends: Sequence[str] | None
-              ) -> list[Offer]:
+             ) -> list[Offer]:
     """The offers of the rows gpuhunt's ``matches`` accepts for ``q``, in the catalog's
     order; with ``backends``, of those backends' rows only (a CPU-only fleet on one cloud
     matched the CPU rows of every cloud: on AWS 8.7 ms a selection, 3.9 ms with its own)."""
