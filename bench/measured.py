@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,15 @@ from typing import IO, Any
 # the .pyc files it reads on the next run (a PYTHONDONTWRITEBYTECODE=1 inherited here would
 # compile every module edited since the last write on each timed run)
 USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+
+def processor_seconds(who: int = resource.RUSAGE_CHILDREN) -> float:
+    """User and system seconds so far of this process (``RUSAGE_SELF``) or of its children
+    that were waited for (``RUSAGE_CHILDREN``), as ``resource.getrusage`` counts them."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
 
 _COLD: set[str] = set()  # the cache folders of cold runs
 _FIRST: set[str] = set()  # the cache folders of first runs

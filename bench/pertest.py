@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from measured import processor_seconds
 
+SELF, KIDS = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
 _OUT: list[IO[str]] = []
-
-
-def _cpu(who: int) -> float:
-    r = resource.getrusage(who)
-    return r.ru_utime + r.ru_stime
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -41,16 +38,16 @@ def _write(record: dict[str, Any]) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
                             ) -> Generator[None, None, None]:
-    own, kids = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    own, kids = processor_seconds(SELF), processor_seconds(KIDS)
     start = time.perf_counter()
     yield
-    _write({"test": item.nodeid, "own": _cpu(resource.RUSAGE_SELF) - own,
-            "children": _cpu(resource.RUSAGE_CHILDREN) - kids,
+    _write({"test": item.nodeid, "own": processor_seconds(SELF) - own,
+            "children": processor_seconds(KIDS) - kids,
             "wall": time.perf_counter() - start})
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _write({"test": None, "own": _cpu(resource.RUSAGE_SELF),
-            "children": _cpu(resource.RUSAGE_CHILDREN), "wall": 0.0})
+    _write({"test": None, "own": processor_seconds(SELF),
+            "children": processor_seconds(KIDS), "wall": 0.0})
     for out in _OUT:
         out.close()

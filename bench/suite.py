@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shlex
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measured import USER_ENV
+from measured import USER_ENV, processor_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 120.0  # seconds, issue 60
@@ -52,18 +51,13 @@ def recipe() -> list[list[str]]:
     return out
 
 
-def _reaped() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Wall seconds, processor seconds (the command's and every process under it that was
     waited for: pytest's workers and their children), standard output."""
-    start, before = time.perf_counter(), _reaped()
+    start, before = time.perf_counter(), processor_seconds()
     done = subprocess.run(cmd, cwd=ROOT, env={**USER_ENV, **(env or {})},
                           capture_output=True, text=True, check=False)
-    took, used = time.perf_counter() - start, _reaped() - before
+    took, used = time.perf_counter() - start, processor_seconds() - before
     if done.returncode != 0:
         sys.exit(f"bench/suite.py: {shlex.join(cmd)} failed ({done.returncode}):\n"
                  f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
